@@ -1,0 +1,50 @@
+"""The `reb-ray` command line: one sub-app per noun, each thin over the library."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from reb_ray import __version__
+from reb_ray.cli import doctor, image, sandbox
+from reb_ray.errors import RebRayError
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="Evaluate environment-synthesis agents on Ray.")
+app.command("doctor")(doctor.doctor)
+app.add_typer(image.app, name="image")
+app.add_typer(sandbox.app, name="sandbox")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"reb-ray {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    """reb-ray: agents x tasks x trials in Docker sandboxes on a Ray cluster."""
+
+
+def main() -> None:
+    """Console entry point: user errors print one line on stderr and exit 2."""
+    try:
+        app(standalone_mode=False)
+    except RebRayError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        typer.echo("aborted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise

@@ -1,0 +1,27 @@
+"""`reb-ray doctor`."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from reb_ray.sandbox.image import DEFAULT_PROFILE, get_profile
+
+_STYLE = {"ok": "green", "warn": "yellow", "fail": "red"}
+
+
+def doctor(profile: str = typer.Option(DEFAULT_PROFILE, help="Sandbox image profile to check (paper | minimal).")) -> None:
+    """Check Docker, the sandbox image, GPUs and NVIDIA runtime, Ray, pyright and free disk."""
+    from reb_ray.doctor import run_checks
+
+    get_profile(profile)
+    checks = run_checks(profile)
+    table = Table(show_header=True, header_style="bold")
+    for column in ("check", "status", "detail", "fix"):
+        table.add_column(column)
+    for check in checks:
+        table.add_row(check.name, f"[{_STYLE[check.level]}]{check.level}[/]", check.detail, check.fix)
+    Console(width=160).print(table)
+    if any(check.level == "fail" for check in checks):
+        raise typer.Exit(1)

@@ -1,0 +1,31 @@
+"""`reb-ray sandbox list|reap`."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, help="Inspect and clean up sandbox containers.")
+
+
+@app.command("list")
+def list_() -> None:
+    """List containers labelled reb-ray.managed=true, with owner and whether it is alive."""
+    from reb_ray.sandbox.docker_client import connect
+    from reb_ray.sandbox.ownership import MANAGED, TRIAL, Owner
+
+    for container in connect().containers.list(all=True, filters={"label": f"{MANAGED}=true"}):
+        owner = Owner.from_labels(container.labels)
+        alive = "?" if owner is None or not owner.is_local() else ("alive" if owner.is_alive() else "gone")
+        typer.echo(f"{container.short_id}  {container.status:8}  trial={container.labels.get(TRIAL, '')}  "
+                   f"owner={owner.host if owner else '?'}:{owner.pid if owner else '?'} ({alive})")
+
+
+@app.command("reap")
+def reap() -> None:
+    """Remove our containers whose owner process is gone; never anyone else's."""
+    from reb_ray.sandbox.reaper import reap as reap_orphans
+
+    removed = reap_orphans()
+    typer.echo(f"removed {len(removed)} orphaned sandbox container(s)")
+    for container_id in removed:
+        typer.echo(f"  {container_id[:12]}")

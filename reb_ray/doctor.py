@@ -1,0 +1,96 @@
+"""`reb-ray doctor`: what this node has, and one line with the fix for each problem."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from reb_ray.errors import RebRayError
+
+MIN_FREE_BYTES = 20 * 1024**3
+
+
+@dataclass
+class Check:
+    """One doctor line. `level` is "ok", "warn" (works, degraded) or "fail" (cannot run)."""
+
+    name: str
+    level: str
+    detail: str
+    fix: str = ""
+
+
+def check_docker_and_image(profile: str) -> list[Check]:
+    """Docker daemon, NVIDIA runtime and the sandbox image for `profile`."""
+    from reb_ray.sandbox.docker_client import connect
+    from reb_ray.sandbox.image import image_tag, require_image
+
+    try:
+        client = connect(timeout=10)
+    except RebRayError as exc:
+        return [Check("docker", "fail", "daemon not reachable", str(exc).split(": ", 1)[-1]),
+                Check("sandbox image", "fail", f"{image_tag(profile)} (unknown: no daemon)",
+                      f"start Docker, then `reb-ray image build --profile {profile}`")]
+    info = client.info()
+    checks = [Check("docker", "ok", f"server {info.get('ServerVersion')}, root {info.get('DockerRootDir')}")]
+    runtimes = sorted(info.get("Runtimes", {}))
+    if "nvidia" in runtimes or info.get("CDISpecDirs"):
+        checks.append(Check("nvidia runtime", "ok", f"runtimes: {', '.join(runtimes)}"))
+    else:
+        checks.append(Check("nvidia runtime", "warn", f"not configured (runtimes: {', '.join(runtimes)})",
+                            "install nvidia-container-toolkit and run `nvidia-ctk runtime configure` for GPU stages"))
+    try:
+        tag = require_image(client, profile)
+        size = client.images.get(tag).attrs.get("Size", 0)
+        checks.append(Check("sandbox image", "ok", f"{tag} ({size / 1e9:.2f} GB)"))
+    except RebRayError as exc:
+        checks.append(Check("sandbox image", "fail", "missing", str(exc).split(": ", 1)[-1]))
+    checks.append(check_disk("docker disk", Path(info.get("DockerRootDir") or "/var/lib/docker")))
+    return checks
+
+
+def check_gpus() -> Check:
+    """GPUs seen by nvidia-smi on this node."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return Check("gpus", "warn", "none (nvidia-smi not found): C2-C4 will be not_run", "run GPU stages on a GPU node")
+    proc = subprocess.run([smi, "--query-gpu=index,name,driver_version", "--format=csv,noheader"],
+                          capture_output=True, text=True, timeout=30)
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    if proc.returncode != 0 or not lines:
+        return Check("gpus", "warn", f"nvidia-smi failed: {(proc.stderr or proc.stdout).strip()[:120]}", "check the NVIDIA driver")
+    return Check("gpus", "ok", f"{len(lines)}: " + "; ".join(lines))
+
+
+def check_ray() -> Check:
+    try:
+        import ray
+    except ImportError:
+        return Check("ray", "fail", "not importable", "pip install 'ray[default]'")
+    return Check("ray", "ok", f"ray {ray.__version__}")
+
+
+def check_pyright() -> Check:
+    """The pinned pyright with its bundled node, run offline."""
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "pyright", "--version"], capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        return Check("pyright", "fail", (proc.stderr or proc.stdout).strip()[:120], "pip install 'pyright[nodejs]'")
+    return Check("pyright", "ok", proc.stdout.strip().splitlines()[-1])
+
+
+def check_disk(name: str, path: Path) -> Check:
+    while not path.exists():
+        path = path.parent
+    free = shutil.disk_usage(path).free
+    level = "ok" if free >= MIN_FREE_BYTES else "warn"
+    return Check(name, level, f"{free / 1e9:.1f} GB free at {path}",
+                 "" if level == "ok" else f"free space: sandboxes need >= {MIN_FREE_BYTES / 1e9:.0f} GB")
+
+
+def run_checks(profile: str) -> list[Check]:
+    """All checks, in display order."""
+    return [*check_docker_and_image(profile), check_gpus(), check_ray(), check_pyright(), check_disk("output disk", Path.cwd())]

@@ -1,0 +1,26 @@
+"""User-facing errors: each carries one line that names what is wrong and how to fix it."""
+
+from __future__ import annotations
+
+
+class RebRayError(Exception):
+    """An error whose message is a single line fit to print to the user as-is."""
+
+
+class DockerUnavailable(RebRayError):
+    """The Docker daemon cannot be reached (infrastructure, never the agent's fault)."""
+
+
+class ImageMissing(RebRayError):
+    """The sandbox image for a profile has not been built on this node."""
+
+
+class UnknownName(RebRayError):
+    """A provider, profile or similar name is not one of the valid choices."""
+
+    def __init__(self, kind: str, value: str, valid: list[str]) -> None:
+        super().__init__(f"unknown {kind} {value!r}; valid: {', '.join(sorted(valid))}")
+
+
+class UnsafeSandbox(RebRayError):
+    """The local (non-isolated) sandbox was asked to run an untrusted agent."""

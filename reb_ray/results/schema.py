@@ -1,0 +1,88 @@
+"""The explicit, versioned Arrow schemas of the `trials` and `stages` datasets.
+
+Every column is nullable and typed: an unknown value is null, never 0, and no column is ever
+null-typed (field case F12: a batch whose values are all null is still written with the real
+type). Bump SCHEMA_VERSION when a column changes meaning; add columns only at the end.
+Status columns use: success | failure | skipped | not_run.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+STAGE_STATUSES = ("success", "failure", "skipped", "not_run")
+TRIAL_STATUSES = ("scored", "infra_error", "interrupted")  # only "scored" rows count for agents
+FAILURE_OWNERS = ("agent", "infra")  # or null when nothing failed
+REPORT_STATUSES = ("ok", "missing_report", "invalid_report")
+
+_ts = pa.timestamp("us", tz="UTC")
+_strings = pa.list_(pa.string())
+
+TRIALS_SCHEMA = pa.schema(
+    [
+        ("schema_version", pa.int32()),
+        ("sweep_id", pa.string()),
+        ("trial_id", pa.string()),  # "<agent>/<task_id>/<trial_index>", stable across attempts
+        ("attempt", pa.int32()),
+        ("trial_index", pa.int32()),
+        ("task_id", pa.string()),
+        ("suite", pa.string()),
+        ("agent", pa.string()),
+        ("status", pa.string()),  # TRIAL_STATUSES
+        ("failure_owner", pa.string()),  # FAILURE_OWNERS or null
+        ("failure_reason", pa.string()),
+        ("node", pa.string()),
+        ("sandbox_provider", pa.string()),
+        ("repo_commit", pa.string()),
+        ("report_status", pa.string()),  # REPORT_STATUSES
+        ("report_python_path", pa.string()),
+        ("c0_status", pa.string()),
+        ("c0_missing", pa.int64()),  # distinct top-level modules flagged reportMissingImports
+        ("c0_total", pa.int64()),  # the task's C0 baseline import total (denominator)
+        ("c0_missing_modules", _strings),
+        ("c0_missing_source", pa.int64()),  # distinct modules flagged reportMissingModuleSource
+        ("c0_missing_source_modules", _strings),
+        ("c0_guarded_modules", _strings),  # missing ones imported only under try/except ImportError (F05)
+        ("pyright_version", pa.string()),
+        ("c1_status", pa.string()),
+        ("c1_exit_code", pa.int64()),
+        ("c1_failure_category", pa.string()),
+        ("agent_exit_code", pa.int64()),
+        ("agent_timed_out", pa.bool_()),
+        ("agent_wall_time_s", pa.float64()),
+        ("probe_wall_time_s", pa.float64()),
+        ("trial_wall_time_s", pa.float64()),
+        ("env_size_bytes", pa.int64()),  # unique bytes of regular files under the report sys.prefix
+        ("env_size_apparent_bytes", pa.int64()),  # same files, hardlinks counted each time
+        ("agent_output_tail", pa.string()),
+        ("started_at", _ts),
+        ("finished_at", _ts),
+    ],
+    metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
+)
+
+STAGES_SCHEMA = pa.schema(
+    [
+        ("schema_version", pa.int32()),
+        ("sweep_id", pa.string()),
+        ("trial_id", pa.string()),
+        ("attempt", pa.int32()),
+        ("task_id", pa.string()),
+        ("agent", pa.string()),
+        ("stage", pa.string()),  # agent | c0 | c1 | env_size | ...
+        ("status", pa.string()),  # STAGE_STATUSES
+        ("reason", pa.string()),  # why not_run / skipped, or the failure detail
+        ("exit_code", pa.int64()),
+        ("timed_out", pa.bool_()),
+        ("failure_category", pa.string()),
+        ("duration_s", pa.float64()),
+        ("command", pa.string()),
+        ("log_head", pa.string()),
+        ("log_tail", pa.string()),
+        ("raw", pa.string()),  # raw probe output kept for re-grading (e.g. pyright JSON)
+        ("started_at", _ts),
+    ],
+    metadata={"reb_ray.dataset": "stages", "reb_ray.schema_version": str(SCHEMA_VERSION)},
+)

@@ -1,0 +1,161 @@
+"""The sandbox interface: the isolated place one trial runs.
+
+Two providers implement it: `docker` (a container per trial, the default) and `local` (a
+process group in a temporary directory, for machines without Docker and trusted built-in
+agents only). The same conformance tests (tests/sandbox/test_conformance.py) run against both.
+"""
+
+from __future__ import annotations
+
+import abc
+import shlex
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from pydantic import BaseModel, Field
+
+from reb_ray.sandbox.output import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES
+
+GiB = 1024**3
+
+#: Environment variable set on every exec; its value identifies the exec so that the command
+#: and every descendant (even ones that called setsid) can be found and killed.
+EXEC_MARKER_ENV = "REB_RAY_EXEC_ID"
+
+#: Extra seconds after SIGTERM before SIGKILL when an exec's deadline fires.
+KILL_GRACE_S = 2.0
+
+
+class ExecResult(BaseModel):
+    """Outcome of one `Sandbox.exec` call.
+
+    `exit_code` is None only when the exit status could not be read (the sandbox died).
+    `output` is stdout and stderr interleaved, bounded to head + tail; `dropped_bytes` counts
+    what was cut. `duration_s` is host-measured wall time in seconds.
+    """
+
+    exit_code: int | None
+    timed_out: bool = False
+    duration_s: float
+    output: str = ""
+    truncated: bool = False
+    dropped_bytes: int = 0
+    total_bytes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True when the command exited 0 within its deadline."""
+        return self.exit_code == 0 and not self.timed_out
+
+
+class SandboxSize(BaseModel):
+    """Bytes written into the sandbox (the container's writable layer), and how it was measured."""
+
+    bytes: int | None
+    method: str
+
+
+class SandboxConfig(BaseModel):
+    """What a sandbox is created with. Sizes are bytes, CPU limits are cores.
+
+    `gpus` are physical GPU ids on the node (indices like "0" or UUIDs like "GPU-..."); inside,
+    devices are numbered from 0. The host's CUDA_VISIBLE_DEVICES is never forwarded.
+    """
+
+    image: str | None = None
+    workdir: str = "/work"
+    gpus: list[str] = Field(default_factory=list)
+    cpus: float | None = None
+    memory_bytes: int | None = None
+    shm_size_bytes: int = 16 * GiB
+    network: str = "bridge"
+    ca_bundle: Path | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    mounts: dict[str, str] = Field(default_factory=dict, description="host path -> sandbox path, read-only")
+    labels: dict[str, str] = Field(default_factory=dict)
+    sweep_id: str = ""
+    trial_id: str = ""
+    attempt: int = 0
+    head_bytes: int = DEFAULT_HEAD_BYTES
+    tail_bytes: int = DEFAULT_TAIL_BYTES
+
+
+def to_argv(cmd: str | Sequence[str]) -> list[str]:
+    """A shell line becomes `sh -c LINE`; an argv list is used as-is."""
+    if isinstance(cmd, str):
+        return ["/bin/sh", "-c", cmd]
+    if not cmd:
+        raise ValueError("empty command")
+    return list(cmd)
+
+
+def display(cmd: str | Sequence[str]) -> str:
+    """A command as a one-line string for logs."""
+    return cmd if isinstance(cmd, str) else shlex.join(cmd)
+
+
+class Sandbox(abc.ABC):
+    """An isolated place to run one trial: exec, put/get files, size, close.
+
+    Use as a context manager: `close()` always runs, also after exceptions, and removes
+    everything the sandbox created. Paths are in the sandbox's own namespace.
+    """
+
+    provider: str = ""
+    workdir: str = ""
+
+    @abc.abstractmethod
+    def exec(
+        self,
+        cmd: str | Sequence[str],
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+    ) -> ExecResult:
+        """Run `cmd` (argv list, or a shell line run by /bin/sh) and wait for it.
+
+        `timeout` is seconds; when it fires the command receives SIGTERM, then SIGKILL after
+        KILL_GRACE_S, and every descendant is killed before this returns (`timed_out=True`).
+        A command that starts a background process and exits returns as soon as it exits.
+        Raises RebRayError if the sandbox is gone.
+        """
+
+    @abc.abstractmethod
+    def put(self, src: Path | str, dest: str) -> None:
+        """Copy host file or directory `src` to sandbox path `dest` (parents are created)."""
+
+    @abc.abstractmethod
+    def get(self, src: str, dest: Path | str) -> None:
+        """Copy sandbox file or directory `src` to host path `dest`. Raises FileNotFoundError."""
+
+    def write_bytes(self, dest: str, data: bytes) -> None:
+        """Create sandbox file `dest` holding `data`."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / Path(dest).name
+            path.write_bytes(data)
+            self.put(path, dest)
+
+    def read_bytes(self, src: str) -> bytes:
+        """Contents of sandbox file `src`. Raises FileNotFoundError."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "file"
+            self.get(src, path)
+            return path.read_bytes()
+
+    @abc.abstractmethod
+    def size(self, timeout: float = 60.0) -> SandboxSize:
+        """Bytes written into the sandbox so far; `timeout` seconds before the fallback method."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Remove the sandbox and everything in it. Idempotent; never raises for a gone sandbox."""
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

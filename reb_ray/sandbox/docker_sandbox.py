@@ -1,0 +1,317 @@
+"""The Docker sandbox provider: one container per trial, driven through the docker SDK.
+
+Rules (ARCHITECTURE.md "Life of a trial", step 2): an init process as PID 1 (the image's tini),
+a large /dev/shm (16 GiB default; the Docker default of 64 MB breaks DataLoader workers and
+NCCL, field case F09), never privileged, labels naming sweep/trial/attempt/owner, GPUs given
+as physical ids mapped to a device request (inside, devices count from 0), and the host's
+CUDA_VISIBLE_DEVICES never forwarded.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shutil
+import tarfile
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import docker
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+from docker.types import DeviceRequest
+
+from reb_ray.errors import ImageMissing, RebRayError
+from reb_ray.sandbox.base import (
+    EXEC_MARKER_ENV,
+    KILL_GRACE_S,
+    ExecResult,
+    Sandbox,
+    SandboxConfig,
+    SandboxSize,
+    to_argv,
+)
+from reb_ray.sandbox.docker_client import connect
+from reb_ray.sandbox.output import BoundedOutput
+from reb_ray.sandbox.ownership import container_labels
+
+CONTAINER_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+_CA_ENV = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "NODE_EXTRA_CA_CERTS")
+
+# Kills every process whose environment holds the marker "$1" (REB_RAY_EXEC_ID=<id>), including
+# ones that left the process group with setsid; repeats until none is found.
+_SWEEP_SCRIPT = r"""
+me=$$
+for round in 1 2 3 4 5; do
+  found=
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    [ "$p" = "$me" ] && continue
+    if tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF "$1"; then
+      kill -9 "$p" 2>/dev/null && found=1
+    fi
+  done
+  [ -z "$found" ] && exit 0
+  sleep 0.05
+done
+"""
+
+
+class SandboxGone(RebRayError):
+    """The sandbox's container no longer exists or stopped (infrastructure, or the agent broke it)."""
+
+
+def container_create_kwargs(config: SandboxConfig, name: str) -> dict[str, Any]:
+    """The `containers.run` keyword arguments for `config` (pure; no daemon needed).
+
+    GPU ids become one DeviceRequest with exactly those physical ids. The returned
+    environment never holds CUDA_VISIBLE_DEVICES: the runtime numbers the assigned devices
+    from 0 inside, and forwarding a host value would point at the wrong devices.
+    """
+    env = {k: v for k, v in config.env.items() if k != "CUDA_VISIBLE_DEVICES"}
+    volumes: dict[str, dict[str, str]] = {
+        str(Path(host).resolve()): {"bind": inside, "mode": "ro"} for host, inside in config.mounts.items()
+    }
+    if config.ca_bundle is not None:
+        volumes[str(Path(config.ca_bundle).resolve())] = {"bind": CONTAINER_CA_BUNDLE, "mode": "ro"}
+        env.update({key: CONTAINER_CA_BUNDLE for key in _CA_ENV})
+    kwargs: dict[str, Any] = {
+        "image": config.image,
+        "command": ["sleep", "infinity"],
+        "name": name,
+        "detach": True,
+        "labels": container_labels(config.sweep_id, config.trial_id, config.attempt, config.labels),
+        "shm_size": config.shm_size_bytes,
+        "privileged": False,
+        "network_mode": config.network,
+        "working_dir": config.workdir,
+        "environment": env,
+        "volumes": volumes,
+    }
+    if config.gpus:
+        kwargs["device_requests"] = [DeviceRequest(device_ids=list(config.gpus), capabilities=[["gpu"]])]
+    if config.cpus is not None:
+        kwargs["nano_cpus"] = int(config.cpus * 1e9)
+    if config.memory_bytes is not None:
+        kwargs["mem_limit"] = config.memory_bytes
+    return kwargs
+
+
+class DockerSandbox(Sandbox):
+    """A running container. Create with `DockerSandbox(config)`; always `close()` it.
+
+    Raises ImageMissing when the image is not on the node, DockerUnavailable when the daemon
+    does not answer, RebRayError when the container cannot be started (and then leaves none).
+    """
+
+    provider = "docker"
+
+    def __init__(self, config: SandboxConfig, client: docker.DockerClient | None = None) -> None:
+        if not config.image:
+            raise RebRayError("sandbox config has no image")
+        self.config = config
+        self.workdir = config.workdir
+        self._client = client or connect()
+        self._closed = False
+        try:
+            self._client.images.get(config.image)
+        except ImageNotFound:
+            raise ImageMissing(
+                f"sandbox image {config.image} is not built on this node: run `reb-ray image build`"
+            ) from None
+        name = f"reb-ray-{uuid.uuid4().hex[:12]}"
+        try:
+            self._container = self._client.containers.run(**container_create_kwargs(config, name))
+        except DockerException as exc:
+            self._remove_by_name(name)
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise RebRayError(f"cannot start sandbox from {config.image}: {first[:300]}") from None
+        self.id: str = self._container.id
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def _remove_by_name(self, name: str) -> None:
+        try:
+            self._client.containers.get(name).remove(force=True, v=True)
+        except DockerException:
+            pass
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._client.api.remove_container(self.id, force=True, v=True)
+        except NotFound:
+            pass
+        except APIError as exc:
+            if "already in progress" not in str(exc):
+                raise
+
+    # -- exec --------------------------------------------------------------------------------
+    def exec(
+        self,
+        cmd: str | Sequence[str],
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        api = self._client.api
+        marker = uuid.uuid4().hex
+        argv = to_argv(cmd)
+        if timeout is not None:
+            # GNU timeout makes itself a process-group leader and signals the whole group.
+            argv = ["timeout", "-k", f"{KILL_GRACE_S:g}", f"{max(timeout, 0.001):.3f}", *argv]
+        environment = {**(env or {}), EXEC_MARKER_ENV: marker}
+        try:
+            exec_id = api.exec_create(
+                self.id, argv, environment=environment, workdir=workdir or self.workdir, user=user or ""
+            )["Id"]
+            start = time.monotonic()
+            stream = api.exec_start(exec_id, stream=True, demux=False)
+        except NotFound:
+            raise SandboxGone(f"sandbox {self.id[:12]} is gone") from None
+        except APIError as exc:
+            raise SandboxGone(f"sandbox {self.id[:12]} cannot run commands: {exc.explanation}") from None
+
+        out = BoundedOutput(self.config.head_bytes, self.config.tail_bytes)
+        reader = threading.Thread(target=_drain, args=(stream, out), daemon=True)
+        reader.start()
+        hard_deadline = None if timeout is None else start + timeout + KILL_GRACE_S + 10.0
+        forced = False
+        poll = 0.01
+        while True:
+            reader.join(poll)
+            running = api.exec_inspect(exec_id)["Running"]
+            if not running:
+                # A background child may still hold the stream open: give it a moment, then stop.
+                reader.join(0.2)
+                break
+            if hard_deadline is not None and time.monotonic() > hard_deadline:
+                forced = True  # the in-container deadline did not work (coreutils broken?)
+                self._kill_marked(marker)
+                break
+            poll = min(poll * 2, 0.25)
+        duration = time.monotonic() - start
+        stream.close()
+        exit_code = api.exec_inspect(exec_id)["ExitCode"]
+        timed_out = forced or (
+            timeout is not None and exit_code in (124, 137) and duration >= timeout * 0.98
+        )
+        if timed_out:
+            self._kill_marked(marker)
+        return ExecResult(
+            exit_code=None if forced else exit_code,
+            timed_out=timed_out,
+            duration_s=duration,
+            output=out.text(),
+            truncated=out.truncated,
+            dropped_bytes=out.dropped_bytes,
+            total_bytes=out.total_bytes,
+        )
+
+    def _kill_marked(self, marker: str) -> None:
+        """Kill every process of one exec, including setsid'd descendants."""
+        try:
+            api = self._client.api
+            exec_id = api.exec_create(self.id, ["/bin/sh", "-c", _SWEEP_SCRIPT, "sweep", f"{EXEC_MARKER_ENV}={marker}"], user="root")["Id"]
+            api.exec_start(exec_id)
+        except DockerException:
+            pass
+
+    # -- files -------------------------------------------------------------------------------
+    def put(self, src: Path | str, dest: str) -> None:
+        src = Path(src)
+        if not src.exists():
+            raise FileNotFoundError(f"{src} does not exist")
+        dest = posixpath.join(self.workdir, dest) if not dest.startswith("/") else dest
+        parent = posixpath.dirname(dest.rstrip("/")) or "/"
+        self._must(["mkdir", "-p", parent])
+        with tempfile.TemporaryFile() as buf:
+            with tarfile.open(fileobj=buf, mode="w") as tar:
+                tar.add(str(src), arcname=posixpath.basename(dest.rstrip("/")))
+            buf.seek(0)
+            try:
+                self._client.api.put_archive(self.id, parent, buf)
+            except NotFound:
+                raise SandboxGone(f"sandbox {self.id[:12]} is gone") from None
+
+    def get(self, src: str, dest: Path | str) -> None:
+        dest = Path(dest)
+        src = posixpath.join(self.workdir, src) if not src.startswith("/") else src
+        try:
+            chunks, _stat = self._client.api.get_archive(self.id, src)
+        except NotFound:
+            raise FileNotFoundError(f"{src} not found in sandbox {self.id[:12]}") from None
+        with tempfile.TemporaryDirectory() as tmp:
+            archive = Path(tmp) / "a.tar"
+            with archive.open("wb") as f:
+                for chunk in chunks:
+                    f.write(chunk)
+            unpacked = Path(tmp) / "x"
+            with tarfile.open(archive) as tar:
+                tar.extractall(unpacked, filter="data")
+            (entry,) = list(unpacked.iterdir())
+            if dest.exists() and dest.is_dir() and entry.is_dir():
+                shutil.rmtree(dest)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(entry), str(dest))
+
+    def _must(self, argv: list[str]) -> None:
+        result = self.exec(argv, timeout=60)
+        if not result.ok:
+            raise RebRayError(f"sandbox {self.id[:12]}: {' '.join(argv)} failed: {result.output.strip()[:200]}")
+
+    # -- size --------------------------------------------------------------------------------
+    def size(self, timeout: float = 60.0) -> SandboxSize:
+        """Writable-layer bytes from the daemon (`SizeRw`); after `timeout` seconds, or if the
+        daemon does not report it, the host walks the overlay upper directory instead."""
+        box: dict[str, int | None] = {}
+
+        def ask_daemon() -> None:
+            try:
+                rows = self._client.api.containers(all=True, size=True, filters={"id": self.id})
+                box["bytes"] = rows[0].get("SizeRw") if rows else None
+            except DockerException:
+                box["bytes"] = None
+
+        worker = threading.Thread(target=ask_daemon, daemon=True)
+        worker.start()
+        worker.join(timeout)
+        if box.get("bytes") is not None:
+            return SandboxSize(bytes=box["bytes"], method="docker_size_rw")
+        try:
+            upper = self._client.api.inspect_container(self.id)["GraphDriver"]["Data"]["UpperDir"]
+        except (DockerException, KeyError, TypeError):
+            upper = None
+        if upper and os.path.isdir(upper):
+            return SandboxSize(bytes=tree_bytes(Path(upper)), method="upperdir_walk")
+        return SandboxSize(bytes=None, method="unavailable")
+
+
+def tree_bytes(root: Path) -> int:
+    """Bytes of regular files under `root`, each inode once, symlinks not followed."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) in seen or not (st.st_mode & 0o170000 == 0o100000):
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            total += st.st_size
+    return total
+
+
+def _drain(stream: Any, out: BoundedOutput) -> None:
+    try:
+        for chunk in stream:
+            out.feed(chunk)
+    except Exception:  # the socket was closed under us: the exec is over
+        pass

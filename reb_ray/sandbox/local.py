@@ -1,0 +1,189 @@
+"""The local sandbox provider: a process group in a temporary directory on the host.
+
+No isolation: it exists for machines without Docker and for trusted built-in agents (`noop`,
+`heuristic`) only. An untrusted agent is refused unless the caller passes `allow_unsafe=True`
+(the CLI's explicit `--unsafe-local` flag). Paths are host paths; the sandbox's own
+directory is `root`, its working directory `root/work`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from reb_ray.errors import UnsafeSandbox
+from reb_ray.sandbox.base import (
+    EXEC_MARKER_ENV,
+    KILL_GRACE_S,
+    ExecResult,
+    Sandbox,
+    SandboxConfig,
+    SandboxSize,
+    to_argv,
+)
+from reb_ray.sandbox.docker_sandbox import tree_bytes
+from reb_ray.sandbox.output import BoundedOutput
+
+# Host variables a command needs to work at all; everything else is left behind on purpose
+# (secrets, and CUDA_VISIBLE_DEVICES, which must never be forwarded).
+_PASSTHROUGH_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE")
+
+
+class LocalSandbox(Sandbox):
+    """A temporary directory plus process-group management on the host.
+
+    Raises UnsafeSandbox when `trusted` is False and `allow_unsafe` is not set.
+    """
+
+    provider = "local"
+
+    def __init__(self, config: SandboxConfig, trusted: bool = False, allow_unsafe: bool = False) -> None:
+        if not (trusted or allow_unsafe):
+            raise UnsafeSandbox(
+                "the local sandbox has no isolation and runs only trusted built-in agents (noop, heuristic); "
+                "use `--sandbox docker`, or pass `--unsafe-local` to run this agent on the host anyway"
+            )
+        self.config = config
+        self.root = Path(tempfile.mkdtemp(prefix="reb-ray-local-"))
+        self.workdir = str(self.root / "work")
+        Path(self.workdir).mkdir()
+        self._markers: list[str] = []
+        self._closed = False
+
+    def _env(self, env: Mapping[str, str] | None, marker: str) -> dict[str, str]:
+        base = {k: os.environ[k] for k in _PASSTHROUGH_ENV if k in os.environ}
+        base.update({k: v for k, v in self.config.env.items() if k != "CUDA_VISIBLE_DEVICES"})
+        base["CUDA_VISIBLE_DEVICES"] = ",".join(self.config.gpus)
+        base.update(env or {})
+        base[EXEC_MARKER_ENV] = marker
+        return base
+
+    def exec(
+        self,
+        cmd: str | Sequence[str],
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+    ) -> ExecResult:
+        import uuid
+
+        marker = uuid.uuid4().hex
+        self._markers.append(marker)
+        out = BoundedOutput(self.config.head_bytes, self.config.tail_bytes)
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                to_argv(cmd),
+                cwd=workdir or self.workdir,
+                env=self._env(env, marker),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return ExecResult(exit_code=127, duration_s=time.monotonic() - start, output=f"{exc}\n")
+        reader = threading.Thread(target=_drain, args=(proc.stdout, out), daemon=True)
+        reader.start()
+        timed_out = False
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _signal_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(KILL_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+            kill_marked(marker)
+            proc.wait()
+        duration = time.monotonic() - start
+        # A background child may still hold the pipe open: give it a moment, then stop reading.
+        reader.join(0.2)
+        proc.stdout.close() if not reader.is_alive() else None
+        return ExecResult(
+            exit_code=proc.returncode,
+            timed_out=timed_out,
+            duration_s=duration,
+            output=out.text(),
+            truncated=out.truncated,
+            dropped_bytes=out.dropped_bytes,
+            total_bytes=out.total_bytes,
+        )
+
+    def _path(self, path: str) -> Path:
+        return Path(path) if os.path.isabs(path) else Path(self.workdir) / path
+
+    def put(self, src: Path | str, dest: str) -> None:
+        src, target = Path(src), self._path(dest)
+        if not src.exists():
+            raise FileNotFoundError(f"{src} does not exist")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, target, symlinks=True, dirs_exist_ok=True)
+        else:
+            shutil.copy2(src, target)
+
+    def get(self, src: str, dest: Path | str) -> None:
+        source, dest = self._path(src), Path(dest)
+        if not source.exists():
+            raise FileNotFoundError(f"{source} not found in sandbox")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, dest, symlinks=True, dirs_exist_ok=True)
+        else:
+            shutil.copy2(source, dest)
+
+    def size(self, timeout: float = 60.0) -> SandboxSize:
+        return SandboxSize(bytes=tree_bytes(self.root), method="local_walk")
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for marker in self._markers:
+            kill_marked(marker)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_marked(marker: str) -> None:
+    """SIGKILL every host process whose environment holds REB_RAY_EXEC_ID=`marker` (Linux /proc)."""
+    needle = f"{EXEC_MARKER_ENV}={marker}".encode()
+    for _ in range(5):
+        found = False
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/environ", "rb") as f:
+                    if needle not in f.read().split(b"\0"):
+                        continue
+                os.kill(int(entry.name), signal.SIGKILL)
+                found = True
+            except (OSError, ProcessLookupError):
+                continue
+        if not found:
+            return
+        time.sleep(0.05)
+
+
+def _drain(pipe, out: BoundedOutput) -> None:
+    try:
+        for chunk in iter(lambda: pipe.read1(65536), b""):
+            out.feed(chunk)
+    except (OSError, ValueError):
+        pass
