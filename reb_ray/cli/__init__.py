@@ -8,12 +8,14 @@ import typer
 
 from reb_ray import __version__
 from reb_ray.cli import doctor, image, sandbox
+from reb_ray.cli import tasks
 from reb_ray.errors import RebRayError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Evaluate environment-synthesis agents on Ray.")
 app.command("doctor")(doctor.doctor)
 app.add_typer(image.app, name="image")
 app.add_typer(sandbox.app, name="sandbox")
+app.add_typer(tasks.app, name="tasks")
 
 
 def _version(value: bool) -> None:
@@ -32,7 +34,9 @@ def root(
 def main() -> None:
     """Console entry point: user errors print one line on stderr and exit 2."""
     try:
-        app(standalone_mode=False)
+        # Without standalone mode, click returns an Exit's code instead of exiting.
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
     except RebRayError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(2)

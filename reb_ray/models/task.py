@@ -1,0 +1,443 @@
+"""Task specs: the schema of `tasks/<suite>/<task-id>/task.toml` and its loaders.
+
+A task is one repository at one commit (or bundled source) plus the probe definitions of its
+runtime stages. Every model forbids unknown keys so a typo in a task file is an error, and
+every error reaches the user as one `TaskSpecError` line naming file, field path and value:
+
+    tasks/demo/numpy-trainer/task.toml: stages.cpu.timeout_s = -5: Input should be greater than 0
+
+Example task.toml:
+
+    id = "numpy-trainer"
+    suite = "demo"
+    category = "1_cpu"
+    c0_baseline_total = 1
+    source = { bundled = "repo" }        # or { git = "https://github.com/o/n", commit = "<40 hex>" }
+
+    [stages.cpu]
+    command = "python train.py --steps 5"
+    timeout_s = 120
+    success = { exit_code = 0, log_pattern = "final loss" }
+
+    [stages.single_gpu]
+    applicable = false
+    skip_reason = "demo suite is CPU-only"
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+import tomllib
+import typing
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from reb_ray.errors import RebRayError
+
+TASK_FILE = "task.toml"
+NOT_DEFINED = "not defined"  # skip_reason of a stage whose table is absent
+
+_SHA_RE = re.compile(r"[0-9a-fA-F]{40}")
+# https://host/owner/name(.git), ssh://git@host/owner/name.git, git@host:owner/name.git
+_GIT_URL_RE = re.compile(r"^(?:[a-z][a-z0-9+.-]*://[^/]+/|[^@/\s]+@[^:/\s]+:)(?:[^\s]+/)?(?P<owner>[^/\s]+)/(?P<name>[^/\s]+?)(?:\.git)?/?$")
+
+
+class TaskSpecError(RebRayError):
+    """A task file or suite is invalid; the message is one line naming file, field and value."""
+
+
+def _relative_path(value: str, what: str) -> str:
+    """Check that `value` is a relative POSIX path that stays inside its base directory."""
+    path = PurePosixPath(value)
+    if not value or path.is_absolute() or ".." in path.parts:
+        raise PydanticCustomError("relative_path", "{what} must be a relative path without '..'", {"what": what})
+    return value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SuccessRule(_Strict):
+    """How a stage's run is judged: the exit code must match and, if set, the regex must match the log.
+
+    `log_pattern` is a Python regex searched (re.search, MULTILINE) in the combined stdout+stderr.
+    """
+
+    exit_code: int = 0
+    log_pattern: str | None = None
+
+    @field_validator("log_pattern")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise PydanticCustomError("regex", "not a valid regex: {err}", {"err": str(exc)}) from None
+        return value
+
+    def matches(self, exit_code: int | None, log: str) -> bool:
+        """True when `exit_code` equals the expected one and the log pattern (if any) is found."""
+        if exit_code != self.exit_code:
+            return False
+        return self.log_pattern is None or re.search(self.log_pattern, log, re.MULTILINE) is not None
+
+
+class StageSpec(_Strict):
+    """One runtime stage (cpu or single_gpu) of a task.
+
+    `command` is a shell line (str, run with `sh -c`) or an argv list; it runs in `workdir`
+    (relative to the repository root) with `env` added, killed after `timeout_s` seconds.
+    A stage that is not applicable carries a `skip_reason` instead of a command.
+    """
+
+    applicable: bool = True
+    skip_reason: str | None = Field(default=None, validate_default=True)
+    command: str | list[str] | None = Field(default=None, validate_default=True)
+    env: dict[str, str] = Field(default_factory=dict)
+    workdir: str = "."
+    timeout_s: float = Field(default=600.0, gt=0)
+    success: SuccessRule = Field(default_factory=SuccessRule)
+
+    @field_validator("skip_reason")
+    @classmethod
+    def _skip_reason(cls, value: str | None, info: ValidationInfo) -> str | None:
+        applicable = info.data.get("applicable", True)
+        if not applicable and not (value and value.strip()):
+            raise PydanticCustomError("missing", "Field required when applicable = false")
+        if applicable and value is not None:
+            raise PydanticCustomError("skip_reason", "only allowed when applicable = false")
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: str | list[str] | None, info: ValidationInfo) -> str | list[str] | None:
+        if value is None:
+            if info.data.get("applicable", True):
+                raise PydanticCustomError("missing", "Field required when the stage is applicable")
+            return None
+        if (isinstance(value, str) and not value.strip()) or (isinstance(value, list) and not value):
+            raise PydanticCustomError("command", "command must not be empty")
+        return value
+
+    @field_validator("workdir")
+    @classmethod
+    def _workdir(cls, value: str) -> str:
+        return _relative_path(value, "workdir")
+
+    @property
+    def is_shell(self) -> bool:
+        """True when `command` is a shell line rather than an argv list."""
+        return isinstance(self.command, str)
+
+
+class MultiGpuStageSpec(StageSpec):
+    """The multi-GPU stage: a StageSpec plus how ranks are launched and how many.
+
+    `launcher` names the tool the command uses (torchrun, accelerate, deepspeed or plain
+    python spawning its own processes); `ranks` is the number of processes, one GPU each.
+    """
+
+    launcher: Literal["torchrun", "accelerate", "deepspeed", "python"] = "torchrun"
+    ranks: int = Field(default=2, ge=2)
+
+
+def _not_defined(cls: type[StageSpec]) -> Any:
+    return lambda: cls(applicable=False, skip_reason=NOT_DEFINED)
+
+
+class Stages(_Strict):
+    """The three runtime stages; a missing table is not applicable with skip_reason "not defined"."""
+
+    cpu: StageSpec = Field(default_factory=_not_defined(StageSpec))
+    single_gpu: StageSpec = Field(default_factory=_not_defined(StageSpec))
+    multi_gpu: MultiGpuStageSpec = Field(default_factory=_not_defined(MultiGpuStageSpec))
+
+
+class TaskSource(_Strict):
+    """Where the repository comes from: `{git = URL, commit = 40-hex sha}` or `{bundled = path}`.
+
+    A bundled path is relative to the task directory and must exist there when the task is
+    loaded from a file.
+    """
+
+    git: str | None = None
+    commit: str | None = Field(default=None, validate_default=True)
+    bundled: str | None = None
+
+    @field_validator("git")
+    @classmethod
+    def _git(cls, value: str | None) -> str | None:
+        if value is not None and not _GIT_URL_RE.match(value):
+            raise PydanticCustomError("git_url", "not a git URL of the form https://host/owner/name")
+        return value
+
+    @field_validator("commit")
+    @classmethod
+    def _commit(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            if info.data.get("git") is not None:
+                raise PydanticCustomError("missing", "Field required with git (a 40-hex commit sha)")
+            return None
+        if not _SHA_RE.fullmatch(value):
+            raise PydanticCustomError("commit", "must be a full commit sha (40 hex characters)")
+        return value.lower()
+
+    @field_validator("bundled")
+    @classmethod
+    def _bundled(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        _relative_path(value, "bundled")
+        task_dir = (info.context or {}).get("task_dir")
+        if task_dir is not None and not (Path(task_dir) / value).exists():
+            raise PydanticCustomError("path_missing", "no such path in the task directory")
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> TaskSource:
+        if (self.git is None) == (self.bundled is None):
+            raise PydanticCustomError("source", "give exactly one of {git, commit} or {bundled}")
+        if self.bundled is not None and self.commit is not None:
+            raise PydanticCustomError("source", "commit only goes with git, not with bundled")
+        return self
+
+    @property
+    def kind(self) -> Literal["git", "bundled"]:
+        """"git" or "bundled"."""
+        return "git" if self.git is not None else "bundled"
+
+    @property
+    def owner_repo(self) -> str | None:
+        """"owner/name" parsed from the git URL (None for bundled source)."""
+        if self.git is None:
+            return None
+        match = _GIT_URL_RE.match(self.git)
+        assert match is not None  # validated
+        return f"{match['owner']}/{match['name']}"
+
+    @property
+    def label(self) -> str:
+        """Short human/JSON label: "owner/name" for git, "bundled:<path>" for bundled source."""
+        return self.owner_repo if self.git is not None else f"bundled:{self.bundled}"  # type: ignore[return-value]
+
+
+class Asset(_Strict):
+    """A model, dataset or file the probes need, at `path` relative to the asset cache."""
+
+    name: str = Field(min_length=1)
+    kind: Literal["model", "dataset", "file"]
+    path: str
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        return _relative_path(value, "path")
+
+
+class TaskSpec(_Strict):
+    """One task: a repository at a commit (or bundled) with its stage probes and assets.
+
+    `id` must equal the task directory's name and `suite` its parent's name. `task_dir` is
+    the task's directory, set by the loader (never read from the file). `c0_baseline_total`
+    is the C0 denominator (distinct top-level non-stdlib, non-local imports), None if unknown.
+    """
+
+    id: str = Field(min_length=1)
+    suite: str = Field(min_length=1)
+    category: str = Field(min_length=1)
+    c0_baseline_total: int | None = Field(default=None, ge=0)
+    source: TaskSource
+    stages: Stages = Field(default_factory=Stages)
+    assets: list[Asset] = Field(default_factory=list)
+    task_dir: Path = Field(default=Path("."), exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _inject_task_dir(cls, data: Any, info: ValidationInfo) -> Any:
+        task_dir = (info.context or {}).get("task_dir")
+        if task_dir is None or not isinstance(data, dict):
+            return data
+        if "task_dir" in data:
+            raise PydanticCustomError("extra_forbidden", "task_dir is set by the loader, not the file")
+        return {**data, "task_dir": Path(task_dir)}
+
+    @field_validator("id", "suite")
+    @classmethod
+    def _matches_directory(cls, value: str, info: ValidationInfo) -> str:
+        task_dir = (info.context or {}).get("task_dir")
+        if task_dir is not None:
+            expected = Path(task_dir).name if info.field_name == "id" else Path(task_dir).parent.name
+            if value != expected:
+                raise PydanticCustomError("directory", "must equal the directory name {expected!r}", {"expected": expected})
+        return value
+
+    @field_validator("assets")
+    @classmethod
+    def _unique_assets(cls, value: list[Asset]) -> list[Asset]:
+        names = [asset.name for asset in value]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise PydanticCustomError("duplicate", "duplicate asset names: {names}", {"names": ", ".join(dupes)})
+        return value
+
+    @property
+    def supports_cpu(self) -> bool:
+        """The CPU stage (C1) is applicable."""
+        return self.stages.cpu.applicable
+
+    @property
+    def supports_single_gpu(self) -> bool:
+        """The single-GPU stage (C3) is applicable."""
+        return self.stages.single_gpu.applicable
+
+    @property
+    def supports_multi_gpu(self) -> bool:
+        """The multi-GPU stage (C4) is applicable."""
+        return self.stages.multi_gpu.applicable
+
+    @property
+    def gpus_needed(self) -> int:
+        """GPUs a trial must hold: 0, 1, or the multi-GPU ranks (max over applicable GPU stages)."""
+        needed = 1 if self.supports_single_gpu else 0
+        if self.supports_multi_gpu:
+            needed = max(needed, self.stages.multi_gpu.ranks)
+        return needed
+
+    @property
+    def repo_path(self) -> Path | None:
+        """Absolute path of bundled source (None for git source)."""
+        return None if self.source.bundled is None else self.task_dir / self.source.bundled
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading and one-line errors
+
+
+def _display(path: Path) -> str:
+    """A path as the user should see it: relative to the working directory when inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _show_value(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model class whose fields live at `loc` inside a TaskSpec (for listing valid keys)."""
+    model: Any = TaskSpec
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
+            return None
+        model = model.model_fields[part].annotation
+        for arg in typing.get_args(model) or ():  # list[Asset], Optional[...]
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                model = arg
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _one_line(file: Path, exc: ValidationError) -> str:
+    errors = exc.errors(include_url=False)
+    err = errors[0]
+    loc = tuple(err["loc"])
+    field = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in loc).replace(".[", "[") or "(top level)"
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        if parent is not None:
+            valid = [name for name in parent.model_fields if name != "task_dir"]
+            msg = f"unknown key; valid keys: {', '.join(valid)}"
+    value = "" if err["type"] == "missing" else f" = {_show_value(err.get('input'))}"
+    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{_display(file)}: {field}{value}: {msg}{more}".replace("\n", " ")
+
+
+def load_task(path: Path) -> TaskSpec:
+    """Load and validate one task file (`path` = .../<suite>/<task-id>/task.toml).
+
+    Returns a TaskSpec whose `task_dir` is the file's (absolute) directory. Raises
+    TaskSpecError (one line naming the file, field path and bad value) when the file is
+    missing, is not valid TOML, or does not satisfy the schema.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TaskSpecError(f"{_display(path)}: cannot read: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TaskSpecError(f"{_display(path)}: TOML syntax error: {exc}".replace("\n", " ")) from None
+    try:
+        return TaskSpec.model_validate(data, context={"task_dir": path.resolve().parent})
+    except ValidationError as exc:
+        raise TaskSpecError(_one_line(path, exc)) from None
+
+
+def _root(root: Path | None) -> Path:
+    if root is not None:
+        return Path(root)
+    from reb_ray.paths import bundled_dir
+
+    return bundled_dir("tasks")
+
+
+def _visible_dirs(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+
+
+def list_suites(root: Path | None = None) -> list[str]:
+    """Names of the suites under `root` (default: the bundled tasks directory), sorted."""
+    base = _root(root)
+    return [p.name for p in _visible_dirs(base)] if base.is_dir() else []
+
+
+def load_suite(suite: str, root: Path | None = None) -> list[TaskSpec]:
+    """Load every task of `suite` under `root` (default: bundled tasks), sorted by id.
+
+    Raises TaskSpecError for an unknown suite (listing the valid ones), for a task directory
+    without a task.toml, and for the first invalid task file.
+    """
+    base = _root(root)
+    suite_dir = base / suite
+    if not suite or not suite_dir.is_dir() or suite.startswith((".", "_")) or "/" in suite:
+        valid = ", ".join(list_suites(base)) or "(none)"
+        raise TaskSpecError(f"unknown suite {suite!r} in {_display(base)}; valid: {valid}")
+    tasks = []
+    for task_dir in _visible_dirs(suite_dir):
+        task_file = task_dir / TASK_FILE
+        if not task_file.is_file():
+            raise TaskSpecError(f"{_display(task_dir)}: task directory has no {TASK_FILE}")
+        tasks.append(load_task(task_file))
+    return sorted(tasks, key=lambda t: t.id)
+
+
+def select_tasks(tasks: list[TaskSpec], pattern: str | None) -> list[TaskSpec]:
+    """Tasks whose id matches any of the comma-separated fnmatch patterns, in input order.
+
+    None or an empty pattern selects everything. Raises TaskSpecError when a pattern matches
+    no task, so a typo never silently selects nothing.
+    """
+    patterns = [p.strip() for p in (pattern or "").split(",") if p.strip()]
+    if not patterns:
+        return list(tasks)
+    for pat in patterns:
+        if not any(fnmatch.fnmatchcase(t.id, pat) for t in tasks):
+            ids = ", ".join(t.id for t in tasks[:10]) + (", ..." if len(tasks) > 10 else "")
+            raise TaskSpecError(f"task pattern {pat!r} matches no task; ids: {ids or '(none)'}")
+    return [t for t in tasks if any(fnmatch.fnmatchcase(t.id, pat) for pat in patterns)]

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Set up a node for reb-ray (Debian, as root): system packages, a Docker daemon, the package in
+# ./.venv with its test extra, and the sandbox image. Safe to run again: every step is skipped
+# when already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v dockerd >/dev/null 2>&1 || need_apt+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
+command -v git >/dev/null 2>&1 || need_apt+=(git)
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv python3-pip)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: apt-get install ${need_apt[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+bash scripts/start-docker.sh
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+echo "setup: installing reb-ray into .venv"
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q -e ".[test]"
+
+.venv/bin/reb-ray image build --profile "${REB_RAY_IMAGE_PROFILE:-minimal}"

@@ -1,0 +1,41 @@
+"""The real `reb-ray` console script: version, doctor, bad input as one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+
+def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["reb-ray", *args], capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=300)
+
+
+def test_version():
+    from reb_ray import __version__
+
+    assert run("--version").stdout.strip() == f"reb-ray {__version__}"
+
+
+def test_unknown_profile_is_one_line_with_valid_names():
+    res = run("image", "build", "--profile", "cuda11")
+    assert res.returncode == 2
+    assert res.stderr.strip() == "error: unknown image profile 'cuda11'; valid: minimal, paper"
+
+
+def test_doctor_reports_each_part(sandbox_image):
+    res = run("doctor")
+    assert res.returncode == 0, res.stdout + res.stderr
+    for name in ("docker", "sandbox image", "gpus", "nvidia runtime", "ray", "pyright", "disk"):
+        assert name in res.stdout
+    assert sandbox_image.split(":")[1] in res.stdout
+
+
+def test_doctor_without_daemon_fails_with_the_fix():
+    res = run("doctor", env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    assert res.returncode == 1
+    assert "dockerd" in res.stdout and "fail" in res.stdout
+
+
+def test_sandbox_reap_runs(docker_client):
+    res = run("sandbox", "reap")
+    assert res.returncode == 0 and "removed" in res.stdout

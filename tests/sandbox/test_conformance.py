@@ -1,0 +1,120 @@
+"""One conformance suite, run against every sandbox provider (docker and local)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from reb_ray.sandbox.base import KILL_GRACE_S
+
+
+def _pids_with(sandbox, argv: str) -> list[str]:
+    """Pids of processes whose command line is exactly `argv` (space-joined), via a fresh exec."""
+    script = 'for d in /proc/[0-9]*; do [ "$(tr "\\0" " " < $d/cmdline 2>/dev/null)" = "$1 " ] && echo ${d#/proc/}; done; true'
+    return sandbox.exec(["sh", "-c", script, "list", argv]).output.split()
+
+
+def test_exit_codes_and_output(make_sandbox):
+    sb = make_sandbox()
+    ok = sb.exec("echo hello; echo err >&2")
+    assert ok.exit_code == 0 and ok.ok and not ok.timed_out
+    assert "hello" in ok.output and "err" in ok.output
+    bad = sb.exec(["sh", "-c", "exit 3"])
+    assert bad.exit_code == 3 and not bad.ok
+    missing = sb.exec(["definitely-not-a-command-xyz"])
+    assert missing.exit_code not in (0, None)
+
+
+def test_env_and_workdir(make_sandbox):
+    sb = make_sandbox()
+    sb.exec("mkdir -p sub")
+    res = sb.exec('echo "$FOO" && pwd', env={"FOO": "bar baz"}, workdir=f"{sb.workdir}/sub")
+    assert res.output.split("\n")[0] == "bar baz"
+    assert res.output.split("\n")[1].endswith("/sub")
+
+
+def test_timeout_kills_command_and_children(make_sandbox):
+    sb = make_sandbox()
+    # A child that ignores SIGTERM, and a grandchild that escaped the process group with setsid.
+    cmd = "trap '' TERM; (sleep 1001 &) ; setsid sleep 1002 & sleep 1003"
+    start = time.monotonic()
+    res = sb.exec(cmd, timeout=1.0)
+    elapsed = time.monotonic() - start
+    assert res.timed_out and not res.ok
+    assert elapsed < 1.0 + KILL_GRACE_S + 5
+    for needle in ("sleep 1001", "sleep 1002", "sleep 1003"):
+        assert _pids_with(sb, needle) == [], needle
+
+
+def test_background_process_returns_promptly(make_sandbox):
+    sb = make_sandbox()
+    start = time.monotonic()
+    res = sb.exec("sleep 1004 & echo started")
+    assert time.monotonic() - start < 3.0
+    assert res.exit_code == 0 and "started" in res.output and not res.timed_out
+
+
+def test_large_output_is_bounded(make_sandbox):
+    sb = make_sandbox(head_bytes=1000, tail_bytes=1000)
+    res = sb.exec("head -c 5000000 /dev/zero | tr '\\0' 'a'; echo; echo THE-END")
+    assert res.exit_code == 0
+    assert res.truncated and res.dropped_bytes > 4_000_000
+    assert res.total_bytes == 5_000_000 + 1 + len("THE-END\n")
+    assert len(res.output) < 3000
+    assert res.output.rstrip().endswith("THE-END")
+
+
+def test_invalid_utf8_and_split_multibyte(make_sandbox):
+    sb = make_sandbox(head_bytes=5, tail_bytes=64)
+    # 0xff is invalid UTF-8; "é" is 2 bytes and straddles the 5-byte head boundary.
+    res = sb.exec(["sh", "-c", r"printf 'abcd\303\251\377tail-\342\202\254-end'"])
+    assert res.exit_code == 0
+    assert res.output.startswith("abcd")
+    assert "\ufffd" in res.output and res.output.endswith("tail-€-end")
+
+
+def test_put_get_roundtrip(make_sandbox, tmp_path):
+    sb = make_sandbox()
+    src = tmp_path / "src"
+    (src / "nested").mkdir(parents=True)
+    (src / "a.txt").write_text("alpha")
+    (src / "nested" / "b.bin").write_bytes(bytes(range(256)) * 100)
+    dest = f"{sb.workdir}/deep/copy"
+    sb.put(src, dest)
+    assert sb.exec(f"cat {dest}/a.txt").output == "alpha"
+    back = tmp_path / "back"
+    sb.get(dest, back)
+    assert (back / "a.txt").read_text() == "alpha"
+    assert (back / "nested" / "b.bin").read_bytes() == bytes(range(256)) * 100
+    sb.write_bytes(f"{sb.workdir}/one.json", b'{"x": 1}')
+    assert sb.read_bytes(f"{sb.workdir}/one.json") == b'{"x": 1}'
+    with pytest.raises(FileNotFoundError):
+        sb.get(f"{sb.workdir}/nope", tmp_path / "nope")
+
+
+def test_size_grows_with_writes(make_sandbox):
+    sb = make_sandbox()
+    before = sb.size().bytes
+    sb.exec(f"head -c 3000000 /dev/urandom > {sb.workdir}/blob")
+    after = sb.size()
+    assert after.bytes is not None and after.bytes - (before or 0) >= 3_000_000
+    assert after.method
+
+
+def test_close_after_exception_removes_everything(provider, make_sandbox):
+    with pytest.raises(RuntimeError):
+        with make_sandbox() as sb:
+            sb.exec("sleep 1005 &")
+            raise RuntimeError("boom")
+    if provider == "docker":
+        import docker
+
+        with pytest.raises(docker.errors.NotFound):
+            docker.from_env().containers.get(sb.id)
+    else:
+        assert not sb.root.exists()
+        import subprocess
+
+        assert "sleep 1005" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    sb.close()  # idempotent

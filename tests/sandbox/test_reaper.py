@@ -1,0 +1,57 @@
+"""The reaper removes our containers whose owner died (F13), and nothing else."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+from reb_ray.sandbox import SandboxConfig
+from reb_ray.sandbox.docker_sandbox import DockerSandbox
+from reb_ray.sandbox.ownership import MANAGED, OWNER_HOST, OWNER_PID, OWNER_START, Owner
+from reb_ray.sandbox.reaper import reap
+
+OWNER_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    from reb_ray.sandbox import SandboxConfig
+    from reb_ray.sandbox.docker_sandbox import DockerSandbox
+    boxes = [DockerSandbox(SandboxConfig(image=sys.argv[1], sweep_id="doomed", trial_id=f"t{i}")) for i in range(3)]
+    print(" ".join(b.id for b in boxes), flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def test_reaper_removes_containers_of_a_sigkilled_owner_only(docker_client, sandbox_image):
+    owner = subprocess.Popen([sys.executable, "-c", OWNER_SCRIPT, sandbox_image], stdout=subprocess.PIPE, text=True)
+    try:
+        orphan_ids = owner.stdout.readline().split()
+        assert len(orphan_ids) == 3
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+    foreign = docker_client.containers.run(sandbox_image, ["sleep", "infinity"], detach=True, labels={"someone.else": "1"})
+    live = DockerSandbox(SandboxConfig(image=sandbox_image, sweep_id="alive"), docker_client)
+    # Our label, our host, a pid that exists but started at another time: a recycled pid.
+    me = Owner.current()
+    recycled = docker_client.containers.run(
+        sandbox_image, ["sleep", "infinity"], detach=True,
+        labels={MANAGED: "true", OWNER_HOST: me.host, OWNER_PID: str(os.getpid()), OWNER_START: str((me.start_ticks or 0) + 1)},
+    )
+    try:
+        removed = set(reap(docker_client))
+        assert set(orphan_ids) | {recycled.id} == removed
+        remaining = {c.id for c in docker_client.containers.list(all=True)}
+        assert foreign.id in remaining and live.id in remaining
+        assert not (set(orphan_ids) & remaining)
+    finally:
+        foreign.remove(force=True)
+        live.close()
+        for container_id in [recycled.id, *orphan_ids]:
+            try:
+                docker_client.api.remove_container(container_id, force=True)
+            except Exception:
+                pass
