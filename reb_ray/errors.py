@@ -24,3 +24,15 @@ class UnknownName(RebRayError):
 
 class UnsafeSandbox(RebRayError):
     """The local (non-isolated) sandbox was asked to run an untrusted agent."""
+
+
+class InfraError(RebRayError):
+    """A failure of the harness or the node, never the agent's: retried as a new attempt.
+
+    `category` is one of the `infra_*` failure categories (infra_daemon, infra_clone,
+    infra_disk_full, infra_sandbox, infra_toolbox, ...).
+    """
+
+    def __init__(self, category: str, message: str) -> None:
+        super().__init__(message)
+        self.category = category

@@ -7,12 +7,12 @@ import sys
 import typer
 
 from reb_ray import __version__
-from reb_ray.cli import doctor, image, sandbox
-from reb_ray.cli import tasks
+from reb_ray.cli import doctor, image, sandbox, sweep, tasks
 from reb_ray.errors import RebRayError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Evaluate environment-synthesis agents on Ray.")
 app.command("doctor")(doctor.doctor)
+app.command("sweep")(sweep.sweep)
 app.add_typer(image.app, name="image")
 app.add_typer(sandbox.app, name="sandbox")
 app.add_typer(tasks.app, name="tasks")

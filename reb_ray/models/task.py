@@ -275,7 +275,7 @@ class TaskSpec(_Strict):
         if task_dir is not None:
             expected = Path(task_dir).name if info.field_name == "id" else Path(task_dir).parent.name
             if value != expected:
-                raise PydanticCustomError("directory", "must equal the directory name {expected!r}", {"expected": expected})
+                raise PydanticCustomError("directory", "must equal the directory name {expected}", {"expected": repr(expected)})
         return value
 
     @field_validator("assets")
@@ -383,6 +383,9 @@ def load_task(path: Path) -> TaskSpec:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise TaskSpecError(f"{_display(path)}: TOML syntax error: {exc}".replace("\n", " ")) from None
+    if "task_dir" in data:
+        value = _show_value(data["task_dir"])
+        raise TaskSpecError(f"{_display(path)}: task_dir = {value}: unknown key; the loader sets task_dir")
     try:
         return TaskSpec.model_validate(data, context={"task_dir": path.resolve().parent})
     except ValidationError as exc:
@@ -390,11 +393,13 @@ def load_task(path: Path) -> TaskSpec:
 
 
 def _root(root: Path | None) -> Path:
-    if root is not None:
-        return Path(root)
-    from reb_ray.paths import bundled_dir
+    if root is None:
+        from reb_ray.paths import bundled_dir
 
-    return bundled_dir("tasks")
+        return bundled_dir("tasks")
+    if not Path(root).is_dir():
+        raise TaskSpecError(f"tasks directory {_display(Path(root))} does not exist")
+    return Path(root)
 
 
 def _visible_dirs(directory: Path) -> list[Path]:
@@ -402,9 +407,11 @@ def _visible_dirs(directory: Path) -> list[Path]:
 
 
 def list_suites(root: Path | None = None) -> list[str]:
-    """Names of the suites under `root` (default: the bundled tasks directory), sorted."""
-    base = _root(root)
-    return [p.name for p in _visible_dirs(base)] if base.is_dir() else []
+    """Names of the suites under `root` (default: the bundled tasks directory), sorted.
+
+    Raises TaskSpecError when an explicit `root` is not a directory.
+    """
+    return [p.name for p in _visible_dirs(_root(root))]
 
 
 def load_suite(suite: str, root: Path | None = None) -> list[TaskSpec]:

@@ -72,6 +72,7 @@ class SandboxConfig(BaseModel):
     ca_bundle: Path | None = None
     env: dict[str, str] = Field(default_factory=dict)
     mounts: dict[str, str] = Field(default_factory=dict, description="host path -> sandbox path, read-only")
+    rw_mounts: dict[str, str] = Field(default_factory=dict, description="host path -> sandbox path, writable (caches)")
     labels: dict[str, str] = Field(default_factory=dict)
     sweep_id: str = ""
     trial_id: str = ""
@@ -149,6 +150,14 @@ class Sandbox(abc.ABC):
     @abc.abstractmethod
     def size(self, timeout: float = 60.0) -> SandboxSize:
         """Bytes written into the sandbox so far; `timeout` seconds before the fallback method."""
+
+    @abc.abstractmethod
+    def kill_leftovers(self) -> None:
+        """Kill every process started in the sandbox (by any exec), keeping the sandbox usable.
+
+        Used between the agent and probe phases: nothing the agent left running may touch
+        the probes. Never raises for a gone sandbox.
+        """
 
     @abc.abstractmethod
     def close(self) -> None:

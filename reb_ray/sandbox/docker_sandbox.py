@@ -60,6 +60,26 @@ done
 """
 
 
+# Kills everything but PID 1 (the init), the container's main `sleep infinity` and itself.
+_KILL_LEFTOVERS_SCRIPT = r"""
+keep=" 1 $$ "
+for d in /proc/[0-9]*; do
+  p=${d#/proc/}
+  if [ "$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null)" = "sleep infinity " ] && [ "$(cut -d' ' -f4 "$d/stat" 2>/dev/null)" = 1 ]; then
+    keep="$keep$p "
+  fi
+done
+for round in 1 2 3; do
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    case "$keep" in *" $p "*) continue ;; esac
+    kill -9 "$p" 2>/dev/null
+  done
+done
+exit 0
+"""
+
+
 class SandboxGone(RebRayError):
     """The sandbox's container no longer exists or stopped (infrastructure, or the agent broke it)."""
 
@@ -75,6 +95,7 @@ def container_create_kwargs(config: SandboxConfig, name: str) -> dict[str, Any]:
     volumes: dict[str, dict[str, str]] = {
         str(Path(host).resolve()): {"bind": inside, "mode": "ro"} for host, inside in config.mounts.items()
     }
+    volumes.update({str(Path(host).resolve()): {"bind": inside, "mode": "rw"} for host, inside in config.rw_mounts.items()})
     if config.ca_bundle is not None:
         volumes[str(Path(config.ca_bundle).resolve())] = {"bind": CONTAINER_CA_BUNDLE, "mode": "ro"}
         env.update({key: CONTAINER_CA_BUNDLE for key in _CA_ENV})
@@ -212,6 +233,14 @@ class DockerSandbox(Sandbox):
             dropped_bytes=out.dropped_bytes,
             total_bytes=out.total_bytes,
         )
+
+    def kill_leftovers(self) -> None:
+        try:
+            api = self._client.api
+            exec_id = api.exec_create(self.id, ["/bin/sh", "-c", _KILL_LEFTOVERS_SCRIPT], user="root")["Id"]
+            api.exec_start(exec_id)
+        except DockerException:
+            pass
 
     def _kill_marked(self, marker: str) -> None:
         """Kill every process of one exec, including setsid'd descendants."""

@@ -144,12 +144,15 @@ class LocalSandbox(Sandbox):
     def size(self, timeout: float = 60.0) -> SandboxSize:
         return SandboxSize(bytes=tree_bytes(self.root), method="local_walk")
 
+    def kill_leftovers(self) -> None:
+        for marker in self._markers:
+            kill_marked(marker)
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        for marker in self._markers:
-            kill_marked(marker)
+        self.kill_leftovers()
         shutil.rmtree(self.root, ignore_errors=True)
 
 

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
+from pathlib import Path
+
+# The console script of the interpreter running the tests (PATH may not include the venv).
+REB_RAY = str(Path(sys.executable).with_name("reb-ray"))
 
 
 def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["reb-ray", *args], capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=300)
+    return subprocess.run([REB_RAY, *args], capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=300)
 
 
 def test_version():

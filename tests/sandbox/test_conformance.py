@@ -118,3 +118,12 @@ def test_close_after_exception_removes_everything(provider, make_sandbox):
 
         assert "sleep 1005" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     sb.close()  # idempotent
+
+
+def test_kill_leftovers_stops_background_processes_and_keeps_the_sandbox(make_sandbox):
+    sb = make_sandbox()
+    sb.exec("sleep 1006 & setsid sleep 1007 &")
+    assert _pids_with(sb, "sleep 1006") and _pids_with(sb, "sleep 1007")
+    sb.kill_leftovers()
+    assert _pids_with(sb, "sleep 1006") == [] and _pids_with(sb, "sleep 1007") == []
+    assert sb.exec("echo still-here").output.strip() == "still-here"

@@ -1,0 +1,34 @@
+"""`heuristic`: the offline, deterministic rule-based baseline agent.
+
+Host side only: copies `heuristic_script.py` (stdlib-only) into the sandbox and runs it with
+the image's python3. The script reads requirements files, pyproject / setup.cfg / setup.py and
+environment.yml pip entries, builds a venv, installs, resolves leftover imports through a
+module-to-distribution map, and writes an honest report from real checks.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from reb_ray.agents.base import Agent, AgentContext, AgentRun
+from reb_ray.sandbox import Sandbox
+
+SCRIPT = Path(__file__).with_name("heuristic_script.py")
+VENV = "/opt/envs/heuristic"
+
+
+class HeuristicAgent(Agent):
+    name = "heuristic"
+    trusted = True
+
+    def run(self, sandbox: Sandbox, ctx: AgentContext) -> AgentRun:
+        started = time.monotonic()
+        script_path = f"{ctx.repo_dir}/../.reb-ray-agent/heuristic_script.py"
+        venv = VENV if sandbox.provider == "docker" else f"{ctx.repo_dir}/../envs/heuristic"
+        sandbox.put(SCRIPT, script_path)
+        result = sandbox.exec(
+            ["python3", script_path, "--repo", ctx.repo_dir, "--report", ctx.report_path, "--venv", venv],
+            timeout=ctx.timeout_s, env=ctx.env,
+        )
+        return AgentRun.from_exec(result, ctx.timeout_s, started)

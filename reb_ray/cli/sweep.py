@@ -1,0 +1,72 @@
+"""`reb-ray sweep`: agents x tasks x trials on Ray; results as Parquet under --output."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Optional
+
+import typer
+from pydantic import ValidationError
+
+from reb_ray.errors import RebRayError
+from reb_ray.models.sweep import SweepConfig
+
+
+def load_config(path: Path | None, overrides: dict) -> SweepConfig:
+    """Values from `--config` TOML, then flags (non-None `overrides`) on top.
+
+    Raises RebRayError with one line naming the file, field and bad value.
+    """
+    data: dict = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise RebRayError(f"{path}: {exc}") from None
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return SweepConfig.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        where = str(path) if path is not None else "flags"
+        raise RebRayError(f"{where}: {field} = {err.get('input')!r}: {err['msg']}") from None
+
+
+def sweep(
+    suite: Optional[str] = typer.Option(None, help="Suite of tasks (default demo)."),
+    tasks: Optional[str] = typer.Option(None, help="Pattern(s) on task ids, comma-separated, e.g. 'numpy-*'."),
+    agents: Optional[str] = typer.Option(None, help="Comma-separated agents (default heuristic,noop)."),
+    trials: Optional[int] = typer.Option(None, help="Repeats per agent and task."),
+    output: Optional[Path] = typer.Option(None, help="Output directory for Parquet datasets (default ./reb-runs)."),
+    address: Optional[str] = typer.Option(None, help="Ray cluster address to join (default: start a local Ray)."),
+    max_concurrent: Optional[int] = typer.Option(None, help="Trials running at once (default: cluster CPUs)."),
+    repo_mirror: Optional[list[Path]] = typer.Option(None, help="Local mirror directory of repositories (repeatable)."),
+    wheelhouse: Optional[list[Path]] = typer.Option(None, help="Wheel directory visible to sandboxes as find-links (repeatable)."),
+    sandbox: Optional[str] = typer.Option(None, help="docker | local."),
+    unsafe_local: bool = typer.Option(False, "--unsafe-local", help="Allow non-built-in agents in the local sandbox."),
+    no_pip_cache: bool = typer.Option(False, "--no-pip-cache", help="Do not share the per-node pip cache with sandboxes."),
+    agent_timeout: Optional[float] = typer.Option(None, help="Agent phase limit in seconds."),
+    sweep_id: Optional[str] = typer.Option(None, help="Sweep id (default: derived from suite, tasks, agents, trials)."),
+    rerun: bool = typer.Option(False, "--rerun", help="Run trials again even if already scored."),
+    config: Optional[Path] = typer.Option(None, "--config", help="sweep.toml with defaults; flags override it."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+) -> None:
+    """Run a sweep: every agent on every task, `--trials` times, each trial in its own sandbox."""
+    from analysis.summary import format_summary, summarize
+    from reb_ray.results.read import read_trials
+    from reb_ray.sweep import run_sweep
+
+    overrides = {
+        "suite": suite, "tasks": tasks, "agents": agents.split(",") if agents else None, "trials": trials,
+        "output": output, "address": address, "max_concurrent": max_concurrent, "repo_mirrors": repo_mirror or None,
+        "wheelhouses": wheelhouse or None, "sandbox": sandbox, "unsafe_local": unsafe_local or None,
+        "pip_cache": False if no_pip_cache else None, "agent_timeout_s": agent_timeout, "sweep_id": sweep_id,
+        "rerun": rerun or None,
+    }
+    cfg = load_config(config, overrides)
+    result = run_sweep(cfg, show_progress=not quiet)
+    typer.echo(f"sweep {result.sweep_id}: {result.attempts} attempt(s) run, {result.skipped} already scored, "
+               f"{result.infra_errors} infra error(s), {result.wall_time_s:.1f} s; results in {cfg.output}")
+    typer.echo(format_summary(summarize(read_trials(cfg.output, result.sweep_id))))

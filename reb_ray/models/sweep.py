@@ -1,0 +1,76 @@
+"""Sweep configuration and trial specs: what the driver expands and ships to Ray actors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from reb_ray.models.task import TaskSpec
+
+HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+#: A node-local wheel directory used as find-links by default when present (e.g. a CPU torch).
+NODE_WHEELHOUSE = Path("/opt/wheels")
+GiB = 1024**3
+
+
+class SweepConfig(BaseModel):
+    """One sweep's configuration (flags override `--config sweep.toml` values).
+
+    Times are seconds, sizes bytes. `sweep_id` defaults to a hash of what defines the trial
+    set (suite, task pattern, agents, trials), so rerunning the same sweep resumes it.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    suite: str = "demo"
+    tasks: str | None = None
+    agents: list[str] = Field(default_factory=lambda: ["heuristic", "noop"])
+    trials: int = Field(1, ge=1)
+    output: Path = Path("reb-runs")
+    address: str | None = None
+    max_concurrent: int | None = Field(None, ge=1)
+    repo_mirrors: list[Path] = Field(default_factory=list)
+    wheelhouses: list[Path] = Field(default_factory=lambda: [NODE_WHEELHOUSE] if NODE_WHEELHOUSE.is_dir() else [])
+    sandbox: str = "docker"
+    unsafe_local: bool = False
+    image_profile: str = "minimal"
+    pip_cache: bool = True
+    pip_cache_dir: Path = Path.home() / ".cache" / "reb-ray" / "pip"
+    ca_bundle: Path | None = HOST_CA_BUNDLE if HOST_CA_BUNDLE.exists() else None
+    network: str = "bridge"
+    cpus_per_trial: float = Field(1.0, gt=0)
+    memory_bytes: int | None = None
+    agent_timeout_s: float = Field(1800.0, gt=0)
+    max_attempts: int = Field(2, ge=1, description="attempts per trial when infra fails")
+    min_free_bytes: int = 2 * GiB
+    rerun: bool = False
+    sweep_id: str | None = None
+
+    def resolved_sweep_id(self) -> str:
+        """`sweep_id`, or `<suite>-<hash8>` of the trial-defining fields."""
+        if self.sweep_id:
+            return self.sweep_id
+        key = json.dumps([self.suite, self.tasks, sorted(self.agents), self.trials, self.sandbox])
+        return f"{self.suite}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+
+
+class TrialSpec(BaseModel):
+    """One attempt of one (agent, task, trial index): everything a node needs to run it."""
+
+    sweep_id: str
+    agent: str
+    task: TaskSpec
+    trial_index: int
+    attempt: int = 1
+    config: SweepConfig
+    image: str | None = None  # the sandbox image tag, resolved on the driver
+
+    @property
+    def trial_id(self) -> str:
+        return f"{self.agent}/{self.task.id}/{self.trial_index}"
+
+    def next_attempt(self) -> "TrialSpec":
+        return self.model_copy(update={"attempt": self.attempt + 1})

@@ -1,0 +1,30 @@
+"""Expanding a sweep into trial specs, minus the trials already scored (resume)."""
+
+from __future__ import annotations
+
+from reb_ray.agents import get_agent
+from reb_ray.models.sweep import SweepConfig, TrialSpec
+from reb_ray.models.task import load_suite, select_tasks
+from reb_ray.results.read import scored_trial_ids
+
+
+def expand(config: SweepConfig, image: str | None) -> tuple[list[TrialSpec], int]:
+    """(trial specs to run, number skipped because already scored). Agents x tasks x trials.
+
+    Raises UnknownName for an unknown agent and TaskSpecError for a bad suite or pattern.
+    """
+    for name in config.agents:
+        get_agent(name)
+    tasks = select_tasks(load_suite(config.suite), config.tasks)
+    sweep_id = config.resolved_sweep_id()
+    done = set() if config.rerun else scored_trial_ids(config.output, sweep_id)
+    specs, skipped = [], 0
+    for agent in config.agents:
+        for task in tasks:
+            for index in range(config.trials):
+                spec = TrialSpec(sweep_id=sweep_id, agent=agent, task=task, trial_index=index, config=config, image=image)
+                if spec.trial_id in done:
+                    skipped += 1
+                else:
+                    specs.append(spec)
+    return specs, skipped

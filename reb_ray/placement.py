@@ -1,0 +1,85 @@
+"""Placing a task's repository at its pinned commit, on the host, before it enters a sandbox.
+
+Sources: bundled source (committed into a fresh git repository with a fixed author and date,
+so the same files always give the same commit), a local mirror directory (`--repo-mirror DIR`,
+looked up by owner/name), or a clone of the task's git URL. The checked-out commit is verified.
+Any failure here is an infrastructure failure (`infra_clone`), never the agent's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from reb_ray.errors import InfraError
+from reb_ray.models.task import TaskSpec
+
+_FIXED_IDENTITY = {
+    "GIT_AUTHOR_NAME": "reb-ray", "GIT_AUTHOR_EMAIL": "reb-ray@localhost",
+    "GIT_COMMITTER_NAME": "reb-ray", "GIT_COMMITTER_EMAIL": "reb-ray@localhost",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
+}
+
+
+@dataclass(frozen=True)
+class PlacedRepo:
+    """A checkout on the host: its directory, the verified commit, and where it came from."""
+
+    path: Path
+    commit: str
+    origin: str
+
+
+def _git(*args: str, cwd: Path | None = None, timeout: float = 600) -> str:
+    env = {**os.environ, **_FIXED_IDENTITY, "GIT_TERMINAL_PROMPT": "0"}
+    proc = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise InfraError("infra_clone", f"git {args[0]} failed: {last[0][:200]}")
+    return proc.stdout.strip()
+
+
+def find_mirror(mirror_dirs: list[Path], owner_repo: str) -> Path | None:
+    """The mirror of `owner/name` in any of `mirror_dirs`: DIR/owner/name(.git) or DIR/owner+name."""
+    owner, name = owner_repo.split("/", 1)
+    for base in mirror_dirs:
+        for candidate in (base / owner / f"{name}.git", base / owner / name, base / f"{owner}+{name}", base / f"{owner}+{name}.git"):
+            if candidate.is_dir():
+                # The fetch tool nests the git directory one level down.
+                nested = [p for p in candidate.iterdir() if (p / "HEAD").is_file()] if not (candidate / "HEAD").exists() and not (candidate / ".git").exists() else []
+                return nested[0] if nested else candidate
+    return None
+
+
+def place_repo(task: TaskSpec, workspace: Path, mirror_dirs: list[Path] | None = None) -> PlacedRepo:
+    """Check the task's repository out under `workspace/repo` and verify the commit.
+
+    Raises InfraError("infra_clone", ...) on any failure (missing mirror commit included).
+    """
+    dest = workspace / "repo"
+    if dest.exists():
+        shutil.rmtree(dest)
+    source = task.source
+    try:
+        if source.kind == "bundled":
+            shutil.copytree(task.repo_path, dest, symlinks=True)
+            _git("init", "-q", "-b", "main", cwd=dest)
+            _git("add", "-A", cwd=dest)
+            _git("commit", "-q", "-m", f"{task.suite}/{task.id} bundled source", cwd=dest)
+            return PlacedRepo(dest, _git("rev-parse", "HEAD", cwd=dest), f"bundled:{task.suite}/{task.id}")
+        mirror = find_mirror(mirror_dirs or [], source.owner_repo) if source.owner_repo else None
+        origin = str(mirror) if mirror else source.git
+        _git("clone", "-q", "--no-checkout", origin, str(dest))
+        try:
+            _git("checkout", "-q", "--detach", source.commit, cwd=dest)
+        except InfraError:
+            raise InfraError("infra_clone", f"commit {source.commit} of {source.owner_repo} not found in {origin}") from None
+        commit = _git("rev-parse", "HEAD", cwd=dest)
+        if commit.lower() != source.commit.lower():
+            raise InfraError("infra_clone", f"checked out {commit}, expected {source.commit}")
+        return PlacedRepo(dest, commit, f"mirror:{mirror}" if mirror else f"git:{source.git}")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InfraError("infra_clone", f"placing {task.id}: {exc}") from None

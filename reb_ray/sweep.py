@@ -1,0 +1,106 @@
+"""The main job: expand a sweep, run its trials on Ray, write Parquet, print the summary."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from reb_ray.models.sweep import SweepConfig, TrialSpec
+from reb_ray.orchestrators.expand import expand
+from reb_ray.results.parquet_sink import ParquetSink
+from reb_ray.trial import TrialOutcome
+
+
+@dataclass
+class SweepResult:
+    """What a sweep did: its id, attempts written, trials skipped by resume, wall seconds."""
+
+    sweep_id: str
+    attempts: int = 0
+    scored: int = 0
+    infra_errors: int = 0
+    skipped: int = 0
+    wall_time_s: float = 0.0
+    outcomes: list[TrialOutcome] = field(default_factory=list)
+
+
+def _prepare_sandbox(config: SweepConfig) -> str | None:
+    """Reap orphans of dead sweeps (F13) and resolve the image tag (docker only).
+
+    Raises DockerUnavailable or ImageMissing with the one-line fix.
+    """
+    from reb_ray.errors import UnknownName
+    from reb_ray.sandbox import PROVIDERS
+
+    if config.sandbox not in PROVIDERS:
+        raise UnknownName("sandbox provider", config.sandbox, list(PROVIDERS))
+    if config.sandbox != "docker":
+        return None
+    from reb_ray.sandbox.docker_client import connect
+    from reb_ray.sandbox.image import require_image
+    from reb_ray.sandbox.reaper import reap
+
+    client = connect()
+    reap(client)
+    return require_image(client, config.image_profile)
+
+
+def _init_ray(address: str | None) -> None:
+    import ray
+
+    if ray.is_initialized():
+        return
+    # Workers must import reb_ray from the same place as the driver (a source checkout too).
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}}
+    ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False, runtime_env=env)
+
+
+def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
+    """Run every not-yet-scored trial of `config`; rows are written as each attempt finishes."""
+    import ray
+
+    from reb_ray.orchestrators.ray_orchestrator import RayOrchestrator
+
+    image = _prepare_sandbox(config)
+    specs, skipped = expand(config, image)
+    result = SweepResult(sweep_id=config.resolved_sweep_id(), skipped=skipped)
+    if not specs:
+        return result
+    start = time.monotonic()
+    _init_ray(config.address)
+    cluster_cpus = int(ray.cluster_resources().get("CPU", 1))
+    max_concurrent = config.max_concurrent or max(1, int(cluster_cpus // config.cpus_per_trial))
+    sink = ParquetSink(config.output)
+    orchestrator = RayOrchestrator(max_concurrent, config.cpus_per_trial, config.max_attempts)
+    counts = {"running": 0, "done": 0, "failed": 0}
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TextColumn("running {task.fields[running]}  failed {task.fields[failed]}"), TimeElapsedColumn(),
+                  disable=not show_progress) as progress:
+        bar = progress.add_task(f"sweep {result.sweep_id}", total=len(specs), running=0, failed=0)
+
+        def on_start(spec: TrialSpec) -> None:
+            counts["running"] += 1
+            progress.update(bar, running=counts["running"])
+
+        def on_outcome(outcome: TrialOutcome) -> None:
+            sink.write([outcome.trial], outcome.stages)
+            counts["running"] -= 1
+            result.attempts += 1
+            result.outcomes.append(outcome)
+            retry = outcome.status == "infra_error" and outcome.trial["attempt"] < config.max_attempts
+            if outcome.status == "scored":
+                result.scored += 1
+            else:
+                result.infra_errors += 1
+            if not retry:
+                counts["done"] += 1
+                counts["failed"] += outcome.trial.get("failure_owner") is not None
+            progress.update(bar, completed=counts["done"], running=counts["running"], failed=counts["failed"])
+
+        orchestrator.run(specs, on_outcome, on_start)
+    result.wall_time_s = time.monotonic() - start
+    return result

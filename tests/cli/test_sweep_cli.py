@@ -1,0 +1,40 @@
+"""`reb-ray sweep` options: --config values, flags on top, one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reb_ray.cli.sweep import load_config
+from reb_ray.errors import RebRayError
+
+
+def test_flags_override_config_file(tmp_path):
+    cfg = tmp_path / "sweep.toml"
+    cfg.write_text('suite = "demo"\nagents = ["noop"]\ntrials = 3\nmax_concurrent = 4\n')
+    config = load_config(cfg, {"trials": 2, "tasks": None})
+    assert config.agents == ["noop"] and config.trials == 2 and config.max_concurrent == 4
+
+
+def test_bad_config_value_is_one_line_naming_file_field_value(tmp_path):
+    cfg = tmp_path / "sweep.toml"
+    cfg.write_text("trials = 0\n")
+    with pytest.raises(RebRayError) as err:
+        load_config(cfg, {})
+    message = str(err.value)
+    assert "\n" not in message and str(cfg) in message and "trials = 0" in message
+
+
+def test_unknown_config_key_is_reported(tmp_path):
+    cfg = tmp_path / "sweep.toml"
+    cfg.write_text("agnets = ['noop']\n")
+    with pytest.raises(RebRayError, match="agnets"):
+        load_config(cfg, {})
+
+
+def test_sweep_id_is_stable_for_the_same_trial_set():
+    a = load_config(None, {"agents": ["noop"], "output": Path("x")})
+    b = load_config(None, {"agents": ["noop"], "output": Path("y")})
+    assert a.resolved_sweep_id() == b.resolved_sweep_id()
+    assert a.resolved_sweep_id() != load_config(None, {"agents": ["heuristic"]}).resolved_sweep_id()

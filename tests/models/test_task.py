@@ -1,0 +1,333 @@
+"""Task specs: the bundled demo suite loads, and every bad task file is one clear line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reb_ray.errors import RebRayError
+from reb_ray.models.task import (
+    NOT_DEFINED,
+    TaskSpec,
+    TaskSpecError,
+    list_suites,
+    load_suite,
+    load_task,
+    select_tasks,
+)
+from reb_ray.paths import bundled_dir
+
+DEMO_C0 = {"import-name-mismatch": 2, "numpy-trainer": 1, "pyproject-extra": 2, "torch-tiny": 1}
+SHA = "0123456789abcdef0123456789abcdef01234567"
+
+VALID = f"""
+id = "bad-task"
+suite = "s1"
+category = "1_cpu"
+c0_baseline_total = 3
+source = {{ git = "https://github.com/owner/name.git", commit = "{SHA}" }}
+
+[stages.cpu]
+command = "python train.py"
+timeout_s = 30
+
+[stages.multi_gpu]
+command = ["torchrun", "--nproc-per-node", "4", "train.py"]
+launcher = "torchrun"
+ranks = 4
+success = {{ exit_code = 0, log_pattern = "rank \\\\d+ done" }}
+
+[[assets]]
+name = "ckpt"
+kind = "model"
+path = "models/ckpt.pt"
+"""
+
+
+@pytest.fixture
+def tasks_root(tmp_path, monkeypatch) -> Path:
+    """A tasks root in tmp_path, made the working directory so messages show relative paths."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path / "tasks"
+
+
+def write_task(root: Path, text: str, suite: str = "s1", task_id: str = "bad-task") -> Path:
+    path = root / suite / task_id / "task.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def error_line(path: Path) -> str:
+    with pytest.raises(TaskSpecError) as info:
+        load_task(path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert isinstance(info.value, RebRayError)
+    return message
+
+
+# -- the bundled demo suite ------------------------------------------------------------------
+
+
+def test_demo_suite_loads_with_applicability_and_c0():
+    assert "demo" in list_suites()
+    tasks = load_suite("demo")
+    assert [t.id for t in tasks] == sorted(DEMO_C0)
+    for task in tasks:
+        assert task.suite == "demo" and task.category == "1_cpu"
+        assert task.c0_baseline_total == DEMO_C0[task.id]
+        assert (task.supports_cpu, task.supports_single_gpu, task.supports_multi_gpu) == (True, False, False)
+        assert task.gpus_needed == 0
+        assert task.stages.single_gpu.skip_reason == "demo suite is CPU-only"
+        assert task.stages.multi_gpu.skip_reason == "demo suite is CPU-only"
+        assert task.source.kind == "bundled" and task.source.owner_repo is None
+        assert task.source.label == "bundled:repo"
+        assert task.repo_path == task.task_dir / "repo" and task.repo_path.is_dir()
+        assert task.task_dir == bundled_dir("tasks") / "demo" / task.id
+        cpu = task.stages.cpu
+        assert cpu.command.startswith("python ") and cpu.is_shell
+        assert cpu.success.exit_code == 0 and cpu.success.log_pattern == "final loss"
+
+
+def test_demo_repos_are_what_the_tasks_say():
+    tasks = {t.id: t for t in load_suite("demo")}
+    assert (tasks["numpy-trainer"].repo_path / "requirements.txt").read_text().split() == ["numpy"]
+    assert (tasks["import-name-mismatch"].repo_path / "requirements.txt").read_text().split() == ["numpy"]
+    assert "import yaml" in (tasks["import-name-mismatch"].repo_path / "train.py").read_text()
+    assert (tasks["torch-tiny"].repo_path / "requirements.txt").read_text().split() == ["torch"]
+    assert 'cli = ["click"]' in (tasks["pyproject-extra"].repo_path / "pyproject.toml").read_text()
+    assert tasks["numpy-trainer"].stages.cpu.command == "python train.py --steps 5"
+    assert tasks["pyproject-extra"].stages.cpu.command.startswith("python -m tinyproj.main")
+
+
+def test_demo_success_rule_matches_a_real_log():
+    rule = load_suite("demo")[0].stages.cpu.success
+    assert rule.matches(0, "step 1 loss 0.5\nfinal loss 0.1234\n")
+    assert not rule.matches(1, "final loss 0.1")
+    assert not rule.matches(0, "Traceback ...\nModuleNotFoundError: No module named 'yaml'")
+
+
+# -- a valid file from scratch ---------------------------------------------------------------
+
+
+def test_valid_git_task_parses_every_field(tasks_root):
+    task = load_task(write_task(tasks_root, VALID))
+    assert task.source.kind == "git" and task.source.owner_repo == "owner/name"
+    assert task.source.commit == SHA and task.source.label == "owner/name"
+    assert task.stages.cpu.timeout_s == 30.0 and task.stages.cpu.workdir == "."
+    assert not task.stages.single_gpu.applicable and task.stages.single_gpu.skip_reason == NOT_DEFINED
+    multi = task.stages.multi_gpu
+    assert multi.ranks == 4 and multi.launcher == "torchrun" and not multi.is_shell
+    assert multi.success.matches(0, "rank 3 done")
+    assert task.gpus_needed == 4 and task.supports_multi_gpu and not task.supports_single_gpu
+    assert [(a.name, a.kind, a.path) for a in task.assets] == [("ckpt", "model", "models/ckpt.pt")]
+    assert task.task_dir == (tasks_root / "s1" / "bad-task").resolve()
+    assert task.repo_path is None
+    assert "task_dir" not in task.model_dump()
+
+
+def test_missing_stage_tables_and_optional_c0(tasks_root):
+    path = write_task(tasks_root, 'id = "bad-task"\nsuite = "s1"\ncategory = "x"\nsource = { bundled = "." }\n')
+    task = load_task(path)
+    assert task.c0_baseline_total is None and task.assets == []
+    for stage in (task.stages.cpu, task.stages.single_gpu, task.stages.multi_gpu):
+        assert not stage.applicable and stage.skip_reason == NOT_DEFINED
+    assert task.gpus_needed == 0
+
+
+def test_gpus_needed_single_gpu_only():
+    task = TaskSpec.model_validate({
+        "id": "t", "suite": "s", "category": "c",
+        "source": {"git": "git@github.com:o/n.git", "commit": SHA.upper()},
+        "stages": {"single_gpu": {"command": "python x.py"}},
+    })
+    assert task.gpus_needed == 1 and task.source.owner_repo == "o/n" and task.source.commit == SHA
+
+
+# -- one-line errors -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ("timeout_s = 30", "timeout_s = -5",
+         "tasks/s1/bad-task/task.toml: stages.cpu.timeout_s = -5: Input should be greater than 0"),
+        ("timeout_s = 30", "timout_s = 30",
+         "tasks/s1/bad-task/task.toml: stages.cpu.timout_s = 30: unknown key; valid keys: applicable, "
+         "skip_reason, command, env, workdir, timeout_s, success"),
+        ('command = "python train.py"\n', "",
+         "tasks/s1/bad-task/task.toml: stages.cpu.command: Field required when the stage is applicable"),
+        (f'commit = "{SHA}"', 'commit = "abc123"',
+         'tasks/s1/bad-task/task.toml: source.commit = "abc123": must be a full commit sha (40 hex characters)'),
+        ('log_pattern = "rank', 'log_pattern = "rank (',
+         "tasks/s1/bad-task/task.toml: stages.multi_gpu.success.log_pattern = "),
+        ("ranks = 4", "ranks = 1",
+         "tasks/s1/bad-task/task.toml: stages.multi_gpu.ranks = 1: Input should be greater than or equal to 2"),
+        ('launcher = "torchrun"', 'launcher = "mpirun"',
+         'tasks/s1/bad-task/task.toml: stages.multi_gpu.launcher = "mpirun": Input should be'),
+        ('kind = "model"', 'kind = "weights"', 'tasks/s1/bad-task/task.toml: assets[0].kind = "weights": Input should be'),
+        ('id = "bad-task"', 'id = "other"',
+         "tasks/s1/bad-task/task.toml: id = \"other\": must equal the directory name 'bad-task'"),
+        ('suite = "s1"', 'suite = "demo"',
+         "tasks/s1/bad-task/task.toml: suite = \"demo\": must equal the directory name 's1'"),
+        ("c0_baseline_total = 3", "c0_baseline_total = -1",
+         "tasks/s1/bad-task/task.toml: c0_baseline_total = -1: Input should be greater than or equal to 0"),
+        ('path = "models/ckpt.pt"', 'path = "/abs/ckpt.pt"',
+         'tasks/s1/bad-task/task.toml: assets[0].path = "/abs/ckpt.pt": path must be a relative path'),
+        ("[stages.cpu]\n", "[stages.cpu]\nworkdir = \"../up\"\n",
+         'tasks/s1/bad-task/task.toml: stages.cpu.workdir = "../up": workdir must be a relative path'),
+        ("[stages.multi_gpu]\n", "[stages.multi_gpu]\napplicable = false\n",
+         "tasks/s1/bad-task/task.toml: stages.multi_gpu.skip_reason: Field required when applicable = false"),
+        ("[stages.cpu]\n", "[stages.cpu]\nskip_reason = \"why\"\n",
+         'tasks/s1/bad-task/task.toml: stages.cpu.skip_reason = "why": only allowed when applicable = false'),
+        ('command = "python train.py"', 'command = "  "',
+         'tasks/s1/bad-task/task.toml: stages.cpu.command = "  ": command must not be empty'),
+        ("[stages.cpu]\n", "[stages.cpu]\nranks = 2\n",
+         "tasks/s1/bad-task/task.toml: stages.cpu.ranks = 2: unknown key"),
+        ('git = "https://github.com/owner/name.git"', 'git = "not a url"',
+         'tasks/s1/bad-task/task.toml: source.git = "not a url": not a git URL'),
+        (f', commit = "{SHA}"', "",
+         "tasks/s1/bad-task/task.toml: source.commit: Field required with git"),
+        ('category = "1_cpu"\n', 'category = "1_cpu"\ntask_dir = "/etc"\n',
+         'tasks/s1/bad-task/task.toml: task_dir = "/etc": unknown key; the loader sets task_dir'),
+    ],
+)
+def test_bad_field_is_one_line_naming_file_field_and_value(tasks_root, old, new, expected):
+    assert old in VALID
+    message = error_line(write_task(tasks_root, VALID.replace(old, new, 1)))
+    assert message.startswith(expected), message
+
+
+def test_both_source_kinds_is_an_error(tasks_root):
+    text = VALID.replace(f'commit = "{SHA}"', f'commit = "{SHA}", bundled = "repo"')
+    path = write_task(tasks_root, text)
+    (path.parent / "repo").mkdir()
+    message = error_line(path)
+    assert message.startswith('tasks/s1/bad-task/task.toml: source = {"git": "https://github.com/owner/name.git"')
+    assert message.endswith(": give exactly one of {git, commit} or {bundled}"), message
+
+
+def test_commit_with_bundled_source_is_an_error(tasks_root):
+    text = VALID.replace('git = "https://github.com/owner/name.git", ', 'bundled = "."')
+    text = text.replace('bundled = "."commit', 'bundled = ".", commit')
+    message = error_line(write_task(tasks_root, text))
+    assert message.endswith(": commit only goes with git, not with bundled"), message
+
+
+def test_bundled_path_must_exist(tasks_root):
+    text = VALID.replace(f'git = "https://github.com/owner/name.git", commit = "{SHA}"', 'bundled = "repo"')
+    path = write_task(tasks_root, text)
+    assert error_line(path) == 'tasks/s1/bad-task/task.toml: source.bundled = "repo": no such path in the task directory'
+    (path.parent / "repo").mkdir()
+    assert load_task(path).repo_path == path.parent.resolve() / "repo"
+
+
+def test_several_errors_report_the_first_and_count_the_rest(tasks_root):
+    text = VALID.replace("timeout_s = 30", "timeout_s = 0").replace("ranks = 4", "ranks = 0")
+    message = error_line(write_task(tasks_root, text))
+    assert message.startswith("tasks/s1/bad-task/task.toml: stages.cpu.timeout_s = 0: ")
+    assert message.endswith("(+1 more)")
+
+
+def test_toml_syntax_error_is_one_line_with_the_file(tasks_root):
+    message = error_line(write_task(tasks_root, VALID.replace('category = "1_cpu"', "category = 1_cpu x")))
+    assert message.startswith("tasks/s1/bad-task/task.toml: TOML syntax error: "), message
+    assert "line 4" in message
+
+
+def test_missing_file_is_one_line(tasks_root):
+    message = error_line(tasks_root / "s1" / "nothing" / "task.toml")
+    assert message.startswith("tasks/s1/nothing/task.toml: cannot read")
+
+
+def test_long_values_are_truncated(tasks_root):
+    message = error_line(write_task(tasks_root, VALID.replace('category = "1_cpu"', f'category = "1_cpu"\nzz = "{"x" * 500}"')))
+    assert message.startswith('tasks/s1/bad-task/task.toml: zz = "xxx') and len(message) < 400
+
+
+# -- suites ----------------------------------------------------------------------------------
+
+
+def test_load_suite_sorted_and_unknown_suite_lists_valid(tasks_root):
+    for task_id in ("zeta", "alpha"):
+        write_task(tasks_root, VALID.replace('"bad-task"', f'"{task_id}"'), task_id=task_id)
+    (tasks_root / "s2").mkdir()
+    assert list_suites(tasks_root) == ["s1", "s2"]
+    assert [t.id for t in load_suite("s1", tasks_root)] == ["alpha", "zeta"]
+    assert load_suite("s2", tasks_root) == []
+    with pytest.raises(TaskSpecError) as info:
+        load_suite("s3", tasks_root)
+    assert str(info.value) == "unknown suite 's3' in tasks; valid: s1, s2"
+
+
+def test_task_dir_without_task_toml_is_an_error(tasks_root):
+    (tasks_root / "s1" / "stray").mkdir(parents=True)
+    with pytest.raises(TaskSpecError, match=r"^tasks/s1/stray: task directory has no task.toml$"):
+        load_suite("s1", tasks_root)
+
+
+def test_first_bad_task_in_a_suite_is_reported(tasks_root):
+    write_task(tasks_root, VALID, task_id="bad-task")
+    write_task(tasks_root, VALID.replace('"bad-task"', '"good"'), task_id="good")
+    write_task(tasks_root, VALID.replace('"bad-task"', '"worse"').replace("ranks = 4", "ranks = 1"), task_id="worse")
+    with pytest.raises(TaskSpecError, match=r"^tasks/s1/worse/task.toml: stages.multi_gpu.ranks = 1: "):
+        load_suite("s1", tasks_root)
+
+
+def test_missing_root_is_an_error(tmp_path):
+    with pytest.raises(TaskSpecError, match="does not exist"):
+        list_suites(tmp_path / "nope")
+
+
+# -- selection -------------------------------------------------------------------------------
+
+
+def test_select_tasks_patterns():
+    tasks = load_suite("demo")
+    ids = lambda sel: [t.id for t in sel]  # noqa: E731
+    assert ids(select_tasks(tasks, None)) == ids(tasks)
+    assert ids(select_tasks(tasks, "")) == ids(tasks)
+    assert ids(select_tasks(tasks, "numpy-trainer")) == ["numpy-trainer"]
+    assert ids(select_tasks(tasks, "*-t*")) == ["numpy-trainer", "torch-tiny"]
+    assert ids(select_tasks(tasks, "torch-*, import-*")) == ["import-name-mismatch", "torch-tiny"]
+    assert ids(select_tasks(tasks, "*,numpy-trainer")) == ids(tasks)  # no duplicates
+    with pytest.raises(TaskSpecError):  # case-sensitive, like task ids on disk
+        select_tasks(tasks, "NUMPY-*")
+
+
+def test_select_tasks_pattern_matching_nothing_is_an_error():
+    tasks = load_suite("demo")
+    with pytest.raises(TaskSpecError, match=r"^task pattern 'numpy-traner' matches no task; ids: import-name-mismatch"):
+        select_tasks(tasks, "numpy-*,numpy-traner")
+
+
+# -- the demo repos really run (with this interpreter's packages; a fresh venv is the harness's job)
+
+
+@pytest.mark.parametrize(
+    ("task_id", "needs", "extra_env"),
+    [
+        ("numpy-trainer", ["numpy"], {}),
+        ("import-name-mismatch", ["numpy", "yaml"], {}),
+        ("pyproject-extra", ["numpy", "click"], {"PYTHONPATH": "src"}),  # stands in for `pip install .[cli]`
+        ("torch-tiny", ["torch"], {}),
+    ],
+)
+def test_demo_cpu_command_succeeds_when_deps_are_present(tmp_path, task_id, needs, extra_env):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    for module in needs:
+        pytest.importorskip(module)
+    task = {t.id: t for t in load_suite("demo")}[task_id]
+    repo = shutil.copytree(task.repo_path, tmp_path / "repo")  # never write __pycache__ into the tree
+    stage = task.stages.cpu
+    env = {**os.environ, **stage.env, **extra_env, "CUDA_VISIBLE_DEVICES": "",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    res = subprocess.run(stage.command, shell=stage.is_shell, cwd=repo / stage.workdir, env=env,
+                         capture_output=True, text=True, timeout=stage.timeout_s)
+    assert stage.success.matches(res.returncode, res.stdout + res.stderr), res.stdout + res.stderr

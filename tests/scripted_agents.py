@@ -1,0 +1,34 @@
+"""Small real agents for tests: each does one scripted thing inside the sandbox."""
+
+from __future__ import annotations
+
+import time
+
+from reb_ray.agents.base import Agent, AgentContext, AgentRun
+
+
+class _Scripted(Agent):
+    script = "true"
+
+    def run(self, sandbox, ctx: AgentContext) -> AgentRun:
+        started = time.monotonic()
+        result = sandbox.exec(["sh", "-c", self.script, "agent", ctx.report_path], timeout=ctx.timeout_s, env=ctx.env)
+        return AgentRun.from_exec(result, ctx.timeout_s, started)
+
+
+class CrashAgent(_Scripted):
+    """Dies with a Python traceback before writing anything."""
+
+    script = "python3 -c 'raise SystemExit(\"agent crashed: out of ideas\")'"
+
+
+class SilentAgent(_Scripted):
+    """Exits 0 but never writes the report."""
+
+    script = "echo 'I am done'"
+
+
+class GarbageReportAgent(_Scripted):
+    """Writes a report that is not valid JSON."""
+
+    script = 'mkdir -p "$(dirname "$1")" && echo "{python_path: nope" > "$1"'

@@ -1,0 +1,91 @@
+"""End-to-end demo sweeps: real Docker, real Ray, real pyright, real Parquet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+
+from reb_ray.models.sweep import SweepConfig
+from reb_ray.results.read import read_stages, read_trials
+from reb_ray.sandbox.ownership import MANAGED
+
+WHEELS = [Path("/opt/wheels")] if Path("/opt/wheels").is_dir() else []
+
+# Expected per (agent, task): (c0_missing, c1_status). noop reports the bare image python.
+# pyright ships stubs for yaml, so a missing PyYAML is reportMissingModuleSource, not C0.
+EXPECTED = {
+    ("noop", "numpy-trainer"): (1, "failure"),
+    ("noop", "import-name-mismatch"): (1, "failure"),
+    ("noop", "pyproject-extra"): (2, "failure"),
+    ("noop", "torch-tiny"): (1, "failure"),
+    ("heuristic", "numpy-trainer"): (0, "success"),
+    ("heuristic", "import-name-mismatch"): (0, "success"),
+    ("heuristic", "pyproject-extra"): (0, "success"),
+    ("heuristic", "torch-tiny"): (0, "success"),
+}
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+def _rows(output: Path) -> list[dict]:
+    return read_trials(output).to_pylist()
+
+
+def _our_containers(docker_client) -> list:
+    return docker_client.containers.list(all=True, filters={"label": f"{MANAGED}=true"})
+
+
+def test_demo_sweep_end_to_end_and_resume(tmp_path, docker_client, sandbox_image, ray_local):
+    from reb_ray.sweep import run_sweep
+
+    config = SweepConfig(output=tmp_path / "runs", wheelhouses=WHEELS, max_concurrent=2)
+    result = run_sweep(config, show_progress=False)
+    rows = _rows(config.output)
+    assert len(rows) == 8 and result.attempts == 8
+    by_key = {(r["agent"], r["task_id"]): r for r in rows}
+    for key, (c0_missing, c1_status) in EXPECTED.items():
+        row = by_key[key]
+        assert row["status"] == "scored", (key, row["failure_reason"])
+        assert (row["c0_missing"], row["c1_status"]) == (c0_missing, c1_status), (key, row["c0_missing_modules"], row["failure_reason"])
+        assert row["c0_status"] == ("success" if c0_missing == 0 else "failure")
+        assert row["report_status"] == "ok" and row["agent_wall_time_s"] > 0
+        assert row["env_size_bytes"] > 0 and row["env_size_apparent_bytes"] >= row["env_size_bytes"]
+        assert row["failure_owner"] == ("agent" if key[0] == "noop" else None)
+        assert row["pyright_version"]
+    assert by_key[("noop", "import-name-mismatch")]["c0_missing_source_modules"] == ["yaml"]
+    assert by_key[("noop", "numpy-trainer")]["c1_failure_category"] == "deps"
+    assert by_key[("noop", "numpy-trainer")]["report_python_path"] == "/usr/bin/python3"
+    stages = read_stages(config.output)
+    assert set(pc.unique(stages["stage"]).to_pylist()) >= {"agent", "report", "c0", "c1", "env_size"}
+    assert _our_containers(docker_client) == []
+
+    again = run_sweep(config, show_progress=False)
+    assert again.attempts == 0 and again.skipped == 8
+    assert len(_rows(config.output)) == 8
+
+
+def test_crashing_and_silent_agents_are_recorded_not_fatal(tmp_path, docker_client, sandbox_image, ray_local):
+    from reb_ray.sweep import run_sweep
+
+    agents = ["tests.scripted_agents:CrashAgent", "tests.scripted_agents:SilentAgent", "tests.scripted_agents:GarbageReportAgent"]
+    config = SweepConfig(output=tmp_path / "runs", agents=agents, tasks="numpy-trainer")
+    run_sweep(config, show_progress=False)
+    rows = {r["agent"].split(":")[1]: r for r in _rows(config.output)}
+    assert set(rows) == {"CrashAgent", "SilentAgent", "GarbageReportAgent"}
+    for name, row in rows.items():
+        assert row["status"] == "scored" and row["failure_owner"] == "agent", name
+        assert row["c0_status"] == "not_run" and row["c1_status"] == "not_run" and row["c0_missing"] is None
+    assert rows["CrashAgent"]["agent_exit_code"] == 1 and "out of ideas" in rows["CrashAgent"]["agent_output_tail"]
+    assert rows["CrashAgent"]["report_status"] == "missing_report"
+    assert rows["SilentAgent"]["agent_exit_code"] == 0 and rows["SilentAgent"]["report_status"] == "missing_report"
+    assert rows["GarbageReportAgent"]["report_status"] == "invalid_report"
+    assert _our_containers(docker_client) == []
