@@ -42,15 +42,22 @@ def _git(*args: str, cwd: Path | None = None, timeout: float = 600) -> str:
     return proc.stdout.strip()
 
 
+def _git_dir_in(path: Path) -> Path | None:
+    """`path` if it is a repository (bare or not), else its one child that is (the fetch tool's
+    `owner+name/repo` layout), else None."""
+    if (path / "HEAD").is_file() or (path / ".git").exists():
+        return path
+    nested = [child for child in sorted(path.iterdir()) if (child / "HEAD").is_file()]
+    return nested[0] if nested else None
+
+
 def find_mirror(mirror_dirs: list[Path], owner_repo: str) -> Path | None:
-    """The mirror of `owner/name` in any of `mirror_dirs`: DIR/owner/name(.git) or DIR/owner+name."""
+    """The mirror of `owner/name` in any of `mirror_dirs`: DIR/owner/name(.git) or DIR/owner+name(.git)."""
     owner, name = owner_repo.split("/", 1)
     for base in mirror_dirs:
         for candidate in (base / owner / f"{name}.git", base / owner / name, base / f"{owner}+{name}", base / f"{owner}+{name}.git"):
-            if candidate.is_dir():
-                # The fetch tool nests the git directory one level down.
-                nested = [p for p in candidate.iterdir() if (p / "HEAD").is_file()] if not (candidate / "HEAD").exists() and not (candidate / ".git").exists() else []
-                return nested[0] if nested else candidate
+            if candidate.is_dir() and (found := _git_dir_in(candidate)) is not None:
+                return found
     return None
 
 

@@ -214,7 +214,7 @@ def _probe_phase(rec: _Recorder, sandbox: Sandbox, spec: TrialSpec, repo_dir: st
         rec.row["c1_status"] = "skipped"
         rec.stage("c1", "skipped", reason=cpu.skip_reason)
     else:
-        result = run_stage_command(sandbox, cpu, repo_dir, report.python_path, visible_gpus="")
+        result = run_stage_command(sandbox, cpu, repo_dir, report.python_path, f"{toolbox}/bin", visible_gpus="")
         graded = grade_command_stage(cpu, result.exit_code, result.timed_out, result.output)
         rec.row.update(c1_status=graded["status"], c1_exit_code=result.exit_code, c1_failure_category=graded["failure_category"])
         rec.stage("c1", graded["status"], result=result, reason=graded["reason"], failure_category=graded["failure_category"],
@@ -222,7 +222,8 @@ def _probe_phase(rec: _Recorder, sandbox: Sandbox, spec: TrialSpec, repo_dir: st
 
     # Environment size under the report interpreter's sys.prefix.
     size = run_env_size(sandbox, toolbox, report.python_path)
-    rec.row.update(env_size_bytes=size["env_size_bytes"], env_size_apparent_bytes=size["env_size_apparent_bytes"])
+    rec.row.update(env_size_status=size["status"], env_size_bytes=size["env_size_bytes"],
+                   env_size_apparent_bytes=size["env_size_apparent_bytes"])
     rec.stage("env_size", size["status"], reason=size["reason"] or size["prefix"])
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_stages, read_trials
-from reb_ray.sandbox.ownership import MANAGED
+from reb_ray.sandbox.ownership import MANAGED, SWEEP
 
 WHEELS = [Path("/opt/wheels")] if Path("/opt/wheels").is_dir() else []
 
@@ -40,8 +40,8 @@ def _rows(output: Path) -> list[dict]:
     return read_trials(output).to_pylist()
 
 
-def _our_containers(docker_client) -> list:
-    return docker_client.containers.list(all=True, filters={"label": f"{MANAGED}=true"})
+def _our_containers(docker_client, sweep_id: str) -> list:
+    return docker_client.containers.list(all=True, filters={"label": [f"{MANAGED}=true", f"{SWEEP}={sweep_id}"]})
 
 
 def test_demo_sweep_end_to_end_and_resume(tmp_path, docker_client, sandbox_image, ray_local):
@@ -66,7 +66,7 @@ def test_demo_sweep_end_to_end_and_resume(tmp_path, docker_client, sandbox_image
     assert by_key[("noop", "numpy-trainer")]["report_python_path"] == "/usr/bin/python3"
     stages = read_stages(config.output)
     assert set(pc.unique(stages["stage"]).to_pylist()) >= {"agent", "report", "c0", "c1", "env_size"}
-    assert _our_containers(docker_client) == []
+    assert _our_containers(docker_client, config.resolved_sweep_id()) == []
 
     again = run_sweep(config, show_progress=False)
     assert again.attempts == 0 and again.skipped == 8
@@ -88,4 +88,4 @@ def test_crashing_and_silent_agents_are_recorded_not_fatal(tmp_path, docker_clie
     assert rows["CrashAgent"]["report_status"] == "missing_report"
     assert rows["SilentAgent"]["agent_exit_code"] == 0 and rows["SilentAgent"]["report_status"] == "missing_report"
     assert rows["GarbageReportAgent"]["report_status"] == "invalid_report"
-    assert _our_containers(docker_client) == []
+    assert _our_containers(docker_client, config.resolved_sweep_id()) == []

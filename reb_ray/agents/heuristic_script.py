@@ -59,7 +59,7 @@ def log(msg: str) -> None:
 
 def run(argv: list, timeout: float = PIP_TIMEOUT_S, cwd: str | None = None, capture: bool = False):
     """Run `argv`; return (exit code, stdout text). Never raises; 127/124 on spawn error/timeout."""
-    shown = ["<code>" if i and argv[i - 1] == "-c" else str(a) for i, a in enumerate(argv)]
+    shown = ["<code>" if i == 2 and argv[1] == "-c" else str(a) for i, a in enumerate(argv)]
     log("$ " + " ".join(shown))
     try:
         proc = subprocess.run([str(a) for a in argv], cwd=cwd, timeout=timeout, universal_newlines=True,
@@ -244,15 +244,24 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def release(version: str) -> list:
+    """The release numbers of `version` as written ("2.10.0+cpu" -> [2, 10, 0])."""
+    m = re.match(r"^v?(\d+(?:\.\d+)*)", version.lower())
+    return [int(n) for n in m.group(1).split(".")] if m else [0]
+
+
 def version_key(version: str) -> tuple:
     """Comparable key: release numbers without trailing zeros, then 0 for pre-releases, 1 for finals."""
-    public = version.split("+")[0].lower()
-    release = re.match(r"^v?(\d+(?:\.\d+)*)", public)
-    nums = [int(n) for n in release.group(1).split(".")] if release else [0]
+    nums, public = release(version), version.split("+")[0].lower()
     while len(nums) > 1 and nums[-1] == 0:
         nums.pop()
     pre = re.search(r"(a|b|c|rc|alpha|beta|pre|preview|dev)\.?\d*$", public.split(".post")[0])
     return tuple(nums), 0 if pre else 1
+
+
+def starts_with(version: str, prefix: list) -> bool:
+    """Whether `version`'s release, zero-padded, begins with `prefix`."""
+    return (release(version) + [0] * len(prefix))[:len(prefix)] == prefix
 
 
 def satisfies(version: str, spec: str) -> bool:
@@ -262,18 +271,15 @@ def satisfies(version: str, spec: str) -> bool:
         if not m:
             return False
         op, want = m.groups()
+        have, goal = version_key(version), version_key(want.rstrip(".*"))
         if want.endswith(".*"):
-            prefix = version_key(want[:-2])[0]
-            match = tuple(list(version_key(version)[0]) + [0] * len(prefix))[:len(prefix)] == prefix
-            if match != (op == "=="):
-                return False
-            continue
-        have, goal = version_key(version), version_key(want)
-        if op in ("==", "===") and ("+" in want or op == "===") and version != want:
-            return False
-        ok = {"==": have == goal, "===": True, "!=": have != goal, ">=": have >= goal, "<=": have <= goal,
-              "<": have < goal, ">": have > goal,
-              "~=": have >= goal and have[0][:max(1, len(goal[0]) - 1)] == goal[0][:max(1, len(goal[0]) - 1)]}[op]
+            ok = starts_with(version, release(want[:-2])) == (op == "==")
+        elif op == "===" or (op == "==" and "+" in want):
+            ok = version == want
+        else:
+            ok = {"==": have == goal, "!=": have != goal, ">=": have >= goal, "<=": have <= goal,
+                  "<": have < goal, ">": have > goal,
+                  "~=": have >= goal and starts_with(version, release(want)[:-1])}[op]
         if not ok:
             return False
     return True
@@ -316,6 +322,44 @@ def pin_to_wheel(line: str, wheels: dict) -> str | None:
     if not fits:
         return None
     return "%s%s==%s%s" % (name, extras, max(fits)[1], (" " + marker) if marker else "")
+
+
+def pin_lines(lines: list, wheels: dict) -> list:
+    """`lines` with each requirement a find-links wheel satisfies pinned to that wheel."""
+    out = []
+    for line in lines:
+        pin = pin_to_wheel(line, wheels)
+        if pin:
+            log("pin %s -> %s (find-links wheel)" % (line, pin))
+        out.append(pin or line)
+    return list(dict.fromkeys(out))
+
+
+def wheel_constraints(wheels: dict, requested: list) -> list:
+    """`name==version` constraints, one per find-links project: the newest compatible wheel that
+    every requested spec of that project accepts. They keep transitive requirements (a project's
+    `torch>=2`, timm's torch) on the local wheel instead of a multi-GB download from the index."""
+    specs = {}
+    for line in requested:
+        m = _REQ.match(line.strip())
+        if m and not line.startswith("-"):
+            specs.setdefault(canonical(m.group(1)), []).append(m.group(3).strip())
+    out = []
+    for name in sorted(wheels):
+        fits = [(version_key(v), v) for v, _ in wheels[name] if all(satisfies(v, s) for s in specs.get(name, []))]
+        if fits:
+            out.append("%s==%s" % (name, max(fits)[1]))
+    return out
+
+
+def write_constraints(venv: Path, constraints: list) -> str | None:
+    """Write pip constraints into the venv dir; returns the path, or None when there are none."""
+    if not constraints:
+        return None
+    path = venv / "heuristic-constraints.txt"
+    path.write_text("\n".join(constraints) + "\n", encoding="utf-8")
+    log("constraints (find-links wheels): %s" % ", ".join(constraints))
+    return str(path)
 
 
 # ---------------------------------------------------------------- import scanning
@@ -398,36 +442,47 @@ def missing_modules(python: str, names: list) -> list:
 
 # ---------------------------------------------------------------- install and report
 
-def pip_install(python: str, lines: list) -> bool:
+def pip_install(python: str, lines: list, constraints: str | None = None) -> bool:
     """One `pip install` of `lines` (each line one requirement, `-e X` split in two)."""
-    args = []
+    args = ["-c", constraints] if constraints else []
     for line in lines:
         args += ["-e", line[3:]] if line.startswith("-e ") else [line]
     return run([python] + PIP + args)[0] == 0
 
 
-def install_all(python: str, lines: list) -> tuple:
+def install_all(python: str, lines: list, constraints: str | None = None) -> tuple:
     """Install together; on failure retry line by line. Returns (installed, failed) lines."""
-    if not lines or pip_install(python, lines):
+    if not lines or pip_install(python, lines, constraints):
         return list(lines), []
     log("joint install failed; retrying %d lines one by one" % len(lines))
     ok, bad = [], []
     for line in lines:
-        (ok if pip_install(python, [line]) else bad).append(line)
+        (ok if pip_install(python, [line], constraints) else bad).append(line)
     return ok, bad
 
 
 def measure(python: str) -> dict:
-    """Facts measured by running `python`: its version, and torch's version/CUDA/GPU count."""
-    code = ("import json,platform\nr={'python_version':platform.python_version(),'torch_version':None,"
-            "'cuda_available':None,'gpu_count':None}\ntry:\n import torch\n r['torch_version']=str(torch.__version__)\n"
-            " r['cuda_available']=bool(torch.cuda.is_available())\n r['gpu_count']=int(torch.cuda.device_count())\n"
-            "except BaseException:\n pass\nprint(json.dumps(r))")
-    rc, out = run([python, "-c", code], timeout=600, cwd="/", capture=True)
-    try:
-        return json.loads(out.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return {"python_version": None, "torch_version": None, "cuda_available": None, "gpu_count": None}
+    """Facts measured by running `python`: its version, then torch's version, CUDA and GPU count.
+
+    The child prints its findings after each step, so a crash inside `import torch` still
+    leaves the python version measured; anything not reached stays null.
+    """
+    code = ("import json,platform\nr={'python_version':platform.python_version()}\nprint(json.dumps(r),flush=True)\n"
+            "try:\n import torch\nexcept ImportError:\n raise SystemExit(0)\n"
+            "r['torch_version']=str(torch.__version__)\nprint(json.dumps(r),flush=True)\n"
+            "r['cuda_available']=bool(torch.cuda.is_available())\nr['gpu_count']=int(torch.cuda.device_count())\n"
+            "print(json.dumps(r),flush=True)")
+    facts = {"python_version": None, "torch_version": None, "cuda_available": None, "gpu_count": None}
+    for line in run([python, "-c", code], timeout=600, cwd="/", capture=True)[1].splitlines():
+        try:
+            found = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(found, dict) and "python_version" in found:
+            facts.update(found)
+    if facts["torch_version"] is not None and facts["gpu_count"] is None:
+        log("torch imported but its CUDA queries failed; reporting them as null")
+    return facts
 
 
 def write_report(path: Path, python: str, env_tool: str, env_name, notes: str) -> bool:
@@ -450,22 +505,7 @@ def short(items: list, limit: int = 12) -> str:
     return ", ".join(items[:limit]) + (" (+%d more)" % (len(items) - limit) if len(items) > limit else "") or "none"
 
 
-def pin_requirements(lines: list, project_deps: list, wheels: dict) -> list:
-    """`lines` with find-links pins applied, plus pins for the project's own declared
-    dependencies that a find-links wheel satisfies (so pip does not fetch a bigger build)."""
-    out = []
-    for line in lines + project_deps:
-        pin = pin_to_wheel(line, wheels)
-        if pin:
-            log("pin %s -> %s (find-links wheel)" % (line, pin))
-        if line in lines:
-            out.append(pin or line)
-        elif pin and pin not in out:
-            out.append(pin)
-    return list(dict.fromkeys(out))
-
-
-def resolve_imports(python: str, repo: Path, venv: Path, wheels: dict) -> dict:
+def resolve_imports(python: str, repo: Path, venv: Path, wheels: dict, constraints: str | None) -> dict:
     """Step 4: install a distribution for each import the venv cannot find; returns outcomes."""
     imports = scan_imports(repo, skip={str(venv)})
     missing = missing_modules(python, imports)
@@ -479,7 +519,7 @@ def resolve_imports(python: str, repo: Path, venv: Path, wheels: dict) -> dict:
             dists.append(dist)
     for dist in dists:
         line = pin_to_wheel(dist, wheels) or dist
-        done["installed" if pip_install(python, [line]) else "failed"].append(line)
+        done["installed" if pip_install(python, [line], constraints) else "failed"].append(line)
     done["unresolved"] = missing_modules(python, missing) if missing else []
     return done
 
@@ -505,19 +545,22 @@ def main(argv: list | None = None) -> int:
     version = measure(python)["python_version"] or "%d.%d" % sys.version_info[:2]
     wheels = find_links_wheels(tuple(int(x) for x in version.split(".")[:2]))
     lines, project_deps = collect_requirements(repo)
-    lines = pin_requirements(lines, project_deps, wheels)
+    pins = wheel_constraints(wheels, lines + project_deps)
+    constraints = write_constraints(venv, pins)
+    lines = pin_lines(lines, wheels)
     log("requirements (%d): %s" % (len(lines), "; ".join(lines) or "none"))
 
     log("step 3: install requirements")
-    installed, failed = install_all(python, lines)
+    installed, failed = install_all(python, lines, constraints)
 
     log("step 4: resolve remaining imports")
-    done = resolve_imports(python, repo, venv, wheels)
+    done = resolve_imports(python, repo, venv, wheels, constraints)
 
     log("step 5: write report")
-    notes = ("venv %s. requirements installed (%d): %s; failed: %s. for imports installed: %s; failed: %s; "
-             "not on PyPI, skipped: %s. modules still unresolved: %s." % (
-                 venv, len(installed), short(installed), short(failed), short(done["installed"]),
+    notes = ("heuristic venv %s. pip constraints from find-links wheels: %s. requirements installed (%d): %s; "
+             "failed: %s. for imports installed: %s; failed: %s; not on PyPI, skipped: %s. "
+             "modules still unresolved: %s. ddp not checked." % (
+                 venv, short(pins), len(installed), short(installed), short(failed), short(done["installed"]),
                  short(done["failed"]), short(done["skipped"]), short(done["unresolved"])))
     return 0 if write_report(report, python, "venv", str(venv), notes) else 1
 

@@ -37,6 +37,7 @@ def load_config(path: Path | None, overrides: dict) -> SweepConfig:
 def sweep(
     suite: Optional[str] = typer.Option(None, help="Suite of tasks (default demo)."),
     tasks: Optional[str] = typer.Option(None, help="Pattern(s) on task ids, comma-separated, e.g. 'numpy-*'."),
+    tasks_root: Optional[Path] = typer.Option(None, help="Directory holding suites (default: the bundled tasks/)."),
     agents: Optional[str] = typer.Option(None, help="Comma-separated agents (default heuristic,noop)."),
     trials: Optional[int] = typer.Option(None, help="Repeats per agent and task."),
     output: Optional[Path] = typer.Option(None, help="Output directory for Parquet datasets (default ./reb-runs)."),
@@ -59,7 +60,7 @@ def sweep(
     from reb_ray.sweep import run_sweep
 
     overrides = {
-        "suite": suite, "tasks": tasks, "agents": agents.split(",") if agents else None, "trials": trials,
+        "suite": suite, "tasks": tasks, "tasks_root": tasks_root, "agents": agents.split(",") if agents else None, "trials": trials,
         "output": output, "address": address, "max_concurrent": max_concurrent, "repo_mirrors": repo_mirror or None,
         "wheelhouses": wheelhouse or None, "sandbox": sandbox, "unsafe_local": unsafe_local or None,
         "pip_cache": False if no_pip_cache else None, "agent_timeout_s": agent_timeout, "sweep_id": sweep_id,

@@ -26,6 +26,7 @@ class SweepConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     suite: str = "demo"
+    tasks_root: Path | None = None  # directory of suites; default: the bundled tasks/
     tasks: str | None = None
     agents: list[str] = Field(default_factory=lambda: ["heuristic", "noop"])
     trials: int = Field(1, ge=1)

@@ -15,7 +15,7 @@ def expand(config: SweepConfig, image: str | None) -> tuple[list[TrialSpec], int
     """
     for name in config.agents:
         get_agent(name)
-    tasks = select_tasks(load_suite(config.suite), config.tasks)
+    tasks = select_tasks(load_suite(config.suite, config.tasks_root), config.tasks)
     sweep_id = config.resolved_sweep_id()
     done = set() if config.rerun else scored_trial_ids(config.output, sweep_id)
     specs, skipped = [], 0

@@ -1,8 +1,9 @@
-"""Running a task's stage command in the sandbox with the reported interpreter first on PATH."""
+"""Running a task's stage command in the sandbox with the reported interpreter as `python`."""
 
 from __future__ import annotations
 
 import posixpath
+import shlex
 
 from reb_ray.models.task import StageSpec
 from reb_ray.sandbox import ExecResult, Sandbox
@@ -10,12 +11,23 @@ from reb_ray.sandbox import ExecResult, Sandbox
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-def stage_env(stage: StageSpec, python_path: str, visible_gpus: str) -> dict[str, str]:
-    """The stage's environment: the report interpreter's bin dir first on PATH, GPUs limited
-    to `visible_gpus` ("" hides them all: C1 must really run without GPUs, field case F08),
-    then the task's own variables."""
+def install_python_shim(sandbox: Sandbox, shim_dir: str, python_path: str) -> None:
+    """Make `python` and `python3` in `shim_dir` run the report's interpreter.
+
+    Wrapper scripts, not symlinks: a venv's interpreter finds its pyvenv.cfg next to the path
+    it was started from, so a symlink elsewhere would silently drop the venv.
+    """
+    body = f'#!/bin/sh\nexec {shlex.quote(python_path)} "$@"\n'
+    script = 'mkdir -p "$1" && for n in python python3; do printf "%s" "$2" > "$1/$n" && chmod 755 "$1/$n"; done'
+    sandbox.exec(["sh", "-c", script, "shim", shim_dir, body], timeout=60)
+
+
+def stage_env(stage: StageSpec, python_path: str, shim_dir: str, visible_gpus: str) -> dict[str, str]:
+    """The stage's environment: the shim and the interpreter's bin dir first on PATH, GPUs
+    limited to `visible_gpus` ("" hides them all: C1 must really run without GPUs, field
+    case F08), then the task's own variables."""
     env = {
-        "PATH": f"{posixpath.dirname(python_path)}:{SYSTEM_PATH}",
+        "PATH": f"{shim_dir}:{posixpath.dirname(python_path)}:{SYSTEM_PATH}",
         "CUDA_VISIBLE_DEVICES": visible_gpus,
         "PYTHONUNBUFFERED": "1",
         "HOME": "/root",
@@ -24,7 +36,10 @@ def stage_env(stage: StageSpec, python_path: str, visible_gpus: str) -> dict[str
     return env
 
 
-def run_stage_command(sandbox: Sandbox, stage: StageSpec, repo_dir: str, python_path: str, visible_gpus: str = "") -> ExecResult:
+def run_stage_command(sandbox: Sandbox, stage: StageSpec, repo_dir: str, python_path: str, shim_dir: str,
+                      visible_gpus: str = "") -> ExecResult:
     """Run `stage.command` in `repo_dir/stage.workdir` with its timeout (seconds)."""
+    install_python_shim(sandbox, shim_dir, python_path)
     workdir = posixpath.normpath(posixpath.join(repo_dir, stage.workdir))
-    return sandbox.exec(stage.command, timeout=stage.timeout_s, env=stage_env(stage, python_path, visible_gpus), workdir=workdir)
+    env = stage_env(stage, python_path, shim_dir, visible_gpus)
+    return sandbox.exec(stage.command, timeout=stage.timeout_s, env=env, workdir=workdir)

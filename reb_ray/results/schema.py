@@ -59,6 +59,8 @@ TRIALS_SCHEMA = pa.schema(
         ("agent_output_tail", pa.string()),
         ("started_at", _ts),
         ("finished_at", _ts),
+        ("c0_editable_hooks", _strings),  # import-hook editable installs seen in site-packages (F01)
+        ("env_size_status", pa.string()),
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )
