@@ -29,7 +29,10 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 import typing
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal

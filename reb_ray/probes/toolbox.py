@@ -231,11 +231,7 @@ def install_toolbox(sandbox) -> str:
             shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(toolbox_dir(), target, copy_function=_link_or_copy)
             return str(target)
-        if sandbox.provider == "docker" and hasattr(sandbox, "_client"):
-            _docker_install(sandbox, toolbox_tar())
-            return TOOLBOX_SANDBOX_PATH
-        sandbox.exec(["rm", "-rf", TOOLBOX_SANDBOX_PATH], timeout=60)
-        sandbox.put(toolbox_dir(), TOOLBOX_SANDBOX_PATH)
+        _unpack_install(sandbox, toolbox_tar())
         return TOOLBOX_SANDBOX_PATH
     except InfraError:
         raise
@@ -266,14 +262,11 @@ test -f pyright/index.js && test -x node
 """
 
 
-def _docker_install(sandbox, tar_path: Path) -> None:
+def _unpack_install(sandbox, tar_path: Path) -> None:
     parent = posixpath.dirname(TOOLBOX_SANDBOX_PATH)
     staging = f"{parent}/.reb-ray-staging-{uuid.uuid4().hex[:12]}"
     top = posixpath.basename(TOOLBOX_SANDBOX_PATH)
-    sandbox._must(["mkdir", "-p", staging])
-    with tar_path.open("rb") as f:
-        if not sandbox._client.api.put_archive(sandbox.id, staging, f):
-            raise InfraError("infra_toolbox", "the daemon refused the toolbox archive")
+    sandbox.put_tar(tar_path, staging)
     res = sandbox.exec(["sh", "-c", _UNPACK, "unpack", staging, top, TOOLBOX_SANDBOX_PATH], timeout=120)
     if not res.ok:
         raise InfraError("infra_toolbox", f"cannot unpack the toolbox in the sandbox: {res.output.strip()[-300:]}")

@@ -129,6 +129,21 @@ class Sandbox(abc.ABC):
     def get(self, src: str, dest: Path | str) -> None:
         """Copy sandbox file or directory `src` to host path `dest`. Raises FileNotFoundError."""
 
+    def put_tar(self, archive: Path, dest_dir: str) -> None:
+        """Unpack the host tar file `archive` into sandbox directory `dest_dir` (created).
+
+        Providers may do this in one call (Docker's put_archive); the default unpacks on the
+        host and puts each top-level entry.
+        """
+        import tarfile
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            with tarfile.open(archive) as tar:
+                tar.extractall(tmp, filter="data")
+            for entry in Path(tmp).iterdir():
+                self.put(entry, f"{dest_dir.rstrip('/')}/{entry.name}")
+
     def write_bytes(self, dest: str, data: bytes) -> None:
         """Create sandbox file `dest` holding `data`."""
         import tempfile

@@ -268,6 +268,16 @@ class DockerSandbox(Sandbox):
             except NotFound:
                 raise SandboxGone(f"sandbox {self.id[:12]} is gone") from None
 
+    def put_tar(self, archive: Path, dest_dir: str) -> None:
+        self._must(["mkdir", "-p", dest_dir])
+        with Path(archive).open("rb") as f:
+            try:
+                accepted = self._client.api.put_archive(self.id, dest_dir, f)
+            except NotFound:
+                raise SandboxGone(f"sandbox {self.id[:12]} is gone") from None
+        if not accepted:
+            raise RebRayError(f"sandbox {self.id[:12]}: the daemon refused the archive {archive}")
+
     def get(self, src: str, dest: Path | str) -> None:
         dest = Path(dest)
         src = posixpath.join(self.workdir, src) if not src.startswith("/") else src

@@ -127,3 +127,16 @@ def test_kill_leftovers_stops_background_processes_and_keeps_the_sandbox(make_sa
     sb.kill_leftovers()
     assert _pids_with(sb, "sleep 1006") == [] and _pids_with(sb, "sleep 1007") == []
     assert sb.exec("echo still-here").output.strip() == "still-here"
+
+
+def test_put_tar_unpacks_into_a_directory(make_sandbox, tmp_path):
+    import tarfile
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "x.txt").write_text("inside")
+    archive = tmp_path / "a.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(tmp_path / "pkg", arcname="pkg")
+    sb = make_sandbox()
+    sb.put_tar(archive, f"{sb.workdir}/unpacked")
+    assert sb.exec(f"cat {sb.workdir}/unpacked/pkg/x.txt").output == "inside"

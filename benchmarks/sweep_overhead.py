@@ -1,0 +1,39 @@
+"""Harness overhead per trial on the demo suite, and wall time at max-concurrent 1 vs 2.
+
+Runs the default demo sweep (heuristic, noop) twice with `rerun` into fresh directories.
+Prints, per run: sweep wall seconds; per trial, the median of trial wall minus agent minus
+probe time (placement, sandbox start/put/close: the harness inside the trial); and the
+sweep-level overhead per trial, (sweep wall x concurrency - sum of agent+probe) / trials,
+which adds Ray scheduling and actor start-up.
+Usage: python benchmarks/sweep_overhead.py
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+from pathlib import Path
+
+from reb_ray.models.sweep import SweepConfig
+from reb_ray.results.read import read_trials
+from reb_ray.sweep import run_sweep
+
+
+def measure(concurrency: int) -> None:
+    out = Path(tempfile.mkdtemp(prefix="reb-bench-"))
+    config = SweepConfig(output=out, max_concurrent=concurrency, rerun=True, sweep_id=f"bench-c{concurrency}")
+    result = run_sweep(config, show_progress=False)
+    rows = read_trials(out).to_pylist()
+    work = [(r["agent_wall_time_s"] or 0) + (r["probe_wall_time_s"] or 0) for r in rows]
+    inside = [r["trial_wall_time_s"] - w for r, w in zip(rows, work)]
+    sweep_level = (result.wall_time_s * concurrency - sum(work)) / len(rows)
+    print(f"max_concurrent={concurrency}: sweep wall {result.wall_time_s:.1f} s for {len(rows)} trials; "
+          f"in-trial harness overhead median {statistics.median(inside):.2f} s; "
+          f"sweep-level overhead per trial {sweep_level:.2f} s; "
+          f"median agent {statistics.median(r['agent_wall_time_s'] for r in rows):.1f} s, "
+          f"median probe {statistics.median(r['probe_wall_time_s'] for r in rows):.1f} s")
+
+
+if __name__ == "__main__":
+    measure(1)
+    measure(2)
