@@ -32,3 +32,9 @@ class GarbageReportAgent(_Scripted):
     """Writes a report that is not valid JSON."""
 
     script = 'mkdir -p "$(dirname "$1")" && echo "{python_path: nope" > "$1"'
+
+
+class SleepyAgent(_Scripted):
+    """Sleeps for five minutes: a trial that is surely running when the driver is killed."""
+
+    script = "sleep 300"

@@ -46,6 +46,7 @@ def sweep(
     output: Optional[Path] = typer.Option(None, help="Output directory for Parquet datasets (default ./reb-runs)."),
     address: Optional[str] = typer.Option(None, help="Ray cluster address to join (default: start a local Ray)."),
     max_concurrent: Optional[int] = typer.Option(None, help="Trials running at once (default: cluster CPUs)."),
+    cpus_per_trial: Optional[float] = typer.Option(None, help="CPU cores reserved per trial in Ray and given to its sandbox (default 1)."),
     repo_mirror: Optional[list[Path]] = typer.Option(None, help="Local mirror directory of repositories (repeatable)."),
     wheelhouse: Optional[list[Path]] = typer.Option(None, help="Wheel directory visible to sandboxes as find-links (repeatable)."),
     sandbox: Optional[str] = typer.Option(None, help="docker | local."),
@@ -64,7 +65,7 @@ def sweep(
 
     overrides = {
         "suite": suite, "tasks": tasks, "tasks_root": tasks_root, "agents": agents.split(",") if agents else None, "trials": trials,
-        "output": output, "address": address, "max_concurrent": max_concurrent, "repo_mirrors": repo_mirror or None,
+        "output": output, "address": address, "max_concurrent": max_concurrent, "cpus_per_trial": cpus_per_trial, "repo_mirrors": repo_mirror or None,
         "wheelhouses": wheelhouse or None, "sandbox": sandbox, "unsafe_local": unsafe_local or None,
         "pip_cache": False if no_pip_cache else None, "agent_timeout_s": agent_timeout, "sweep_id": sweep_id,
         "rerun": rerun or None,

@@ -301,33 +301,3 @@ def test_select_tasks_pattern_matching_nothing_is_an_error():
     tasks = load_suite("demo")
     with pytest.raises(TaskSpecError, match=r"^task pattern 'numpy-traner' matches no task; ids: import-name-mismatch"):
         select_tasks(tasks, "numpy-*,numpy-traner")
-
-
-# -- the demo repos really run (with this interpreter's packages; a fresh venv is the harness's job)
-
-
-@pytest.mark.parametrize(
-    ("task_id", "needs", "extra_env"),
-    [
-        ("numpy-trainer", ["numpy"], {}),
-        ("import-name-mismatch", ["numpy", "yaml"], {}),
-        ("pyproject-extra", ["numpy", "click"], {"PYTHONPATH": "src"}),  # stands in for `pip install .[cli]`
-        ("torch-tiny", ["torch"], {}),
-    ],
-)
-def test_demo_cpu_command_succeeds_when_deps_are_present(tmp_path, task_id, needs, extra_env):
-    import os
-    import shutil
-    import subprocess
-    import sys
-
-    for module in needs:
-        pytest.importorskip(module)
-    task = {t.id: t for t in load_suite("demo")}[task_id]
-    repo = shutil.copytree(task.repo_path, tmp_path / "repo")  # never write __pycache__ into the tree
-    stage = task.stages.cpu
-    env = {**os.environ, **stage.env, **extra_env, "CUDA_VISIBLE_DEVICES": "",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    res = subprocess.run(stage.command, shell=stage.is_shell, cwd=repo / stage.workdir, env=env,
-                         capture_output=True, text=True, timeout=stage.timeout_s)
-    assert stage.success.matches(res.returncode, res.stdout + res.stderr), res.stdout + res.stderr

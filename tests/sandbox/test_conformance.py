@@ -11,7 +11,7 @@ from reb_ray.sandbox.base import KILL_GRACE_S
 
 def _pids_with(sandbox, argv: str) -> list[str]:
     """Pids of processes whose command line is exactly `argv` (space-joined), via a fresh exec."""
-    script = 'for d in /proc/[0-9]*; do [ "$(tr "\\0" " " < $d/cmdline 2>/dev/null)" = "$1 " ] && echo ${d#/proc/}; done; true'
+    script = 'for d in /proc/[0-9]*; do [ "$( { tr "\\0" " " < $d/cmdline; } 2>/dev/null)" = "$1 " ] && echo ${d#/proc/}; done; true'
     return sandbox.exec(["sh", "-c", script, "list", argv]).output.split()
 
 
