@@ -190,7 +190,7 @@ def _probe_phase(rec: _Recorder, sandbox: Sandbox, spec: TrialSpec, repo_dir: st
     if report is None:
         rec.not_run(probes, rec.row["report_status"])
         return
-    if not sandbox.exec("true", timeout=60).ok:
+    if not _healthy(sandbox):
         rec.not_run(probes, "sandbox does not run commands after the agent phase", "sandbox_broken_by_agent")
         return
     try:
@@ -227,6 +227,14 @@ def _probe_phase(rec: _Recorder, sandbox: Sandbox, spec: TrialSpec, repo_dir: st
     rec.stage("env_size", size["status"], reason=size["reason"] or size["prefix"])
 
 
+def _healthy(sandbox: Sandbox) -> bool:
+    """Field case F15a: an agent that killed PID 1 or broke /bin/sh leaves nothing to probe."""
+    try:
+        return sandbox.exec("true", timeout=60).ok
+    except RebRayError:
+        return False
+
+
 def _settle(rec: _Recorder) -> None:
     """Trial status and failure owner from the stage results."""
     infra = [s for s in rec.stages if (s["failure_category"] or "").startswith("infra_")]
@@ -234,8 +242,10 @@ def _settle(rec: _Recorder) -> None:
         _infra(rec, infra[0]["failure_category"], f"{infra[0]['stage']}: {infra[0]['reason']}")
         return
     rec.row["status"] = "scored"
+    # A stage the agent prevented from running (broken sandbox) counts against it like a failure.
     failed = rec.row.get("report_status") != "ok" or any(
-        s["status"] == "failure" for s in rec.stages if s["stage"] not in ("agent",)
+        s["status"] == "failure" or (s["status"] == "not_run" and s["failure_category"])
+        for s in rec.stages if s["stage"] != "agent"
     )
     rec.row["failure_owner"] = "agent" if failed else None
     if failed:

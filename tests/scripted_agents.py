@@ -38,3 +38,11 @@ class SleepyAgent(_Scripted):
     """Sleeps for five minutes: a trial that is surely running when the driver is killed."""
 
     script = "sleep 300"
+
+
+class KillInitAgent(_Scripted):
+    """Writes a plausible report, then stops the container's init (field case F15a)."""
+
+    script = ('mkdir -p "$(dirname "$1")" && printf \'{"python_path": "/usr/bin/python3", "python_version": null, '
+              '"torch_version": null, "cuda_available": null, "gpu_count": null, "ddp_expected_ok": null, '
+              '"env_tool": "system", "env_name": null, "notes": null}\' > "$1" && kill -TERM 1; sleep 5')

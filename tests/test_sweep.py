@@ -89,3 +89,48 @@ def test_crashing_and_silent_agents_are_recorded_not_fatal(tmp_path, docker_clie
     assert rows["SilentAgent"]["agent_exit_code"] == 0 and rows["SilentAgent"]["report_status"] == "missing_report"
     assert rows["GarbageReportAgent"]["report_status"] == "invalid_report"
     assert _our_containers(docker_client, config.resolved_sweep_id()) == []
+
+
+def test_agent_that_kills_init_is_sandbox_broken_by_agent(tmp_path, docker_client, sandbox_image, ray_local):
+    """F15a: a health check before the probes; probes not_run; the agent's failure, not infra."""
+    from reb_ray.sweep import run_sweep
+
+    config = SweepConfig(output=tmp_path / "runs", agents=["tests.scripted_agents:KillInitAgent"], tasks="numpy-trainer")
+    run_sweep(config, show_progress=False)
+    (row,) = _rows(config.output)
+    assert row["status"] == "scored" and row["failure_owner"] == "agent"
+    assert row["c0_status"] == "not_run" and row["c1_status"] == "not_run" and row["c0_missing"] is None
+    categories = {s["stage"]: s["failure_category"] for s in read_stages(config.output).to_pylist()}
+    assert categories["c0"] == categories["c1"] == "sandbox_broken_by_agent"
+    assert _our_containers(docker_client, config.resolved_sweep_id()) == []
+
+
+HANGING_TASK = """
+id = "{id}"
+suite = "hang"
+category = "1_cpu"
+c0_baseline_total = 0
+source = {{ bundled = "repo" }}
+
+[stages.cpu]
+command = "{command}"
+timeout_s = 3
+"""
+
+
+def test_a_hanging_probe_times_out_and_the_other_trials_finish(tmp_path, docker_client, sandbox_image, ray_local):
+    """F15c: per-stage deadlines end a probe that hangs forever; the sweep ends."""
+    from reb_ray.sweep import run_sweep
+
+    for task_id, command in (("hangs", "sleep 100000"), ("quick", "echo fine")):
+        task_dir = tmp_path / "suites" / "hang" / task_id
+        (task_dir / "repo").mkdir(parents=True)
+        (task_dir / "repo" / "main.py").write_text("print('hi')\n")
+        (task_dir / "task.toml").write_text(HANGING_TASK.format(id=task_id, command=command))
+    config = SweepConfig(output=tmp_path / "runs", suite="hang", tasks_root=tmp_path / "suites", agents=["noop"])
+    run_sweep(config, show_progress=False)
+    rows = {r["task_id"]: r for r in _rows(config.output)}
+    assert rows["hangs"]["c1_status"] == "failure" and rows["hangs"]["c1_failure_category"] == "timeout"
+    assert rows["quick"]["c1_status"] == "success"
+    c1 = [s for s in read_stages(config.output).to_pylist() if s["stage"] == "c1" and s["task_id"] == "hangs"][0]
+    assert c1["timed_out"] and c1["duration_s"] < 3 + 10

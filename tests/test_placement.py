@@ -1,0 +1,93 @@
+"""Repository placement with real git: bundled source, local mirrors, missing commits."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from reb_ray.errors import InfraError
+from reb_ray.models.task import load_suite, load_task
+from reb_ray.placement import find_mirror, place_repo
+
+TASK = """
+id = "tiny"
+suite = "mirrored"
+category = "1_cpu"
+source = {{ git = "https://github.com/someone/tiny", commit = "{commit}" }}
+
+[stages.cpu]
+command = "python main.py"
+"""
+
+
+def _git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                               "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}).stdout.strip()
+
+
+@pytest.fixture
+def mirror(tmp_path) -> tuple[Path, str, str]:
+    """A bare mirror at DIR/someone/tiny.git with two commits; returns (DIR, first, second)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    _git("init", "-q", "-b", "main", cwd=work)
+    (work / "main.py").write_text("print(1)\n")
+    _git("add", "-A", cwd=work)
+    _git("commit", "-q", "-m", "one", cwd=work)
+    first = _git("rev-parse", "HEAD", cwd=work)
+    (work / "main.py").write_text("print(2)\n")
+    _git("commit", "-q", "-am", "two", cwd=work)
+    second = _git("rev-parse", "HEAD", cwd=work)
+    mirrors = tmp_path / "mirrors"
+    (mirrors / "someone").mkdir(parents=True)
+    _git("clone", "-q", "--bare", str(work), str(mirrors / "someone" / "tiny.git"), cwd=tmp_path)
+    return mirrors, first, second
+
+
+def _task(tmp_path: Path, commit: str):
+    task_dir = tmp_path / "suites" / "mirrored" / "tiny"
+    task_dir.mkdir(parents=True, exist_ok=True)
+    (task_dir / "task.toml").write_text(TASK.format(commit=commit))
+    return load_task(task_dir / "task.toml")
+
+
+def test_mirror_checkout_is_at_the_pinned_commit(tmp_path, mirror):
+    mirrors, first, _second = mirror
+    placed = place_repo(_task(tmp_path, first), tmp_path / "ws", [mirrors])
+    assert placed.commit == first and placed.origin.startswith("mirror:")
+    assert (placed.path / "main.py").read_text() == "print(1)\n"
+
+
+def test_fetch_tool_layout_is_found(tmp_path, mirror):
+    mirrors, _first, _second = mirror
+    nested = tmp_path / "fetched" / "someone+tiny"
+    nested.mkdir(parents=True)
+    (mirrors / "someone" / "tiny.git").rename(nested / "repo")
+    assert find_mirror([tmp_path / "fetched"], "someone/tiny") == nested / "repo"
+
+
+def test_missing_commit_in_mirror_is_an_infra_clone_error(tmp_path, mirror):
+    mirrors, _first, _second = mirror
+    with pytest.raises(InfraError) as err:
+        place_repo(_task(tmp_path, "0" * 40), tmp_path / "ws", [mirrors])
+    assert err.value.category == "infra_clone" and "0" * 40 in str(err.value)
+
+
+def test_unreachable_url_is_an_infra_clone_error(tmp_path):
+    task_dir = tmp_path / "suites" / "mirrored" / "tiny"
+    task_dir.mkdir(parents=True)
+    # Port 9 on loopback refuses at once: a clone failure without leaving this machine.
+    (task_dir / "task.toml").write_text(TASK.format(commit="1" * 40).replace("https://github.com", "https://127.0.0.1:9"))
+    with pytest.raises(InfraError) as err:
+        place_repo(load_task(task_dir / "task.toml"), tmp_path / "ws", [])
+    assert err.value.category == "infra_clone"
+
+
+def test_bundled_source_gives_the_same_commit_every_time(tmp_path):
+    task = load_suite("demo")[0]
+    a = place_repo(task, tmp_path / "a")
+    b = place_repo(task, tmp_path / "b")
+    assert a.commit == b.commit and len(a.commit) == 40 and a.origin == f"bundled:demo/{task.id}"
