@@ -1,0 +1,41 @@
+"""Ctrl-C during a sweep: containers removed, finished rows kept, exit code 130."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from reb_ray.results.read import read_trials
+from reb_ray.sandbox.ownership import MANAGED, SWEEP
+
+REB_RAY = str(Path(sys.executable).with_name("reb-ray"))
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_ctrl_c_keeps_finished_rows_and_removes_containers(tmp_path, docker_client, sandbox_image):
+    out = tmp_path / "runs"
+    driver = subprocess.Popen(
+        [REB_RAY, "sweep", "--agents", "noop,tests.scripted_agents:SleepyAgent", "--tasks", "numpy-trainer",
+         "--max-concurrent", "2", "--cpus-per-trial", "0.5", "--sweep-id", "ctrl-c", "--output", str(out), "--quiet"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )
+    labels = [f"{MANAGED}=true", f"{SWEEP}=ctrl-c"]
+    try:
+        deadline = time.monotonic() + 240
+        while not (read_trials(out).num_rows == 1 and docker_client.containers.list(filters={"label": labels})):
+            assert time.monotonic() < deadline and driver.poll() is None, "sweep never reached the state to interrupt"
+            time.sleep(1)
+        os.killpg(driver.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends: the whole foreground group
+        _stdout, stderr = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    assert driver.returncode == 130, stderr[-2000:]
+    rows = read_trials(out).to_pylist()
+    assert [(r["agent"], r["status"]) for r in rows] == [("noop", "scored")]
+    assert docker_client.containers.list(all=True, filters={"label": labels}) == []
