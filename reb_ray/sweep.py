@@ -78,9 +78,9 @@ def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
     orchestrator = RayOrchestrator(max_concurrent, config.cpus_per_trial, config.max_attempts)
     counts = {"running": 0, "done": 0, "failed": 0}
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TextColumn("running {task.fields[running]}  failed {task.fields[failed]}"), TimeElapsedColumn(),
+                  TextColumn("running {task.fields[running]}  agent-failed {task.fields[failed]}  infra-retried {task.fields[infra]}"), TimeElapsedColumn(),
                   disable=not show_progress) as progress:
-        bar = progress.add_task(f"sweep {result.sweep_id}", total=len(specs), running=0, failed=0)
+        bar = progress.add_task(f"sweep {result.sweep_id}", total=len(specs), running=0, failed=0, infra=0)
 
         def on_start(spec: TrialSpec) -> None:
             counts["running"] += 1
@@ -98,8 +98,9 @@ def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
                 result.infra_errors += 1
             if not retry:
                 counts["done"] += 1
-                counts["failed"] += outcome.trial.get("failure_owner") is not None
-            progress.update(bar, completed=counts["done"], running=counts["running"], failed=counts["failed"])
+                counts["failed"] += outcome.trial.get("failure_owner") == "agent"
+            progress.update(bar, completed=counts["done"], running=counts["running"], failed=counts["failed"],
+                            infra=result.infra_errors)
 
         orchestrator.run(specs, on_outcome, on_start)
     result.wall_time_s = time.monotonic() - start

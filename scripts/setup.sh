@@ -23,6 +23,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 echo "setup: installing reb-ray into .venv"
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e ".[test]"
+# Drop pip's "Location ... is ignored" noise from host-wide find-links that do not exist.
+.venv/bin/python -m pip install -q -e ".[test]" 2> >(grep -v "^WARNING: Location .* is ignored" >&2)
 
 .venv/bin/reb-ray image build --profile "${REB_RAY_IMAGE_PROFILE:-minimal}"

@@ -46,3 +46,22 @@ class KillInitAgent(_Scripted):
     script = ('mkdir -p "$(dirname "$1")" && printf \'{"python_path": "/usr/bin/python3", "python_version": null, '
               '"torch_version": null, "cuda_available": null, "gpu_count": null, "ddp_expected_ok": null, '
               '"env_tool": "system", "env_name": null, "notes": null}\' > "$1" && kill -TERM 1; sleep 5')
+
+
+class SpyAgent(_Scripted):
+    """Looks for anything of the harness it should not see, echoes its own credential, and
+    writes that credential into its report and the repository (hidden probes, redaction)."""
+
+    credential_env = ("REB_TEST_AGENT_KEY",)
+    script = r"""
+echo "spy: my key is $REB_TEST_AGENT_KEY"
+echo "spy: harness secret is [${REB_TEST_HOST_SECRET:-absent}]"
+for p in /opt/reb-ray-toolbox /dev/shm/reb-ray-toolbox-pyright; do [ -e "$p" ] && echo "spy: FOUND $p"; done
+find / -xdev \( -name task.toml -o -name 'c0_probe.py' -o -name 'c2_probe.py' -o -name 'facts_probe.py' -o -name 'pyright*' \) \
+  -not -path '/proc/*' 2>/dev/null | sed 's/^/spy: FOUND /'
+grep -rIl --exclude-dir=proc --exclude-dir=sys -e 'log_pattern' -e 'skip_reason' /work /opt /root /tmp /etc /srv /home 2>/dev/null | sed 's/^/spy: FOUND /'
+echo "spy: done"
+mkdir -p "$(dirname "$1")"
+printf '{"python_path": "/usr/bin/python3", "python_version": null, "torch_version": null, "cuda_available": null, "gpu_count": null, "ddp_expected_ok": null, "env_tool": "system", "env_name": null, "notes": "key=%s"}' "$REB_TEST_AGENT_KEY" > "$1"
+echo "$REB_TEST_AGENT_KEY" >> /work/repo/train.py
+"""

@@ -59,8 +59,18 @@ def test_demo_sweep_end_to_end_and_resume(tmp_path, docker_client, sandbox_image
         assert row["c0_status"] == ("success" if c0_missing == 0 else "failure")
         assert row["report_status"] == "ok" and row["agent_wall_time_s"] > 0
         assert row["env_size_bytes"] > 0 and row["env_size_apparent_bytes"] >= row["env_size_bytes"]
-        assert row["failure_owner"] == ("agent" if key[0] == "noop" else None)
         assert row["pyright_version"]
+        assert (row["c3_status"], row["c4_status"]) == ("skipped", "skipped")
+        assert row["c5_status"] == "success" and (row["c5_path"], row["c5_version"], row["c5_capability"]) == (0, 0, 0)
+        assert row["repo_modified"] is False
+        c2 = (row["c2_status"], row["c2_failure_category"])
+        if key[1] != "torch-tiny":
+            assert c2 == ("skipped", None)  # CPU-only demo tasks opt out of C2
+        else:  # F07: a CPU-only torch build, or no framework at all
+            assert c2 == ("failure", "cpu_only_build" if key[0] == "heuristic" else "no_framework")
+    owners = {key: by_key[key]["failure_owner"] for key in EXPECTED}
+    assert owners == {key: "agent" if key[0] == "noop" or key[1] == "torch-tiny" else None for key in EXPECTED}
+    assert by_key[("heuristic", "torch-tiny")]["c2_torch_version"] == "2.13.0+cpu"
     assert by_key[("noop", "import-name-mismatch")]["c0_missing_source_modules"] == ["yaml"]
     assert by_key[("noop", "numpy-trainer")]["c1_failure_category"] == "deps"
     assert by_key[("noop", "numpy-trainer")]["report_python_path"] == "/usr/bin/python3"
@@ -71,6 +81,17 @@ def test_demo_sweep_end_to_end_and_resume(tmp_path, docker_client, sandbox_image
     again = run_sweep(config, show_progress=False)
     assert again.attempts == 0 and again.skipped == 8
     assert len(_rows(config.output)) == 8
+
+    # Re-grading the stored raw outputs, with no containers, gives the same verdicts.
+    from reb_ray.regrade import regrade
+
+    regraded = {(o.trial["agent"], o.trial["task_id"]): o.trial for o in regrade(config.output)}
+    columns = ["c0_status", "c0_missing", "c0_missing_modules", "c1_status", "c1_failure_category", "c2_status",
+               "c2_failure_category", "c3_status", "c4_status", "c5_path", "c5_version", "c5_capability",
+               "failure_owner", "failure_category"]
+    for key, row in by_key.items():
+        assert regraded[key]["sweep_id"] == f"{row['sweep_id']}-regrade"
+        assert {c: regraded[key][c] for c in columns} == {c: row[c] for c in columns}, key
 
 
 def test_crashing_and_silent_agents_are_recorded_not_fatal(tmp_path, docker_client, sandbox_image, ray_local):
@@ -134,3 +155,26 @@ def test_a_hanging_probe_times_out_and_the_other_trials_finish(tmp_path, docker_
     assert rows["quick"]["c1_status"] == "success"
     c1 = [s for s in read_stages(config.output).to_pylist() if s["stage"] == "c1" and s["task_id"] == "hangs"][0]
     assert c1["timed_out"] and c1["duration_s"] < 3 + 10
+
+
+def test_probes_are_hidden_and_secrets_never_reach_the_outputs(tmp_path, docker_client, sandbox_image, ray_local, monkeypatch):
+    """During the agent phase: no probe code, no task spec, no secret but the agent's own; its
+    credential is masked everywhere we write (Parquet rows, console)."""
+    from reb_ray.sweep import run_sweep
+
+    secret = "sk-test-9f8e7d6c5b4a"
+    monkeypatch.setenv("REB_TEST_AGENT_KEY", secret)
+    monkeypatch.setenv("REB_TEST_HOST_SECRET", "host-only-0a1b2c3d")
+    config = SweepConfig(output=tmp_path / "runs", agents=["tests.scripted_agents:SpyAgent"], tasks="numpy-trainer")
+    result = run_sweep(config, show_progress=False)
+    (row,) = _rows(config.output)
+    spy = row["agent_output_tail"]
+    assert "spy: done" in spy and "FOUND" not in spy, spy
+    assert "harness secret is [absent]" in spy and "my key is ***" in spy
+    assert row["repo_modified"] is True and row["repo_modified_files"] == ["train.py"]
+    everything = repr(read_trials(config.output).to_pylist()) + repr(read_stages(config.output).to_pylist())
+    assert secret not in everything and "key=***" in everything
+    assert secret not in repr(result.outcomes)
+    for path in config.output.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path

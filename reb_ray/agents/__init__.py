@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reb_ray.agents.base import REPORT_PATH, Agent, AgentContext, AgentRun
-from reb_ray.errors import UnknownName
+from reb_ray.errors import RebRayError, UnknownName
 
 
 def _builtin() -> dict[str, type[Agent]]:
@@ -27,8 +27,10 @@ def get_agent(name: str) -> Agent:
         module, _, attr = name.partition(":")
         try:
             cls = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise UnknownName("agent", name, [*AGENTS, "<module>:<AgentClass>"]) from exc
+        except ImportError as exc:
+            raise RebRayError(f"agent {name!r}: cannot import module {module!r} ({exc})") from None
+        except AttributeError:
+            raise RebRayError(f"agent {name!r}: module {module!r} has no class {attr!r}") from None
         agent = cls()
         agent.name = name
         return agent

@@ -59,6 +59,9 @@ class Agent(abc.ABC):
 
     name: str = ""
     trusted: bool = False
+    #: Names of the driver's environment variables that hold this agent's own credentials
+    #: (e.g. "OPENAI_API_KEY"): the only secrets that ever enter its sandbox, masked in outputs.
+    credential_env: tuple[str, ...] = ()
 
     @abc.abstractmethod
     def run(self, sandbox: Sandbox, ctx: AgentContext) -> AgentRun:

@@ -7,15 +7,17 @@ import sys
 import typer
 
 from reb_ray import __version__
-from reb_ray.cli import doctor, image, sandbox, sweep, tasks
+from reb_ray.cli import assets, doctor, image, regrade, sandbox, sweep, tasks
 from reb_ray.errors import RebRayError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Evaluate environment-synthesis agents on Ray.")
 app.command("doctor")(doctor.doctor)
 app.command("sweep")(sweep.sweep)
+app.command("regrade")(regrade.regrade)
 app.add_typer(image.app, name="image")
 app.add_typer(sandbox.app, name="sandbox")
 app.add_typer(tasks.app, name="tasks")
+app.add_typer(assets.app, name="assets")
 
 
 def _version(value: bool) -> None:
@@ -43,7 +45,7 @@ def main() -> None:
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):
-        typer.echo("aborted", err=True)
+        typer.echo("interrupted: finished trials are saved; run the same command again to resume", err=True)
         sys.exit(130)
     except Exception as exc:  # click usage errors arrive here in non-standalone mode
         import click

@@ -6,6 +6,7 @@ try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
+import difflib
 from pathlib import Path
 from typing import Optional
 
@@ -25,15 +26,23 @@ def load_config(path: Path | None, overrides: dict) -> SweepConfig:
     if path is not None:
         try:
             data = tomllib.loads(path.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise RebRayError(f"{path}: {exc}") from None
+        except OSError as exc:
+            raise RebRayError(f"{path}: cannot read the config file ({exc.strerror})") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise RebRayError(f"{path}: not valid TOML ({exc})") from None
     data.update({k: v for k, v in overrides.items() if v is not None})
+    if isinstance(data.get("agents"), str):  # the same comma-separated form as --agents
+        data["agents"] = [a.strip() for a in data["agents"].split(",") if a.strip()]
     try:
         return SweepConfig.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"])
         where = str(path) if path is not None else "flags"
+        if err["type"] == "extra_forbidden":
+            close = difflib.get_close_matches(field, SweepConfig.model_fields, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; valid keys: {', '.join(SweepConfig.model_fields)}"
+            raise RebRayError(f"{where}: unknown key {field!r}{hint}") from None
         raise RebRayError(f"{where}: {field} = {err.get('input')!r}: {err['msg']}") from None
 
 
@@ -50,6 +59,7 @@ def sweep(
     repo_mirror: Optional[list[Path]] = typer.Option(None, help="Local mirror directory of repositories (repeatable)."),
     wheelhouse: Optional[list[Path]] = typer.Option(None, help="Wheel directory visible to sandboxes as find-links (repeatable)."),
     sandbox: Optional[str] = typer.Option(None, help="docker | local."),
+    assets: Optional[Path] = typer.Option(None, "--assets", help="Read-only asset cache for the probes (see `reb-ray assets fetch`)."),
     unsafe_local: bool = typer.Option(False, "--unsafe-local", help="Allow non-built-in agents in the local sandbox."),
     no_pip_cache: bool = typer.Option(False, "--no-pip-cache", help="Do not share the per-node pip cache with sandboxes."),
     agent_timeout: Optional[float] = typer.Option(None, help="Agent phase limit in seconds."),
@@ -66,7 +76,7 @@ def sweep(
     overrides = {
         "suite": suite, "tasks": tasks, "tasks_root": tasks_root, "agents": agents.split(",") if agents else None, "trials": trials,
         "output": output, "address": address, "max_concurrent": max_concurrent, "cpus_per_trial": cpus_per_trial, "repo_mirrors": repo_mirror or None,
-        "wheelhouses": wheelhouse or None, "sandbox": sandbox, "unsafe_local": unsafe_local or None,
+        "wheelhouses": wheelhouse or None, "sandbox": sandbox, "assets_dir": assets, "unsafe_local": unsafe_local or None,
         "pip_cache": False if no_pip_cache else None, "agent_timeout_s": agent_timeout, "sweep_id": sweep_id,
         "rerun": rerun or None,
     }

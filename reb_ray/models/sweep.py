@@ -47,6 +47,9 @@ class SweepConfig(BaseModel):
     agent_timeout_s: float = Field(1800.0, gt=0)
     max_attempts: int = Field(2, ge=1, description="attempts per trial when infra fails")
     min_free_bytes: int = 2 * GiB
+    assets_dir: Path | None = None  # read-only asset cache for the probes (--assets)
+    shm_size_bytes: int = 16 * GiB  # /dev/shm of each sandbox (F09: Docker's 64 MB breaks DataLoader/NCCL)
+    c4_cpu_gloo: bool = False  # test switch: run C4 on CPU with gloo when no GPUs exist
     rerun: bool = False
     sweep_id: str | None = None
 
@@ -68,6 +71,8 @@ class TrialSpec(BaseModel):
     attempt: int = 1
     config: SweepConfig
     image: str | None = None  # the sandbox image tag, resolved on the driver
+    # The agent's own credentials, read from the driver's environment; never written anywhere.
+    credentials: dict[str, str] = Field(default_factory=dict, repr=False, exclude=True)
 
     @property
     def trial_id(self) -> str:

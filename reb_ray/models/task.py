@@ -151,6 +151,20 @@ class MultiGpuStageSpec(StageSpec):
     ranks: int = Field(default=2, ge=2)
 
 
+class CudaCheckSpec(_Strict):
+    """C2 (CUDA alignment) needs no command: it applies to every task, as in the paper (44 of
+    44), unless a task opts out with `applicable = false` and a `skip_reason` (CPU-only suites)."""
+
+    applicable: bool = True
+    skip_reason: str | None = None
+
+    @model_validator(mode="after")
+    def _reason(self) -> CudaCheckSpec:
+        if not self.applicable and not (self.skip_reason and self.skip_reason.strip()):
+            raise PydanticCustomError("missing", "skip_reason is required when applicable = false")
+        return self
+
+
 def _not_defined(cls: type[StageSpec]) -> Any:
     return lambda: cls(applicable=False, skip_reason=NOT_DEFINED)
 
@@ -161,6 +175,7 @@ class Stages(_Strict):
     cpu: StageSpec = Field(default_factory=_not_defined(StageSpec))
     single_gpu: StageSpec = Field(default_factory=_not_defined(StageSpec))
     multi_gpu: MultiGpuStageSpec = Field(default_factory=_not_defined(MultiGpuStageSpec))
+    cuda: CudaCheckSpec = Field(default_factory=CudaCheckSpec)
 
 
 class TaskSource(_Strict):
@@ -232,11 +247,16 @@ class TaskSource(_Strict):
 
 
 class Asset(_Strict):
-    """A model, dataset or file the probes need, at `path` relative to the asset cache."""
+    """A model, dataset or file the probes need, at `path` relative to the asset cache.
+
+    `source` says where `reb-ray assets fetch` gets it: an http(s) URL (one file), or
+    `hf://<repo_id>` (a Hugging Face snapshot; needs `huggingface_hub`).
+    """
 
     name: str = Field(min_length=1)
     kind: Literal["model", "dataset", "file"]
     path: str
+    source: str | None = Field(default=None, pattern=r"^(https?://|hf://)\S+$")
 
     @field_validator("path")
     @classmethod

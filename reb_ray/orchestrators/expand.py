@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from reb_ray.agents import get_agent
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.models.task import load_suite, select_tasks
@@ -13,8 +15,10 @@ def expand(config: SweepConfig, image: str | None) -> tuple[list[TrialSpec], int
 
     Raises UnknownName for an unknown agent and TaskSpecError for a bad suite or pattern.
     """
+    credentials = {}
     for name in config.agents:
-        get_agent(name)
+        agent = get_agent(name)
+        credentials[name] = {k: os.environ[k] for k in agent.credential_env if k in os.environ}
     tasks = select_tasks(load_suite(config.suite, config.tasks_root), config.tasks)
     sweep_id = config.resolved_sweep_id()
     done = set() if config.rerun else scored_trial_ids(config.output, sweep_id)
@@ -22,7 +26,8 @@ def expand(config: SweepConfig, image: str | None) -> tuple[list[TrialSpec], int
     for agent in config.agents:
         for task in tasks:
             for index in range(config.trials):
-                spec = TrialSpec(sweep_id=sweep_id, agent=agent, task=task, trial_index=index, config=config, image=image)
+                spec = TrialSpec(sweep_id=sweep_id, agent=agent, task=task, trial_index=index, config=config, image=image,
+                                 credentials=credentials[agent])
                 if spec.trial_id in done:
                     skipped += 1
                 else:

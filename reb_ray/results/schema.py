@@ -14,7 +14,7 @@ SCHEMA_VERSION = 1
 
 STAGE_STATUSES = ("success", "failure", "skipped", "not_run")
 TRIAL_STATUSES = ("scored", "infra_error", "interrupted")  # only "scored" rows count for agents
-FAILURE_OWNERS = ("agent", "infra")  # or null when nothing failed
+FAILURE_OWNERS = ("agent", "infra", "hardware")  # or null when nothing failed; hardware = too few GPUs
 REPORT_STATUSES = ("ok", "missing_report", "invalid_report")
 
 _ts = pa.timestamp("us", tz="UTC")
@@ -61,6 +61,30 @@ TRIALS_SCHEMA = pa.schema(
         ("finished_at", _ts),
         ("c0_editable_hooks", _strings),  # import-hook editable installs seen in site-packages (F01)
         ("env_size_status", pa.string()),
+        # -- the rest of the pyramid (C2-C5), between-phase checks, and the row's category
+        ("failure_category", pa.string()),  # the first failed stage's category (or the infra kind)
+        ("repo_modified", pa.bool_()),  # tracked repository files changed by the agent (git status)
+        ("repo_modified_files", _strings),
+        ("c2_status", pa.string()),
+        ("c2_failure_category", pa.string()),
+        ("c2_torch_version", pa.string()),
+        ("c2_cuda_build", pa.string()),
+        ("c2_device_count", pa.int64()),
+        ("c2_capability", pa.string()),
+        ("c3_status", pa.string()),
+        ("c3_exit_code", pa.int64()),
+        ("c3_failure_category", pa.string()),
+        ("c4_status", pa.string()),
+        ("c4_exit_code", pa.int64()),
+        ("c4_failure_category", pa.string()),
+        ("c4_port", pa.int64()),
+        ("gpus_assigned", pa.int64()),
+        ("c5_status", pa.string()),
+        ("c5_path", pa.int64()),
+        ("c5_version", pa.int64()),
+        ("c5_capability", pa.int64()),
+        ("c5_underclaims", pa.int64()),
+        ("agent_limit", pa.string()),  # which limit fired in the agent phase, e.g. agent_timeout_s=600
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

@@ -29,7 +29,7 @@ def test_bad_config_value_is_one_line_naming_file_field_value(tmp_path):
 def test_unknown_config_key_is_reported(tmp_path):
     cfg = tmp_path / "sweep.toml"
     cfg.write_text("agnets = ['noop']\n")
-    with pytest.raises(RebRayError, match="agnets"):
+    with pytest.raises(RebRayError, match="unknown key .agnets.; did you mean .agents."):
         load_config(cfg, {})
 
 

@@ -1,0 +1,163 @@
+"""The probe phase of a trial: hidden stages C0-C5 and env size, run after the agent.
+
+The toolbox enters the sandbox only now (ARCHITECTURE.md, step 6). Each stage has its own
+timeout and writes a stage row with its raw output, so `reb-ray regrade` can recompute
+everything offline. GPUs: C1 sees none (F08), C3 exactly one, C4 `ranks`; with fewer GPUs
+assigned than a stage needs, it fails with `insufficient_hardware` (non-success, as in the
+paper, and labelled as hardware, not agent).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from reb_ray.errors import RebRayError
+from reb_ray.grading.c0 import grade_c0
+from reb_ray.grading.c2 import grade_c2
+from reb_ray.grading.c5 import audit_report
+from reb_ray.grading.command_stage import grade_command_stage
+from reb_ray.grading.multi_gpu import grade_multi_gpu
+from reb_ray.models.report import Report
+from reb_ray.models.sweep import TrialSpec
+from reb_ray.models.task import StageSpec
+from reb_ray.probes.c0 import run_c0
+from reb_ray.probes.c2 import run_c2
+from reb_ray.probes.command import run_stage_command
+from reb_ray.probes.env_size import run_env_size
+from reb_ray.probes.facts import run_facts
+from reb_ray.probes.multi_gpu import run_multi_gpu
+from reb_ray.probes.toolbox import install_toolbox
+from reb_ray.sandbox import Sandbox
+from reb_ray.trial_record import TrialRecorder
+
+PROBE_STAGES = ["c0", "c1", "c2", "c3", "c4", "c5", "env_size"]
+ASSETS_MOUNT = "/opt/reb-ray/assets"
+
+
+def probe_env(spec: TrialSpec) -> dict[str, str]:
+    """Variables every runtime stage gets: the asset cache, offline mode (never a download
+    that hangs: a missing asset fails fast)."""
+    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    if spec.config.assets_dir is not None:
+        env.update(REB_RAY_ASSETS=ASSETS_MOUNT, HF_HOME=f"{ASSETS_MOUNT}/huggingface")
+    return env
+
+
+def _healthy(sandbox: Sandbox) -> bool:
+    """Field case F15a: an agent that killed PID 1 or broke /bin/sh leaves nothing to probe."""
+    try:
+        return sandbox.exec("true", timeout=60).ok
+    except RebRayError:
+        return False
+
+
+def _with_env(stage: StageSpec, extra: dict[str, str]) -> StageSpec:
+    return stage.model_copy(update={"env": {**extra, **stage.env}})
+
+
+def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_dir: str,
+                    report: Report | None, gpus: list[str]) -> None:
+    """Run every stage for `report`'s interpreter and record rows. Raises InfraError(infra_toolbox)."""
+    rec.row["gpus_assigned"] = len(gpus)
+    if report is None:
+        rec.not_run(PROBE_STAGES, rec.row["report_status"])
+        return
+    if not _healthy(sandbox):
+        rec.not_run(PROBE_STAGES, "sandbox does not run commands after the agent phase", "sandbox_broken_by_agent")
+        return
+    toolbox = install_toolbox(sandbox)
+    python, shim = report.python_path, f"{toolbox}/bin"
+    task, env = spec.task, probe_env(spec)
+
+    # C0: static imports against the report's interpreter.
+    t = time.monotonic()
+    raw = run_c0(sandbox, toolbox, repo_dir, python)
+    c0 = grade_c0(raw, task.c0_baseline_total)
+    rec.row.update({k: v for k, v in c0.items() if k not in ("reason", "failure_category")})
+    category = c0["failure_category"] or ("deps" if c0["c0_status"] == "failure" else None)
+    rec.stage("c0", c0["c0_status"], reason=c0["reason"], failure_category=category,
+              raw=json.dumps(raw) if raw is not None else None, duration_s=time.monotonic() - t)
+
+    # C1: the CPU command, GPUs hidden (F08).
+    _command_stage(rec, sandbox, "c1", task.stages.cpu, env, repo_dir, python, shim, visible="", needed=0, gpus=gpus)
+
+    # C2: CUDA alignment, on the assigned GPUs.
+    raw2 = _cuda_alignment(rec, sandbox, task, toolbox, python, gpus)
+
+    # C3: single GPU.
+    _command_stage(rec, sandbox, "c3", task.stages.single_gpu, env, repo_dir, python, shim, visible="0", needed=1, gpus=gpus)
+
+    # C4: multi GPU under its launcher, free rendezvous port.
+    stage4 = task.stages.multi_gpu
+    if not stage4.applicable:
+        rec.row["c4_status"] = "skipped"
+        rec.stage("c4", "skipped", reason=stage4.skip_reason)
+    else:
+        raw4 = run_multi_gpu(sandbox, _with_env(stage4, env), repo_dir, python, shim, gpus, cpu_gloo=spec.config.c4_cpu_gloo)
+        g4 = grade_multi_gpu(stage4, raw4)
+        rec.row.update(c4_status=g4["status"], c4_exit_code=raw4.get("exit_code"), c4_failure_category=g4["failure_category"],
+                       c4_port=raw4.get("port"))
+        rec.stage("c4", g4["status"], reason=g4["reason"], failure_category=g4["failure_category"],
+                  command=raw4.get("command"), raw=json.dumps({k: v for k, v in raw4.items() if k != "output"}),
+                  duration_s=raw4.get("duration_s"))
+        rec.stages[-1].update(exit_code=raw4.get("exit_code"), timed_out=raw4.get("timed_out"),
+                              log_head=(raw4.get("output") or "")[:8192] or None)
+
+    # C5: the report against what the probes saw.
+    facts = run_facts(sandbox, toolbox, python)
+    observed = {"c2_status": rec.row.get("c2_status"), "c2_device_count": rec.row.get("c2_device_count"),
+                "c2_cuda_available": (raw2 or {}).get("cuda_available"),
+                "c4_status": rec.row.get("c4_status"), "gpus_assigned": len(gpus)}
+    c5 = audit_report(report.model_dump(), facts, observed)
+    rec.row.update(c5_path=c5["c5_path"], c5_version=c5["c5_version"], c5_capability=c5["c5_capability"],
+                   c5_underclaims=c5["c5_underclaims"], c5_status="success" if facts is not None else "not_run")
+    rec.stage("c5", rec.row["c5_status"], reason=None if facts is not None else "facts probe produced no record",
+              raw=json.dumps({"facts": facts, "observed": observed, "items": c5["c5_items"]}))
+
+    # Environment size under the report interpreter's sys.prefix.
+    size = run_env_size(sandbox, toolbox, python)
+    rec.row.update(env_size_status=size["status"], env_size_bytes=size["env_size_bytes"],
+                   env_size_apparent_bytes=size["env_size_apparent_bytes"])
+    rec.stage("env_size", size["status"], reason=size["reason"] or size["prefix"])
+
+
+def _cuda_alignment(rec: TrialRecorder, sandbox: Sandbox, task, toolbox: str, python: str, gpus: list[str]) -> dict | None:
+    """C2: framework build, driver and GPU agree (a real kernel ran). Returns the raw record."""
+    if not task.stages.cuda.applicable:
+        rec.row["c2_status"] = "skipped"
+        rec.stage("c2", "skipped", reason=task.stages.cuda.skip_reason)
+        return None
+    t = time.monotonic()
+    raw2 = run_c2(sandbox, toolbox, python, ",".join(str(i) for i in range(len(gpus))))
+    c2 = grade_c2(raw2)
+    c2_category = c2["failure_category"]
+    if c2_category in ("no_device", "driver_too_old") and not gpus:
+        c2_category = "insufficient_hardware"  # no GPU was assigned: the node's lack, not the agent's
+    rec.row.update(c2_status=c2["c2_status"], c2_failure_category=c2_category, c2_torch_version=c2["c2_torch_version"],
+                   c2_cuda_build=c2["c2_cuda_build"], c2_device_count=c2["c2_device_count"], c2_capability=c2["c2_capability"])
+    rec.stage("c2", c2["c2_status"], reason=c2["reason"], failure_category=c2_category,
+              raw=json.dumps(raw2) if raw2 is not None else None, duration_s=time.monotonic() - t)
+    return raw2
+
+
+def _command_stage(rec: TrialRecorder, sandbox: Sandbox, name: str, stage: StageSpec, env: dict[str, str], repo_dir: str,
+                   python: str, shim: str, visible: str, needed: int, gpus: list[str]) -> None:
+    """C1 / C3: one command, judged by its success rule."""
+    if not stage.applicable:
+        rec.row[f"{name}_status"] = "skipped"
+        rec.stage(name, "skipped", reason=stage.skip_reason)
+        return
+    if len(gpus) < needed:
+        rec.row.update({f"{name}_status": "failure", f"{name}_failure_category": "insufficient_hardware"})
+        rec.stage(name, "failure", reason=f"needs {needed} GPU(s), {len(gpus)} assigned", failure_category="insufficient_hardware")
+        return
+    result = run_stage_command(sandbox, _with_env(stage, env), repo_dir, python, shim, visible_gpus=visible)
+    graded = grade_command_stage(stage, result.exit_code, result.timed_out, result.output)
+    rec.row.update({f"{name}_status": graded["status"], f"{name}_exit_code": result.exit_code,
+                    f"{name}_failure_category": graded["failure_category"]})
+    rec.stage(name, graded["status"], result=result, reason=graded["reason"], failure_category=graded["failure_category"],
+              command=stage.command if isinstance(stage.command, str) else " ".join(stage.command))
+
+
+

@@ -1,0 +1,71 @@
+"""Host side of the facts probe (C5): run probes/facts_probe.py in the sandbox, read its JSON back.
+
+The probe runs under the image's `/usr/bin/python3` (any `python3` on the system PATH when the
+agent removed it; the report's interpreter only as a last resort) and observes the report's
+interpreter without installing anything: path, permissions, version, `import torch`. Grading is
+separate and pure (reb_ray.grading.c5.audit_report).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import posixpath
+import uuid
+
+from reb_ray.sandbox import Sandbox
+
+log = logging.getLogger(__name__)
+
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: Seconds each interpreter run inside the probe may take at most (version query, `import torch`).
+RUN_TIMEOUT_S = 60.0
+#: Seconds kept back from the exec deadline for starting the probe and writing its record.
+RESERVE_S = 5.0
+
+# $1 probe script, $2 record path, $3 interpreter under audit, $4 seconds per interpreter run,
+# $5 seconds for both runs together.
+_LAUNCH = (
+    'py=/usr/bin/python3; [ -x "$py" ] || py=$(command -v python3) || py=""; [ -n "$py" ] || py="$3"; '
+    'exec "$py" "$1" --python "$3" --out "$2" --timeout "$4" --budget "$5"'
+)
+
+
+def facts_env() -> dict[str, str]:
+    """The probe's environment: system PATH only (nothing of the agent's shell), English."""
+    return {"PATH": SYSTEM_PATH, "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def run_budget(timeout_s: float) -> tuple[float, float]:
+    """(seconds per interpreter run, seconds for both) for an exec limited to `timeout_s`.
+
+    The torch import runs only after the version query worked (which takes well under a second
+    unless the interpreter is broken), so it gets the full 60 s unless the budget is smaller.
+    """
+    budget = max(2.0, timeout_s - RESERVE_S)
+    return min(RUN_TIMEOUT_S, budget / 2 if budget < RUN_TIMEOUT_S else budget - 1.0), budget
+
+
+def run_facts(sandbox: Sandbox, toolbox_path: str, python_path: str, timeout_s: float = 120) -> dict | None:
+    """The probe's raw record (a dict), or None when it left none. Never raises.
+
+    `timeout_s` bounds the whole exec in seconds; each interpreter run inside the probe gets at
+    most 60 s and both together `timeout_s - RESERVE_S` (see run_budget), and a run that exceeds
+    its limit is recorded as timed out in the record rather than losing the record.
+    """
+    per_run, budget = run_budget(timeout_s)
+    script = posixpath.join(toolbox_path, "probes", "facts_probe.py")
+    out = posixpath.join(toolbox_path, "out", f"facts-{uuid.uuid4().hex[:12]}.json")
+    argv = ["sh", "-c", _LAUNCH, "facts", script, out, python_path, f"{per_run:g}", f"{budget:g}"]
+    try:
+        result = sandbox.exec(argv, timeout=timeout_s, env=facts_env())
+    except Exception as exc:  # noqa: BLE001 - a gone sandbox is reported by the caller's health checks
+        log.warning("facts probe could not run: %s", exc)
+        return None
+    try:
+        data = json.loads(sandbox.read_bytes(out))
+    except Exception as exc:  # noqa: BLE001 - missing or torn record
+        log.warning("facts probe left no record (exit %s, %s): %s | %s",
+                    result.exit_code, type(exc).__name__, exc, result.output.strip()[-300:])
+        return None
+    return data if isinstance(data, dict) else None

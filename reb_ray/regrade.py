@@ -1,0 +1,100 @@
+"""Re-grading stored raw probe outputs offline: no containers, the same pure graders.
+
+`regrade(run_dir)` reads the `trials` and `stages` datasets, recomputes every stage result,
+C5 and the trial's failure owner from the raw outputs kept in the stage rows (pyright JSON,
+C2/C4/facts records, exit codes and bounded logs), and returns rows for a new sweep id
+`<sweep_id>-regrade`. Only scored attempts are re-graded: infra errors have nothing to grade.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from reb_ray.errors import RebRayError
+from reb_ray.grading.c0 import grade_c0
+from reb_ray.grading.c2 import grade_c2
+from reb_ray.grading.c5 import audit_report
+from reb_ray.grading.command_stage import grade_command_stage
+from reb_ray.grading.multi_gpu import grade_multi_gpu
+from reb_ray.models.task import TaskSpec, load_suite
+from reb_ray.results.read import read_stages, read_trials
+from reb_ray.trial_record import TrialOutcome, settle_rows
+
+
+def _log(stage: dict) -> str:
+    return (stage.get("log_head") or "") + (stage.get("log_tail") or "")
+
+
+def regrade_trial(trial: dict, stages: dict[str, dict], task: TaskSpec, new_sweep_id: str) -> TrialOutcome:
+    """One trial's rows re-graded from its stage rows (keyed by stage name)."""
+    row = dict(trial, sweep_id=new_sweep_id)
+    out: list[dict] = []
+
+    def keep(name: str, **update) -> dict:
+        stage = dict(stages[name], sweep_id=new_sweep_id, **update)
+        out.append(stage)
+        return stage
+
+    for name in ("agent", "report"):
+        if name in stages:
+            keep(name)
+    if "c0" in stages and stages["c0"]["status"] in ("success", "failure"):
+        c0 = grade_c0(json.loads(stages["c0"]["raw"]) if stages["c0"]["raw"] else None, task.c0_baseline_total)
+        row.update({k: v for k, v in c0.items() if k not in ("reason", "failure_category")})
+        keep("c0", status=c0["c0_status"], reason=c0["reason"],
+             failure_category=c0["failure_category"] or ("deps" if c0["c0_status"] == "failure" else None))
+    for name, spec in (("c1", task.stages.cpu), ("c3", task.stages.single_gpu)):
+        stage = stages.get(name)
+        if stage and stage["status"] in ("success", "failure") and stage["failure_category"] != "insufficient_hardware":
+            graded = grade_command_stage(spec, stage["exit_code"], bool(stage["timed_out"]), _log(stage))
+            row.update({f"{name}_status": graded["status"], f"{name}_failure_category": graded["failure_category"]})
+            keep(name, status=graded["status"], reason=graded["reason"], failure_category=graded["failure_category"])
+        elif stage:
+            keep(name)
+    if "c2" in stages and stages["c2"]["status"] in ("success", "failure"):
+        c2 = grade_c2(json.loads(stages["c2"]["raw"]) if stages["c2"]["raw"] else None)
+        category = c2["failure_category"]
+        if category in ("no_device", "driver_too_old") and not trial.get("gpus_assigned"):
+            category = "insufficient_hardware"
+        row.update(c2_status=c2["c2_status"], c2_failure_category=category)
+        keep("c2", status=c2["c2_status"], reason=c2["reason"], failure_category=category)
+    if "c4" in stages and stages["c4"]["status"] in ("success", "failure"):
+        raw4 = dict(json.loads(stages["c4"]["raw"]), output=_log(stages["c4"]))
+        g4 = grade_multi_gpu(task.stages.multi_gpu, raw4)
+        row.update(c4_status=g4["status"], c4_failure_category=g4["failure_category"])
+        keep("c4", status=g4["status"], reason=g4["reason"], failure_category=g4["failure_category"])
+    elif "c4" in stages:
+        keep("c4")
+    if "c5" in stages and stages["c5"]["raw"]:
+        stored = json.loads(stages["c5"]["raw"])
+        report = json.loads(stages["report"]["raw"]) if stages.get("report", {}).get("raw") else None
+        observed = dict(stored["observed"], c2_status=row.get("c2_status"), c4_status=row.get("c4_status"))
+        c5 = audit_report(report, stored["facts"], observed)
+        row.update({k: c5[k] for k in ("c5_path", "c5_version", "c5_capability", "c5_underclaims")})
+        keep("c5", raw=json.dumps({"facts": stored["facts"], "observed": observed, "items": c5["c5_items"]}))
+    for name in stages:
+        if name not in {s["stage"] for s in out}:
+            keep(name)
+    row.update(settle_rows(out))
+    return TrialOutcome(row, out)
+
+
+def regrade(run_dir: Path, sweep_id: str | None = None, tasks_root: Path | None = None) -> list[TrialOutcome]:
+    """Re-grade every scored attempt under `run_dir` (optionally one sweep).
+
+    Raises RebRayError when a row's suite or task is no longer known.
+    """
+    trials = [t for t in read_trials(run_dir, sweep_id).to_pylist() if t["status"] == "scored"]
+    by_attempt: dict[tuple, dict[str, dict]] = {}
+    for stage in read_stages(run_dir, sweep_id).to_pylist():
+        by_attempt.setdefault((stage["sweep_id"], stage["trial_id"], stage["attempt"]), {})[stage["stage"]] = stage
+    suites: dict[str, dict[str, TaskSpec]] = {}
+    outcomes = []
+    for trial in trials:
+        suite = suites.setdefault(trial["suite"], {t.id: t for t in load_suite(trial["suite"], tasks_root)})
+        if trial["task_id"] not in suite:
+            raise RebRayError(f"task {trial['task_id']!r} is not in suite {trial['suite']!r} any more; pass --tasks-root")
+        stages = by_attempt.get((trial["sweep_id"], trial["trial_id"], trial["attempt"]), {})
+        outcomes.append(regrade_trial(trial, stages, suite[trial["task_id"]], f"{trial['sweep_id']}-regrade"))
+    return outcomes
