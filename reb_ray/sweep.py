@@ -75,7 +75,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
     cluster_cpus = int(ray.cluster_resources().get("CPU", 1))
     max_concurrent = config.max_concurrent or max(1, int(cluster_cpus // config.cpus_per_trial))
     sink = ParquetSink(config.output)
-    orchestrator = RayOrchestrator(max_concurrent, config.cpus_per_trial, config.max_attempts)
+    orchestrator = RayOrchestrator(max_concurrent, config.cpus_per_trial)
     counts = {"running": 0, "done": 0, "failed": 0}
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TextColumn("running {task.fields[running]}  agent-failed {task.fields[failed]}  infra-retried {task.fields[infra]}"), TimeElapsedColumn(),
@@ -86,12 +86,11 @@ def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
             counts["running"] += 1
             progress.update(bar, running=counts["running"])
 
-        def on_outcome(outcome: TrialOutcome) -> None:
+        def on_outcome(outcome: TrialOutcome, retry: bool) -> None:
             sink.write([outcome.trial], outcome.stages)
             counts["running"] -= 1
             result.attempts += 1
             result.outcomes.append(outcome)
-            retry = outcome.status == "infra_error" and outcome.trial["attempt"] < config.max_attempts
             if outcome.status == "scored":
                 result.scored += 1
             else:

@@ -65,3 +65,24 @@ mkdir -p "$(dirname "$1")"
 printf '{"python_path": "/usr/bin/python3", "python_version": null, "torch_version": null, "cuda_available": null, "gpu_count": null, "ddp_expected_ok": null, "env_tool": "system", "env_name": null, "notes": "key=%s"}' "$REB_TEST_AGENT_KEY" > "$1"
 echo "$REB_TEST_AGENT_KEY" >> /work/repo/train.py
 """
+
+
+class FlakyInfraAgent(_Scripted):
+    """The node fails it once (an infrastructure error), then it behaves like noop.
+
+    The flag file lives on the host, named by FLAKY_FLAG in the driver's environment.
+    """
+
+    credential_env = ("FLAKY_FLAG",)
+
+    def run(self, sandbox, ctx: AgentContext) -> AgentRun:
+        import os
+
+        from reb_ray.agents.noop import NoopAgent
+        from reb_ray.errors import InfraError
+
+        flag = ctx.env["FLAKY_FLAG"]
+        if not os.path.exists(flag):
+            open(flag, "w").close()
+            raise InfraError("infra_daemon", "simulated daemon hiccup")
+        return NoopAgent().run(sandbox, ctx)

@@ -178,3 +178,23 @@ def test_probes_are_hidden_and_secrets_never_reach_the_outputs(tmp_path, docker_
     for path in config.output.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+
+
+def test_infra_failures_are_retried_as_new_attempts_and_never_overwritten(tmp_path, docker_client, sandbox_image, ray_local, monkeypatch):
+    from reb_ray.sweep import run_sweep
+
+    monkeypatch.setenv("FLAKY_FLAG", str(tmp_path / "flag"))
+    base = dict(output=tmp_path / "runs", agents=["tests.scripted_agents:FlakyInfraAgent"], tasks="numpy-trainer")
+    run_sweep(SweepConfig(**base), show_progress=False)
+    rows = sorted(_rows(tmp_path / "runs"), key=lambda r: r["attempt"])
+    assert [(r["attempt"], r["status"], r["failure_owner"]) for r in rows] == [(1, "infra_error", "infra"), (2, "scored", "agent")]
+    assert rows[0]["failure_category"] == "infra_daemon"
+
+    # With no retries allowed, a failed attempt stays; a later run resumes with attempt 2.
+    (tmp_path / "flag").unlink()
+    one = dict(base, output=tmp_path / "runs2", max_attempts=1)
+    run_sweep(SweepConfig(**one), show_progress=False)
+    assert [(r["attempt"], r["status"]) for r in _rows(tmp_path / "runs2")] == [(1, "infra_error")]
+    run_sweep(SweepConfig(**one), show_progress=False)
+    rows = sorted(_rows(tmp_path / "runs2"), key=lambda r: r["attempt"])
+    assert [(r["attempt"], r["status"]) for r in rows] == [(1, "infra_error"), (2, "scored")]

@@ -69,6 +69,7 @@ class TrialSpec(BaseModel):
     task: TaskSpec
     trial_index: int
     attempt: int = 1
+    retries_left: int = 0  # further attempts allowed in this run if this one fails for infra reasons
     config: SweepConfig
     image: str | None = None  # the sandbox image tag, resolved on the driver
     # The agent's own credentials, read from the driver's environment; never written anywhere.
@@ -79,4 +80,4 @@ class TrialSpec(BaseModel):
         return f"{self.agent}/{self.task.id}/{self.trial_index}"
 
     def next_attempt(self) -> "TrialSpec":
-        return self.model_copy(update={"attempt": self.attempt + 1})
+        return self.model_copy(update={"attempt": self.attempt + 1, "retries_left": self.retries_left - 1})

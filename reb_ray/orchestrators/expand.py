@@ -7,7 +7,7 @@ import os
 from reb_ray.agents import get_agent
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.models.task import load_suite, select_tasks
-from reb_ray.results.read import scored_trial_ids
+from reb_ray.results.read import last_attempts, scored_trial_ids
 
 
 def expand(config: SweepConfig, image: str | None) -> tuple[list[TrialSpec], int]:
@@ -22,12 +22,15 @@ def expand(config: SweepConfig, image: str | None) -> tuple[list[TrialSpec], int
     tasks = select_tasks(load_suite(config.suite, config.tasks_root), config.tasks)
     sweep_id = config.resolved_sweep_id()
     done = set() if config.rerun else scored_trial_ids(config.output, sweep_id)
+    previous = last_attempts(config.output, sweep_id)
     specs, skipped = [], 0
     for agent in config.agents:
         for task in tasks:
             for index in range(config.trials):
                 spec = TrialSpec(sweep_id=sweep_id, agent=agent, task=task, trial_index=index, config=config, image=image,
                                  credentials=credentials[agent])
+                spec.attempt = previous.get(spec.trial_id, 0) + 1
+                spec.retries_left = config.max_attempts - 1
                 if spec.trial_id in done:
                     skipped += 1
                 else:

@@ -3,7 +3,7 @@
 Resources per trial come from the trial (CPUs; GPUs as the task needs, capped by the largest
 node, so a trial never waits forever for GPUs that do not exist). Concurrency is bounded by
 `max_concurrent` and by what Ray can place. Each outcome goes to the sink the moment it
-arrives; infrastructure failures are retried as new attempts up to `max_attempts`. On Ctrl-C
+arrives; infrastructure failures are retried as new attempts (`max_attempts` per run). On Ctrl-C
 the actors are killed and their containers reaped; rows already written stay.
 """
 
@@ -47,17 +47,17 @@ def infra_outcome(spec: TrialSpec, category: str, message: str) -> TrialOutcome:
 class RayOrchestrator:
     """Schedules trial specs on the connected Ray cluster.
 
-    `on_outcome(outcome)` is called on the driver for every finished attempt (also ones that
-    will be retried); `on_start(spec)` when an attempt is launched.
+    `on_outcome(outcome, will_retry)` is called on the driver for every finished attempt;
+    `on_start(spec)` when an attempt is launched. An infra failure is retried as a new
+    attempt while the spec has `retries_left`.
     """
 
-    def __init__(self, max_concurrent: int, cpus_per_trial: float, max_attempts: int) -> None:
+    def __init__(self, max_concurrent: int, cpus_per_trial: float) -> None:
         self.max_concurrent = max_concurrent
         self.cpus_per_trial = cpus_per_trial
-        self.max_attempts = max_attempts
         self.gpu_cap = max_gpus_per_node()
 
-    def run(self, specs: list[TrialSpec], on_outcome: Callable[[TrialOutcome], None],
+    def run(self, specs: list[TrialSpec], on_outcome: Callable[[TrialOutcome, bool], None],
             on_start: Callable[[TrialSpec], None] = lambda spec: None) -> None:
         pending = deque(specs)
         inflight: dict[ray.ObjectRef, tuple[ray.actor.ActorHandle, TrialSpec]] = {}
@@ -77,8 +77,9 @@ class RayOrchestrator:
                     except ray.exceptions.RayError as exc:
                         outcome = infra_outcome(spec, "infra_node", str(exc).splitlines()[0][:500])
                     ray.kill(actor)
-                    on_outcome(outcome)
-                    if outcome.status == "infra_error" and spec.attempt < self.max_attempts:
+                    retry = outcome.status == "infra_error" and spec.retries_left > 0
+                    on_outcome(outcome, retry)
+                    if retry:
                         pending.append(spec.next_attempt())
         finally:
             for actor, _spec in inflight.values():

@@ -132,3 +132,14 @@ def scored_trial_ids(output_dir: Path, sweep_id: str) -> set[str]:
     table = _read(Path(output_dir) / TRIALS_DIR, TRIALS_SCHEMA, sweep_id, ["trial_id", "status"])
     scored = table.filter(pc.equal(table["status"], "scored"))
     return {t for t in scored["trial_id"].to_pylist() if t is not None}
+
+
+def last_attempts(output_dir: Path, sweep_id: str) -> dict[str, int]:
+    """The highest attempt number recorded per trial_id of `sweep_id` (resume numbers new
+    attempts after it, so an earlier attempt's shard is never overwritten)."""
+    table = _read(Path(output_dir) / TRIALS_DIR, TRIALS_SCHEMA, sweep_id, ["trial_id", "attempt"])
+    last: dict[str, int] = {}
+    for trial_id, attempt in zip(table["trial_id"].to_pylist(), table["attempt"].to_pylist()):
+        if trial_id is not None and attempt is not None:
+            last[trial_id] = max(attempt, last.get(trial_id, 0))
+    return last

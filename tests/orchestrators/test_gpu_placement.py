@@ -1,0 +1,63 @@
+"""F11: a trial needing more GPUs than any node has never hangs the sweep.
+
+A real multi-node Ray cluster on this machine (two raylets, one fake GPU each); the local
+sandbox (fake GPUs cannot be handed to Docker here). The 2-GPU trial is capped to the largest
+node, runs, and records C4 as insufficient_hardware; the other trials finish.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from reb_ray.models.sweep import SweepConfig
+from reb_ray.results.read import read_trials
+
+TASK = """
+id = "{id}"
+suite = "gpus"
+category = "3_single_gpu+multi_gpu"
+source = {{ bundled = "repo" }}
+
+[stages.cpu]
+command = "echo cpu-ok"
+
+[stages.single_gpu]
+command = "test \\"$CUDA_VISIBLE_DEVICES\\" = 0 && echo one-gpu-ok"
+
+[stages.multi_gpu]
+command = "python -c 'print(1)'"
+launcher = "python"
+ranks = 2
+timeout_s = 30
+"""
+
+
+@pytest.fixture
+def two_single_gpu_nodes():
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 1})
+    cluster.add_node(num_cpus=1, num_gpus=1)
+    ray.init(address=cluster.address, log_to_driver=False)
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def test_two_gpu_trial_on_one_gpu_nodes_is_insufficient_hardware(tmp_path, two_single_gpu_nodes):
+    from reb_ray.sweep import run_sweep
+
+    for task_id in ("needs-two-a", "needs-two-b", "needs-two-c"):
+        task_dir = tmp_path / "suites" / "gpus" / task_id
+        (task_dir / "repo").mkdir(parents=True)
+        (task_dir / "task.toml").write_text(TASK.format(id=task_id))
+    config = SweepConfig(output=tmp_path / "runs", suite="gpus", tasks_root=tmp_path / "suites", agents=["noop"],
+                         sandbox="local", max_concurrent=3)
+    result = run_sweep(config, show_progress=False)
+    rows = read_trials(config.output).to_pylist()
+    assert result.attempts == 3 and len(rows) == 3
+    for row in rows:
+        assert row["status"] == "scored" and row["gpus_assigned"] == 1
+        assert row["c3_status"] == "success"  # exactly one GPU visible, numbered 0
+        assert (row["c4_status"], row["c4_failure_category"]) == ("failure", "insufficient_hardware")
