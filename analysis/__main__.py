@@ -1,4 +1,5 @@
-"""`python -m analysis OUTPUT_DIR [--sweep-id ID]`: print the per-agent summary table."""
+"""`python -m analysis OUTPUT_DIR [--sweep-id ID] [--stages]`: print the per-agent summary
+table, and with --stages the status distribution of every stage per agent."""
 
 from __future__ import annotations
 
@@ -16,9 +17,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m analysis", description=__doc__)
     parser.add_argument("output_dir", type=Path, help="results directory holding trials/")
     parser.add_argument("--sweep-id", default=None, help="summarise only this sweep")
+    parser.add_argument("--stages", action="store_true", help="also print per-stage status counts per agent")
     args = parser.parse_args(argv)
     try:
         print_summary(args.output_dir, args.sweep_id)
+        if args.stages:
+            from reb_ray.results.read import read_trials
+
+            from .stages import format_distribution
+
+            print()
+            print(format_distribution(read_trials(args.output_dir, args.sweep_id)))
     except RebRayError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
