@@ -62,6 +62,7 @@ def sweep(
     assets: Optional[Path] = typer.Option(None, "--assets", help="Read-only asset cache for the probes (see `reb-ray assets fetch`)."),
     unsafe_local: bool = typer.Option(False, "--unsafe-local", help="Allow non-built-in agents in the local sandbox."),
     no_pip_cache: bool = typer.Option(False, "--no-pip-cache", help="Do not share the per-node pip cache with sandboxes."),
+    max_attempts: Optional[int] = typer.Option(None, help="Attempts per trial in this run when infrastructure fails (default 2)."),
     agent_timeout: Optional[float] = typer.Option(None, help="Agent phase limit in seconds."),
     sweep_id: Optional[str] = typer.Option(None, help="Sweep id (default: derived from suite, tasks, agents, trials)."),
     rerun: bool = typer.Option(False, "--rerun", help="Run trials again even if already scored."),
@@ -77,7 +78,7 @@ def sweep(
         "suite": suite, "tasks": tasks, "tasks_root": tasks_root, "agents": agents.split(",") if agents else None, "trials": trials,
         "output": output, "address": address, "max_concurrent": max_concurrent, "cpus_per_trial": cpus_per_trial, "repo_mirrors": repo_mirror or None,
         "wheelhouses": wheelhouse or None, "sandbox": sandbox, "assets_dir": assets, "unsafe_local": unsafe_local or None,
-        "pip_cache": False if no_pip_cache else None, "agent_timeout_s": agent_timeout, "sweep_id": sweep_id,
+        "pip_cache": False if no_pip_cache else None, "agent_timeout_s": agent_timeout, "max_attempts": max_attempts, "sweep_id": sweep_id,
         "rerun": rerun or None,
     }
     cfg = load_config(config, overrides)

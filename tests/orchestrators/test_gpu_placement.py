@@ -19,7 +19,7 @@ category = "3_single_gpu+multi_gpu"
 source = {{ bundled = "repo" }}
 
 [stages.cpu]
-command = "echo cpu-ok"
+command = "test -z \"$CUDA_VISIBLE_DEVICES\" && echo cpu-ok"  # F08: C1 must really hide the GPUs
 
 [stages.single_gpu]
 command = "test \\"$CUDA_VISIBLE_DEVICES\\" = 0 && echo one-gpu-ok"
@@ -59,5 +59,6 @@ def test_two_gpu_trial_on_one_gpu_nodes_is_insufficient_hardware(tmp_path, two_s
     assert result.attempts == 3 and len(rows) == 3
     for row in rows:
         assert row["status"] == "scored" and row["gpus_assigned"] == 1
+        assert row["c1_status"] == "success"  # no GPU visible although one is assigned
         assert row["c3_status"] == "success"  # exactly one GPU visible, numbered 0
         assert (row["c4_status"], row["c4_failure_category"]) == ("failure", "insufficient_hardware")
