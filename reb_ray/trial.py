@@ -87,6 +87,7 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None) -> TrialOutcome:
         agent = get_agent(spec.agent)
         config, pip_env = _sandbox_config(spec, gpus)
         sandbox = open_sandbox(spec.config.sandbox, config, trusted=agent.trusted, allow_unsafe=spec.config.unsafe_local)
+        rec.row["sandbox_shm_bytes"] = config.shm_size_bytes if sandbox.provider == "docker" else None
         repo_dir = f"{sandbox.workdir}/repo"
         sandbox.put(placed.path, repo_dir)
         report_path = REPORT_PATH if sandbox.provider == "docker" else f"{sandbox.workdir}/../report/report.json"

@@ -63,6 +63,7 @@ def test_demo_sweep_end_to_end_and_resume(tmp_path, docker_client, sandbox_image
         assert (row["c3_status"], row["c4_status"]) == ("skipped", "skipped")
         assert row["c5_status"] == "success" and (row["c5_path"], row["c5_version"], row["c5_capability"]) == (0, 0, 0)
         assert row["repo_modified"] is False
+        assert row["sandbox_shm_bytes"] == 16 * 1024**3  # F09: a large /dev/shm, recorded
         c2 = (row["c2_status"], row["c2_failure_category"])
         if key[1] != "torch-tiny":
             assert c2 == ("skipped", None)  # CPU-only demo tasks opt out of C2

@@ -85,6 +85,7 @@ TRIALS_SCHEMA = pa.schema(
         ("c5_capability", pa.int64()),
         ("c5_underclaims", pa.int64()),
         ("agent_limit", pa.string()),  # which limit fired in the agent phase, e.g. agent_timeout_s=600
+        ("sandbox_shm_bytes", pa.int64()),  # /dev/shm size given to the sandbox (F09)
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

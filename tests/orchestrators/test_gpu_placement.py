@@ -19,7 +19,7 @@ category = "3_single_gpu+multi_gpu"
 source = {{ bundled = "repo" }}
 
 [stages.cpu]
-command = "test -z \"$CUDA_VISIBLE_DEVICES\" && echo cpu-ok"  # F08: C1 must really hide the GPUs
+command = "test -z \\"$CUDA_VISIBLE_DEVICES\\" && echo cpu-ok"  # F08: C1 must really hide the GPUs
 
 [stages.single_gpu]
 command = "test \\"$CUDA_VISIBLE_DEVICES\\" = 0 && echo one-gpu-ok"
