@@ -86,3 +86,11 @@ class FlakyInfraAgent(_Scripted):
             open(flag, "w").close()
             raise InfraError("infra_daemon", "simulated daemon hiccup")
         return NoopAgent().run(sandbox, ctx)
+
+
+class CacheHogAgent(_Scripted):
+    """Fills ~/.cache/pip with 200 MB, then reports the image's interpreter (field case F13)."""
+
+    script = ('mkdir -p /root/.cache/pip && head -c 200000000 /dev/zero > /root/.cache/pip/blob && mkdir -p "$(dirname "$1")" && '
+              'printf \'{"python_path": "/usr/bin/python3", "python_version": null, "torch_version": null, "cuda_available": null, '
+              '"gpu_count": null, "ddp_expected_ok": null, "env_tool": "system", "env_name": null, "notes": null}\' > "$1"')

@@ -199,3 +199,14 @@ def test_infra_failures_are_retried_as_new_attempts_and_never_overwritten(tmp_pa
     run_sweep(SweepConfig(**one), show_progress=False)
     rows = sorted(_rows(tmp_path / "runs2"), key=lambda r: r["attempt"])
     assert [(r["attempt"], r["status"]) for r in rows] == [(1, "infra_error"), (2, "scored")]
+
+
+def test_pip_cache_is_not_environment_size(tmp_path, docker_client, sandbox_image, ray_local):
+    """F13: 200 MB written to ~/.cache/pip leaves the env size of the same interpreter unchanged."""
+    from reb_ray.sweep import run_sweep
+
+    config = SweepConfig(output=tmp_path / "runs", agents=["noop", "tests.scripted_agents:CacheHogAgent"],
+                         tasks="numpy-trainer", pip_cache=False)
+    run_sweep(config, show_progress=False)
+    sizes = {r["agent"]: r["env_size_bytes"] for r in _rows(config.output)}
+    assert sizes["noop"] > 0 and sizes["tests.scripted_agents:CacheHogAgent"] == sizes["noop"]

@@ -1,0 +1,33 @@
+"""How a trial's sandbox is configured: caches, wheelhouses, assets (pure, no daemon)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from reb_ray.models.sweep import SweepConfig, TrialSpec
+from reb_ray.models.task import load_suite
+from reb_ray.trial import PIP_CACHE_MOUNT, _sandbox_config
+
+
+def _spec(**config) -> TrialSpec:
+    return TrialSpec(sweep_id="s", agent="noop", task=load_suite("demo")[0], trial_index=0, config=SweepConfig(**config))
+
+
+def test_pip_cache_is_shared_by_default_and_wheelhouses_are_find_links(tmp_path):
+    cache, wheels = tmp_path / "pip", tmp_path / "wheels"
+    wheels.mkdir()
+    config, env = _sandbox_config(_spec(pip_cache_dir=cache, wheelhouses=[wheels]), gpus=["3"])
+    assert config.rw_mounts == {str(cache): PIP_CACHE_MOUNT} and env["PIP_CACHE_DIR"] == PIP_CACHE_MOUNT
+    assert config.mounts == {str(wheels): "/opt/reb-ray/wheelhouse/0"}
+    assert env["PIP_FIND_LINKS"] == "/opt/reb-ray/wheelhouse/0" and config.gpus == ["3"]
+
+
+def test_no_pip_cache_flag_turns_it_off(tmp_path):
+    config, env = _sandbox_config(_spec(pip_cache=False, wheelhouses=[]), gpus=[])
+    assert config.rw_mounts == {} and env == {"PIP_NO_CACHE_DIR": "1"}
+
+
+def test_assets_are_mounted_read_only(tmp_path):
+    config, _env = _sandbox_config(_spec(assets_dir=tmp_path, wheelhouses=[]), gpus=[])
+    assert config.mounts[str(tmp_path)] == "/opt/reb-ray/assets"
+    assert str(tmp_path) not in config.rw_mounts
