@@ -19,6 +19,10 @@ def regrade(
     from reb_ray.results.parquet_sink import ParquetSink
     from reb_ray.results.read import read_trials
 
+    from reb_ray.errors import RebRayError
+
+    if not (run_dir / "trials").is_dir():
+        raise RebRayError(f"{run_dir}: no trials/ dataset here (is it a sweep's --output directory?)")
     outcomes = run_regrade(run_dir, sweep_id, tasks_root)
     sink = ParquetSink(run_dir)
     for outcome in outcomes:

@@ -44,3 +44,9 @@ def test_doctor_without_daemon_fails_with_the_fix():
 def test_sandbox_reap_runs(docker_client):
     res = run("sandbox", "reap")
     assert res.returncode == 0 and "removed" in res.stdout
+
+
+def test_report_and_regrade_on_a_missing_directory_are_one_line(tmp_path):
+    for command in ("report", "regrade"):
+        res = run(command, str(tmp_path / "nowhere"))
+        assert res.returncode == 2 and res.stderr.count("\n") == 1 and "no trials/ dataset" in res.stderr
