@@ -22,7 +22,7 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 echo "setup: installing reb-ray into .venv"
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q --upgrade pip > /dev/null 2> >(grep -v "^WARNING: Location .* is ignored" >&2)
 # Drop pip's "Location ... is ignored" noise from host-wide find-links that do not exist.
 .venv/bin/python -m pip install -q -e ".[test]" 2> >(grep -v "^WARNING: Location .* is ignored" >&2)
 
