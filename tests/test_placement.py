@@ -91,3 +91,22 @@ def test_bundled_source_gives_the_same_commit_every_time(tmp_path):
     a = place_repo(task, tmp_path / "a")
     b = place_repo(task, tmp_path / "b")
     assert a.commit == b.commit and len(a.commit) == 40 and a.origin == f"bundled:demo/{task.id}"
+
+
+def test_mirror_command_clones_updates_and_flags_a_missing_pin(tmp_path, mirror, monkeypatch):
+    """`reb-ray mirror` against a real local 'forge' (git's insteadOf maps the task URL to it)."""
+    from reb_ray.mirror import update_mirrors
+
+    forge, first, second = mirror
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", f"url.{forge}/.insteadOf")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "https://github.com/")
+    root = tmp_path / "made"
+    (result,) = update_mirrors([_task(tmp_path, second)], root)
+    assert (result.state, result.has_commit, result.repo) == ("cloned", True, "someone/tiny")
+    (again,) = update_mirrors([_task(tmp_path, second)], root)
+    assert again.state == "updated" and again.has_commit
+    (missing,) = update_mirrors([_task(tmp_path, "2" * 40)], root)
+    assert not missing.has_commit and "2" * 40 in missing.detail
+    placed = place_repo(_task(tmp_path, first), tmp_path / "ws", [root])  # sweeps use it as --repo-mirror
+    assert placed.commit == first

@@ -1,0 +1,27 @@
+"""`reb-ray mirror --suite S --dir DIR`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def mirror(
+    dir: Path = typer.Option(..., "--dir", help="Mirror root; sweeps use it with --repo-mirror DIR."),
+    suite: str = typer.Option("demo", help="Suite whose git repositories to mirror."),
+    tasks: Optional[str] = typer.Option(None, help="Pattern(s) on task ids."),
+    tasks_root: Optional[Path] = typer.Option(None, help="Directory holding suites (default: bundled)."),
+) -> None:
+    """Create or update bare mirrors of a suite's repositories; exit 1 if a pinned commit is missing."""
+    from reb_ray.mirror import update_mirrors
+    from reb_ray.models.task import load_suite, select_tasks
+
+    results = update_mirrors(select_tasks(load_suite(suite, tasks_root), tasks), dir)
+    for r in results:
+        mark = "ok" if r.has_commit else "MISSING"
+        typer.echo(f"{r.state:8} {mark:8} {r.repo}  {r.path}" + (f"  {r.detail}" if r.detail else ""))
+    typer.echo(f"{len(results)} repositor{'y' if len(results) == 1 else 'ies'} mirrored under {dir}")
+    if any(not r.has_commit for r in results):
+        raise typer.Exit(1)
