@@ -19,6 +19,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sweep-id", default=None, help="summarise only this sweep")
     parser.add_argument("--stages", action="store_true", help="also print per-stage status counts per agent")
     args = parser.parse_args(argv)
+    if not (args.output_dir / "trials").is_dir():
+        print(f"error: {args.output_dir}: no trials/ dataset here (is it a sweep's --output directory?)", file=sys.stderr)
+        return 1
     try:
         print_summary(args.output_dir, args.sweep_id)
         if args.stages:

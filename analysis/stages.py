@@ -15,35 +15,39 @@ STAGE_COLUMNS = ("c0_status", "c1_status", "c2_status", "c3_status", "c4_status"
 STATUSES = ("success", "failure", "skipped", "not_run")
 
 
-def stage_distribution(trials: pa.Table) -> dict[str, dict[str, Counter]]:
-    """{agent: {stage column: Counter(status -> trials)}} over scored rows."""
-    out: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
+Key = tuple  # (sweep_id, agent)
+
+
+def stage_distribution(trials: pa.Table) -> dict[Key, dict[str, Counter]]:
+    """{(sweep_id, agent): {stage column: Counter(status -> trials)}} over scored rows."""
+    out: dict[Key, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
     for row in trials.to_pylist():
         if row.get("status") != "scored":
             continue
         for column in STAGE_COLUMNS:
-            out[row["agent"]][column][row.get(column) or "-"] += 1
+            out[(row["sweep_id"], row["agent"])][column][row.get(column) or "-"] += 1
     return out
 
 
-def median_probe_time(trials: pa.Table) -> dict[str, float | None]:
-    """{agent: median probe-phase seconds per scored trial} (None when no row has it)."""
-    times: dict[str, list[float]] = defaultdict(list)
+def median_probe_time(trials: pa.Table) -> dict[Key, float | None]:
+    """{(sweep_id, agent): median probe-phase seconds per scored trial} (None when unknown)."""
+    times: dict[Key, list[float]] = defaultdict(list)
     for row in trials.to_pylist():
         if row.get("status") == "scored" and row.get("probe_wall_time_s") is not None:
-            times[row["agent"]].append(row["probe_wall_time_s"])
-    return {agent: statistics.median(v) if v else None for agent, v in times.items()}
+            times[(row["sweep_id"], row["agent"])].append(row["probe_wall_time_s"])
+    return {key: statistics.median(v) if v else None for key, v in times.items()}
 
 
 def format_distribution(trials: pa.Table) -> str:
-    """A text table: one line per agent and stage, with counts per status."""
+    """A text block per (sweep, agent): one line per stage with counts per status."""
     dist, probe = stage_distribution(trials), median_probe_time(trials)
-    lines = [f"{'agent':<12} {'stage':<8} " + " ".join(f"{s:>8}" for s in (*STATUSES, "-")) + "  median probe s"]
-    for agent in sorted(dist):
+    blocks = []
+    for key in sorted(dist):
+        p = probe.get(key)
+        lines = [f"sweep {key[0]}, agent {key[1]}: median probe phase " + (f"{p:.1f} s" if p is not None else "-"),
+                 f"  {'stage':<8} " + " ".join(f"{s:>8}" for s in (*STATUSES, "-"))]
         for column in STAGE_COLUMNS:
-            counts = dist[agent][column]
-            stage = column.removesuffix("_status")
-            p = probe.get(agent)
-            lines.append(f"{agent:<12} {stage:<8} " + " ".join(f"{counts.get(s, 0):>8}" for s in (*STATUSES, "-"))
-                         + (f"  {p:.1f}" if column == "c0_status" and p is not None else ""))
-    return "\n".join(lines)
+            counts = dist[key][column]
+            lines.append(f"  {column.removesuffix('_status'):<8} " + " ".join(f"{counts.get(s, 0):>8}" for s in (*STATUSES, "-")))
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)

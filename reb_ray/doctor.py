@@ -55,7 +55,7 @@ def check_gpus() -> Check:
     """GPUs seen by nvidia-smi on this node."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
-        return Check("gpus", "warn", "none (nvidia-smi not found): C2-C4 will be not_run", "run GPU stages on a GPU node")
+        return Check("gpus", "warn", "none (nvidia-smi not found): C3/C4 fail as insufficient_hardware (owner hardware); C2 too, unless the environment has no framework or a CPU-only build", "run GPU stages on a GPU node")
     proc = subprocess.run([smi, "--query-gpu=index,name,driver_version", "--format=csv,noheader"],
                           capture_output=True, text=True, timeout=30)
     lines = [line for line in proc.stdout.splitlines() if line.strip()]

@@ -3,7 +3,8 @@
 `regrade(run_dir)` reads the `trials` and `stages` datasets, recomputes every stage result,
 C5 and the trial's failure owner from the raw outputs kept in the stage rows (pyright JSON,
 C2/C4/facts records, exit codes and bounded logs), and returns rows for a new sweep id
-`<sweep_id>-regrade`. Only scored attempts are re-graded: infra errors have nothing to grade.
+`<sweep_id>-regrade` (rewritten if it exists). Only scored attempts are re-graded: infra errors
+have nothing to grade; earlier `-regrade` sweeps are left alone unless named with `sweep_id`.
 """
 
 from __future__ import annotations
@@ -85,7 +86,11 @@ def regrade(run_dir: Path, sweep_id: str | None = None, tasks_root: Path | None 
 
     Raises RebRayError when a row's suite or task is no longer known.
     """
-    trials = [t for t in read_trials(run_dir, sweep_id).to_pylist() if t["status"] == "scored"]
+    trials = [t for t in read_trials(run_dir, sweep_id).to_pylist()
+              if t["status"] == "scored" and (sweep_id or not t["sweep_id"].endswith("-regrade"))]
+    if not trials:
+        which = f"sweep {sweep_id!r}" if sweep_id else "any sweep"
+        raise RebRayError(f"{run_dir}: no scored trials of {which} to re-grade")
     by_attempt: dict[tuple, dict[str, dict]] = {}
     for stage in read_stages(run_dir, sweep_id).to_pylist():
         by_attempt.setdefault((stage["sweep_id"], stage["trial_id"], stage["attempt"]), {})[stage["stage"]] = stage

@@ -57,7 +57,9 @@ class TrialRecorder:
             "duration_s": result.duration_s if result and duration_s is None else duration_s,
             "log_head": output[:LOG_KEEP] if result else None,
             "log_tail": output[-LOG_KEEP:] if result and len(output) > LOG_KEEP else None,
-            "started_at": now(),
+            # Rows are made when a stage ends: its start is that moment minus its duration.
+            "started_at": now() - dt.timedelta(seconds=duration) if (duration := (
+                result.duration_s if result and duration_s is None else duration_s)) else now(),
         })
 
     def not_run(self, stages: list[str], reason: str, failure_category: str | None = None) -> None:

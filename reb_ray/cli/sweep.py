@@ -17,6 +17,11 @@ from reb_ray.errors import RebRayError
 from reb_ray.models.sweep import SweepConfig
 
 
+# Config keys whose command-line flag is spelled differently.
+_FLAG_NAMES = {"agent_timeout_s": "--agent-timeout", "repo_mirrors": "--repo-mirror", "wheelhouses": "--wheelhouse",
+               "assets_dir": "--assets", "pip_cache": "--no-pip-cache", "shm_size_bytes": "--shm-size-gb"}
+
+
 def load_config(path: Path | None, overrides: dict) -> SweepConfig:
     """Values from `--config` TOML, then flags (non-None `overrides`) on top.
 
@@ -39,6 +44,8 @@ def load_config(path: Path | None, overrides: dict) -> SweepConfig:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"])
         where = str(path) if path is not None else "flags"
+        if path is None:
+            field = _FLAG_NAMES.get(field, "--" + field.replace("_", "-"))
         if err["type"] == "extra_forbidden":
             close = difflib.get_close_matches(field, SweepConfig.model_fields, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f"; valid keys: {', '.join(SweepConfig.model_fields)}"
@@ -62,6 +69,7 @@ def sweep(
     assets: Optional[Path] = typer.Option(None, "--assets", help="Read-only asset cache for the probes (see `reb-ray assets fetch`)."),
     unsafe_local: bool = typer.Option(False, "--unsafe-local", help="Allow non-built-in agents in the local sandbox."),
     no_pip_cache: bool = typer.Option(False, "--no-pip-cache", help="Do not share the per-node pip cache with sandboxes."),
+    shm_size_gb: Optional[float] = typer.Option(None, help="/dev/shm of each sandbox in GiB (default 16; Docker's own 64 MB breaks DataLoader and NCCL)."),
     max_attempts: Optional[int] = typer.Option(None, help="Attempts per trial in this run when infrastructure fails (default 2)."),
     agent_timeout: Optional[float] = typer.Option(None, help="Agent phase limit in seconds."),
     sweep_id: Optional[str] = typer.Option(None, help="Sweep id (default: derived from suite, tasks, agents, trials)."),
@@ -78,7 +86,8 @@ def sweep(
         "suite": suite, "tasks": tasks, "tasks_root": tasks_root, "agents": agents.split(",") if agents else None, "trials": trials,
         "output": output, "address": address, "max_concurrent": max_concurrent, "cpus_per_trial": cpus_per_trial, "repo_mirrors": repo_mirror or None,
         "wheelhouses": wheelhouse or None, "sandbox": sandbox, "assets_dir": assets, "unsafe_local": unsafe_local or None,
-        "pip_cache": False if no_pip_cache else None, "agent_timeout_s": agent_timeout, "max_attempts": max_attempts, "sweep_id": sweep_id,
+        "pip_cache": False if no_pip_cache else None, "agent_timeout_s": agent_timeout, "max_attempts": max_attempts,
+        "shm_size_bytes": int(shm_size_gb * 1024**3) if shm_size_gb else None, "sweep_id": sweep_id,
         "rerun": rerun or None,
     }
     cfg = load_config(config, overrides)

@@ -24,9 +24,9 @@ def _table() -> pa.Table:
 
 
 def test_counts_and_median_ignore_infra_rows():
-    dist = stage_distribution(_table())["a"]
+    dist = stage_distribution(_table())[("s", "a")]
     assert dist["c0_status"] == {"success": 1, "failure": 1, "not_run": 1}  # the infra row is left out
     assert dist["c1_status"] == {"failure": 2, "not_run": 1}
     assert dist["c3_status"] == {"-": 3}  # column null in every row
-    assert median_probe_time(_table()) == {"a": 4.0}  # median of 2, 4, 9
+    assert median_probe_time(_table()) == {("s", "a"): 4.0}  # median of 2, 4, 9
     assert "c2" in format_distribution(_table())
