@@ -36,6 +36,13 @@ def ray_local():
     ray.shutdown()
 
 
+def _unique() -> str:
+    """A sweep id no other sweep on this machine uses (container labels are machine-wide)."""
+    import uuid
+
+    return f"test-{uuid.uuid4().hex[:8]}"
+
+
 def _rows(output: Path) -> list[dict]:
     return read_trials(output).to_pylist()
 
@@ -47,7 +54,7 @@ def _our_containers(docker_client, sweep_id: str) -> list:
 def test_demo_sweep_end_to_end_and_resume(tmp_path, docker_client, sandbox_image, ray_local):
     from reb_ray.sweep import run_sweep
 
-    config = SweepConfig(output=tmp_path / "runs", wheelhouses=WHEELS, max_concurrent=2)
+    config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", wheelhouses=WHEELS, max_concurrent=2)
     result = run_sweep(config, show_progress=False)
     rows = _rows(config.output)
     assert len(rows) == 8 and result.attempts == 8
@@ -99,7 +106,7 @@ def test_crashing_and_silent_agents_are_recorded_not_fatal(tmp_path, docker_clie
     from reb_ray.sweep import run_sweep
 
     agents = ["tests.scripted_agents:CrashAgent", "tests.scripted_agents:SilentAgent", "tests.scripted_agents:GarbageReportAgent"]
-    config = SweepConfig(output=tmp_path / "runs", agents=agents, tasks="numpy-trainer")
+    config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", agents=agents, tasks="numpy-trainer")
     run_sweep(config, show_progress=False)
     rows = {r["agent"].split(":")[1]: r for r in _rows(config.output)}
     assert set(rows) == {"CrashAgent", "SilentAgent", "GarbageReportAgent"}
@@ -117,7 +124,7 @@ def test_agent_that_kills_init_is_sandbox_broken_by_agent(tmp_path, docker_clien
     """F15a: a health check before the probes; probes not_run; the agent's failure, not infra."""
     from reb_ray.sweep import run_sweep
 
-    config = SweepConfig(output=tmp_path / "runs", agents=["tests.scripted_agents:KillInitAgent"], tasks="numpy-trainer")
+    config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", agents=["tests.scripted_agents:KillInitAgent"], tasks="numpy-trainer")
     run_sweep(config, show_progress=False)
     (row,) = _rows(config.output)
     assert row["status"] == "scored" and row["failure_owner"] == "agent"
@@ -149,7 +156,7 @@ def test_a_hanging_probe_times_out_and_the_other_trials_finish(tmp_path, docker_
         (task_dir / "repo").mkdir(parents=True)
         (task_dir / "repo" / "main.py").write_text("print('hi')\n")
         (task_dir / "task.toml").write_text(HANGING_TASK.format(id=task_id, command=command))
-    config = SweepConfig(output=tmp_path / "runs", suite="hang", tasks_root=tmp_path / "suites", agents=["noop"])
+    config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", suite="hang", tasks_root=tmp_path / "suites", agents=["noop"])
     run_sweep(config, show_progress=False)
     rows = {r["task_id"]: r for r in _rows(config.output)}
     assert rows["hangs"]["c1_status"] == "failure" and rows["hangs"]["c1_failure_category"] == "timeout"
@@ -166,7 +173,7 @@ def test_probes_are_hidden_and_secrets_never_reach_the_outputs(tmp_path, docker_
     secret = "sk-test-9f8e7d6c5b4a"
     monkeypatch.setenv("REB_TEST_AGENT_KEY", secret)
     monkeypatch.setenv("REB_TEST_HOST_SECRET", "host-only-0a1b2c3d")
-    config = SweepConfig(output=tmp_path / "runs", agents=["tests.scripted_agents:SpyAgent"], tasks="numpy-trainer")
+    config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", agents=["tests.scripted_agents:SpyAgent"], tasks="numpy-trainer")
     result = run_sweep(config, show_progress=False)
     (row,) = _rows(config.output)
     spy = row["agent_output_tail"]
@@ -185,7 +192,7 @@ def test_infra_failures_are_retried_as_new_attempts_and_never_overwritten(tmp_pa
     from reb_ray.sweep import run_sweep
 
     monkeypatch.setenv("FLAKY_FLAG", str(tmp_path / "flag"))
-    base = dict(output=tmp_path / "runs", agents=["tests.scripted_agents:FlakyInfraAgent"], tasks="numpy-trainer")
+    base = dict(sweep_id=_unique(), output=tmp_path / "runs", agents=["tests.scripted_agents:FlakyInfraAgent"], tasks="numpy-trainer")
     run_sweep(SweepConfig(**base), show_progress=False)
     rows = sorted(_rows(tmp_path / "runs"), key=lambda r: r["attempt"])
     assert [(r["attempt"], r["status"], r["failure_owner"]) for r in rows] == [(1, "infra_error", "infra"), (2, "scored", "agent")]
@@ -193,7 +200,7 @@ def test_infra_failures_are_retried_as_new_attempts_and_never_overwritten(tmp_pa
 
     # With no retries allowed, a failed attempt stays; a later run resumes with attempt 2.
     (tmp_path / "flag").unlink()
-    one = dict(base, output=tmp_path / "runs2", max_attempts=1)
+    one = dict(base, sweep_id=_unique(), output=tmp_path / "runs2", max_attempts=1)
     run_sweep(SweepConfig(**one), show_progress=False)
     assert [(r["attempt"], r["status"]) for r in _rows(tmp_path / "runs2")] == [(1, "infra_error")]
     run_sweep(SweepConfig(**one), show_progress=False)
@@ -205,7 +212,7 @@ def test_pip_cache_is_not_environment_size(tmp_path, docker_client, sandbox_imag
     """F13: 200 MB written to ~/.cache/pip leaves the env size of the same interpreter unchanged."""
     from reb_ray.sweep import run_sweep
 
-    config = SweepConfig(output=tmp_path / "runs", agents=["noop", "tests.scripted_agents:CacheHogAgent"],
+    config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", agents=["noop", "tests.scripted_agents:CacheHogAgent"],
                          tasks="numpy-trainer", pip_cache=False)
     run_sweep(config, show_progress=False)
     sizes = {r["agent"]: r["env_size_bytes"] for r in _rows(config.output)}

@@ -306,8 +306,8 @@ class DockerSandbox(Sandbox):
 
     # -- size --------------------------------------------------------------------------------
     def size(self, timeout: float = 60.0) -> SandboxSize:
-        """Writable-layer bytes from the daemon (`SizeRw`); after `timeout` seconds, or if the
-        daemon does not report it, the host walks the overlay upper directory instead."""
+        """Writable-layer bytes from the daemon (`SizeRw`); after `timeout` seconds (0: at once),
+        or if the daemon does not report it, the host walks the overlay upper directory instead."""
         box: dict[str, int | None] = {}
 
         def ask_daemon() -> None:
@@ -317,9 +317,10 @@ class DockerSandbox(Sandbox):
             except DockerException:
                 box["bytes"] = None
 
-        worker = threading.Thread(target=ask_daemon, daemon=True)
-        worker.start()
-        worker.join(timeout)
+        if timeout > 0:  # timeout 0: go straight to the fallback
+            worker = threading.Thread(target=ask_daemon, daemon=True)
+            worker.start()
+            worker.join(timeout)
         if box.get("bytes") is not None:
             return SandboxSize(bytes=box["bytes"], method="docker_size_rw")
         try:

@@ -1,0 +1,109 @@
+"""The bundled `researchenvbench` suite: the paper's 44 tasks, loaded by reb-ray's own loader and
+CLI, with the paper's denominators (C1 29, C2 44, C3 43, C4 32; C0 over 2858 imports)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reb_ray.models.task import load_suite
+from reb_ray.probes.multi_gpu import launch_command
+
+SUITE = "researchenvbench"
+REB_RAY = Path(sys.executable).with_name("reb-ray")
+ROW_KEYS = {"id", "repo", "commit", "supports_cpu", "supports_single_gpu", "supports_multi_gpu", "c0_baseline_total"}
+# a launcher in a command: `torchrun ...`, `accelerate launch ...`, `deepspeed ...`, `-m torch.distributed.run`, ...
+LAUNCHER_IN_COMMAND = re.compile(r"(?:^|[\s;&|])(?:torchrun|deepspeed|accelerate\s+launch)(?:\s|$)"
+                                 r"|-m\s+(?:torch\.distributed\.(?:run|launch)|accelerate\.commands\.launch|deepspeed)\b")
+DATA = Path("/work/shared/data/researchenvbench")
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return load_suite(SUITE)
+
+
+def test_44_tasks_with_the_papers_denominators(tasks):
+    assert len(tasks) == 44
+    assert sum(t.supports_cpu for t in tasks) == 29  # C1
+    assert sum(t.stages.cuda.applicable for t in tasks) == 44  # C2
+    assert sum(t.supports_single_gpu for t in tasks) == 43  # C3
+    assert sum(t.supports_multi_gpu for t in tasks) == 32  # C4
+    assert sum(t.c0_baseline_total for t in tasks) == 2858  # C0
+
+
+def test_sources_are_pinned_git_commits(tasks):
+    for task in tasks:
+        assert task.source.kind == "git", task.id
+        assert re.fullmatch(r"[0-9a-f]{40}", task.source.commit), task.id
+    assert len({t.source.owner_repo for t in tasks}) == 44
+
+
+def test_stages_are_complete(tasks):
+    for task in tasks:
+        for name in ("cpu", "single_gpu", "multi_gpu"):
+            stage = getattr(task.stages, name)
+            if stage.applicable:
+                assert stage.command and stage.success.exit_code == 0, (task.id, name)
+                assert stage.timeout_s == (1200 if name == "multi_gpu" else 900), (task.id, name)
+            else:
+                assert stage.skip_reason and stage.command is None, (task.id, name)
+        if task.supports_multi_gpu:
+            assert task.stages.multi_gpu.ranks == 2, task.id
+
+
+def test_multi_gpu_commands_leave_the_launcher_to_the_harness(tasks):
+    for task in tasks:
+        stage = task.stages.multi_gpu
+        if not stage.applicable:
+            continue
+        line = launch_command(stage, "/opt/env/bin/python", 29555, stage.ranks)
+        if stage.launcher != "python":
+            assert not LAUNCHER_IN_COMMAND.search(stage.command), task.id
+            assert line.count("--master_port") + line.count("--main_process_port") == 1, task.id
+
+
+def test_assets_live_under_the_task_and_cover_the_commands(tasks):
+    for task in tasks:
+        paths = [a.path for a in task.assets]
+        assert all(p.startswith(task.id + "/") for p in paths), task.id
+        commands = " ".join(str(getattr(task.stages, n).command or "") for n in ("cpu", "single_gpu", "multi_gpu"))
+        for used in re.findall(r"\$REB_RAY_ASSETS/([\w.\-]+/[\w.\-]+)", commands):
+            assert any(p == used or p.startswith(used + "/") for p in paths), (task.id, used)
+        assert not re.search(r"<[A-Za-z0-9][^<>\n]*>", commands), (task.id, "a CSV placeholder is left")
+
+
+def test_cli_lists_the_suite_as_json():
+    res = subprocess.run([str(REB_RAY), "tasks", "list", "--suite", SUITE, "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    rows = [json.loads(line) for line in res.stdout.splitlines()]
+    assert len(rows) == 44
+    for row in rows:
+        assert ROW_KEYS <= row.keys(), row
+        assert re.fullmatch(r"[^/\s]+/[^/\s]+", row["repo"]) and re.fullmatch(r"[0-9a-f]{40}", row["commit"]), row
+    assert sum(r["c0_baseline_total"] for r in rows) == 2858
+
+
+def test_cli_validates_the_suite():
+    res = subprocess.run([str(REB_RAY), "tasks", "validate", "--suite", SUITE], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert f"{SUITE}: 44 task(s) ok" in res.stdout
+
+
+@pytest.mark.skipif(not (DATA / "tasks.csv").is_file(), reason=f"the paper's run matrix is not at {DATA}")
+def test_generated_files_are_up_to_date(tmp_path):
+    """The committed specs are exactly what the generator writes from tasks.csv (no hand edits)."""
+    generator = Path(__file__).resolve().parents[2] / "scripts" / "make_researchenvbench_suite.py"
+    res = subprocess.run([sys.executable, str(generator), "--data", str(DATA), "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    bundled = Path(__file__).resolve().parents[2] / "tasks" / SUITE
+    written = {p.relative_to(tmp_path): p.read_text() for p in tmp_path.rglob("task.toml")}
+    assert written == {p.relative_to(bundled): p.read_text() for p in bundled.rglob("task.toml")}
