@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.models.task import load_suite

@@ -7,14 +7,10 @@ interpreter. Grading is separate and pure (reb_ray.grading.c0.grade_c0).
 
 from __future__ import annotations
 
-import json
-import logging
-import posixpath
-import uuid
 
+from reb_ray.probes.record import run_json_probe
 from reb_ray.sandbox import Sandbox
 
-log = logging.getLogger(__name__)
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: Seconds kept back from the exec deadline for the interpreter query, the search-path run and
@@ -35,18 +31,9 @@ def run_c0(sandbox: Sandbox, toolbox_path: str, repo_dir: str, python_path: str,
     `timeout_s` bounds the whole exec in seconds; pyright itself gets `timeout_s - RESERVE_S`
     (at least half of it) and a pyright timeout is recorded in the record.
     """
-    out = posixpath.join(toolbox_path, "out", f"c0-{uuid.uuid4().hex[:12]}.json")
     pyright_timeout = max(timeout_s - RESERVE_S, timeout_s / 2)
-    argv = ["sh", "-c", _LAUNCH, "c0", toolbox_path, repo_dir, out, python_path, f"{pyright_timeout:g}"]
-    try:
-        result = sandbox.exec(argv, timeout=timeout_s, env=c0_env())
-    except Exception as exc:  # noqa: BLE001 - a gone sandbox is reported by the caller's health checks
-        log.warning("C0 probe could not run: %s", exc)
-        return None
-    try:
-        data = json.loads(sandbox.read_bytes(out))
-    except Exception as exc:  # noqa: BLE001 - missing or torn record
-        log.warning("C0 probe left no record (exit %s, %s): %s | %s",
-                    result.exit_code, type(exc).__name__, exc, result.output.strip()[-300:])
-        return None
-    return data if isinstance(data, dict) else None
+    data, _result = run_json_probe(
+        sandbox, "c0", toolbox_path,
+        lambda out: ["sh", "-c", _LAUNCH, "c0", toolbox_path, repo_dir, out, python_path, f"{pyright_timeout:g}"],
+        timeout_s, c0_env())
+    return data

@@ -8,15 +8,12 @@ never forwarded). Grading is separate and pure (reb_ray.grading.c2.grade_c2).
 
 from __future__ import annotations
 
-import json
-import logging
 import posixpath
-import uuid
 
 from reb_ray.probes.c0 import c0_env
+from reb_ray.probes.record import run_json_probe
 from reb_ray.sandbox import Sandbox
 
-log = logging.getLogger(__name__)
 
 #: Seconds kept back from the exec deadline for the supervisor's own work (driver facts, writing
 #: the record), so that a hanging CUDA init ends as a recorded worker timeout, not a lost record.
@@ -39,22 +36,13 @@ def run_c2(sandbox: Sandbox, toolbox_path: str, python_path: str, visible_gpus: 
     timeout is recorded in the record. The exec's output tail is added as "stdout_tail".
     None when the interpreter does not exist or does not run, or the sandbox is gone.
     """
-    out = posixpath.join(toolbox_path, "out", f"c2-{uuid.uuid4().hex[:12]}.json")
     worker_timeout = max(timeout_s - RESERVE_S, timeout_s / 2)
-    argv = [python_path, posixpath.join(toolbox_path, "probes", "c2_probe.py"), "--out", out,
-            "--timeout", f"{worker_timeout:g}"]
-    try:
-        result = sandbox.exec(argv, timeout=timeout_s, env=c2_env(visible_gpus))
-    except Exception as exc:  # noqa: BLE001 - a gone sandbox is reported by the caller's health checks
-        log.warning("C2 probe could not run: %s", exc)
-        return None
-    try:
-        data = json.loads(sandbox.read_bytes(out))
-    except Exception as exc:  # noqa: BLE001 - missing or torn record
-        log.warning("C2 probe left no record (exit %s, %s): %s | %s",
-                    result.exit_code, type(exc).__name__, exc, result.output.strip()[-300:])
-        return None
-    if not isinstance(data, dict):
+    script = posixpath.join(toolbox_path, "probes", "c2_probe.py")
+    data, result = run_json_probe(
+        sandbox, "c2", toolbox_path,
+        lambda out: [python_path, script, "--out", out, "--timeout", f"{worker_timeout:g}"],
+        timeout_s, c2_env(visible_gpus))
+    if data is None:
         return None
     if result.output:
         data["stdout_tail"] = result.output[-STDOUT_TAIL_CHARS:]

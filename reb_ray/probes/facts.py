@@ -8,14 +8,11 @@ separate and pure (reb_ray.grading.c5.audit_report).
 
 from __future__ import annotations
 
-import json
-import logging
 import posixpath
-import uuid
 
+from reb_ray.probes.record import run_json_probe
 from reb_ray.sandbox import Sandbox
 
-log = logging.getLogger(__name__)
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: Seconds each interpreter run inside the probe may take at most (version query, `import torch`).
@@ -55,17 +52,8 @@ def run_facts(sandbox: Sandbox, toolbox_path: str, python_path: str, timeout_s: 
     """
     per_run, budget = run_budget(timeout_s)
     script = posixpath.join(toolbox_path, "probes", "facts_probe.py")
-    out = posixpath.join(toolbox_path, "out", f"facts-{uuid.uuid4().hex[:12]}.json")
-    argv = ["sh", "-c", _LAUNCH, "facts", script, out, python_path, f"{per_run:g}", f"{budget:g}"]
-    try:
-        result = sandbox.exec(argv, timeout=timeout_s, env=facts_env())
-    except Exception as exc:  # noqa: BLE001 - a gone sandbox is reported by the caller's health checks
-        log.warning("facts probe could not run: %s", exc)
-        return None
-    try:
-        data = json.loads(sandbox.read_bytes(out))
-    except Exception as exc:  # noqa: BLE001 - missing or torn record
-        log.warning("facts probe left no record (exit %s, %s): %s | %s",
-                    result.exit_code, type(exc).__name__, exc, result.output.strip()[-300:])
-        return None
-    return data if isinstance(data, dict) else None
+    data, _result = run_json_probe(
+        sandbox, "facts", toolbox_path,
+        lambda out: ["sh", "-c", _LAUNCH, "facts", script, out, python_path, f"{per_run:g}", f"{budget:g}"],
+        timeout_s, facts_env())
+    return data

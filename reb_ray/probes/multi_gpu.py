@@ -31,7 +31,6 @@ Grading is separate and pure: reb_ray.grading.multi_gpu.grade_multi_gpu.
 from __future__ import annotations
 
 import fcntl
-import os
 import random
 import re
 import shlex
