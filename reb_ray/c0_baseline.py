@@ -23,8 +23,9 @@ the repositories checked (VisionMamba 4, nano-vllm 22, MultiModalMamba 16, Sense
 Kokoro-FastAPI 75, torchft 58, Auto1111SDK 213) they equal the distinct top-level names of
 ALL absolute imports, standard library and the repository's own packages included, which is
 what `include_stdlib=True, include_local=True` computes. The paper's C0 is the share of those
-names that resolve, so stdlib and local names count as resolved; the default here is the
-stricter third-party-only denominator.
+names that resolve, so stdlib and local names count as resolved. `baseline_for_commit` therefore
+defaults to that rule (it reproduces the canonical totals); `scan_imports` gives the stricter
+third-party-only set, which is what an agent actually has to install.
 """
 
 from __future__ import annotations
@@ -138,8 +139,8 @@ def scan_imports(repo_dir: Path) -> set[str]:
     return scan(repo_dir).modules
 
 
-def baseline_for_commit(git_dir: Path, commit: str, *, include_stdlib: bool = False,
-                        include_local: bool = False) -> dict:
+def baseline_for_commit(git_dir: Path, commit: str, *, include_stdlib: bool = True,
+                        include_local: bool = True) -> dict:
     """Check `commit` of the repository at `git_dir` (bare or not) out into a temporary directory
     (a shared clone: `git_dir` is only read) and scan it (flags as in `scan`).
 
