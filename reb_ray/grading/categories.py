@@ -5,7 +5,7 @@ specific kinds come before the generic ones they contain (`No module named 'x._e
 missing compiled extension, not a plain missing dependency). Every pattern has a test with a
 real error line (tests/grading/test_categories.py).
 
-Agent categories: deps, native_ext_abi, missing_compiled_ext, assets, oom, timeout,
+Agent categories: deps, system_deps (a native library missing from the OS), native_ext_abi, missing_compiled_ext, assets, oom, timeout,
 entrypoint_not_found, runtime. Hardware: insufficient_hardware (decided by the caller from the
 GPU count, never from logs). Infrastructure (`infra_*`, never scored against the agent, retried):
 infra_shm (a /dev/shm too small: field case F09), infra_disk_full (ENOSPC), plus the kinds the
@@ -19,7 +19,7 @@ import re
 
 SCAN_BYTES = 16 * 1024
 
-AGENT_CATEGORIES = ("deps", "native_ext_abi", "missing_compiled_ext", "assets", "oom", "timeout",
+AGENT_CATEGORIES = ("deps", "system_deps", "native_ext_abi", "missing_compiled_ext", "assets", "oom", "timeout",
                     "entrypoint_not_found", "runtime", "sandbox_broken_by_agent")
 HARDWARE_CATEGORIES = ("insufficient_hardware",)
 
@@ -32,6 +32,8 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("native_ext_abi", re.compile(
         r"undefined symbol|operator \S+ does not exist|GLIBCXX_[\d.]+' not found"
         r"|was compiled against a different|numpy.core.multiarray failed to import|module compiled against ABI version")),
+    # A Python package whose native part needs an OS library the environment lacks (apt, not pip).
+    ("system_deps", re.compile(r"cannot open shared object file|Use your system package manager to install")),
     ("missing_compiled_ext", re.compile(r"No module named '[\w.]+\._[\w]*'|cannot import name '_\w+' from partially initialized")),
     ("deps", re.compile(r"ModuleNotFoundError|No module named|ImportError|DistributionNotFound|PackageNotFoundError")),
     ("assets", re.compile(

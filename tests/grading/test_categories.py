@@ -22,6 +22,9 @@ CASES = [
     ("python: can't open file '/work/repo/train.py': [Errno 2] No such file or directory", 2, "entrypoint_not_found"),
     ("sh: 1: torchrun: not found", 127, "entrypoint_not_found"),
     ("ValueError: shapes (3,4) and (5,6) not aligned", 1, "runtime"),
+    # Seen in real sweeps (yomitoku, large_concept_model): pip installed the package, the OS lacks its library.
+    ("ImportError: libxcb.so.1: cannot open shared object file: No such file or directory", 1, "system_deps"),
+    ("OSError: fairseq2 requires libsndfile. Use your system package manager to install it (e.g. `apt install libsndfile1`).", 1, "system_deps"),
 ]
 
 
