@@ -177,13 +177,17 @@ def grade_c2(raw: dict | None) -> dict:
     return _result(raw, "failure", "no_framework", f"no deep-learning framework (torch, tensorflow, jax) in {python}")
 
 
+def _import_failed(raw: dict, framework: str, error: str) -> dict:
+    """A framework that is installed but does not import: a too-old driver, or no framework."""
+    if _DRIVER_TOO_OLD.search(error):
+        return _result(raw, "failure", "driver_too_old", _driver_reason(error))
+    return _result(raw, "failure", "no_framework", f"{framework} is installed but `import {framework}` failed: {_last_line(error)}")
+
+
 def _grade_torch(raw: dict) -> dict:
     texts = _texts(raw)
     if raw.get("import_error"):
-        if _DRIVER_TOO_OLD.search(raw["import_error"]):
-            return _result(raw, "failure", "driver_too_old", _driver_reason(raw["import_error"]))
-        return _result(raw, "failure", "no_framework",
-                       f"torch is installed but `import torch` failed: {_last_line(raw['import_error'])}")
+        return _import_failed(raw, "torch", raw["import_error"])
     version = raw.get("torch_version")
     if raw.get("cuda_build") is None:
         kind = f"a ROCm build (hip {raw['hip_build']})" if raw.get("hip_build") else "a CPU-only build"
@@ -230,10 +234,7 @@ def _grade_other(raw: dict, framework: str) -> dict:
     version = sub.get("version")
     texts = _texts(raw)
     if sub.get("import_error"):
-        if _DRIVER_TOO_OLD.search(sub["import_error"]):
-            return _result(raw, "failure", "driver_too_old", _driver_reason(sub["import_error"]))
-        return _result(raw, "failure", "no_framework",
-                       f"{framework} is installed but its import failed: {_last_line(sub['import_error'])}")
+        return _import_failed(raw, framework, sub["import_error"])
     if framework == "tensorflow":
         if sub.get("built_with_cuda") is False:
             return _result(raw, "failure", "cpu_only_build", f"tensorflow {version} is not built with CUDA")
