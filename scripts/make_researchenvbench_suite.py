@@ -51,6 +51,7 @@ TIMEOUT_S = {"cpu": 900, "single_gpu": 900, "multi_gpu": 1200}
 RANKS = 2
 OUT = "/tmp/reb-ray-out"  # scratch directory for outputs the CSV writes as `--outdir ...`
 ASSETS_VAR = "$REB_RAY_ASSETS"
+HELPERS_VAR = "$REB_RAY_HELPERS"  # the task's helpers/ directory, in the sandbox during probes only
 OUTPUT_FLAGS = ("--outdir", "--output_dir", "--output-dir", "--saved_path")
 PROSE = {"same", "then", "with", "on", "per", "batch", "one", "fast", "mode", "small", "nproc",
          "starter", "server", "request", "skipped", "..."}
@@ -63,8 +64,11 @@ class Extra:
     """What a task's CSV row cannot say by itself.
 
     subs: placeholder text (as in the CSV, with its <>) -> replacement; "{A}" stands for
-        `$REB_RAY_ASSETS/<task-id>` and "{O}" for the scratch directory.
-    assets: (name, kind, source or None[, path under the task's asset dir]).
+        `$REB_RAY_ASSETS/<task-id>`, "{O}" for the scratch directory and "{H}" for
+        `$REB_RAY_HELPERS`, the task's `helpers/` directory (tiny configs, one-sample dataset
+        generators, wrappers: part of the probe toolbox, never visible to the agent).
+    assets: (name, kind, source or None[, path under the task's asset dir]), or `hf_cached(...)`
+        for a snapshot the code loads by its Hugging Face id.
     cmd: stage -> hand-written shell line (for prose entries); may use {A} and {O}.
     flags: stage -> extra flags merged like a `same` entry's (values the notes state).
     env / workdir: stage -> stage env table / workdir.
@@ -92,6 +96,13 @@ def hf(repo: str) -> str:
 
 def hf_dataset(repo: str) -> str:
     return f"hf://datasets/{repo}"
+
+
+def hf_cached(repo: str, kind: str = "model") -> dict:
+    """An asset in the Hugging Face hub cache layout (HF_HOME=$REB_RAY_ASSETS/huggingface), for
+    code that calls from_pretrained("org/name") / load_dataset("org/name") by id."""
+    source = hf_dataset(repo) if kind == "dataset" else hf(repo)
+    return {"name": repo, "kind": kind, "source": source, "layout": "hf_cache"}
 
 
 def hf_file(repo: str, path: str) -> str:
@@ -652,7 +663,7 @@ def substitute(text: str, task_id: str, extra: Extra, strict: bool = True) -> st
         raise TranscriptionError(f"no substitution for {left}")
     for flag in OUTPUT_FLAGS:
         text = text.replace(f"{flag} ...", f"{flag} {{O}}/{task_id}")
-    return text.replace("{A}", f"{ASSETS_VAR}/{task_id}").replace("{O}", OUT)
+    return text.replace("{A}", f"{ASSETS_VAR}/{task_id}").replace("{O}", OUT).replace("{H}", HELPERS_VAR)
 
 
 def quote(tok: str) -> str:
@@ -854,10 +865,14 @@ def render(row: dict[str, str], task_id: str, stages: dict[str, Stage], extra: E
     lines += ["", "# C2 (CUDA alignment) applies to every task of the paper.", "[stages.cuda]", "applicable = true"]
     data["stages"]["cuda"] = {"applicable": True}
     assets = []
-    for name, kind, source, *path in extra.assets:
-        asset = {"name": name, "kind": kind, "path": f"{task_id}/{path[0] if path else name}"}
-        if source is not None:
-            asset["source"] = source
+    for entry in extra.assets:
+        if isinstance(entry, dict):  # hf_cached(...)
+            asset = dict(entry)
+        else:
+            name, kind, source, *path = entry
+            asset = {"name": name, "kind": kind, "path": f"{task_id}/{path[0] if path else name}"}
+            if source is not None:
+                asset["source"] = source
         assets.append(asset)
         lines += ["", "[[assets]]", *(f"{k} = {toml_str(v)}" for k, v in asset.items())]
     if assets:
@@ -865,9 +880,17 @@ def render(row: dict[str, str], task_id: str, stages: dict[str, Stage], extra: E
     return "\n".join(lines) + "\n", data
 
 
+def check_helpers(task_id: str, text: str, suite_dir: Path) -> None:
+    """Every `$REB_RAY_HELPERS/<x>` a command uses exists in tasks/<suite>/<task-id>/helpers/."""
+    for used in re.findall(r"\$REB_RAY_HELPERS/([\w.\-/]+)", text):
+        if not (suite_dir / task_id / "helpers" / used).exists():
+            raise TranscriptionError(f"{task_id}: command uses $REB_RAY_HELPERS/{used} but helpers/{used} does not exist")
+
+
 def check_assets(task_id: str, text: str, extra: Extra) -> None:
     """Every `$REB_RAY_ASSETS/<task-id>/<x>` a command uses lies under a declared asset."""
-    declared = [f"{task_id}/{path[0] if path else name}" for name, _kind, _source, *path in extra.assets]
+    declared = [f"{task_id}/{path[0] if path else name}"
+                for name, _kind, _source, *path in (e for e in extra.assets if not isinstance(e, dict))]
     for used in re.findall(r"\$REB_RAY_ASSETS/([\w.\-]+/[\w.\-]+)", text):
         if not any(d == used or d.startswith(used + "/") for d in declared):
             raise TranscriptionError(f"{task_id}: command uses $REB_RAY_ASSETS/{used} but no asset declares it")
@@ -925,6 +948,7 @@ def main(argv: list[str] | None = None) -> int:
             stages = build_stages(row, task_id, extra)
             text, data = render(row, task_id, stages, extra)
             check_assets(task_id, text, extra)
+            check_helpers(task_id, text, args.out)
         except TranscriptionError as exc:
             raise SystemExit(f"cannot transcribe {row['repo_slug']}: {exc}") from None
         if tomllib.loads(text) != data:

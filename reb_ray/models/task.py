@@ -43,7 +43,8 @@ from pydantic_core import PydanticCustomError
 from reb_ray.errors import RebRayError
 
 TASK_FILE = "task.toml"
-NOT_DEFINED = "not defined"  # skip_reason of a stage whose table is absent
+NOT_DEFINED = "not defined"
+HF_HOME_DIR = "huggingface"  # HF_HOME inside the asset cache (probe_phase.probe_env)  # skip_reason of a stage whose table is absent
 
 _SHA_RE = re.compile(r"[0-9a-fA-F]{40}")
 # https://host/owner/name(.git), ssh://git@host/owner/name.git, git@host:owner/name.git
@@ -249,19 +250,74 @@ class TaskSource(_Strict):
 class Asset(_Strict):
     """A model, dataset or file the probes need, at `path` relative to the asset cache.
 
-    `source` says where `reb-ray assets fetch` gets it: an http(s) URL (one file), or
-    `hf://<repo_id>` (a Hugging Face snapshot; needs `huggingface_hub`).
+    `source` says where `reb-ray assets fetch` gets it: an http(s) URL (one file),
+    `hf://<repo_id>` (a Hugging Face model snapshot) or `hf://datasets/<repo_id>` (a dataset
+    snapshot); hf:// needs `huggingface_hub`.
+
+    `layout` says how it lies in the cache:
+    - "files" (default): plain files at `path` (commands name them as `$REB_RAY_ASSETS/<path>`).
+    - "hf_cache": the Hugging Face hub cache layout under `huggingface/` (probes run with
+      HF_HOME=$REB_RAY_ASSETS/huggingface and HF_HUB_OFFLINE=1), for code that loads the model
+      by its Hugging Face id (`from_pretrained("org/name")`) rather than by a path. `path` is then
+      "huggingface" (the default) and the snapshot lies at `cache_path`.
     """
 
     name: str = Field(min_length=1)
     kind: Literal["model", "dataset", "file"]
-    path: str
+    path: str | None = Field(default=None, validate_default=True)
     source: str | None = Field(default=None, pattern=r"^(https?://|hf://)\S+$")
+    layout: Literal["files", "hf_cache"] = "files"
 
     @field_validator("path")
     @classmethod
-    def _path(cls, value: str) -> str:
-        return _relative_path(value, "path")
+    def _path(cls, value: str | None) -> str | None:
+        return None if value is None else _relative_path(value, "path")
+
+    @model_validator(mode="after")
+    def _layout(self) -> Asset:
+        if self.layout == "files":
+            if self.path is None:
+                raise PydanticCustomError("missing", "path is required (relative to the asset cache)")
+            return self
+        if self.source is None or not self.source.startswith("hf://"):
+            raise PydanticCustomError("layout", "layout = \"hf_cache\" needs source = \"hf://<repo_id>\"")
+        if self.path not in (None, HF_HOME_DIR):
+            raise PydanticCustomError("layout", "with layout = \"hf_cache\" path must be {home} (HF_HOME)",
+                                      {"home": repr(HF_HOME_DIR)})
+        object.__setattr__(self, "path", HF_HOME_DIR)
+        return self
+
+    @property
+    def hf_repo(self) -> tuple[str, str] | None:
+        """(repo_type, repo_id) of an hf:// source: ("dataset", "org/name") for hf://datasets/...,
+        ("model", "org/name") otherwise; None for other sources."""
+        if self.source is None or not self.source.startswith("hf://"):
+            return None
+        rest = self.source.removeprefix("hf://")
+        for prefix, repo_type in (("datasets/", "dataset"), ("models/", "model")):
+            if rest.startswith(prefix):
+                return repo_type, rest.removeprefix(prefix)
+        return "model", rest
+
+    @property
+    def cache_path(self) -> str:
+        """Where the asset lies, relative to the asset cache: `path` for "files"; for "hf_cache"
+        the hub's repo folder, e.g. huggingface/hub/models--org--name (huggingface_hub's
+        `repo_folder_name` rule)."""
+        if self.layout == "files":
+            return self.path  # type: ignore[return-value]
+        repo_type, repo_id = self.hf_repo  # type: ignore[misc]
+        return f"{HF_HOME_DIR}/hub/{repo_type}s--{repo_id.replace('/', '--')}"
+
+    def present_in(self, cache: Path) -> bool:
+        """True when the asset is in `cache`: the path exists ("files"), or the hub folder has a
+        refs/main and a non-empty snapshot ("hf_cache", what an offline `from_pretrained` needs)."""
+        where = cache / self.cache_path
+        if self.layout == "files":
+            return where.exists()
+        snapshots = where / "snapshots"
+        return (where / "refs" / "main").is_file() and snapshots.is_dir() and any(
+            any(snap.iterdir()) for snap in snapshots.iterdir() if snap.is_dir())
 
 
 class TaskSpec(_Strict):
