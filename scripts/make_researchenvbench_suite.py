@@ -881,7 +881,8 @@ def render(row: dict[str, str], task_id: str, stages: dict[str, Stage], extra: E
 
 
 def check_helpers(task_id: str, text: str, suite_dir: Path) -> None:
-    """Every `$REB_RAY_HELPERS/<x>` a command uses exists in tasks/<suite>/<task-id>/helpers/."""
+    """Every `$REB_RAY_HELPERS/<x>` a command uses exists in the project's tasks/<suite>/<task-id>/helpers/
+    (helpers are written by hand next to the generated spec, so this checks the project, not --out)."""
     for used in re.findall(r"\$REB_RAY_HELPERS/([\w.\-/]+)", text):
         if not (suite_dir / task_id / "helpers" / used).exists():
             raise TranscriptionError(f"{task_id}: command uses $REB_RAY_HELPERS/{used} but helpers/{used} does not exist")
@@ -948,7 +949,7 @@ def main(argv: list[str] | None = None) -> int:
             stages = build_stages(row, task_id, extra)
             text, data = render(row, task_id, stages, extra)
             check_assets(task_id, text, extra)
-            check_helpers(task_id, text, args.out)
+            check_helpers(task_id, text, ROOT / "tasks" / SUITE)
         except TranscriptionError as exc:
             raise SystemExit(f"cannot transcribe {row['repo_slug']}: {exc}") from None
         if tomllib.loads(text) != data:

@@ -70,8 +70,9 @@ def test_multi_gpu_commands_leave_the_launcher_to_the_harness(tasks):
 
 def test_assets_live_under_the_task_and_cover_the_commands(tasks):
     for task in tasks:
-        paths = [a.path for a in task.assets]
+        paths = [a.path for a in task.assets if a.layout == "files"]
         assert all(p.startswith(task.id + "/") for p in paths), task.id
+        assert all(a.source.startswith("hf://") for a in task.assets if a.layout == "hf_cache"), task.id
         commands = " ".join(str(getattr(task.stages, n).command or "") for n in ("cpu", "single_gpu", "multi_gpu"))
         for used in re.findall(r"\$REB_RAY_ASSETS/([\w.\-]+/[\w.\-]+)", commands):
             assert any(p == used or p.startswith(used + "/") for p in paths), (task.id, used)
