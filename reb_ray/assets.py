@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reb_ray.errors import RebRayError
-from reb_ray.models.task import Asset, TaskSpec
+from reb_ray.models.task import HF_HOME_DIR, Asset, TaskSpec
 
 
 @dataclass
@@ -41,28 +41,37 @@ def _download(url: str, dest: Path, timeout_s: float) -> None:
             os.unlink(tmp)
 
 
-def _snapshot(repo_id: str, dest: Path) -> None:
+def _snapshot(asset: Asset, cache: Path) -> None:
+    """Download an hf:// asset: into `cache/path` as plain files, or into the hub cache under
+    `cache/huggingface/hub` (layout "hf_cache", what HF_HOME-relative offline loading reads).
+    The endpoint is huggingface_hub's own (HF_ENDPOINT, e.g. a mirror)."""
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
-        raise RebRayError("hf:// assets need huggingface_hub: pip install huggingface_hub") from None
-    snapshot_download(repo_id=repo_id, local_dir=str(dest))
+        raise RebRayError("hf:// assets need huggingface_hub: pip install 'reb-ray[assets]'") from None
+    repo_type, repo_id = asset.hf_repo  # type: ignore[misc]
+    if asset.layout == "hf_cache":
+        snapshot_download(repo_id=repo_id, repo_type=repo_type, cache_dir=str(cache / HF_HOME_DIR / "hub"))
+    else:
+        snapshot_download(repo_id=repo_id, repo_type=repo_type, local_dir=str(cache / asset.path))
 
 
 def fetch_asset(task: TaskSpec, asset: Asset, cache: Path, timeout_s: float = 600) -> FetchResult:
-    """Fetch one asset into `cache/asset.path` unless present. Never raises for a failed fetch."""
-    dest = cache / asset.path
-    if dest.exists():
+    """Fetch one asset into `cache` (at `asset.cache_path`) unless present. Never raises for a
+    failed fetch: the result says "failed" with a one-line detail naming the source."""
+    if asset.present_in(cache):
         return FetchResult(task.id, asset.name, "present")
     if asset.source is None:
-        return FetchResult(task.id, asset.name, "failed", "no source in task.toml: place it by hand at " + str(dest))
+        return FetchResult(task.id, asset.name, "failed",
+                           "no source in task.toml: place it by hand at " + str(cache / asset.cache_path))
     try:
-        if asset.source.startswith("hf://"):
-            _snapshot(asset.source.removeprefix("hf://"), dest)
+        if asset.hf_repo is not None:
+            _snapshot(asset, cache)
         else:
-            _download(asset.source, dest, timeout_s)
-    except (OSError, RebRayError, ValueError) as exc:
-        return FetchResult(task.id, asset.name, "failed", f"{asset.source}: {str(exc).splitlines()[0][:200]}")
+            _download(asset.source, cache / asset.path, timeout_s)
+    except Exception as exc:  # noqa: BLE001 - network, HTTP and hub errors all become a "failed" line
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        return FetchResult(task.id, asset.name, "failed", f"{asset.source}: {type(exc).__name__}: {first[:200]}")
     return FetchResult(task.id, asset.name, "fetched")
 
 

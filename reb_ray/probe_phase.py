@@ -27,6 +27,7 @@ from reb_ray.probes.command import run_stage_command
 from reb_ray.probes.env_size import run_env_size
 from reb_ray.probes.facts import run_facts
 from reb_ray.probes.multi_gpu import run_multi_gpu
+from reb_ray.probes.task_helpers import install_task_helpers
 from reb_ray.probes.toolbox import install_toolbox
 from reb_ray.sandbox import Sandbox
 from reb_ray.trial_record import TrialRecorder
@@ -68,7 +69,7 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
         return
     toolbox = install_toolbox(sandbox)
     python, shim = report.python_path, f"{toolbox}/bin"
-    task, env = spec.task, probe_env(spec)
+    task, env = spec.task, {**probe_env(spec), **install_task_helpers(sandbox, spec.task, toolbox)}
 
     # C0: static imports against the report's interpreter.
     t = time.monotonic()

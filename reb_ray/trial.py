@@ -66,10 +66,10 @@ def _preflight(spec: TrialSpec) -> None:
     if free < spec.config.min_free_bytes:  # F13: a full disk is infra, found before the trial
         raise InfraError("infra_disk_full", f"{free / 1e9:.1f} GB free, need {spec.config.min_free_bytes / 1e9:.1f} GB")
     missing = [a for a in spec.task.assets
-               if spec.config.assets_dir is None or not (spec.config.assets_dir / a.path).exists()]
+               if spec.config.assets_dir is None or not a.present_in(spec.config.assets_dir)]
     if missing:
         where = spec.config.assets_dir or "(no --assets directory given)"
-        raise InfraError("infra_assets_missing", f"missing asset {missing[0].name!r} ({missing[0].path}) in {where}: "
+        raise InfraError("infra_assets_missing", f"missing asset {missing[0].name!r} ({missing[0].cache_path}) in {where}: "
                                                  "run `reb-ray assets fetch` on a machine with internet access")
 
 

@@ -57,7 +57,7 @@ class SpyAgent(_Scripted):
 echo "spy: my key is $REB_TEST_AGENT_KEY"
 echo "spy: harness secret is [${REB_TEST_HOST_SECRET:-absent}]"
 for p in /opt/reb-ray-toolbox /dev/shm/reb-ray-toolbox-pyright; do [ -e "$p" ] && echo "spy: FOUND $p"; done
-find / -xdev \( -name task.toml -o -name 'c0_probe.py' -o -name 'c2_probe.py' -o -name 'facts_probe.py' -o -name 'pyright*' \) \
+find / -xdev \( -name task.toml -o -name 'c0_probe.py' -o -name 'c2_probe.py' -o -name 'facts_probe.py' -o -name 'tiny_config.py' -o -name 'task-helpers' -o -name 'pyright*' \) \
   -not -path '/proc/*' 2>/dev/null | sed 's/^/spy: FOUND /'
 grep -rIl --exclude-dir=proc --exclude-dir=sys -e 'log_pattern' -e 'skip_reason' /work /opt /root /tmp /etc /srv /home 2>/dev/null | sed 's/^/spy: FOUND /'
 echo "spy: done"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.server
 import threading
 from functools import partial
+from pathlib import Path
 
 import pytest
 
@@ -68,3 +69,61 @@ def test_a_missing_asset_fails_fast_as_infra_naming_it(tmp_path, task):
     (cache / "data").mkdir()
     (cache / "data/one.json").write_text("{}")
     _preflight(spec)  # everything present: no error
+
+
+HF_TASK = """
+id = "by-id"
+suite = "assets"
+category = "1_cpu"
+source = { bundled = "repo" }
+assets = [
+  { name = "model", kind = "model", source = "hf://org/tiny-model", layout = "hf_cache" },
+  { name = "data", kind = "dataset", source = "hf://datasets/org/tiny-data", layout = "hf_cache" },
+  { name = "files", kind = "dataset", path = "by-id/tiny-data", source = "hf://datasets/org/tiny-data" },
+]
+
+[stages.cpu]
+command = "python main.py"
+"""
+
+# What a repository does with HF_HOME pointing into the cache and the network off: load by id.
+LOAD_BY_ID = """
+from huggingface_hub import snapshot_download
+for repo_id, repo_type in (("org/tiny-model", "model"), ("org/tiny-data", "dataset")):
+    print(snapshot_download(repo_id, repo_type=repo_type))
+"""
+
+
+def test_hf_assets_land_where_offline_loading_by_id_finds_them(tmp_path):
+    """`assets fetch` against a scripted Hub endpoint: hf_cache assets go into the hub cache
+    layout (models--/datasets--) that offline from_pretrained-by-id reads through HF_HOME, and a
+    hf://datasets/ source is fetched as a dataset, not as a model repo."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.hub_endpoint import COMMIT, HubEndpoint
+
+    task_dir = tmp_path / "suites" / "assets" / "by-id"
+    (task_dir / "repo").mkdir(parents=True)
+    (task_dir / "task.toml").write_text(HF_TASK)
+    cache = tmp_path / "cache"
+    cli = [str(Path(sys.executable).with_name("reb-ray")), "assets", "fetch", "--dir", str(cache),
+           "--suite", "assets", "--tasks-root", str(tmp_path / "suites")]
+    with HubEndpoint() as hub:
+        env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_TELEMETRY": "1"}
+        first = subprocess.run(cli, capture_output=True, text=True, env=env, timeout=120)
+        assert first.returncode == 0, first.stdout + first.stderr
+        assert first.stdout.count("fetched ") == 3, first.stdout
+        assert any("/api/datasets/org/tiny-data/revision/" in r for r in hub.requests), hub.requests
+        assert not any("/api/models/org/tiny-data/" in r for r in hub.requests), hub.requests
+        again = subprocess.run(cli, capture_output=True, text=True, env=env, timeout=120)
+        assert again.stdout.count("present ") == 3, again.stdout
+    assert (cache / "by-id/tiny-data/weights/tiny.bin").read_bytes() == b"\x00\x01" * 8
+    offline = {**os.environ, "HF_HOME": str(cache / "huggingface"), "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"}
+    res = subprocess.run([sys.executable, "-c", LOAD_BY_ID], capture_output=True, text=True, env=offline, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == [str(cache / f"huggingface/hub/{kind}s--org--tiny-{name}/snapshots/{COMMIT}")
+                                  for kind, name in (("model", "model"), ("dataset", "data"))]
+    task = load_task(task_dir / "task.toml")
+    _preflight(TrialSpec(sweep_id="s", agent="noop", task=task, trial_index=0, config=SweepConfig(assets_dir=cache)))

@@ -44,8 +44,10 @@ from reb_ray.errors import RebRayError
 
 TASK_FILE = "task.toml"
 NOT_DEFINED = "not defined"
+HELPERS_DIR = "helpers"  # next to task.toml; in the sandbox at $REB_RAY_HELPERS during probes only
 HF_HOME_DIR = "huggingface"  # HF_HOME inside the asset cache (probe_phase.probe_env)  # skip_reason of a stage whose table is absent
 
+_HELPER_REF_RE = re.compile(r"\$\{?REB_RAY_HELPERS\}?/([\w.\-/]*[\w\-])")
 _SHA_RE = re.compile(r"[0-9a-fA-F]{40}")
 # https://host/owner/name(.git), ssh://git@host/owner/name.git, git@host:owner/name.git
 _GIT_URL_RE = re.compile(r"^(?:[a-z][a-z0-9+.-]*://[^/]+/|[^@/\s]+@[^:/\s]+:)(?:[^\s]+/)?(?P<owner>[^/\s]+)/(?P<name>[^/\s]+?)(?:\.git)?/?$")
@@ -128,6 +130,12 @@ class StageSpec(_Strict):
             return None
         if (isinstance(value, str) and not value.strip()) or (isinstance(value, list) and not value):
             raise PydanticCustomError("command", "command must not be empty")
+        task_dir = (info.context or {}).get("task_dir")
+        text = value if isinstance(value, str) else " ".join(value)
+        for used in _HELPER_REF_RE.findall(text) if task_dir is not None else ():
+            if not (Path(task_dir) / HELPERS_DIR / used).exists():
+                raise PydanticCustomError("helper_missing", "uses $REB_RAY_HELPERS/{used} but {dir}/{used} is not in "
+                                          "the task directory", {"used": used, "dir": HELPERS_DIR})
         return value
 
     @field_validator("workdir")

@@ -98,7 +98,8 @@ def test_demo_repos_are_what_the_tasks_say():
     assert "import yaml" in (tasks["import-name-mismatch"].repo_path / "train.py").read_text()
     assert (tasks["torch-tiny"].repo_path / "requirements.txt").read_text().split() == ["torch"]
     assert 'cli = ["click"]' in (tasks["pyproject-extra"].repo_path / "pyproject.toml").read_text()
-    assert tasks["numpy-trainer"].stages.cpu.command == "python train.py --steps 5"
+    assert tasks["numpy-trainer"].stages.cpu.command.endswith("python train.py --config /tmp/reb-ray-out/tiny.json --steps 5")
+    assert (tasks["numpy-trainer"].task_dir / "helpers" / "tiny_config.py").is_file()
     assert tasks["pyproject-extra"].stages.cpu.command.startswith("python -m tinyproj.main")
 
 
@@ -222,6 +223,36 @@ def test_bundled_path_must_exist(tasks_root):
     assert error_line(path) == 'tasks/s1/bad-task/task.toml: source.bundled = "repo": no such path in the task directory'
     (path.parent / "repo").mkdir()
     assert load_task(path).repo_path == path.parent.resolve() / "repo"
+
+
+def test_a_command_naming_a_missing_helper_is_an_error(tasks_root):
+    text = VALID.replace('command = "python train.py"', 'command = "python $REB_RAY_HELPERS/gen/data.py && python train.py"')
+    path = write_task(tasks_root, text)
+    assert error_line(path) == ('tasks/s1/bad-task/task.toml: stages.cpu.command = "python $REB_RAY_HELPERS/gen/data.py '
+                                '&& python train.py": uses $REB_RAY_HELPERS/gen/data.py but helpers/gen/data.py is not in '
+                                'the task directory')
+    (path.parent / "helpers" / "gen").mkdir(parents=True)
+    (path.parent / "helpers" / "gen" / "data.py").write_text("print('one sample')\n")
+    assert "REB_RAY_HELPERS" in load_task(path).stages.cpu.command
+
+
+def test_hf_cache_assets_live_under_hf_home_in_the_hub_layout(tasks_root, tmp_path):
+    text = VALID.replace('path = "models/ckpt.pt"', 'source = "hf://datasets/org/data"\nlayout = "hf_cache"')
+    asset = load_task(write_task(tasks_root, text)).assets[0]
+    assert (asset.path, asset.hf_repo, asset.cache_path) == (
+        "huggingface", ("dataset", "org/data"), "huggingface/hub/datasets--org--data")
+    cache = tmp_path / "cache"
+    assert not asset.present_in(cache)
+    repo = cache / asset.cache_path
+    (repo / "snapshots" / "abc").mkdir(parents=True)
+    assert not asset.present_in(cache)  # an empty snapshot is what an interrupted download leaves
+    (repo / "snapshots" / "abc" / "data.json").write_text("{}")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc")
+    assert asset.present_in(cache)
+    bad = VALID.replace('path = "models/ckpt.pt"', 'path = "models/ckpt.pt"\nlayout = "hf_cache"')
+    assert error_line(write_task(tasks_root, bad, task_id="bad-task")).startswith(
+        "tasks/s1/bad-task/task.toml: assets[0] = ")
 
 
 def test_several_errors_report_the_first_and_count_the_rest(tasks_root):
