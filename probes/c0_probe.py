@@ -12,8 +12,10 @@ pyright config lives in a temporary directory outside the repository, bytecode w
   default), agent-made environments inside the repository are excluded.
 - A quick second `--verbose` run over an empty directory records pyright's search paths, so a
   grader can tell when they miss the interpreter's site-packages (field case F03).
-- An `ast` scan records imports guarded by try/except ImportError (F05), and a scan of the
-  interpreter's site directories records import-hook editable installs (F01).
+- An `ast` scan records imports guarded by try/except ImportError (F05) and runtime sys.path
+  edits (F04), the walk records the modules that live in the repository below its root (which
+  only a sys.path edit makes importable), and a scan of the interpreter's site directories
+  records import-hook editable installs (F01).
 """
 
 import argparse
@@ -205,8 +207,48 @@ def guarded_lines(tree):
     return lines
 
 
+_PATH_CALLS = {("path", "insert"), ("path", "append"), ("path", "extend"), ("site", "addsitedir")}
+
+
+def sys_path_edit_lines(tree):
+    """Line numbers of runtime import-path edits: sys.path.insert/append/extend(...),
+    `sys.path += ...` / `sys.path = ...`, site.addsitedir(...) (field case F04)."""
+    lines = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", None)
+            if (name, node.func.attr) in _PATH_CALLS:
+                lines.add(node.lineno)
+        elif isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Attribute) and t.attr == "path" and getattr(t.value, "id", None) == "sys"
+                   for t in targets):
+                lines.add(node.lineno)
+    return lines
+
+
+def nested_modules(files):
+    """Top-level module name -> the first directory (relative to the repo) below the root and
+    src/, not itself a package, that holds it as `name.py` or a package `name/`: what only a
+    runtime sys.path edit makes importable (F04: third_party/stylegan/dnnlib imported as `dnnlib`)."""
+    packages = set(rel.rsplit("/", 1)[0] for rel in files if rel.endswith("/__init__.py"))
+    found = {}
+    for rel in files:
+        parts = rel.split("/")
+        for depth in range(1, len(parts)):
+            parent = "/".join(parts[:depth])
+            if parent == "src" or parent in packages:
+                continue
+            name = parts[depth] if depth < len(parts) - 1 else parts[depth].rsplit(".", 1)[0]
+            if name != "__init__" and name.isidentifier():
+                found.setdefault(name, parent)
+    return found
+
+
 def scan_guarded(repo, files):
-    guarded, unparsed = [], []
+    """(guarded imports [[file, line]], unparsed files, sys.path edits [[file, line]])."""
+    guarded, unparsed, path_edits = [], [], []
     for rel in files:
         path = os.path.join(repo, rel)
         try:
@@ -219,7 +261,8 @@ def scan_guarded(repo, files):
             unparsed.append(rel)
             continue
         guarded.extend([rel, line] for line in sorted(guarded_lines(tree)))
-    return guarded, unparsed
+        path_edits.extend([rel, line] for line in sorted(sys_path_edit_lines(tree)))
+    return guarded, unparsed, path_edits
 
 
 def parse_search_paths(text):
@@ -312,6 +355,7 @@ def probe(args):
            "pyright_timed_out": False, "pyright_error": None, "search_paths": None, "search_paths_real": None,
            "interpreter": None, "interpreter_site_packages": [], "python_ok": False, "python_error": None,
            "guarded_imports": [], "unparsed_files": [], "editable_hook_installs": [], "excluded_dirs": [],
+           "sys_path_edits": [], "nested_modules": {},
            "config": None, "error": None}
     if not os.path.isdir(repo):
         rec["error"] = "repository directory %s does not exist" % repo
@@ -322,7 +366,8 @@ def probe(args):
                    editable_hook_installs=editable_hooks(info["site_packages"]))
     excluded, files = walk_repo(repo)
     rec["excluded_dirs"], rec["files_scanned"] = excluded, len(files)
-    rec["guarded_imports"], rec["unparsed_files"] = scan_guarded(repo, files)
+    rec["guarded_imports"], rec["unparsed_files"], rec["sys_path_edits"] = scan_guarded(repo, files)
+    rec["nested_modules"] = nested_modules(files)
 
     node = [os.path.join(toolbox, "node"), "--max-old-space-size=%d" % heap_limit_mb(),
             os.path.join(toolbox, "pyright", "index.js")]

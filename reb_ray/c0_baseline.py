@@ -45,11 +45,15 @@ _SKIP_DIRS = {".git", "__pycache__"}
 @dataclass
 class ImportScan:
     """What `scan` found: third-party top-level `modules`, the number of Python `files` read and
-    of those skipped because they do not parse (`syntax_errors`)."""
+    of those skipped because they do not parse (`syntax_errors`), and `runtime_path`: imported
+    names that exist only below the repository root (not at the root, in src/ or next to the
+    importing file), which Python finds after a runtime sys.path edit and static analysis never
+    does (field case F04: `import dnnlib` with third_party/stylegan put on sys.path)."""
 
     modules: set[str] = field(default_factory=set)
     files: int = 0
     syntax_errors: int = 0
+    runtime_path: set[str] = field(default_factory=set)
 
 
 def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -93,6 +97,46 @@ def local_names(files: list[PurePosixPath]) -> set[str]:
     return names
 
 
+def _nested_names(files: list[PurePosixPath]) -> set[str]:
+    """Module and package names defined below the root and src/ in a directory that is not itself
+    a package: what a script puts on sys.path (a package's submodules are imported through it)."""
+    packages = {path.parent for path in files if path.name == "__init__.py"}
+    names = set()
+    for path in files:
+        parts = path.parts
+        for depth in range(1, len(parts)):
+            if parts[:depth] != ("src",) and PurePosixPath(*parts[:depth]) not in packages:
+                names.add(parts[depth].removesuffix(".py") if depth == len(parts) - 1 else parts[depth])
+    return names - {"__init__"}
+
+
+_PATH_CALLS = {("path", "insert"), ("path", "append"), ("path", "extend"), ("site", "addsitedir")}
+
+
+def edits_sys_path(tree: ast.AST) -> bool:
+    """True when the module edits the import path at run time: sys.path.insert/append/extend,
+    `sys.path += / =`, site.addsitedir (same rule as probes/c0_probe.py)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", None)
+            if (name, node.func.attr) in _PATH_CALLS:
+                return True
+        elif isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Attribute) and t.attr == "path" and getattr(t.value, "id", None) == "sys"
+                   for t in targets):
+                return True
+    return False
+
+
+def _root_names(files: list[PurePosixPath]) -> set[str]:
+    """Module and package names at the root and in src/: what the execution root resolves."""
+    return {rest[0].removesuffix(".py") if len(rest) == 1 else rest[0]
+            for path in files for base in ((), ("src",))
+            if path.parts[: len(base)] == base and len((rest := path.parts[len(base):])) > 0}
+
+
 def _imports(tree: ast.AST) -> set[str]:
     names = set()
     for node in ast.walk(tree):
@@ -119,7 +163,9 @@ def scan(repo_dir: Path, *, include_stdlib: bool = False, include_local: bool = 
     repo_dir = Path(repo_dir)
     files = python_files(repo_dir)
     local, siblings = local_names(files), _sibling_names(files)
+    nested = _nested_names(files) - _root_names(files)
     result = ImportScan(files=len(files))
+    runtime_candidates, path_edited = set(), False
     for path in files:
         try:
             tree = ast.parse((repo_dir / path).read_bytes(), filename=str(path))
@@ -129,8 +175,13 @@ def scan(repo_dir: Path, *, include_stdlib: bool = False, include_local: bool = 
         except OSError:  # a tracked file missing from the checkout (e.g. a broken symlink)
             continue
         near = siblings.get(path.parent, set())
-        result.modules |= {m for m in _imports(tree)
+        imported = _imports(tree)
+        result.modules |= {m for m in imported
                            if (include_stdlib or m not in STDLIB) and (include_local or (m not in local and m not in near))}
+        runtime_candidates |= {m for m in imported if m in nested and m not in near and m not in STDLIB}
+        path_edited = path_edited or edits_sys_path(tree)
+    if path_edited:  # without any sys.path edit, a nested folder named like a package is just a folder
+        result.runtime_path = runtime_candidates
     return result
 
 
@@ -144,7 +195,8 @@ def baseline_for_commit(git_dir: Path, commit: str, *, include_stdlib: bool = Tr
     """Check `commit` of the repository at `git_dir` (bare or not) out into a temporary directory
     (a shared clone: `git_dir` is only read) and scan it (flags as in `scan`).
 
-    Returns {"total": n, "modules": sorted names, "syntax_errors": k}. Raises RuntimeError
+    Returns {"total": n, "modules": sorted names, "syntax_errors": k, "runtime_path": sorted
+    names only a runtime sys.path edit resolves (F04; counted in the total, as in the paper)}. Raises RuntimeError
     when git cannot clone or check the commit out, or a tracked Python file is missing from the
     checkout (e.g. an object absent from a partial mirror).
     """
@@ -162,4 +214,5 @@ def baseline_for_commit(git_dir: Path, commit: str, *, include_stdlib: bool = Tr
         if missing:
             raise RuntimeError(f"{len(missing)} tracked Python file(s) missing from the checkout, e.g. {missing[0]}")
         found = scan(work, include_stdlib=include_stdlib, include_local=include_local)
-    return {"total": len(found.modules), "modules": sorted(found.modules), "syntax_errors": found.syntax_errors}
+    return {"total": len(found.modules), "modules": sorted(found.modules), "syntax_errors": found.syntax_errors,
+            "runtime_path": sorted(found.runtime_path)}

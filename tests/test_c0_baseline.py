@@ -92,6 +92,35 @@ def test_paper_rule_keeps_stdlib_and_local_names(repo):
     assert scan(repo, include_stdlib=True, include_local=True).modules == THIRD_PARTY | STDLIB_USED | LOCAL_USED
 
 
+F04_FILES = {
+    "tools/train.py": "import os, sys\n"
+                      "sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'third_party', 'stylegan'))\n"
+                      "import dnnlib\nimport numpy\n",
+    "third_party/stylegan/dnnlib/__init__.py": "from .util import EasyDict\n",
+    "third_party/stylegan/dnnlib/util.py": "class EasyDict(dict): ...\n",
+}
+
+
+def test_f04_imports_only_a_sys_path_edit_resolves_are_known(tmp_path):
+    """Field case F04: `dnnlib` lives in third_party/stylegan, put on sys.path at run time. The
+    paper's rule counts it in the total; the scan says it cannot resolve statically."""
+    write(tmp_path, F04_FILES)
+    found = scan(tmp_path, include_stdlib=True, include_local=True)
+    assert found.modules == {"os", "sys", "dnnlib", "numpy"} and found.runtime_path == {"dnnlib"}
+    assert scan(tmp_path).modules == {"numpy"}  # third-party only: dnnlib is the repository's own
+
+
+def test_runtime_path_names_exclude_root_sibling_and_subpackage_modules(repo):
+    # deeplib sits in vendor/x (only a path edit reaches it); localsib/nestedpkg sit next to the
+    # importing file and mylib/srcpkg at the root and in src/: those resolve statically
+    assert scan(repo).runtime_path == set()  # no sys.path edit anywhere: a nested folder is just a folder
+    write(repo, {"tools/deep/paths.py": "import sys\nsys.path.append('vendor/x')\n",
+                 "mylib/torch/__init__.py": "", "tools/deep/uses_torch.py": "import torch\n"})
+    git("add", "-A", cwd=repo)
+    # mylib/torch is a subpackage (mylib has __init__.py): `import torch` never means it
+    assert scan(repo).runtime_path == {"deeplib"}
+
+
 def test_plain_directory_is_walked(repo, tmp_path):
     copy = tmp_path / "plain"
     shutil.copytree(repo, copy, ignore=shutil.ignore_patterns(".git"))
@@ -112,7 +141,8 @@ def test_baseline_for_commit_reads_a_bare_mirror_at_the_pinned_commit(repo, tmp_
     before = sorted(p.relative_to(mirror) for p in mirror.rglob("*"))
 
     strict = dict(include_stdlib=False, include_local=False)
-    assert baseline_for_commit(mirror, first, **strict) == {"total": 9, "modules": sorted(THIRD_PARTY), "syntax_errors": 1}
+    assert baseline_for_commit(mirror, first, **strict) == {"total": 9, "modules": sorted(THIRD_PARTY), "syntax_errors": 1,
+                                                            "runtime_path": []}
     assert baseline_for_commit(mirror, second, **strict)["modules"] == sorted(THIRD_PARTY | {"later_dep"})
     assert baseline_for_commit(mirror, first)["total"] == 21  # the paper's rule: every distinct top-level import
     assert sorted(p.relative_to(mirror) for p in mirror.rglob("*")) == before  # the mirror is only read

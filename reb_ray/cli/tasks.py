@@ -70,3 +70,49 @@ def validate(
         typer.echo(f"{name}: {len(load_suite(name, root))} task(s) ok")
     if not names:
         typer.echo("no suites found")
+
+
+@app.command("c0-baseline")
+def c0_baseline(
+    repo_mirror: list[Path] = typer.Option(..., "--repo-mirror", help="Local mirror directory (repeatable), as for sweeps."),
+    suite: str = typer.Option("researchenvbench", "--suite", "-s", help="Suite whose git tasks to scan."),
+    tasks: str | None = typer.Option(None, "--tasks", help="Pattern(s) on task ids."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per task per line."),
+    root: Path | None = typer.Option(None, "--root", help=_ROOT_HELP),
+) -> None:
+    """Recompute each task's C0 denominator from its pinned commit and compare it with the task's
+    canonical `c0_baseline_total` (which stays the scoring denominator).
+
+    Per task: the paper's rule (every distinct top-level import), the third-party-only count an
+    agent must install, and the imports only a runtime sys.path edit resolves (F04). Tasks
+    without a mirror are listed as such; exit 1 if any task could not be scanned.
+    """
+    from reb_ray.c0_baseline import baseline_for_commit
+    from reb_ray.models.task import select_tasks
+    from reb_ray.placement import find_mirror
+
+    failed = 0
+    for task in select_tasks(load_suite(suite, root), tasks):
+        row: dict[str, object] = {"id": task.id, "canonical": task.c0_baseline_total}
+        mirror = find_mirror(repo_mirror, task.source.owner_repo) if task.source.owner_repo else None
+        try:
+            if mirror is None:
+                raise RuntimeError("no git source or no mirror of " + str(task.source.label))
+            paper = baseline_for_commit(mirror, task.source.commit)
+            strict = baseline_for_commit(mirror, task.source.commit, include_stdlib=False, include_local=False)
+            row.update(scanned=paper["total"], delta=None if task.c0_baseline_total is None else paper["total"] - task.c0_baseline_total,
+                       third_party=strict["total"], runtime_path=paper["runtime_path"], syntax_errors=paper["syntax_errors"])
+        except RuntimeError as exc:
+            failed += 1
+            row["error"] = str(exc)
+        if as_json:
+            typer.echo(json.dumps(row))
+        elif "error" in row:
+            typer.echo(f"{task.id}: {row['error']}")
+        else:
+            same = "same" if row["delta"] == 0 else f"delta {row['delta']:+d}"
+            extra = f", runtime sys.path only: {', '.join(row['runtime_path'])}" if row["runtime_path"] else ""  # type: ignore[arg-type]
+            typer.echo(f"{task.id}: canonical {row['canonical']}, scanned {row['scanned']} ({same}); "
+                       f"third-party {row['third_party']}{extra}")
+    if failed:
+        raise typer.Exit(1)

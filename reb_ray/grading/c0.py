@@ -5,7 +5,10 @@ metric; a namespace package `ns` split over `ns.a` and `ns.b` counts once, field
 relative imports are the repository's own and never count. `reportMissingModuleSource` (a stub
 exists, the package does not) is a separate column. Modules whose every missing-import
 diagnostic sits on an import guarded by `except ImportError` are listed apart (F05), so both a
-strict and an adjusted C0 can be computed. A C0 that could not be measured is `not_run` with a
+strict and an adjusted C0 can be computed. Missing modules that live inside the repository below
+its root (importable only after a runtime sys.path edit, F04: `dnnlib` from
+third_party/stylegan) still count, as in the paper, and are listed apart too, so a reader can
+tell them from a missing package. A C0 that could not be measured is `not_run` with a
 reason and `c0_missing` None, never 0: no raw record or no pyright JSON (the toolbox failed,
 `infra_toolbox`), pyright's search paths missing the interpreter's site-packages
 (`infra_probe_misconfigured`, F03), or an interpreter that does not run.
@@ -27,7 +30,7 @@ _ANY_QUOTED = re.compile(r'["\u201c\u201e\u00ab\u2018\']\s*(?P<name>[.\w]+)\s*["
 
 C0_KEYS = (
     "c0_status", "c0_missing", "c0_missing_modules", "c0_missing_source", "c0_missing_source_modules",
-    "c0_guarded_modules", "c0_editable_hooks", "c0_total", "pyright_version", "reason", "failure_category",
+    "c0_guarded_modules", "c0_repo_path_modules", "c0_editable_hooks", "c0_total", "pyright_version", "reason", "failure_category",
 )
 
 
@@ -121,6 +124,8 @@ def grade_c0(raw: dict | None, baseline_total: int | None) -> dict:
         c0_missing_source=len(source),
         c0_missing_source_modules=sorted(source),
         c0_guarded_modules=sorted(m for m, where in missing.items() if all(w in guarded_lines for w in where)),
+        c0_repo_path_modules=sorted(m for m in missing if m in (raw.get("nested_modules") or {}))
+        if raw.get("sys_path_edits") else [],
     )
     if missing:
         result["reason"] = f"{len(missing)} missing: {', '.join(sorted(missing)[:20])}"

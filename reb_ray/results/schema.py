@@ -86,6 +86,7 @@ TRIALS_SCHEMA = pa.schema(
         ("c5_underclaims", pa.int64()),
         ("agent_limit", pa.string()),  # which limit fired in the agent phase, e.g. agent_timeout_s=600
         ("sandbox_shm_bytes", pa.int64()),  # /dev/shm size given to the sandbox (F09)
+        ("c0_repo_path_modules", _strings),  # missing ones that live in the repo below its root (F04)
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

@@ -197,6 +197,34 @@ def test_f05_guarded_imports_end_to_end(sandbox):
     assert sorted(map(tuple, raw["guarded_imports"])) == [("train.py", 3), ("train.py", 7)]
 
 
+def test_f04_runtime_sys_path_edit_is_counted_and_told_apart(sandbox):
+    """Field case F04: tools/train.py puts third_party/stylegan on sys.path and imports dnnlib.
+    Python finds it at run time, pyright cannot: raw C0 = 1, and the record names it as a module
+    of the repository (with the edit's line), not a missing package."""
+    make_venv(sandbox, packages=["numpy"])
+    write_files(sandbox, REPO, {
+        "tools/train.py": "import os, sys\n"
+                          "sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'third_party', 'stylegan'))\n"
+                          "import dnnlib\nimport numpy\nprint(dnnlib.EasyDict)\n",
+        "third_party/stylegan/dnnlib/__init__.py": "from .util import EasyDict\n",
+        "third_party/stylegan/dnnlib/util.py": "class EasyDict(dict): ...\n",
+    })
+    assert "EasyDict" in sh(sandbox, f"cd {REPO} && {VENV_PY} tools/train.py")  # Python resolves it
+    raw, g = probe(sandbox, VENV_PY, baseline=4)
+    assert g["c0_missing"] == 1 and g["c0_missing_modules"] == ["dnnlib"], g
+    assert g["c0_repo_path_modules"] == ["dnnlib"] and g["c0_guarded_modules"] == []
+    assert raw["sys_path_edits"] == [["tools/train.py", 2]]
+    assert raw["nested_modules"]["dnnlib"] == "third_party/stylegan"
+
+
+def test_a_missing_package_named_like_a_repo_folder_without_path_edits_is_not_told_apart(sandbox):
+    make_venv(sandbox)
+    write_files(sandbox, REPO, {"train.py": "import transformers\n", "docs/transformers/notes.py": ""})
+    raw, g = probe(sandbox, VENV_PY, baseline=1)
+    assert g["c0_missing_modules"] == ["transformers"] and g["c0_repo_path_modules"] == []
+    assert raw["sys_path_edits"] == []
+
+
 BAR_FILES = {
     "libs/bar/pyproject.toml": '[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"\n',
     "libs/bar/setup.py": 'from setuptools import setup\nsetup(name="bar", version="0.1", packages=["bar"], package_dir={"bar": "src/impl"})\n',
