@@ -34,14 +34,18 @@ from reb_ray.trial_record import TrialRecorder
 
 PROBE_STAGES = ["c0", "c1", "c2", "c3", "c4", "c5", "env_size"]
 ASSETS_MOUNT = "/opt/reb-ray/assets"
+SCRATCH_DIR = "/tmp/reb-ray-out"  # writable scratch for stage outputs (task commands use it too)
 
 
 def probe_env(spec: TrialSpec) -> dict[str, str]:
     """Variables every runtime stage gets: the asset cache, offline mode (never a download
-    that hangs: a missing asset fails fast)."""
+    that hangs: a missing asset fails fast). The cache is mounted read-only, and `datasets`
+    writes its processed copies and lock files under HF_HOME/datasets unless told otherwise, so
+    HF_DATASETS_CACHE points at the scratch directory."""
     env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     if spec.config.assets_dir is not None:
-        env.update(REB_RAY_ASSETS=ASSETS_MOUNT, HF_HOME=f"{ASSETS_MOUNT}/huggingface")
+        env.update(REB_RAY_ASSETS=ASSETS_MOUNT, HF_HOME=f"{ASSETS_MOUNT}/huggingface",
+                   HF_DATASETS_CACHE=f"{SCRATCH_DIR}/hf-datasets")
     return env
 
 

@@ -71,7 +71,8 @@ class Extra:
         for a snapshot the code loads by its Hugging Face id.
     cmd: stage -> hand-written shell line (for prose entries); may use {A} and {O}.
     flags: stage -> extra flags merged like a `same` entry's (values the notes state).
-    env / workdir: stage -> stage env table / workdir.
+    env / workdir: stage -> stage env table / workdir (every stage already gets the probe env:
+        offline mode, HF_HOME in the read-only asset cache, a writable HF_DATASETS_CACHE).
     setup: shell line run before the command of every stage not started by a launcher.
     log: stage -> success log pattern.
     launcher: the multi-GPU launcher when the entry's words would mislead (e.g. "no torchrun").
@@ -351,8 +352,6 @@ EXTRA: dict[str, Extra] = {
         cmd={"cpu": KVPRESS.format(device="cpu", out="kvpress-cpu"),
              "single_gpu": KVPRESS.format(device="cuda:0", out="kvpress-single-gpu"),
              "multi_gpu": KVPRESS.format(device="auto", out="kvpress-multi-gpu")},
-        # load_dataset writes its Arrow cache under HF_DATASETS_CACHE; HF_HOME (the asset cache) is read-only
-        env={stage: {"HF_DATASETS_CACHE": f"{OUT}/hf-datasets"} for stage in STAGES},
     ),
     "nvlabs--sana": Extra(
         subs={"<patched Sana_600M_img1024.yaml>": "{A}/Sana_600M_img1024.yaml"},
@@ -613,9 +612,6 @@ EXTRA: dict[str, Extra] = {
                              "--eval-interval 1000000000 --save-interval 1000000000 "
                              "--cache-dir {O}/specforge-cache --output-dir {O}/specforge-single-gpu",
                "multi_gpu": "--output-dir {O}/specforge-multi-gpu"},
-        # train_eagle3.py calls load_dataset("json", ...): its Arrow cache must be writable
-        env={"single_gpu": {"HF_DATASETS_CACHE": f"{OUT}/hf-datasets"},
-             "multi_gpu": {"HF_DATASETS_CACHE": f"{OUT}/hf-datasets"}},
     ),
     "thu-pacman--chitu": Extra(
         # 1 iteration, 1 request of 8 prompt + 8 output tokens, prompts from tinyshakespeare turned into

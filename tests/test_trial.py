@@ -30,3 +30,12 @@ def test_assets_are_mounted_read_only(tmp_path):
     config, _env = _sandbox_config(_spec(assets_dir=tmp_path, wheelhouses=[]), gpus=[])
     assert config.mounts[str(tmp_path)] == "/opt/reb-ray/assets"
     assert str(tmp_path) not in config.rw_mounts
+
+
+def test_probe_env_is_offline_with_hf_home_in_the_read_only_cache_and_a_writable_datasets_cache(tmp_path):
+    from reb_ray.probe_phase import probe_env
+
+    env = probe_env(_spec(assets_dir=tmp_path, wheelhouses=[]))
+    assert env["HF_HUB_OFFLINE"] == "1" and env["HF_HOME"] == "/opt/reb-ray/assets/huggingface"
+    assert env["HF_DATASETS_CACHE"].startswith("/tmp/")  # `datasets` writes locks and Arrow files
+    assert "HF_HOME" not in probe_env(_spec(wheelhouses=[]))  # no cache given: nothing points into it
