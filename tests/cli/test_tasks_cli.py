@@ -67,3 +67,38 @@ def test_custom_root_lists_git_task(tmp_path):
     row = json.loads(res.stdout)
     assert row["repo"] == "owner/name" and row["commit"] == "0123456789abcdef0123456789abcdef01234567"
     assert row["supports_multi_gpu"] and row["gpus_needed"] == 4 and row["c0_baseline_total"] == 3
+
+
+def test_c0_baseline_scans_the_pinned_commit_of_each_mirror_and_compares(tmp_path):
+    """A real git repository (the F04 layout) mirrored bare, a task pinned to its first commit
+    with a canonical total of 5: the scan finds 4 (delta -1) and names dnnlib as resolvable only
+    through a runtime sys.path edit; a task whose mirror is missing is reported and exits 1."""
+    from tests.test_c0_baseline import F04_FILES, git, write
+
+    src = tmp_path / "src"
+    src.mkdir()
+    git("init", "-q", cwd=src)
+    write(src, F04_FILES)
+    git("add", "-A", cwd=src)
+    git("commit", "-q", "-m", "one", cwd=src)
+    commit = git("rev-parse", "HEAD", cwd=src)
+    write(src, {"later.py": "import later_dep\n"})
+    git("add", "-A", cwd=src)
+    git("commit", "-q", "-m", "two", cwd=src)
+    mirrors = tmp_path / "mirrors"
+    git("clone", "-q", "--mirror", str(src), str(mirrors / "owner" / "stylegan.git"), cwd=tmp_path)
+    root = tmp_path / "tasks"
+    task = VALID.replace("https://github.com/owner/name.git", "https://github.com/owner/stylegan")
+    task = task.replace("0123456789abcdef0123456789abcdef01234567", commit).replace("c0_baseline_total = 3", "c0_baseline_total = 5")
+    write_task(root, task, task_id="bad-task")
+    write_task(root, VALID.replace('id = "bad-task"', 'id = "no-mirror"'), task_id="no-mirror")
+
+    res = run("tasks", "c0-baseline", "--suite", "s1", "--root", str(root), "--repo-mirror", str(mirrors), "--json")
+    rows = {row["id"]: row for row in map(json.loads, res.stdout.splitlines())}
+    assert res.returncode == 1, res.stderr
+    assert rows["bad-task"] == {"id": "bad-task", "canonical": 5, "scanned": 4, "delta": -1, "third_party": 1,
+                                "runtime_path": ["dnnlib"], "syntax_errors": 0}
+    assert "no mirror of owner/name" in rows["no-mirror"]["error"]
+    table = run("tasks", "c0-baseline", "--suite", "s1", "--root", str(root), "--repo-mirror", str(mirrors), "--tasks", "bad-*")
+    assert table.returncode == 0 and table.stdout.strip() == (
+        "bad-task: canonical 5, scanned 4 (delta -1); third-party 1, runtime sys.path only: dnnlib")
