@@ -191,12 +191,18 @@ TORCHFT_LIGHTHOUSE = (
     "> /tmp/reb-ray-lighthouse.log 2>&1 & lh=$!; "
     "for i in $(seq 120); do python -c \"import socket; socket.create_connection(('127.0.0.1', 29510), 1)\" "
     "2>/dev/null && break; sleep 1; done; "
-    "export TORCHFT_LIGHTHOUSE=http://localhost:29510 TORCH_HOME={A}/torch; ")
+    "export TORCHFT_LIGHTHOUSE=http://localhost:29510 TORCH_HOME={A}/torch; "
+    # helpers/site/sitecustomize.py (the paper's sitecustomize): 1 step, batch 1, no loader workers,
+    # the 1 GB embedding capped at 1000 rows, as the paper ran train_ddp.py
+    "export PYTHONPATH={H}/site${PYTHONPATH:+:$PYTHONPATH} REB_TORCHFT_MAX_STEPS=1 REB_TORCHFT_BATCH_SIZE=1 "
+    "REB_TORCHFT_NUM_WORKERS=0 REB_TORCHFT_EMBEDDING_CAP=1000; ")
 TORCHFT_CIFAR = "mkdir -p cifar && tar -xzf {A}/cifar-10-python.tar.gz -C cifar"
 
 
-def torchft_single(port: int) -> str:
-    return (f"{TORCHFT_CIFAR} && {{ {TORCHFT_LIGHTHOUSE}"
+def torchft_single(port: int, cpu: bool = False) -> str:
+    # train_ddp.py sets CUDA_VISIBLE_DEVICES itself: on the CPU stage the sitecustomize keeps it ""
+    force_cpu = "export REB_TORCHFT_FORCE_CPU=1; " if cpu else ""
+    return (f"{TORCHFT_CIFAR} && {{ {TORCHFT_LIGHTHOUSE}{force_cpu}"
             f"python -m torch.distributed.run --standalone --nproc_per_node 1 --master_port {port} train_ddp.py; "
             "rc=$?; kill $lh; exit $rc; }")
 
@@ -312,13 +318,17 @@ EXTRA: dict[str, Extra] = {
                           "&& exec python train.py --config {O}/internevo/minimal_config.py --launcher torch'"},
     ),
     "krlabsorg--lettucedetect": Extra(
-        subs={"<empty>": "{A}/ragtruth-empty", "<2-sample json>": "{A}/ragbench-2.json",
+        # helpers/make_ragbench_min.py: 2 RAGTruth train responses -> a 1 train + 1 dev RAGBench-format
+        # json, and an empty RAGTruth json (the paper's prepare step)
+        subs={"<empty>": "{O}/lettucedetect/ragtruth_empty.json",
+              "<2-sample json>": "{O}/lettucedetect/ragbench_min.json",
               "<ettin-17m>": "{A}/ettin-encoder-17m"},
         assets=[("ettin-encoder-17m", "model", hf("jhu-clsp/ettin-encoder-17m")),
-                ("ragtruth-empty", "dataset", None), ("ragbench-2.json", "dataset", None)],
+                *((f, "dataset", f"https://raw.githubusercontent.com/ParticleMedia/RAGTruth/main/dataset/{f}",
+                   f"ragtruth/{f}") for f in ("response.jsonl", "source_info.jsonl"))],
+        setup="python {H}/make_ragbench_min.py --ragtruth {A}/ragtruth --out {O}/lettucedetect",
+        flags={"cpu": "--output-dir {O}/lettucedetect/model --learning-rate 1e-5"},
         log={"cpu": "Starting training on cpu"},
-        todo=["ragbench-2.json: 2 samples in RAGBench format built from the RAGTruth raw files "
-              "(raw.githubusercontent.com ParticleMedia/RAGTruth); ragtruth-empty: an empty RAGTruth directory"],
     ),
     "lmcache--lmcache": Extra(
         subs={"<cfg>": "{H}/lmcache.yaml", "<model>": "{A}/tiny-gpt2"},
@@ -372,15 +382,17 @@ EXTRA: dict[str, Extra] = {
               "(VoxCPM-0.5B, manifest of the repo's examples/example.wav)"],
     ),
     "ringbdstack--socialed": Extra(
-        subs={},
-        assets=[("socialed_sbert_smoketest.py", "file", None),
-                ("Event2012", "dataset", None),
+        # helpers/sbert_smoke.py: our equivalent of the paper's benchmark_scripts/socialed_sbert_smoketest.py
+        # (SocialED.detector.SBERT on the first rows of Event2012.npy; per-rank slices under torchrun)
+        assets=[("Event2012.npy", "dataset",
+                 "https://github.com/ChenBeici/SocialED_datasets/raw/main/npy_data/Event2012.npy"),
                 ("paraphrase-MiniLM-L6-v2", "model", hf("sentence-transformers/paraphrase-MiniLM-L6-v2"))],
-        cmd={"cpu": "python -u {A}/socialed_sbert_smoketest.py --max-samples 12",
-             "single_gpu": "python -u {A}/socialed_sbert_smoketest.py --max-samples 12",
-             "multi_gpu": "python {A}/socialed_sbert_smoketest.py --distributed --require-gpu-count 2"},
-        todo=[BENCH_SCRIPT_TODO.format(name="socialed_sbert_smoketest.py") + " (SocialED.detector.SBERT)",
-              "Event2012: a subset from github.com/ChenBeici/SocialED_datasets (no single-file URL in tasks.csv)"],
+        cmd={"cpu": "python -u {H}/sbert_smoke.py --data {A}/Event2012.npy --model {A}/paraphrase-MiniLM-L6-v2 "
+                    "--max-samples 12",
+             "single_gpu": "python -u {H}/sbert_smoke.py --data {A}/Event2012.npy --model {A}/paraphrase-MiniLM-L6-v2 "
+                           "--max-samples 12",
+             "multi_gpu": "python {H}/sbert_smoke.py --data {A}/Event2012.npy --model {A}/paraphrase-MiniLM-L6-v2 "
+                          "--distributed --require-gpu-count 2"},
     ),
     "swivid--f5-tts": Extra(
         assets=[("F5-TTS", "model", hf("SWivid/F5-TTS")), ("vocos-mel-24khz", "model", hf("charactr/vocos-mel-24khz"))],
@@ -492,9 +504,21 @@ EXTRA: dict[str, Extra] = {
                 ("val2017_100.tgz", "dataset", "https://dl.fbaipublicfiles.com/detectron2/annotations/coco/val2017_100.tgz"),
                 ("instances_val2017_100.json", "dataset",
                  "https://dl.fbaipublicfiles.com/detectron2/annotations/coco/instances_val2017_100.json")],
-        todo=["1 iteration on COCO val2017_100: DETECTRON2_DATASETS with coco/val2017 + annotations built from the "
-              "assets, and config overrides (SOLVER.MAX_ITER 1, MODEL.WEIGHTS R-50.pkl, DATASETS.TRAIN "
-              "coco_2017_val_100; MODEL.DEVICE cpu for the cpu stage)"],
+        # As the paper's harness: DETECTRON2_DATASETS laid out as det/datasets/prepare_for_tests.sh does
+        # (coco/val2017 + coco/annotations/instances_val2017_100.json) and PYTHONPATH=det; 1 iteration on
+        # coco_2017_val_100, no evaluation, the MSRA R-50 weights from the asset cache. Multi-GPU:
+        # IMS_PER_BATCH 2 (one image per GPU; detectron2 needs the total batch divisible by the world size).
+        setup=("mkdir -p {O}/detectron2/coco/annotations && tar -xzf {A}/val2017_100.tgz -C {O}/detectron2/coco && "
+               "ln -sf {A}/instances_val2017_100.json {O}/detectron2/coco/annotations/ && "
+               "export DETECTRON2_DATASETS={O}/detectron2 PYTHONPATH=$PWD/det${PYTHONPATH:+:$PYTHONPATH}"),
+        cmd={stage: ("python det/tools/plain_train_net.py --num-gpus {gpus} "
+                     "--config-file det/configs/COCO-Detection/faster_rcnn_R_50_FPN_1x.yaml "
+                     "SOLVER.IMS_PER_BATCH {batch} SOLVER.MAX_ITER 1 DATALOADER.NUM_WORKERS 0 TEST.EVAL_PERIOD 0 "
+                     "DATASETS.TRAIN \"('coco_2017_val_100',)\" DATASETS.TEST \"()\" MODEL.WEIGHTS {A}/R-50.pkl "
+                     "MODEL.DEVICE {device} OUTPUT_DIR {O}/vim-det-{stage}").replace("{gpus}", gpus)
+                    .replace("{batch}", batch).replace("{device}", device).replace("{stage}", stage)
+             for stage, gpus, batch, device in (("cpu", "0", "1", "cpu"), ("single_gpu", "1", "1", "cuda"),
+                                                 ("multi_gpu", "2", "2", "cuda"))},
     ),
     "kotaro-kinoshita--yomitoku": Extra(
         subs={"<demo/sample image>": "demo/sample_text.jpg", "<demo image>": "demo/sample_text.jpg"},
@@ -506,13 +530,13 @@ EXTRA: dict[str, Extra] = {
         flags={"cpu": "--outdir {O}/yomitoku", "single_gpu": "--outdir {O}/yomitoku"},
     ),
     "kyegomez--multimodalmamba": Extra(
-        assets=[("entrypoint_wrapper.py", "file", None),
-                ("tiny-random-vit", "model", hf("hf-internal-testing/tiny-random-vit")),
-                ("lena.jpg", "dataset", "https://raw.githubusercontent.com/opencv/opencv/master/samples/data/lena.jpg")],
+        # helpers/run_on_device.py: our equivalent of the paper's benchmark_scripts/entrypoint_wrapper.py (pins
+        # a GPU, makes it torch's default device, runs example.py as __main__; per-rank, no DDP).
+        # No assets: example.py feeds random tensors; the paper's prepare step fetched lena.jpg and
+        # hf-internal-testing/tiny-random-vit, which no stage reads.
         cmd={"cpu": "python example.py",
-             "single_gpu": "python {A}/entrypoint_wrapper.py --entrypoint example.py --device cuda --local-rank 0",
-             "multi_gpu": "python {A}/entrypoint_wrapper.py --entrypoint example.py --device cuda"},
-        todo=[BENCH_SCRIPT_TODO.format(name="entrypoint_wrapper.py")],
+             "single_gpu": "python {H}/run_on_device.py --entrypoint example.py --device cuda --local-rank 0",
+             "multi_gpu": "python {H}/run_on_device.py --entrypoint example.py --device cuda"},
     ),
     "kyegomez--visionmamba": Extra(
         cmd={"cpu": VISIONMAMBA.format(device="cpu"),
@@ -525,21 +549,26 @@ EXTRA: dict[str, Extra] = {
     "lightly-ai--lightly-train": Extra(
         assets=[("coco128_unlabeled.zip", "dataset",
                  "https://github.com/lightly-ai/coco128_unlabeled/releases/download/v0.0.1/coco128_unlabeled.zip"),
-                ("dinov3_vitt16_distillationv2.pth", "model", None)],
-        setup="mkdir -p {O} && python -m zipfile -e {A}/coco128_unlabeled.zip {O}/lightly-data",
-        cmd={"cpu": "lightly-train pretrain out={O}/lightly-train data={O}/lightly-data/coco128_unlabeled "
-                    "model=dinov3/vitt16 accelerator=cpu trainer_args.max_steps=1 batch_size=1 overwrite=true"},
-        flags={"multi_gpu": "batch_size=2"},
-        todo=["dinov3_vitt16_distillationv2.pth comes from the lightly-train-checkpoints S3 bucket "
-              "(no URL in tasks.csv); lightly-train must find it offline"],
+                # dinov3/vitt16's default_weights (src/lightly_train/_models/dinov3/dinov3_package.py), found as
+                # $LIGHTLY_TRAIN_MODEL_CACHE_DIR/<local_path> without a download
+                ("dinov3_vitt16_distillationv2.pth", "model",
+                 "https://lightly-train-checkpoints.s3.us-east-1.amazonaws.com/dinov3/dinov3_vitt16_distillationv2.pth",
+                 "models/dinov3_vitt16_distillationv2.pth")],
+        setup=("export LIGHTLY_TRAIN_MODEL_CACHE_DIR={A}/models LIGHTLY_TRAIN_EVENTS_DISABLED=1 && mkdir -p {O} && "
+               "python -m zipfile -e {A}/coco128_unlabeled.zip {O}/lightly-data"),
+        # as the paper's harness: method=simclr (the default, distillation, would download a DINOv2 teacher),
+        # 1 epoch / 1 step / 1 batch, no loader workers
+        cmd={"cpu": "lightly-train pretrain out={O}/lightly-train overwrite=true data={O}/lightly-data/coco128_unlabeled "
+                    "model=dinov3/vitt16 method=simclr epochs=1 batch_size=1 num_workers=0 accelerator=cpu devices=1 "
+                    "trainer_args.max_steps=1 trainer_args.limit_train_batches=1"},
+        flags={"multi_gpu": "batch_size=2 strategy=ddp"},  # global batch 2: 1 per GPU
     ),
     "meta-pytorch--torchft": Extra(
         assets=[("cifar-10-python.tar.gz", "dataset", "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"),
                 ("squeezenet1_0-b66bff10.pth", "model", "https://download.pytorch.org/models/squeezenet1_0-b66bff10.pth",
                  "torch/hub/checkpoints/squeezenet1_0-b66bff10.pth")],
-        cmd={"cpu": torchft_single(29501), "single_gpu": torchft_single(29502), "multi_gpu": TORCHFT_MULTI},
+        cmd={"cpu": torchft_single(29501, cpu=True), "single_gpu": torchft_single(29502), "multi_gpu": TORCHFT_MULTI},
         launcher="python",  # two replica groups, each its own 1-rank torchrun, against one lighthouse
-        todo=["the paper's sitecustomize.py forces batch 1 and max_steps 1 in train_ddp.py"],
     ),
     "metavoiceio--metavoice-src": Extra(
         subs={"<ref>": "assets/bria.mp3"},
