@@ -249,6 +249,54 @@ RELF1_TASKS = ("driver-dnf", "driver-position", "driver-top3")
 MNIST_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
                "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
 
+# ---- helpers-g1 tasks: command pieces shared by their stages
+TEXO = ("python src/train.py hydra.run.dir={{O}}/texo/{stage} hydra.job.chdir=false {trainer} trainer.num_nodes=1 "
+        "trainer.precision=32-true +trainer.max_steps=1 trainer.max_epochs=1 +trainer.limit_train_batches=1 "
+        "+trainer.limit_val_batches=0 +trainer.num_sanity_val_steps=0 trainer.val_check_interval=1 "
+        "trainer.log_every_n_steps=1 +trainer.enable_checkpointing=false trainer.logger=false 'trainer.callbacks=[]' "
+        "training.lr_scheduler.num_training_steps=1 training.lr_scheduler.num_warmup_steps=0 "
+        "data.train_batch_size=1 data.val_batch_size=1 data.num_workers=1 "
+        "data.train_dataset_path={{O}}/texo/UniMER-Train-1 data.eval_dataset_path={{O}}/texo/UniMER-Train-1 "
+        "data.text_processor.tokenizer_path=data/unimernet_tokenizer model.pretrained={{A}}/formulanet.pt")
+
+AIM_BACKBONE = "aim_600m_2bimgs_attnprobe_backbone.pth"
+AIM_HEAD = "aim_600m_2bimgs_attnprobe_head_last_layers.pth"
+AIM_ENV = "PYTHONPATH={H}${PYTHONPATH:+:$PYTHONPATH}"  # helpers/sitecustomize.py
+AIM_ARGS = (f"--model aim-600M --batch-size 1 --num_workers 0 --data-path {{A}}/imagefolder --probe-layers last "
+            f"--backbone-ckpt-path {{A}}/{AIM_BACKBONE} --head-ckpt-path {{A}}/{AIM_HEAD}")
+
+DT_OPTIONS = ("python {{H}}/make_drunet_options.py --pretrained {{A}}/drunet --out {{O}}/deep-tempest/{stage} "
+              "--gpu-ids {gpus} --pairs {pairs} --batch {batch}")
+# tasks.csv: torchrun --dist True, "falls back to DataParallel dist=False on sampler error" (the repo passes both
+# shuffle=True and a DistributedSampler to its DataLoader, which torch rejects)
+DT_MULTI = ("{ python -m torch.distributed.run --nproc_per_node=2 --master_addr=$MASTER_ADDR --master_port=$MASTER_PORT "
+            "end-to-end/main_train_drunet.py --opt {O}/deep-tempest/multi_gpu/options.json --dist True "
+            "> {O}/deep-tempest/multi_gpu/ddp.log 2>&1; rc=$?; cat {O}/deep-tempest/multi_gpu/ddp.log; "
+            "if [ $rc -ne 0 ] && grep -q 'mutually exclusive with shuffle' {O}/deep-tempest/multi_gpu/ddp.log; then "
+            "echo 'dist=True failed on the sampler/shuffle conflict: DataParallel fallback (dist=False)'; "
+            "python end-to-end/main_train_drunet.py --opt {O}/deep-tempest/multi_gpu/options.json; rc=$?; fi; "
+            "exit $rc; }")
+
+LCM = ("python -m lcm.train launcher=standalone +pretrain=mse hydra.run.dir={{O}}/lcm/{stage}/hydra "
+       "++trainer.output_dir={{O}}/lcm/{stage} ++trainer.use_submitit=false ++trainer.model_arch=toy_base_lcm "
+       "++trainer.max_steps=1 ++trainer.use_fsdp=false ++trainer.dtype=torch.float32 "
+       "++trainer.data_loading_config.batch_size=1 ++trainer.data_loading_config.max_tokens=0 "
+       "++trainer.validation_data_loading_config.batch_size=1 ++trainer.validation_data_loading_config.max_tokens=0 "
+       "++trainer.training_data.0.parquet_path={{O}}/lcm/data ++trainer.validation_data.0.parquet_path={{O}}/lcm/data "
+       "++trainer.validate_every_n_steps=1000000 ++trainer.checkpoint_every_n_steps=1000000 "
+       "++trainer.save_model_every_n_steps=1000000 ++trainer.publish_metrics_every_n_steps=1")
+
+SAPIENS_CFG = "seg/configs/sapiens_normal/normal_general/sapiens_0.3b_normal_general-1024x768.py"
+SAPIENS_CKPT = "sapiens_0.3b_epoch_1600_clean.pth"
+SAPIENS_DATA = "python {H}/make_toy_subset.py --zips {A}/sapiens_toy_dataset --out {O}/sapiens/data"
+# `dataset_train.data_root` would not reach train_dataloader (mmengine copies the dict): set the list element
+SAPIENS_OPTIONS = (f"--cfg-options train_dataloader.dataset.datasets.0.data_root={{O}}/sapiens/data "
+                   f"model.backbone.init_cfg.checkpoint={{A}}/{SAPIENS_CKPT} train_dataloader.batch_size=1 "
+                   "train_dataloader.num_workers=0 train_dataloader.persistent_workers=False "
+                   "train_dataloader.dataset.metainfo.from_file=seg/configs/_base_/datasets/render_people.py "
+                   "train_cfg.max_epochs=1 train_cfg.val_interval=1000000 default_hooks.logger.interval=1 "
+                   "default_hooks.checkpoint.interval=1000000 default_hooks.visualization.interval=1000000")
+
 EXTRA: dict[str, Extra] = {
     "auto1111sdk--auto1111sdk": Extra(
         subs={"<mnist.yaml>": "auto1111sdk/modules/generative/configs/example_training/toy/mnist.yaml"},
@@ -425,49 +473,72 @@ EXTRA: dict[str, Extra] = {
                           + DP_DATA.format(data="{O}/diffusion-planner-data-$LOCAL_RANK") + " " + DP_TINY + "'"},
     ),
     "alephpi--texo": Extra(
+        # the paper's Hydra overrides: 1 step, batch 1, logger/checkpoints/validation off, the tokenizer path
+        # that cfg.data only holds as an unresolved ${model.tokenizer_path}, and FormulaNet-S weights
         assets=[("UniMER-Train", "dataset", hf_dataset("alephpi/UniMER-Train")),
-                ("FormulaNet", "model", hf("alephpi/FormulaNet"))],
-        todo=["the CSV turns the logger and checkpointing off and overrides tokenizer_path "
-              "(Hydra overrides not spelled out) and uses a tiny subset of UniMER-Train"],
+                ("formulanet.pt", "model", hf_file("alephpi/FormulaNet", "checkpoints/formulanet.pt"))],
+        setup="python {H}/make_unimer_subset.py --snapshot {A}/UniMER-Train --out {O}/texo/UniMER-Train-1",
+        cmd={"cpu": TEXO.format(stage="cpu", trainer="trainer.accelerator=cpu trainer.devices=1"),
+             "single_gpu": TEXO.format(stage="single_gpu", trainer="trainer.accelerator=gpu trainer.devices=1"),
+             "multi_gpu": TEXO.format(stage="multi_gpu",
+                                      trainer="+trainer.strategy=ddp trainer.accelerator=gpu trainer.devices=2")},
     ),
     "apple--ml-aim": Extra(
-        assets=[("AIM", "model", hf("apple/AIM")),
-                ("dog.jpg", "dataset", "https://raw.githubusercontent.com/pytorch/hub/master/images/dog.jpg")],
-        todo=["a 1-image ImageFolder around dog.jpg and main_attnprobe.py's data/checkpoint arguments "
-              "(aim_600m_2bimgs_attnprobe_backbone.pth + head_best_layers/last_layers.pth from apple/AIM)"],
+        # dog.jpg lies as a 1-image ImageFolder (val/<class>/); sitecustomize.py (on PYTHONPATH) stands for the
+        # paper's compatibility patches (forward returning (logits, None), head checkpoint without linear bias)
+        assets=[(AIM_BACKBONE, "model", hf_file("apple/AIM", AIM_BACKBONE)),
+                (AIM_HEAD, "model", hf_file("apple/AIM", AIM_HEAD)),
+                ("dog.jpg", "dataset", "https://raw.githubusercontent.com/pytorch/hub/master/images/dog.jpg",
+                 "imagefolder/val/dog/dog.jpg")],
+        cmd={"single_gpu": f"{AIM_ENV} python -m torch.distributed.run --standalone --nproc-per-node=1 "
+                           f"aim-v1/main_attnprobe.py {AIM_ARGS}",
+             "multi_gpu": f"{AIM_ENV} python aim-v1/main_attnprobe.py {AIM_ARGS}"},
     ),
     "apple--ml-mdm": Extra(
-        # "cd ml-mdm-matryoshka" is the repository root in the paper's container.
-        workdir={"cpu": "."},
-        assets=[("flan-t5-small", "model", hf("google/flan-t5-small"))],
-        todo=[HF_CACHE_TODO.format(what="google/flan-t5-small") +
-              "; the training file list points at the repo's sample images_00000.tar"],
+        # "cd ml-mdm-matryoshka": the package lives in that folder of the repository (configs/, tests/ are
+        # relative to it). Flags as the paper's harness: the repo's one-image sample list tests/test_files/
+        # (images_00000.tar), flan-t5-small as text model (by id, from the HF cache), 1 diffusion step, fp32.
+        workdir={"cpu": "ml-mdm-matryoshka", "single_gpu": "ml-mdm-matryoshka", "multi_gpu": "ml-mdm-matryoshka"},
+        flags={"cpu": "--file-list=tests/test_files/sample_training_0.tsv --multinode=0 --output-dir={O}/ml-mdm "
+                      "--text-model=google/flan-t5-small --num_diffusion_steps=1 --model_output_scale=0 --fp16=0"},
+        assets=[hf_cached("google/flan-t5-small")],
     ),
     "emidan19--deep-tempest": Extra(
-        subs={"<generated options json: gpu_ids=[] batch 1 1 iter>": "{A}/train_drunet_cpu.json",
-              "<json>": "{A}/train_drunet_dist.json"},
-        assets=[("train_drunet_cpu.json", "file", None), ("train_drunet_gpu.json", "file", None),
-                ("train_drunet_dist.json", "file", None), ("drunet", "model", None)],
-        cmd={"single_gpu": "python end-to-end/main_train_drunet.py --opt {A}/train_drunet_gpu.json"},
-        todo=["train_drunet_*.json: options generated by the paper's harness (gpu_ids [] / [0] / [0,1], "
-              "batch 1, 1 iter, dataset = repo examples/ mini_1/mini_2 pairs)",
-              "drunet: pretrained weights from a www.fing.edu.uy owncloud share (IaZugHCrw5K1AcB); no direct URL"],
+        # make_drunet_options.py writes the options JSON (gpu_ids, batch, 1 epoch = 1 iteration) and copies the
+        # repo's examples/ screenshot pairs as the mini dataset; the weights come from the authors' ownCloud share
+        assets=[("drunet", "model", "https://www.fing.edu.uy/owncloud/index.php/s/IaZugHCrw5K1AcB/download")],
+        cmd={"cpu": DT_OPTIONS.format(stage="cpu", gpus="''", pairs=1, batch=1) +
+                    " && python end-to-end/main_train_drunet.py --opt {O}/deep-tempest/cpu/options.json",
+             "single_gpu": DT_OPTIONS.format(stage="single_gpu", gpus="0", pairs=1, batch=1) +
+                           " && python end-to-end/main_train_drunet.py --opt {O}/deep-tempest/single_gpu/options.json",
+             "multi_gpu": DT_OPTIONS.format(stage="multi_gpu", gpus="0,1", pairs=2, batch=2) + " && " + DT_MULTI},
+        # torchrun is in the line (rendezvous on the harness's MASTER_PORT) so that the paper's fallback can follow
+        launcher="python",
     ),
     "facebookresearch--large_concept_model": Extra(
-        cmd={"cpu": "python -m lcm.train launcher=standalone +pretrain=mse trainer.model_arch=toy_base_lcm "
-                    "trainer.max_steps=1 use_fsdp=false"},
-        todo=["batch 1 and a synthetic parquet of SONAR-like embeddings (with the repo's "
-              "lcm/cards/mock_data/dummy_normalizer.pt) as the training data"],
+        # the paper's overrides (all ++trainer.*: the CSV's bare `use_fsdp=false` is no top-level key); Hydra's
+        # override grammar takes a list index as `.0.`, not `[0]`
+        setup="python {H}/make_sonar_parquet.py --out {O}/lcm/data",
+        cmd={"cpu": LCM.format(stage="cpu") + " ++trainer.fake_gang_device=cpu",
+             "single_gpu": LCM.format(stage="single_gpu") + " ++trainer.fake_gang_device=cuda:0",
+             "multi_gpu": "python -m torch.distributed.run "
+                          "--nproc-per-node=2 --master_addr=$MASTER_ADDR --master_port=$MASTER_PORT "
+                          + LCM.format(stage="multi_gpu").removeprefix("python ")},
+        launcher="python",  # the data (setup) must exist before the ranks start: torchrun is in the line
     ),
     "facebookresearch--sapiens": Extra(
-        subs={"<cfg>": "seg/configs/sapiens_normal/normal_general/sapiens_0.3b_normal_general-1024x768.py"},
-        assets=[("sapiens-pretrain-0.3b", "model", hf("facebook/sapiens-pretrain-0.3b")),
-                ("sapiens_toy_dataset", "dataset", hf_dataset("facebook/sapiens_toy_dataset"))],
-        cmd={"cpu": "python seg/tools/train.py "
-                    "seg/configs/sapiens_normal/normal_general/sapiens_0.3b_normal_general-1024x768.py "
-                    "--cfg-options train_cfg.max_epochs=1"},
-        todo=["the CSV's --cfg-options (1 sample; max_epochs 1) are not spelled out: point the config at "
-              "sapiens_toy_dataset and the pretrain checkpoint"],
+        # the toy dataset's images/masks/normals zips (depths.zip is not used) -> a one-sample data root
+        assets=[(z, "dataset", hf_file("datasets/facebook/sapiens_toy_dataset", z), f"sapiens_toy_dataset/{z}")
+                for z in ("images.zip", "masks.zip", "normals.zip")]
+               + [(SAPIENS_CKPT, "model", hf_file("facebook/sapiens-pretrain-0.3b", SAPIENS_CKPT))],
+        cmd={"cpu": f"{SAPIENS_DATA} && python seg/tools/train.py {SAPIENS_CFG} --work-dir {{O}}/sapiens/cpu "
+                    f"{SAPIENS_OPTIONS}",
+             "single_gpu": f"{SAPIENS_DATA} && python seg/tools/train.py {SAPIENS_CFG} "
+                           f"--work-dir {{O}}/sapiens/single_gpu {SAPIENS_OPTIONS}",
+             "multi_gpu": f"{SAPIENS_DATA} && python -m torch.distributed.run --nproc_per_node=2 "
+                          f"--master_addr=$MASTER_ADDR --master_port=$MASTER_PORT seg/tools/train.py {SAPIENS_CFG} "
+                          f"--launcher pytorch --work-dir {{O}}/sapiens/multi_gpu {SAPIENS_OPTIONS}"},
+        launcher="python",  # the data root is unpacked before the ranks start: torchrun is in the line
     ),
     "feifeibear--long-context-attention": Extra(
         subs={"<t>": "basic"},
