@@ -177,7 +177,19 @@ sys.exit(0 if audio else "empty audio")
 
 KOKORO_ENV = ("USE_ONNX=false PYTHONPATH=.:api MODEL_DIR=$REB_RAY_ASSETS/remsky--kokoro-fastapi/models "
               "VOICES_DIR=src/voices/v1_0")
-SENSEVOICE_ENV = "MODELSCOPE_CACHE=$REB_RAY_ASSETS/funaudiollm--sensevoice/modelscope"
+# api.py and train_ds load the model by its ModelScope id "iic/SenseVoiceSmall"; funasr uses a local
+# directory of that name (relative to the working directory) as is, without asking the hub.
+# (its own line: joined by && it would go into the background with the server, whose pid $! must be)
+SENSEVOICE_LINK = "mkdir -p iic && ln -sfn {A}/SenseVoiceSmall iic/SenseVoiceSmall || exit 1\n"
+
+# PYTHONPATH as the repo's examples/music_generation/path.sh sets it (repo root + Matcha-TTS submodule)
+INSPIREMUSIC_PATH = "PYTHONPATH=$PWD:$PWD/third_party/Matcha-TTS${PYTHONPATH:+:$PYTHONPATH}"
+
+F5_INFER = ("python -m f5_tts.infer.infer_cli --model F5TTS_v1_Base "
+            "--ckpt_file {A}/F5-TTS/F5TTS_v1_Base/model_1250000.safetensors "
+            "--ref_audio infer/examples/basic/basic_ref_en.wav "
+            "--ref_text 'Some call me nature, others call me mother nature.' "
+            "--gen_text 'Here we generate something just for test.' --nfe_step 1 --output_dir {O}/f5-tts")
 
 NANOVLLM = ("python -c \"from nanovllm import LLM, SamplingParams; "
             "llm = LLM('$REB_RAY_ASSETS/geeeekexplorer--nano-vllm/Qwen3-0.6B', tensor_parallel_size={tp}); "
@@ -313,32 +325,52 @@ EXTRA: dict[str, Extra] = {
                  hf("depth-anything/Depth-Anything-V2-Metric-Hypersim-Small"))],
     ),
     "funaudiollm--funmusic": Extra(
-        subs={"<bench cfg>": "{A}/inspiremusic.yaml", "<1-row list>": "{A}/prompt.list",
-              "<model>": "{A}/InspireMusic-Base"},
-        assets=[("InspireMusic-Base", "model", hf("FunAudioLLM/InspireMusic-Base")),
-                ("inspiremusic.yaml", "file", None), ("prompt.list", "file", None)],
-        cmd={"single_gpu": "python inspiremusic/bin/inference.py --task text-to-music --gpu 0 --config <bench cfg> "
-                           "--prompt_data <1-row list> --llm_model <model>/llm.pt"},
-        todo=["single_gpu: the CSV elides the rest of the inference.py arguments ('... fast mode'); "
-              "inspiremusic.yaml (benchmark config) and prompt.list (one prompt row) are generated",
-              "multi_gpu: train.py runs with a config patched to max_epoch=1 on the repo's "
-              "examples/music_generation/data/samples/parquet; its --config/--train_data arguments are not in the CSV"],
+        assets=[("InspireMusic-Base", "model", hf("FunAudioLLM/InspireMusic-Base"))],
+        # '... fast mode': the remaining inference.py arguments of the paper's run, one sample, <= 1 s of audio
+        cmd={"single_gpu": "python {H}/prepare_inspiremusic.py --model-dir {A}/InspireMusic-Base --out {O}/funmusic && "
+                           f"{INSPIREMUSIC_PATH} python inspiremusic/bin/inference.py --task text-to-music --gpu 0 "
+                           "--config {O}/funmusic/inspiremusic.yaml --prompt_data {O}/funmusic/data_1row.list "
+                           "--llm_model {A}/InspireMusic-Base/llm.pt --music_tokenizer {A}/InspireMusic-Base/music_tokenizer "
+                           "--wavtokenizer {A}/InspireMusic-Base/wavtokenizer --result_dir {O}/funmusic/infer "
+                           "--chorus intro --fast --min_generate_audio_seconds 0.0 --max_generate_audio_seconds 1.0 "
+                           "--output_sample_rate 24000 --format wav",
+             # per rank (own scratch dir, no race): the max_epoch=1 config and the 1-row list, then train.py
+             "multi_gpu": "--no_python sh -c 'python {H}/prepare_inspiremusic.py --model-dir {A}/InspireMusic-Base "
+                          "--out {O}/funmusic-rank${LOCAL_RANK:-0} && "
+                          f"{INSPIREMUSIC_PATH} exec python inspiremusic/bin/train.py --train_engine torch_ddp --model flow "
+                          "--config {O}/funmusic-rank${LOCAL_RANK:-0}/inspiremusic.yaml "
+                          "--train_data {O}/funmusic-rank${LOCAL_RANK:-0}/data_1row.list "
+                          "--cv_data {O}/funmusic-rank${LOCAL_RANK:-0}/data_1row.list "
+                          "--model_dir {O}/funmusic-rank${LOCAL_RANK:-0}/model_dir "
+                          "--tensorboard_dir {O}/funmusic-rank${LOCAL_RANK:-0}/tensorboard "
+                          "--ddp.dist_backend nccl --num_workers 1 --prefetch 2 --pin_memory'"},
     ),
     "funaudiollm--sensevoice": Extra(
         assets=[("asr_example_en.wav", "file",
                  "https://isv-data.oss-cn-hangzhou.aliyuncs.com/ics/MaaS/ASR/test_audio/asr_example_en.wav"),
-                ("modelscope", "model", None)],
-        cmd={"cpu": http_smoke(f"{SENSEVOICE_ENV} SENSEVOICE_DEVICE=cpu python api.py", 50000, SENSEVOICE_POST),
-             "single_gpu": http_smoke(f"{SENSEVOICE_ENV} SENSEVOICE_DEVICE=cuda:0 python api.py", 50000,
-                                      SENSEVOICE_POST),
+                # the Hugging Face copy of ModelScope's iic/SenseVoiceSmall (configuration.json, config.yaml,
+                # model.pt, am.mvn, BPE model)
+                ("SenseVoiceSmall", "model", hf("FunAudioLLM/SenseVoiceSmall"))],
+        cmd={"cpu": SENSEVOICE_LINK + http_smoke("SENSEVOICE_DEVICE=cpu python api.py", 50000, SENSEVOICE_POST),
+             "single_gpu": SENSEVOICE_LINK + http_smoke("SENSEVOICE_DEVICE=cuda:0 python api.py", 50000,
+                                                        SENSEVOICE_POST),
              # <funasr>/bin/train_ds.py is funasr's installed trainer: the same file as `-m funasr.bin.train_ds`;
-             # data and epochs as the repo's finetune.sh, cut to 1 epoch.
-             "multi_gpu": "python -m funasr.bin.train_ds ++model=iic/SenseVoiceSmall ++trust_remote_code=true "
-                          "++train_data_set_list=data/train_example.jsonl ++valid_data_set_list=data/val_example.jsonl "
-                          "++train_conf.max_epoch=1 ++train_conf.use_deepspeed=false "
-                          "++train_conf.deepspeed_config=deepspeed_conf/ds_stage1.json ++output_dir={O}/sensevoice"},
-        todo=["model iic/SenseVoiceSmall comes from ModelScope (not Hugging Face): place a ModelScope cache "
-              "holding it at $REB_RAY_ASSETS/funaudiollm--sensevoice/modelscope (used as MODELSCOPE_CACHE)"],
+             # arguments as the repo's finetune.sh, cut to 1 epoch over a 2-row jsonl (one row per rank)
+             # written per rank by the helper; the link as above (ln -s: a concurrent rank's link is kept)
+             "multi_gpu": "--no_python sh -c 'mkdir -p iic; ln -s {A}/SenseVoiceSmall iic/SenseVoiceSmall 2>/dev/null; "
+                          "python {H}/make_sensevoice_jsonl.py --wav {A}/asr_example_en.wav "
+                          "--out {O}/sensevoice-data-rank${LOCAL_RANK:-0} && "
+                          "exec python -m funasr.bin.train_ds ++model=iic/SenseVoiceSmall ++trust_remote_code=true "
+                          "++train_data_set_list={O}/sensevoice-data-rank${LOCAL_RANK:-0}/train.jsonl "
+                          "++valid_data_set_list={O}/sensevoice-data-rank${LOCAL_RANK:-0}/val.jsonl "
+                          "++dataset_conf.data_split_num=1 ++dataset_conf.batch_sampler=BatchSampler "
+                          "++dataset_conf.batch_size=6000 ++dataset_conf.sort_size=2 ++dataset_conf.batch_type=token "
+                          "++dataset_conf.num_workers=0 ++train_conf.max_epoch=1 ++train_conf.log_interval=1 "
+                          "++train_conf.resume=false ++train_conf.validate_interval=1000000000 "
+                          "++train_conf.save_checkpoint_interval=1000000000 ++train_conf.keep_nbest_models=1 "
+                          "++train_conf.avg_nbest_model=1 ++train_conf.use_deepspeed=false "
+                          "++train_conf.deepspeed_config=deepspeed_conf/ds_stage1.json ++optim_conf.lr=0.0002 "
+                          "++output_dir={O}/sensevoice'"},
     ),
     "geeeekexplorer--nano-vllm": Extra(
         assets=[("Qwen3-0.6B", "model", hf("Qwen/Qwen3-0.6B"))],
@@ -424,10 +456,9 @@ EXTRA: dict[str, Extra] = {
               BENCH_SCRIPT_TODO.format(name="ensure_null_embed.py") + "; multi_gpu needs its null embedding too"],
     ),
     "openbmb--voxcpm": Extra(
-        assets=[("VoxCPM-0.5B", "model", hf("openbmb/VoxCPM-0.5B")), ("config.yaml", "file", None)],
-        cmd={"single_gpu": "python scripts/train_voxcpm_finetune.py --config_path {A}/config.yaml"},
-        todo=["config.yaml: the 1-step LoRA config the paper wrote to build_output/single_gpu/config.yaml "
-              "(VoxCPM-0.5B, manifest of the repo's examples/example.wav)"],
+        assets=[("VoxCPM-0.5B", "model", hf("openbmb/VoxCPM-0.5B"))],
+        cmd={"single_gpu": "python {H}/make_voxcpm_config.py --pretrained {A}/VoxCPM-0.5B --out {O}/voxcpm && "
+                           "python scripts/train_voxcpm_finetune.py --config_path {O}/voxcpm/config.yaml"},
     ),
     "ringbdstack--socialed": Extra(
         # helpers/sbert_smoke.py: our equivalent of the paper's benchmark_scripts/socialed_sbert_smoketest.py
@@ -443,21 +474,26 @@ EXTRA: dict[str, Extra] = {
                           "--distributed --require-gpu-count 2"},
     ),
     "swivid--f5-tts": Extra(
-        assets=[("F5-TTS", "model", hf("SWivid/F5-TTS")), ("vocos-mel-24khz", "model", hf("charactr/vocos-mel-24khz"))],
-        cmd={"cpu": "python -m f5_tts.infer.infer_cli --model F5TTS_v1_Base "
-                    "--ckpt_file {A}/F5-TTS/F5TTS_v1_Base/model_1250000.safetensors "
-                    "--ref_audio src/f5_tts/infer/examples/basic/basic_ref_en.wav "
-                    "--ref_text 'Some call me nature, others call me mother nature.' --gen_text 'Hello.' "
-                    "--nfe_step 1 --output_dir {O}/f5-tts",
-             "single_gpu": "python -m f5_tts.infer.infer_cli --model F5TTS_v1_Base "
-                           "--ckpt_file {A}/F5-TTS/F5TTS_v1_Base/model_1250000.safetensors "
-                           "--ref_audio src/f5_tts/infer/examples/basic/basic_ref_en.wav "
-                           "--ref_text 'Some call me nature, others call me mother nature.' --gen_text 'Hello.' "
-                           "--nfe_step 1 --output_dir {O}/f5-tts"},
-        todo=["cpu/single_gpu: the CSV elides infer_cli's arguments ('...'); ref/gen text written here",
-              HF_CACHE_TODO.format(what="the vocoder charactr/vocos-mel-24khz"),
-              "multi_gpu: the CSV's '--mixed_precision no' is accelerate's default without a config; "
-              "1 step needs a patched F5TTS_Small.yaml"],
+        assets=[("model_1250000.safetensors", "model", hf_file("SWivid/F5-TTS", "F5TTS_v1_Base/model_1250000.safetensors"),
+                 "F5-TTS/F5TTS_v1_Base/model_1250000.safetensors"),
+                hf_cached("charactr/vocos-mel-24khz")],  # utils_infer.load_vocoder: hf_hub_download by id
+        # '...': infer_cli's reference clip as its basic.toml names it (resolved inside the f5_tts package),
+        # that clip's transcript and infer_cli's own default test sentence
+        cmd={"cpu": F5_INFER + " --output_file infer_cpu.wav --device cpu",
+             "single_gpu": F5_INFER + " --output_file infer_single_gpu.wav --device cuda",
+             # accelerate options first, then per rank: a 2-row set (one sample per rank) in data/<name>_pinyin,
+             # where train.py looks for datasets.name=<name>; config overrides as the paper's run (1 epoch, batch 1)
+             "multi_gpu": "--mixed_precision no --dynamo_backend no --no_python sh -c '"
+                          "python {H}/make_f5_dataset.py --wav src/f5_tts/infer/examples/basic/basic_ref_en.wav "
+                          "--text \"Some call me nature, others call me mother nature.\" --rows 2 "
+                          "--out data/reb_ray_smoke_rank${LOCAL_RANK:-0}_pinyin && "
+                          "exec python src/f5_tts/train/train.py --config-name F5TTS_Small.yaml "
+                          "hydra.run.dir={O}/f5-tts-hydra-rank${LOCAL_RANK:-0} ckpts.save_dir=ckpts/reb_ray_smoke "
+                          "ckpts.logger=null ckpts.log_samples=False ckpts.save_per_updates=999999 "
+                          "ckpts.keep_last_n_checkpoints=0 ckpts.last_per_updates=999999 "
+                          "datasets.name=reb_ray_smoke_rank${LOCAL_RANK:-0} datasets.batch_size_type=sample "
+                          "datasets.batch_size_per_gpu=1 datasets.max_samples=1 datasets.num_workers=1 "
+                          "optim.epochs=1 optim.num_warmup_updates=0 optim.grad_accumulation_steps=1'"},
     ),
     "zhengyinan-air--diffusion-planner": Extra(
         # Flags as the paper's run_*_entrypoint.sh passed them at the pin; the pin (3558eac) is not in the
@@ -643,8 +679,20 @@ EXTRA: dict[str, Extra] = {
     ),
     "metavoiceio--metavoice-src": Extra(
         subs={"<ref>": "assets/bria.mp3"},
-        assets=[("metavoice-1B-v0.1", "model", hf("metavoiceio/metavoice-1B-v0.1"))],
-        todo=[HF_CACHE_TODO.format(what="metavoiceio/metavoice-1B-v0.1")],
+        assets=[hf_cached("metavoiceio/metavoice-1B-v0.1"),  # inference.py: snapshot_download(repo_id=...)
+                # fam/llm/decoders.py: audiocraft's MultiBandDiffusion.get_mbd_24khz loads both by id
+                hf_cached("facebook/encodec_24khz"), hf_cached("facebook/multiband-diffusion"),
+                # the default enhancer "df": DeepFilterNet's init_df() fetches this zip into its cache dir
+                ("DeepFilterNet3.zip", "model", "https://github.com/Rikorose/DeepFilterNet/raw/main/models/DeepFilterNet3.zip")],
+        # unpack the enhancer's model where df.enhance.maybe_download_model looks first
+        # (appdirs.user_cache_dir("DeepFilterNet")), so it downloads nothing
+        setup=('dfc="${XDG_CACHE_HOME:-$HOME/.cache}/DeepFilterNet"; mkdir -p "$dfc" && '
+               'python -m zipfile -e {A}/DeepFilterNet3.zip "$dfc"'),
+        # the paper's CPU run: --dtype float32 (the default is float16 without a GPU); outputs to scratch
+        flags={"cpu": "--dtype float32 --output_dir {O}/metavoice"},
+        cmd={"single_gpu": "python fam/llm/inference.py --spk_cond_path <ref> --text Hello "
+                           "--huggingface_repo_id metavoiceio/metavoice-1B-v0.1 --num_samples 1 --max_new_tokens 1 "
+                           "--device cuda --output_dir {O}/metavoice"},
     ),
     "microsoft--renderformer": Extra(
         subs={"<scene.h5>": "{A}/scene.h5", "<model>": "{A}/renderformer-v1-base"},
@@ -655,13 +703,26 @@ EXTRA: dict[str, Extra] = {
         todo=["scene.h5: converted from one of the repo's examples/*.json scenes (scene_processor)"],
     ),
     "modelscope--clearervoice-studio": Extra(
-        subs={"<cfg>": "{A}/FRCRN_SE_16K.yaml"},
-        workdir={"cpu": "train/speech_enhancement", "single_gpu": "train/speech_enhancement"},
-        assets=[("FRCRN_SE_16K", "model", hf("alibabasglab/FRCRN_SE_16K")), ("FRCRN_SE_16K.yaml", "file", None),
-                ("torchrun_train_wrapper.py", "file", None)],
-        cmd={"multi_gpu": "python {A}/torchrun_train_wrapper.py --network FRCRN_SE_16K --use-cuda 1"},
-        todo=["FRCRN_SE_16K.yaml: a 1-batch training config over the repo's clearvoice/samples/input.wav",
-              BENCH_SCRIPT_TODO.format(name="torchrun_train_wrapper.py")],
+        subs={"<cfg>": "config/train/FRCRN_SE_16K.yaml"},  # the repo's config; the flags below override it
+        workdir={"cpu": "train/speech_enhancement", "single_gpu": "train/speech_enhancement",
+                 "multi_gpu": "train/speech_enhancement"},
+        assets=[("FRCRN_SE_16K", "model", hf("alibabasglab/FRCRN_SE_16K"))],
+        # one batch of the repo's sample audio (max-epoch 0 = one epoch, train.py counts 0..max_epoch),
+        # initialised from the released checkpoint
+        flags={"cpu": "--tr-list {H}/one_sample.scp --cv-list {H}/one_sample.scp --checkpoint_dir {O}/clearervoice-cpu "
+                      "--init_checkpoint_path {A}/FRCRN_SE_16K/last_best_checkpoint.pt --accu_grad 0 "
+                      "--effec_batch_size 1 --num_workers 0 --max-epoch 0 --print_freq 1 --checkpoint_save_freq 1000000",
+               "single_gpu": "--checkpoint_dir {O}/clearervoice-gpu"},
+        # the paper's torchrun_train_wrapper.py, inline: train.py takes its rank from --local-rank (default 0),
+        # not from torchrun's LOCAL_RANK, and every rank saves checkpoints, so each gets its own dir
+        cmd={"multi_gpu": "--no_python sh -c 'mkdir -p {O}/clearervoice-ddp/rank${LOCAL_RANK:-0} && "
+                          "exec python train.py --local-rank ${LOCAL_RANK:-0} --config config/train/FRCRN_SE_16K.yaml "
+                          "--network FRCRN_SE_16K --use-cuda 1 --batch_size 1 "
+                          "--tr-list {H}/two_samples.scp --cv-list {H}/two_samples.scp "
+                          "--checkpoint_dir {O}/clearervoice-ddp/rank${LOCAL_RANK:-0} "
+                          "--init_checkpoint_path {A}/FRCRN_SE_16K/last_best_checkpoint.pt --accu_grad 0 "
+                          "--effec_batch_size 1 --num_workers 0 --max-epoch 0 --print_freq 1 "
+                          "--checkpoint_save_freq 1000000'"},
     ),
     "ogkalu2--comic-translate": Extra(
         # RTDetrV2ONNXDetection.initialize() calls hf_hub_download("ogkalu/comic-text-and-bubble-detector", ...)
