@@ -258,6 +258,40 @@ DP_TINY = ("--train_epochs 1 --warm_up_epoch 1 --num_workers 0 --use_data_augmen
            "--encoder_depth 1 --decoder_depth 1 --num_heads 2 --hidden_dim 64")
 RELF1_TASKS = ("driver-dnf", "driver-position", "driver-top3")
 
+OPEN_SORA_CKPTS = ("--model.from_pretrained {A}/Open-Sora-v2/Open_Sora_v2.safetensors "
+                   "--ae.from_pretrained {A}/Open-Sora-v2/hunyuan_vae.safetensors "
+                   "--t5.from_pretrained {A}/google/t5-v1_1-xxl --clip.from_pretrained {A}/openai/clip-vit-large-patch14")
+
+OLYMPUS_SAMPLE = "python {H}/make_olympus_sample.py --src {A}/Olympus.json --out {O}/olympus/olympus-sample.json"
+OLYMPUS_ARGS = ("--model_name_or_path <Mipha-3B> --version v0 --data_path {O}/olympus/olympus-sample.json "
+                "--image_folder {O}/olympus --tune_mm_mlp_adapter True --freeze_vision_tower True "
+                "--freeze_backbone True --mm_use_im_start_end False --mm_use_im_patch_token False "
+                "--max_steps 1 --per_device_train_batch_size 1 --gradient_accumulation_steps 1 --save_strategy no "
+                "--logging_steps 1 --model_max_length 128 --dataloader_num_workers 0 --report_to none "
+                "--output_dir {O}/olympus/out")
+
+SANA_PREP = ("python {H}/patch_sana_config.py configs/sana_config/1024ms/Sana_600M_img1024.yaml "
+             "<patched Sana_600M_img1024.yaml> && python {H}/ensure_null_embed.py --root {O}/sana/null_embed "
+             "--text-encoder gemma-2-2b-it --max-length 300 --hidden-size 2304")
+SANA_ARGS = ("--config_path=<patched Sana_600M_img1024.yaml> --work_dir={O}/sana/work --report_to=tensorboard "
+             "--name=reb-ray \"--data.data_dir=[{A}/toy_data]\" --data.type=SanaWebDatasetMS --data.load_vae_feat=true "
+             "--load_from={A}/Sana_600M_1024px/checkpoints/Sana_600M_1024px_MultiLing.pth "
+             "--train.train_batch_size=1 --train.num_workers=0 --train.early_stop_hours=0 --train.visualize=false "
+             "--train.local_save_vis=false --train.null_embed_root={O}/sana/null_embed "
+             "--train.valid_prompt_embed_root={O}/sana/valid_prompt_embed")
+
+RENDERFORMER_SCENE = ("python scene_processor/convert_scene.py examples/{scene}.json "
+                      "--mesh_path {dir}/{scene}.obj --output_h5_path {dir}/{scene}.h5")
+
+FINETRAINERS_CONFIG = ("python {H}/make_dataset_config.py --data-root {A}/crush-smol "
+                       "--out {O}/finetrainers/dataset_config.json")
+FINETRAINERS_FAIL = "--fail-regex \"An error occurred during training:\""
+FINETRAINERS_ARGS = ("--model_name wan --pretrained_model_name_or_path {A}/Wan2.1-T2V-1.3B-Diffusers "
+                     "--dataset_config {O}/finetrainers/dataset_config.json --training_type lora "
+                     "--target_modules \"blocks.*(to_q|to_k|to_v|to_out.0)\" --batch_size 1 --train_steps 1 "
+                     "--max_data_samples 1 --checkpointing_steps 0 --report_to none "
+                     "--output_dir {O}/finetrainers/out --logging_dir {O}/finetrainers/logs")
+
 MNIST_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
                "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
 
@@ -378,10 +412,13 @@ EXTRA: dict[str, Extra] = {
         launcher="python",  # tensor parallel: nano-vllm starts its own rank processes
     ),
     "haozheliu-st--t-gate": Extra(
-        subs={"<first anonymous candidate e.g. pixart_alpha>": "pixart_alpha", "<p>": "'a photo of a cat'"},
-        assets=[("PixArt-XL-2-1024-MS", "model", hf("PixArt-alpha/PixArt-XL-2-1024-MS"))],
-        todo=[HF_CACHE_TODO.format(what="PixArt-alpha/PixArt-XL-2-1024-MS") +
-              "; the paper took the first downloadable of several candidates (see assets in tasks.csv)"],
+        # main.py loads PixArt-alpha/PixArt-XL-2-1024-MS by id for --model pixart_alpha, the first of the
+        # paper's candidates that downloads anonymously. Prompt and the cache-interval flags as the paper's
+        # harness ran it (one step leaves no room for sp_interval 5 / warm_up 2).
+        subs={"<first anonymous candidate e.g. pixart_alpha>": "pixart_alpha",
+              "<p>": "'Astronaut in a jungle, cold color palette, muted colors, detailed, 8k'"},
+        flags={"single_gpu": "--sp_interval 1 --fi_interval 1 --warm_up 0"},
+        assets=[hf_cached("PixArt-alpha/PixArt-XL-2-1024-MS")],
     ),
     "internlm--internevo": Extra(
         # helpers/prepare_internevo.py: Alpaca sample -> the repo's tools/alpaca_tokenizer.py -> bin/meta,
@@ -444,16 +481,20 @@ EXTRA: dict[str, Extra] = {
              "multi_gpu": KVPRESS.format(device="auto", out="kvpress-multi-gpu")},
     ),
     "nvlabs--sana": Extra(
-        subs={"<patched Sana_600M_img1024.yaml>": "{A}/Sana_600M_img1024.yaml"},
+        # The paper's recipe: the repo config with its empty model.resume_from set to `latest` (no checkpoint
+        # in the fresh work dir, so train.py starts from --load_from), a zero null embedding where train.py
+        # looks for it, toy_data's precomputed VAE latents (--data.load_vae_feat=true, as the repo's own
+        # training docs/CI run toy_data), batch 1, and early_stop_hours=0: train.py saves and returns after
+        # its first step. train.py still loads the gemma-2-2b-it text encoder by Hugging Face id.
+        subs={"<patched Sana_600M_img1024.yaml>": "{O}/sana/Sana_600M_img1024.yaml"},
         assets=[("Sana_600M_1024px", "model", hf("Efficient-Large-Model/Sana_600M_1024px")),
                 ("toy_data", "dataset", hf_dataset("Efficient-Large-Model/toy_data")),
-                ("Sana_600M_img1024.yaml", "file", None), ("ensure_null_embed.py", "file", None)],
-        cmd={"single_gpu": "python {A}/ensure_null_embed.py && python -m torch.distributed.run --nproc_per_node=1 "
-                           "train_scripts/train.py --config_path=<patched Sana_600M_img1024.yaml>",
-             "multi_gpu": "python train_scripts/train.py --config_path=<patched Sana_600M_img1024.yaml>"},
-        todo=["Sana_600M_img1024.yaml: configs/sana_config/1024ms/Sana_600M_img1024.yaml patched by the paper's "
-              "patch_train_config.py (toy data, batch 1, early stop)",
-              BENCH_SCRIPT_TODO.format(name="ensure_null_embed.py") + "; multi_gpu needs its null embedding too"],
+                hf_cached("Efficient-Large-Model/gemma-2-2b-it"),
+                hf_cached("mit-han-lab/dc-ae-f32c32-sana-1.0")],
+        cmd={"single_gpu": f"{SANA_PREP} && python -m torch.distributed.run --nproc_per_node=1 "
+                           f"train_scripts/train.py {SANA_ARGS}",
+             # torchrun starts this per rank (--no_python); both ranks write the same files atomically
+             "multi_gpu": f"--no_python sh -c '{SANA_PREP} && exec python train_scripts/train.py {SANA_ARGS}'"},
     ),
     "openbmb--voxcpm": Extra(
         assets=[("VoxCPM-0.5B", "model", hf("openbmb/VoxCPM-0.5B"))],
@@ -591,20 +632,37 @@ EXTRA: dict[str, Extra] = {
                            "'examples/model_bert_test.py::test_accuracy_bert[How are you today?-torch.float16]'"},
     ),
     "hpcaitech--open-sora": Extra(
+        # The configs read ./ckpts/{Open_Sora_v2,hunyuan_vae}.safetensors, ./ckpts/google/t5-v1_1-xxl and
+        # ./ckpts/openai/clip-vit-large-patch14; the overrides point them at the assets instead (HFEmbedder
+        # takes a path holding "openai" for CLIP, hence the openai/ and google/ asset paths). The 256px config's
+        # text dataset has no data_path: the prompts are the repo's assets/texts/example.csv, cut to one by
+        # --num_samples 1. dtype as the paper's harness ran it: fp32 on the CPU, fp16 on GPUs.
+        flags={"cpu": "--save-dir {O}/open-sora --dataset.data-path assets/texts/example.csv --num_workers 0 "
+                      "--dtype fp32 " + OPEN_SORA_CKPTS,
+               "single_gpu": "--dtype fp16",
+               "multi_gpu": "--save-dir {O}/open-sora --dataset.data-path assets/texts/example.csv --num_samples 1 "
+                            "--num_steps 1 --num_frames 1 --batch_size 1 --num_workers 0 --dtype fp16 "
+                            + OPEN_SORA_CKPTS},
         assets=[("Open-Sora-v2", "model", hf("hpcai-tech/Open-Sora-v2")),
-                ("t5-v1_1-xxl", "model", hf("google/t5-v1_1-xxl")),
-                ("clip-vit-large-patch14", "model", hf("openai/clip-vit-large-patch14"))],
-        todo=["the inference configs read checkpoints from ./ckpts: link the three snapshots there; "
-              "prompts come from the repo's assets/texts/example.csv"],
+                ("t5-v1_1-xxl", "model", hf("google/t5-v1_1-xxl"), "google/t5-v1_1-xxl"),
+                ("clip-vit-large-patch14", "model", hf("openai/clip-vit-large-patch14"),
+                 "openai/clip-vit-large-patch14")],
     ),
     "huggingface--finetrainers": Extra(
+        # Arguments as the paper's harness ran train.py: Wan2.1-T2V-1.3B (model_name wan) from the asset, a
+        # generated --dataset_config over the crush-smol snapshot, LoRA on Wan's attention projections
+        # (the default target_modules regex names no Wan module), 1 step on 1 sample, no checkpoint. train.py
+        # logs "An error occurred during training:" for an exception in its loop; fail_on_log.py turns such a
+        # run into a failure, as the paper's --fail-regex did.
         env={"single_gpu": {"WORLD_SIZE": "1"}},
-        cmd={"multi_gpu": "python train.py --parallel_backend ptd --pp_degree 1 --dp_degree 2"},
+        cmd={"single_gpu": f"{FINETRAINERS_CONFIG} && python {{H}}/fail_on_log.py {FINETRAINERS_FAIL} -- "
+                           f"python train.py --parallel_backend accelerate {FINETRAINERS_ARGS}",
+             # torchrun starts this per rank (--no_python)
+             "multi_gpu": f"--no_python sh -c '{FINETRAINERS_CONFIG} && exec python {{H}}/fail_on_log.py "
+                          f"{FINETRAINERS_FAIL} -- python train.py --parallel_backend ptd --pp_degree 1 --dp_degree 2 "
+                          f"--dp_shards 1 --cp_degree 1 --tp_degree 1 {FINETRAINERS_ARGS}'"},
         assets=[("Wan2.1-T2V-1.3B-Diffusers", "model", hf("Wan-AI/Wan2.1-T2V-1.3B-Diffusers")),
                 ("crush-smol", "dataset", hf_dataset("finetrainers/crush-smol"))],
-        todo=["train.py's model, dataset and LoRA arguments (1 step) are elided in the CSV",
-              "the paper also fails the run when the log has 'An error occurred during training:' "
-              "(a negative pattern; success rules here only match positively)"],
     ),
     "hustvl--vim": Extra(
         assets=[("R-50.pkl", "model", "https://dl.fbaipublicfiles.com/detectron2/ImageNetPretrained/MSRA/R-50.pkl"),
@@ -695,12 +753,19 @@ EXTRA: dict[str, Extra] = {
                            "--device cuda --output_dir {O}/metavoice"},
     ),
     "microsoft--renderformer": Extra(
-        subs={"<scene.h5>": "{A}/scene.h5", "<model>": "{A}/renderformer-v1-base"},
-        assets=[("renderformer-v1-base", "model", hf("microsoft/renderformer-v1-base")), ("scene.h5", "dataset", None)],
-        # one independent inference per rank, each on its own GPU
-        cmd={"multi_gpu": "--no_python bash -c 'CUDA_VISIBLE_DEVICES=$LOCAL_RANK python infer.py --h5_file <scene.h5> "
-                          "--model_id <model> --precision fp32 --resolution 64 --output_dir {O}/renderformer-$LOCAL_RANK'"},
-        todo=["scene.h5: converted from one of the repo's examples/*.json scenes (scene_processor)"],
+        # The scene HDF5 is made at run time by the repo's own scene_processor/convert_scene.py from its
+        # examples/cbox.json (the paper's harness did the same for cbox and shader-ball). ATTN_IMPL=sdpa as the
+        # paper ran it (renderformer/layers/attention.py otherwise asks for flash_attn).
+        subs={"<scene.h5>": "{O}/renderformer/cbox.h5", "<model>": "{A}/renderformer-v1-base"},
+        assets=[("renderformer-v1-base", "model", hf("microsoft/renderformer-v1-base"))],
+        setup=RENDERFORMER_SCENE.format(scene="cbox", dir="{O}/renderformer"),
+        env={stage: {"ATTN_IMPL": "sdpa"} for stage in STAGES},
+        # one independent inference per rank, each on its own GPU and scene (rank 0 cbox, rank 1 shader-ball)
+        cmd={"multi_gpu": "--no_python bash -c 'if [ \"$LOCAL_RANK\" = 0 ]; then s=cbox; else s=shader-ball; fi; "
+                          "d={O}/renderformer-$LOCAL_RANK; "
+                          + RENDERFORMER_SCENE.format(scene="$s", dir="$d") +
+                          " && CUDA_VISIBLE_DEVICES=$LOCAL_RANK python infer.py --h5_file $d/$s.h5 "
+                          "--model_id <model> --precision fp32 --resolution 64 --output_dir $d'"},
     ),
     "modelscope--clearervoice-studio": Extra(
         subs={"<cfg>": "config/train/FRCRN_SE_16K.yaml"},  # the repo's config; the flags below override it
@@ -794,14 +859,20 @@ EXTRA: dict[str, Extra] = {
         assets=[("Z-Image-Turbo", "model", hf("Tongyi-MAI/Z-Image-Turbo"))],
     ),
     "yuanze-lin--olympus": Extra(
-        subs={"<Mipha-3B>": "{A}/Mipha-3B", "<json>": "{A}/olympus-tiny.json"},
+        # The paper's 1-sample subset of Olympus.json (first record, text-only, one turn pair) is written
+        # by the helper at run time; the rest of the flags are those of the paper's harness runs:
+        # projector-only tuning (backbone and vision tower frozen), 128 tokens, no wandb, no checkpoint.
+        subs={"<Mipha-3B>": "{A}/Mipha-3B"},
         assets=[("Mipha-3B", "model", hf("zhumj34/Mipha-3B")),
-                ("Olympus", "dataset", hf_dataset("Yuanze/Olympus")),
-                ("olympus-tiny.json", "dataset", None)],
-        cmd={"cpu": "python mipha/train/train.py --model_name_or_path <Mipha-3B> --version v0 --data_path <json> "
-                    "--image_folder {A}/Olympus --max_steps 1 --per_device_train_batch_size 1 --output_dir {O}/olympus"},
-        todo=["olympus-tiny.json: a tiny subset of Yuanze/Olympus (conversation json) whose images are under "
-              "the Olympus snapshot; multi_gpu under deepspeed may need a --deepspeed config"],
+                ("Olympus.json", "dataset", "https://huggingface.co/datasets/Yuanze/Olympus/resolve/main/Olympus.json")],
+        setup=OLYMPUS_SAMPLE,
+        cmd={"cpu": f"python mipha/train/train.py {OLYMPUS_ARGS} --bf16 True",
+             # deepspeed starts this per rank (--no_python); its --local_rank=N argument lands in $0
+             # (TrainingArguments reads LOCAL_RANK from the environment); scripts/zero3.json as in the
+             # repo's scripts/mipha/finetune.sh
+             "multi_gpu": f"--no_python sh -c '{OLYMPUS_SAMPLE} && exec python mipha/train/train.py "
+                          f"--deepspeed scripts/zero3.json {OLYMPUS_ARGS} --fp16 True'"},
+        flags={"single_gpu": "--bf16 False --fp16 True"},
     ),
 }
 
