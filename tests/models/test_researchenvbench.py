@@ -108,3 +108,23 @@ def test_generated_files_are_up_to_date(tmp_path):
     bundled = Path(__file__).resolve().parents[2] / "tasks" / SUITE
     written = {p.relative_to(tmp_path): p.read_text() for p in tmp_path.rglob("task.toml")}
     assert written == {p.relative_to(bundled): p.read_text() for p in bundled.rglob("task.toml")}
+
+
+def test_every_helper_is_used_by_a_stage_and_python_helpers_parse_on_old_pythons(tasks):
+    """helpers/ are part of the probe toolbox: nothing in them is dead weight, and a Python helper
+    runs under the agent's interpreter, which may be as old as 3.8 (3.8 grammar)."""
+    import ast
+
+    with_helpers = [t for t in tasks if (t.task_dir / "helpers").is_dir()]
+    assert len(with_helpers) >= 20
+    for task in with_helpers:
+        stages = [getattr(task.stages, n) for n in ("cpu", "single_gpu", "multi_gpu")]
+        used = " ".join(f"{s.command or ''} {s.env}" for s in stages)
+        for path in sorted((task.task_dir / "helpers").rglob("*")):
+            if path.is_dir() or path.name == "README.md" or "__pycache__" in path.parts:
+                continue
+            rel = path.relative_to(task.task_dir / "helpers").as_posix()
+            # sitecustomize.py is imported by Python itself from a PYTHONPATH entry
+            assert rel in used or (path.name == "sitecustomize.py" and "$REB_RAY_HELPERS" in used), (task.id, rel)
+            if path.suffix == ".py":
+                ast.parse(path.read_text(encoding="utf-8"), filename=str(path), feature_version=(3, 8))
