@@ -50,10 +50,12 @@ def _snapshot(asset: Asset, cache: Path) -> None:
     except ImportError:
         raise RebRayError("hf:// assets need huggingface_hub: pip install 'reb-ray[assets]'") from None
     repo_type, repo_id = asset.hf_repo  # type: ignore[misc]
+    patterns = list(asset.include) or None
     if asset.layout == "hf_cache":
-        snapshot_download(repo_id=repo_id, repo_type=repo_type, cache_dir=str(cache / HF_HOME_DIR / "hub"))
+        snapshot_download(repo_id=repo_id, repo_type=repo_type, allow_patterns=patterns,
+                          cache_dir=str(cache / HF_HOME_DIR / "hub"))
     else:
-        snapshot_download(repo_id=repo_id, repo_type=repo_type, local_dir=str(cache / asset.path))
+        snapshot_download(repo_id=repo_id, repo_type=repo_type, allow_patterns=patterns, local_dir=str(cache / asset.path))
 
 
 def fetch_asset(task: TaskSpec, asset: Asset, cache: Path, timeout_s: float = 600) -> FetchResult:

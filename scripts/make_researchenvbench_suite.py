@@ -99,11 +99,13 @@ def hf_dataset(repo: str) -> str:
     return f"hf://datasets/{repo}"
 
 
-def hf_cached(repo: str, kind: str = "model") -> dict:
+def hf_cached(repo: str, kind: str = "model", include: list[str] | None = None) -> dict:
     """An asset in the Hugging Face hub cache layout (HF_HOME=$REB_RAY_ASSETS/huggingface), for
-    code that calls from_pretrained("org/name") / load_dataset("org/name") by id."""
+    code that calls from_pretrained("org/name") / load_dataset("org/name") by id; `include`:
+    file globs to fetch when the code reads only part of the snapshot (e.g. a tokenizer)."""
     source = hf_dataset(repo) if kind == "dataset" else hf(repo)
-    return {"name": repo, "kind": kind, "source": source, "layout": "hf_cache"}
+    asset = {"name": repo, "kind": kind, "source": source, "layout": "hf_cache"}
+    return {**asset, "include": include} if include else asset
 
 
 def hf_file(repo: str, path: str) -> str:
@@ -627,7 +629,8 @@ EXTRA: dict[str, Extra] = {
     ),
     "flagos-ai--flaggems": Extra(
         # the test's AutoTokenizer.from_pretrained("google-bert/bert-base-uncased")
-        assets=[hf_cached("google-bert/bert-base-uncased")],
+        # only the tokenizer is used: its files, not the ~2.5 GB of weights in five formats
+        assets=[hf_cached("google-bert/bert-base-uncased", include=["*.json", "*.txt"])],
         cmd={"single_gpu": "python -m pytest "
                            "'examples/model_bert_test.py::test_accuracy_bert[How are you today?-torch.float16]'"},
     ),

@@ -77,7 +77,7 @@ suite = "assets"
 category = "1_cpu"
 source = { bundled = "repo" }
 assets = [
-  { name = "model", kind = "model", source = "hf://org/tiny-model", layout = "hf_cache" },
+  { name = "model", kind = "model", source = "hf://org/tiny-model", layout = "hf_cache", include = ["*.json"] },
   { name = "data", kind = "dataset", source = "hf://datasets/org/tiny-data", layout = "hf_cache" },
   { name = "files", kind = "dataset", path = "by-id/tiny-data", source = "hf://datasets/org/tiny-data" },
 ]
@@ -86,11 +86,14 @@ assets = [
 command = "python main.py"
 """
 
-# What a repository does with HF_HOME pointing into the cache and the network off: load by id.
+# What a repository does with HF_HOME pointing into the cache and the network off: load by id,
+# file by file as transformers' from_pretrained does (the model was fetched with include=["*.json"]),
+# or the whole snapshot as datasets does.
 LOAD_BY_ID = """
-from huggingface_hub import snapshot_download
-for repo_id, repo_type in (("org/tiny-model", "model"), ("org/tiny-data", "dataset")):
-    print(snapshot_download(repo_id, repo_type=repo_type))
+import os
+from huggingface_hub import hf_hub_download, snapshot_download
+print(os.path.dirname(hf_hub_download("org/tiny-model", "config.json")))
+print(snapshot_download("org/tiny-data", repo_type="dataset"))
 """
 
 
@@ -120,6 +123,8 @@ def test_hf_assets_land_where_offline_loading_by_id_finds_them(tmp_path):
         again = subprocess.run(cli, capture_output=True, text=True, env=env, timeout=120)
         assert again.stdout.count("present ") == 3, again.stdout
     assert (cache / "by-id/tiny-data/weights/tiny.bin").read_bytes() == b"\x00\x01" * 8
+    model = cache / f"huggingface/hub/models--org--tiny-model/snapshots/{COMMIT}"
+    assert sorted(p.name for p in model.rglob("*") if p.is_file() or p.is_symlink()) == ["config.json"]  # include
     offline = {**os.environ, "HF_HOME": str(cache / "huggingface"), "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"}
     res = subprocess.run([sys.executable, "-c", LOAD_BY_ID], capture_output=True, text=True, env=offline, timeout=120)
     assert res.returncode == 0, res.stderr

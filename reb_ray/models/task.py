@@ -268,6 +268,10 @@ class Asset(_Strict):
       HF_HOME=$REB_RAY_ASSETS/huggingface and HF_HUB_OFFLINE=1), for code that loads the model
       by its Hugging Face id (`from_pretrained("org/name")`) rather than by a path. `path` is then
       "huggingface" (the default) and the snapshot lies at `cache_path`.
+
+    `include` (hf:// only): glob patterns of the repository files to fetch (huggingface_hub's
+    allow_patterns), e.g. ["*.json", "*.txt"] for a tokenizer without the multi-GB weights; empty
+    fetches the whole snapshot.
     """
 
     name: str = Field(min_length=1)
@@ -275,6 +279,7 @@ class Asset(_Strict):
     path: str | None = Field(default=None, validate_default=True)
     source: str | None = Field(default=None, pattern=r"^(https?://|hf://)\S+$")
     layout: Literal["files", "hf_cache"] = "files"
+    include: list[str] = Field(default_factory=list)
 
     @field_validator("path")
     @classmethod
@@ -283,6 +288,8 @@ class Asset(_Strict):
 
     @model_validator(mode="after")
     def _layout(self) -> Asset:
+        if self.include and (self.source is None or not self.source.startswith("hf://")):
+            raise PydanticCustomError("include", "include (file patterns) only goes with source = \"hf://...\"")
         if self.layout == "files":
             if self.path is None:
                 raise PydanticCustomError("missing", "path is required (relative to the asset cache)")

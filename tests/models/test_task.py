@@ -255,6 +255,15 @@ def test_hf_cache_assets_live_under_hf_home_in_the_hub_layout(tasks_root, tmp_pa
         "tasks/s1/bad-task/task.toml: assets[0] = ")
 
 
+def test_include_patterns_only_go_with_hf_sources(tasks_root):
+    bad = VALID.replace('path = "models/ckpt.pt"', 'path = "models/ckpt.pt"\ninclude = ["*.json"]')
+    message = error_line(write_task(tasks_root, bad))
+    assert message.startswith("tasks/s1/bad-task/task.toml: assets[0] = ") and message.endswith(
+        'include (file patterns) only goes with source = "hf://..."'), message
+    good = bad.replace('include = ["*.json"]', 'include = ["*.json"]\nsource = "hf://org/tok"')
+    assert load_task(write_task(tasks_root, good)).assets[0].include == ["*.json"]
+
+
 def test_several_errors_report_the_first_and_count_the_rest(tasks_root):
     text = VALID.replace("timeout_s = 30", "timeout_s = 0").replace("ranks = 4", "ranks = 0")
     message = error_line(write_task(tasks_root, text))
