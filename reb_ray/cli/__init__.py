@@ -50,9 +50,10 @@ def main() -> None:
         typer.echo("interrupted: finished trials are saved; run the same command again to resume", err=True)
         sys.exit(130)
     except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
+        # Duck-typed: typer >= 0.22 raises its own vendored copy of click's exceptions.
+        if hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int):
+            message = " ".join(exc.format_message().split())
+            command = getattr(getattr(exc, "ctx", None), "command_path", None) or "reb-ray"
+            typer.echo(f"error: {message} (see: {command} --help)", err=True)
+            sys.exit(2)
         raise

@@ -13,7 +13,10 @@ def list_() -> None:
     from reb_ray.sandbox.docker_client import connect
     from reb_ray.sandbox.ownership import MANAGED, TRIAL, Owner
 
-    for container in connect().containers.list(all=True, filters={"label": f"{MANAGED}=true"}):
+    containers = connect().containers.list(all=True, filters={"label": f"{MANAGED}=true"})
+    if not containers:
+        typer.echo("no reb-ray containers")
+    for container in containers:
         owner = Owner.from_labels(container.labels)
         alive = "?" if owner is None or not owner.is_local() else ("alive" if owner.is_alive() else "gone")
         typer.echo(f"{container.short_id}  {container.status:8}  trial={container.labels.get(TRIAL, '')}  "

@@ -83,7 +83,7 @@ def sweep(
     from reb_ray.sweep import run_sweep
 
     overrides = {
-        "suite": suite, "tasks": tasks, "tasks_root": tasks_root, "agents": agents.split(",") if agents else None, "trials": trials,
+        "suite": suite, "tasks": tasks, "tasks_root": tasks_root, "agents": None if agents is None else [a.strip() for a in agents.split(",") if a.strip()], "trials": trials,
         "output": output, "address": address, "max_concurrent": max_concurrent, "cpus_per_trial": cpus_per_trial, "repo_mirrors": repo_mirror or None,
         "wheelhouses": wheelhouse or None, "sandbox": sandbox, "assets_dir": assets, "unsafe_local": unsafe_local or None,
         "pip_cache": False if no_pip_cache else None, "agent_timeout_s": agent_timeout, "max_attempts": max_attempts,

@@ -28,7 +28,7 @@ class SweepConfig(BaseModel):
     suite: str = "demo"
     tasks_root: Path | None = None  # directory of suites; default: the bundled tasks/
     tasks: str | None = None
-    agents: list[str] = Field(default_factory=lambda: ["heuristic", "noop"])
+    agents: list[str] = Field(default_factory=lambda: ["heuristic", "noop"], min_length=1)
     trials: int = Field(1, ge=1)
     output: Path = Path("reb-runs")
     address: str | None = None

@@ -50,3 +50,20 @@ def test_report_and_regrade_on_a_missing_directory_are_one_line(tmp_path):
     for command in ("report", "regrade"):
         res = run(command, str(tmp_path / "nowhere"))
         assert res.returncode == 2 and res.stderr.count("\n") == 1 and "no trials/ dataset" in res.stderr
+
+
+def test_usage_errors_are_one_line_exit_2_never_a_traceback():
+    cases = {
+        ("swep",): "error: No such command 'swep'. Did you mean 'sweep'? (see: reb-ray --help)",
+        ("report",): "error: Missing argument 'run_dir'. (see: reb-ray report --help)",
+        ("sweep", "--agents", ""): "error: flags: --agents = []: List should have at least 1 item after validation, not 0",
+    }
+    for args, expected in cases.items():
+        res = run(*args)
+        assert (res.returncode, res.stderr.strip()) == (2, expected), (args, res.stderr)
+        assert "Traceback" not in res.stdout + res.stderr
+    res = run("sweep", "--trails", "2")
+    assert res.returncode == 2 and res.stderr.startswith("error: No such option: --trails")
+    assert res.stderr.strip().endswith("(see: reb-ray sweep --help)") and len(res.stderr.strip().splitlines()) == 1
+    res = run("sweep", "--trials", "abc")
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and "'--trials'" in res.stderr
