@@ -31,6 +31,7 @@ third-party-only set, which is what an agent actually has to install.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import subprocess
 import sys
@@ -110,24 +111,24 @@ def _nested_names(files: list[PurePosixPath]) -> set[str]:
     return names - {"__init__"}
 
 
-_PATH_CALLS = {("path", "insert"), ("path", "append"), ("path", "extend"), ("site", "addsitedir")}
+@functools.lru_cache(maxsize=1)
+def _probe_rules():
+    """probes/c0_probe.py (a standalone stdlib script run inside sandboxes) owns the rule for
+    runtime sys.path edits; load it from the file so the baseline and the probe never disagree."""
+    import importlib.util
+
+    from reb_ray.paths import bundled_dir
+
+    spec = importlib.util.spec_from_file_location("reb_ray_c0_probe_rules", bundled_dir("probes") / "c0_probe.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
 
 
 def edits_sys_path(tree: ast.AST) -> bool:
     """True when the module edits the import path at run time: sys.path.insert/append/extend,
-    `sys.path += / =`, site.addsitedir (same rule as probes/c0_probe.py)."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            owner = node.func.value
-            name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", None)
-            if (name, node.func.attr) in _PATH_CALLS:
-                return True
-        elif isinstance(node, (ast.Assign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(isinstance(t, ast.Attribute) and t.attr == "path" and getattr(t.value, "id", None) == "sys"
-                   for t in targets):
-                return True
-    return False
+    `sys.path += / =`, site.addsitedir (probes/c0_probe.py's `sys_path_edit_lines`, field case F04)."""
+    return bool(_probe_rules().sys_path_edit_lines(tree))
 
 
 def _root_names(files: list[PurePosixPath]) -> set[str]:
