@@ -14,7 +14,6 @@ from pathlib import Path
 
 from reb_ray.errors import InfraError
 from reb_ray.models.task import HELPERS_DIR, TaskSpec
-from reb_ray.probes.toolbox import TOOLBOX_SANDBOX_PATH
 
 HELPERS_VAR = "REB_RAY_HELPERS"
 
@@ -33,7 +32,6 @@ def install_task_helpers(sandbox, task: TaskSpec, toolbox: str) -> dict[str, str
             shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:
-            assert toolbox == TOOLBOX_SANDBOX_PATH
             sandbox.put(Path(source), target)
     except Exception as exc:  # a gone sandbox or a full disk: never the agent's score
         raise InfraError("infra_toolbox", f"cannot install the helpers of {task.id}: {type(exc).__name__}: "
