@@ -63,14 +63,21 @@ def write(root: Path, files: dict[str, str]) -> None:
         path.write_text(text)
 
 
+def commit_files(root: Path, files: dict[str, str], message: str) -> str:
+    """Write `files` into the git repository `root` (created if needed), commit them, return the sha."""
+    if not (root / ".git").exists():
+        root.mkdir(parents=True, exist_ok=True)
+        git("init", "-q", cwd=root)
+    write(root, files)
+    git("add", "-A", cwd=root)
+    git("commit", "-q", "-m", message, cwd=root)
+    return git("rev-parse", "HEAD", cwd=root)
+
+
 @pytest.fixture
 def repo(tmp_path) -> Path:
     root = tmp_path / "repo"
-    root.mkdir()
-    git("init", "-q", cwd=root)
-    write(root, FILES)
-    git("add", "-A", cwd=root)
-    git("commit", "-q", "-m", "first", cwd=root)
+    commit_files(root, FILES, "first")
     write(root, {"untracked.py": "import should_not_count_untracked\n"})  # never added
     return root
 

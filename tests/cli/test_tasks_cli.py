@@ -73,18 +73,11 @@ def test_c0_baseline_scans_the_pinned_commit_of_each_mirror_and_compares(tmp_pat
     """A real git repository (the F04 layout) mirrored bare, a task pinned to its first commit
     with a canonical total of 5: the scan finds 4 (delta -1) and names dnnlib as resolvable only
     through a runtime sys.path edit; a task whose mirror is missing is reported and exits 1."""
-    from tests.test_c0_baseline import F04_FILES, git, write
+    from tests.test_c0_baseline import F04_FILES, commit_files, git
 
     src = tmp_path / "src"
-    src.mkdir()
-    git("init", "-q", cwd=src)
-    write(src, F04_FILES)
-    git("add", "-A", cwd=src)
-    git("commit", "-q", "-m", "one", cwd=src)
-    commit = git("rev-parse", "HEAD", cwd=src)
-    write(src, {"later.py": "import later_dep\n"})
-    git("add", "-A", cwd=src)
-    git("commit", "-q", "-m", "two", cwd=src)
+    commit = commit_files(src, F04_FILES, "one")
+    commit_files(src, {"later.py": "import later_dep\n"}, "two")
     mirrors = tmp_path / "mirrors"
     git("clone", "-q", "--mirror", str(src), str(mirrors / "owner" / "stylegan.git"), cwd=tmp_path)
     root = tmp_path / "tasks"
