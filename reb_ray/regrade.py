@@ -19,7 +19,7 @@ from reb_ray.grading.c5 import audit_report
 from reb_ray.grading.command_stage import grade_command_stage
 from reb_ray.grading.multi_gpu import grade_multi_gpu
 from reb_ray.models.task import TaskSpec, load_suite
-from reb_ray.results.read import read_stages, read_trials
+from reb_ray.results.read import latest_attempts, read_stages, read_trials
 from reb_ray.trial_record import TrialOutcome, settle_rows
 
 
@@ -82,11 +82,13 @@ def regrade_trial(trial: dict, stages: dict[str, dict], task: TaskSpec, new_swee
 
 
 def regrade(run_dir: Path, sweep_id: str | None = None, tasks_root: Path | None = None) -> list[TrialOutcome]:
-    """Re-grade every scored attempt under `run_dir` (optionally one sweep).
+    """Re-grade the current scored attempt of every trial under `run_dir` (optionally one
+    sweep; `latest_attempts` says which attempt is current).
 
     Raises RebRayError when a row's suite or task is no longer known.
     """
-    trials = [t for t in read_trials(run_dir, sweep_id).to_pylist()
+    # Only each trial's current attempt (the rule every reader uses); a superseded one is history.
+    trials = [t for t in latest_attempts(read_trials(run_dir, sweep_id)).to_pylist()
               if t["status"] == "scored" and (sweep_id or not t["sweep_id"].endswith("-regrade"))]
     if not trials:
         which = f"sweep {sweep_id!r}" if sweep_id else "any sweep"

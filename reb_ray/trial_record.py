@@ -40,7 +40,7 @@ class TrialRecorder:
             "sweep_id": spec.sweep_id, "trial_id": spec.trial_id, "attempt": spec.attempt,
             "trial_index": spec.trial_index, "task_id": spec.task.id, "suite": spec.task.suite,
             "agent": spec.agent, "node": socket.gethostname(), "sandbox_provider": spec.config.sandbox,
-            "c0_total": spec.task.c0_baseline_total, "started_at": now(),
+            "c0_total": spec.task.c0_baseline_total, "started_at": now(), "rerun": spec.rerun,
         }
         self.stages: list[dict] = []
 

@@ -1,4 +1,4 @@
-"""`reb-ray report RUN_DIR [--csv FILE]`: the paper-compatible summary of a results directory."""
+"""`reb-ray report RUN_DIR [--sweep-id ID] [--csv FILE]`: the summary of a results directory."""
 
 from __future__ import annotations
 
@@ -11,16 +11,25 @@ import typer
 def report(
     run_dir: Path = typer.Argument(..., help="Output directory of sweeps (holds trials/)."),
     sweep_id: Optional[str] = typer.Option(None, help="Only this sweep."),
-    csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write the summary as CSV (release column names)."),
+    csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write the paper-compatible CSV (the release's master_summary.csv columns, then ours)."),
 ) -> None:
-    """Per (sweep, agent): C0 missing/total, C1-C4 success/denominator, C5 sums, time, env size."""
-    from analysis.paper import paper_summary, to_csv
+    """Per (sweep, agent): C0 missing/total, C1-C4 success/measured with hardware apart, C5, time, env size.
+
+    The terminal table and the CSV print the same numbers (`analysis.scores.summarize`).
+    """
+    from analysis.paper import to_csv
+    from analysis.scores import summarize
+    from analysis.summary import format_summary
     from reb_ray.errors import RebRayError
     from reb_ray.results.read import read_trials
 
     if not (run_dir / "trials").is_dir():
         raise RebRayError(f"{run_dir}: no trials/ dataset here (is it a sweep's --output directory?)")
-    text = to_csv(paper_summary(read_trials(run_dir, sweep_id)))
-    typer.echo(text, nl=False)
+    rows = summarize(read_trials(run_dir, sweep_id))
+    typer.echo(format_summary(rows))
     if csv_path is not None:
-        csv_path.write_text(text)
+        try:
+            csv_path.write_text(to_csv(rows))
+        except OSError as exc:
+            raise RebRayError(f"--csv {csv_path}: cannot write: {exc.strerror or exc}") from exc
+        typer.echo(f"wrote {csv_path}")

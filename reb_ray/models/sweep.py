@@ -70,6 +70,7 @@ class TrialSpec(BaseModel):
     trial_index: int
     attempt: int = 1
     retries_left: int = 0  # further attempts allowed in this run if this one fails for infra reasons
+    rerun: bool = False  # `--rerun` runs this trial again although an earlier attempt was scored
     config: SweepConfig
     image: str | None = None  # the sandbox image tag, resolved on the driver
     # The agent's own credentials, read from the driver's environment; never written anywhere.

@@ -21,7 +21,8 @@ def expand(config: SweepConfig, image: str | None) -> tuple[list[TrialSpec], int
         credentials[name] = {k: os.environ[k] for k in agent.credential_env if k in os.environ}
     tasks = select_tasks(load_suite(config.suite, config.tasks_root), config.tasks)
     sweep_id = config.resolved_sweep_id()
-    done = set() if config.rerun else scored_trial_ids(config.output, sweep_id)
+    scored = scored_trial_ids(config.output, sweep_id)
+    done = set() if config.rerun else scored
     previous = last_attempts(config.output, sweep_id)
     specs, skipped = [], 0
     for agent in config.agents:
@@ -31,6 +32,7 @@ def expand(config: SweepConfig, image: str | None) -> tuple[list[TrialSpec], int
                                  credentials=credentials[agent])
                 spec.attempt = previous.get(spec.trial_id, 0) + 1
                 spec.retries_left = config.max_attempts - 1
+                spec.rerun = spec.trial_id in scored  # a scored trial gets a spec only under --rerun
                 if spec.trial_id in done:
                     skipped += 1
                 else:

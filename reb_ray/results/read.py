@@ -106,7 +106,9 @@ def _read(
 def read_trials(output_dir: Path, sweep_id: str | None = None) -> pa.Table:
     """All `trials` rows under `output_dir` (every attempt), or one sweep's, as TRIALS_SCHEMA.
 
-    Shape: one row per written trial attempt, columns exactly TRIALS_SCHEMA (typed, nullable).
+    Shape: one row per written trial attempt, columns exactly TRIALS_SCHEMA (typed, nullable);
+    after a retry or `--rerun` a trial has several rows, and `latest_attempts` picks the one
+    that counts.
     A missing directory gives an empty table of the schema. Raises RebRayError (one line naming
     the file) for an unreadable shard or one whose schema is foreign.
     """
@@ -123,20 +125,53 @@ def read_stages(output_dir: Path, sweep_id: str | None = None) -> pa.Table:
     return _read(Path(output_dir) / STAGES_DIR, STAGES_SCHEMA, sweep_id)
 
 
+def latest_attempts(table: pa.Table) -> pa.Table:
+    """The current attempt of every trial in `table` (TRIALS_SCHEMA rows): one row per
+    (sweep_id, trial_id), in the table's order.
+
+    The rule, the one every reader uses (summaries, `reb-ray report`, regrade, resume): a
+    trial's current attempt is its highest-numbered `scored` attempt; a trial with no scored
+    attempt is represented by its highest-numbered attempt (infra_error or interrupted). So after
+    `--rerun` the rerun's score replaces the earlier one, and a rerun that then fails for
+    infrastructure reasons does not erase the earlier score: an infra failure says nothing about
+    the agent (it is never scored) and is still counted among the sweep's infra-error attempts.
+    A null attempt ranks below every number; a row with a null trial_id is its own trial. Ties
+    (the same attempt number written twice) keep the row read last.
+    Raises KeyError naming a column among sweep_id, trial_id, attempt, status that is missing.
+    """
+    columns = {}
+    for name in ("sweep_id", "trial_id", "attempt", "status"):
+        if name not in table.column_names:
+            raise KeyError(f"trials table lacks column {name!r}")
+        columns[name] = table[name].to_pylist()
+    best: dict[tuple, tuple[tuple[bool, int], int]] = {}
+    for i, (sweep, trial, attempt, status) in enumerate(
+        zip(columns["sweep_id"], columns["trial_id"], columns["attempt"], columns["status"])
+    ):
+        key = (sweep, trial) if trial is not None else (sweep, None, i)
+        rank = (status == "scored", -1 if attempt is None else attempt)
+        if key not in best or rank >= best[key][0]:
+            best[key] = (rank, i)
+    return table.take(pa.array(sorted(i for _, i in best.values()), pa.int64()))
+
+
 def scored_trial_ids(output_dir: Path, sweep_id: str) -> set[str]:
-    """trial_ids of sweep `sweep_id` with at least one attempt whose status is "scored".
+    """trial_ids of sweep `sweep_id` whose current attempt (`latest_attempts`) is "scored",
+    i.e. with at least one scored attempt.
 
     Used by resume: those trials are done; trials with only infra_error / interrupted attempts
     are not. Raises RebRayError like read_trials.
     """
-    table = _read(Path(output_dir) / TRIALS_DIR, TRIALS_SCHEMA, sweep_id, ["trial_id", "status"])
-    scored = table.filter(pc.equal(table["status"], "scored"))
+    table = _read(Path(output_dir) / TRIALS_DIR, TRIALS_SCHEMA, sweep_id, ["sweep_id", "trial_id", "attempt", "status"])
+    latest = latest_attempts(table)
+    scored = latest.filter(pc.equal(latest["status"], "scored"))
     return {t for t in scored["trial_id"].to_pylist() if t is not None}
 
 
 def last_attempts(output_dir: Path, sweep_id: str) -> dict[str, int]:
-    """The highest attempt number recorded per trial_id of `sweep_id` (resume numbers new
-    attempts after it, so an earlier attempt's shard is never overwritten)."""
+    """The highest attempt number recorded per trial_id of `sweep_id`, whatever its status
+    (resume numbers new attempts after it, so an earlier attempt's shard is never overwritten;
+    which attempt *counts* is `latest_attempts`' rule)."""
     table = _read(Path(output_dir) / TRIALS_DIR, TRIALS_SCHEMA, sweep_id, ["trial_id", "attempt"])
     last: dict[str, int] = {}
     for trial_id, attempt in zip(table["trial_id"].to_pylist(), table["attempt"].to_pylist()):

@@ -87,6 +87,8 @@ TRIALS_SCHEMA = pa.schema(
         ("agent_limit", pa.string()),  # which limit fired in the agent phase, e.g. agent_timeout_s=600
         ("sandbox_shm_bytes", pa.int64()),  # /dev/shm size given to the sandbox (F09)
         ("c0_repo_path_modules", _strings),  # missing ones that live in the repo below its root (F04)
+        ("stages_missing_assets", pa.int64()),  # stages left unmeasured (not_run) for a missing asset (--skip-missing-assets)
+        ("rerun", pa.bool_()),  # this attempt re-ran an already scored trial (--rerun); see read.latest_attempts
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

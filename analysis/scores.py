@@ -1,0 +1,210 @@
+"""The one computation of per-(sweep, agent) numbers that every summary prints.
+
+`summarize(trials)` gives one dict per (sweep_id, agent) whose keys are `COLUMNS`: first every
+column of the ResearchEnvBench release's `master_summary.csv` (`RELEASE_COLUMNS`, in its order;
+the release computes them in `m5/build_master_table.py` of `No-518/ResearchEnvBench`,
+`build_summary_rows`), then ours (`OUR_COLUMNS`). The terminal table (`analysis.summary`, shown
+by `python -m analysis`, `reb-ray report`, `reb-ray sweep` and `regrade`), the paper CSV
+(`analysis.paper`, `reb-ray report --csv`) and the stage distribution (`analysis.stages`) only
+format these numbers; no rule lives anywhere else.
+
+Rows: only each trial's current attempt counts (`reb_ray.results.read.latest_attempts`), and only
+when it is `scored`; infra_error and interrupted attempts never score. Unknown is None (an empty
+CSV cell, `-` in the terminal), never 0.
+
+Release columns, and where we deliberately differ:
+
+- run_id: our sweep_id. baseline: our agent name (also in our `agent` column).
+- job_count: scored trials (the release counts every job directory it finds, failed runs too).
+- c0_missing_sum: sum of c0_missing over scored trials that have a value; None when none has
+  one. The release adds `missing or 0`, so a C0 that never ran scored as "nothing missing"
+  (issue 9, item 1); we add only what was measured and show `c0_not_run` beside it. (Grading
+  records an agent-caused C0 non-run as a failure with c0_missing = c0_total, and an infra-caused
+  one never reaches a scored row, so `c0_not_run` should be 0 on rows this version writes.)
+- c0_total_sum: sum of c0_total, the task spec's canonical baseline import count (the release's
+  `c0_repo_baseline_totals.json`, 2858 over its 44 repositories), over every scored trial.
+- c0_total_sum_reported: always None. The release sums the import total each job's own pyright
+  script counted; we record only the canonical total, so there is nothing to sum.
+- c0_missing_over_total: "c0_missing_sum/c0_total_sum"; None when either is unknown or the total
+  is 0 (the release: empty when the total is 0).
+- cN_*_denom (N = 1..4): scored trials where the stage applies, i.e. its status is not `skipped`
+  (applicability comes from the task spec; a null status, a row older than the stage, counts
+  nowhere). The release takes C1/C3/C4 applicability from its categories CSV and counts C2 for
+  every job; our 44 ResearchEnvBench specs apply C2 to all of them, so the denominators match
+  (C1 29, C2 44, C3 43, C4 32) while a demo task may opt out of C2.
+- cN_*_success_over_all: "success/denom" (the paper's rate, every applicable trial in the
+  denominator); None when denom is 0 (the release leaves the cell empty).
+- cN_*_success, cN_*_failed, cN_*_skipped: success + failed + skipped = denom, as in the
+  release. `failed` is the agent's failures only: a `failure`, or a `not_run` whose
+  cN_failure_category the agent owns (`reb_ray.grading.categories.owner_of`). `skipped` is an
+  applicable stage not measured against the agent, the release's `skipped` within its
+  denominator (its scripts write `skipped` for e.g. too few GPUs): our `cN_*_hardware` (a
+  category owned by hardware, `insufficient_hardware`) plus `cN_*_not_run` (not run for a reason
+  that is not the agent's, e.g. a missing asset under `--skip-missing-assets`; an infra-owned
+  failure, which a scored row should never hold, is counted here too). A failure with no
+  category is the agent's.
+- c5_path_sum, c5_version_sum, c5_capability_sum: sums of the known values (None when no trial
+  has one; the release's `or 0` makes an unaudited report honest). c5_total_sum: their sum
+  over the known ones.
+- agent_wall_time_avg_sec: mean agent phase seconds over scored trials with a value, rounded to
+  2 decimals; agent_time_valid_jobs: how many had one.
+- env_size_avg_gb: mean env_size_bytes / 2**30 (GiB, as the release's MB / 1024), rounded to 3
+  decimals; env_valid_jobs: how many had a size.
+- agent_tokens_input_sum, agent_tokens_output_sum: sums of the trials' `input_tokens` /
+  `output_tokens` columns, read by name when the table has them (None otherwise or when no
+  trial has a value). agent_tokens_total_sum: the sum of input + output over trials that know
+  both; agent_tokens_total_avg: that sum / those trials, rounded to 3 decimals (the release
+  divides a run-level token export by agent_time_valid_jobs).
+
+Our columns: agent; c0_not_run (scored trials whose C0 is `not_run`); per stage
+cN_*_success_over_measured ("success/(success + failed)", the agent's own record with hardware
+and unmeasured stages apart; None when nothing was measured), cN_*_hardware, cN_*_not_run;
+c5_not_run; c5_underclaims_sum (claims below what was observed, counted apart);
+stages_missing_assets_sum (stages left unmeasured because an asset was missing: the trials
+column `stages_missing_assets`, None when no trial records it); infra_errors (infra_error
+attempts of the pair, every attempt, retried ones included); reruns (current trials that a
+`--rerun` produced).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pyarrow as pa
+
+from reb_ray.grading.categories import owner_of
+from reb_ray.results.read import latest_attempts
+
+STAGES = (("c1", "c1_cpu"), ("c2", "c2_cuda"), ("c3", "c3_single_gpu"), ("c4", "c4_multi_gpu"))
+
+RELEASE_COLUMNS = [
+    "run_id", "baseline", "job_count", "c0_missing_sum", "c0_total_sum", "c0_total_sum_reported",
+    "c0_missing_over_total",
+    *(f"{name}_denom" for _, name in STAGES),
+    *(f"{name}_success_over_all" for _, name in STAGES),
+    *(f"{name}_{count}" for _, name in STAGES for count in ("success", "failed", "skipped")),
+    "c5_path_sum", "c5_version_sum", "c5_capability_sum", "c5_total_sum",
+    "agent_wall_time_avg_sec", "agent_time_valid_jobs", "env_size_avg_gb", "env_valid_jobs",
+    "agent_tokens_input_sum", "agent_tokens_output_sum", "agent_tokens_total_sum", "agent_tokens_total_avg",
+]
+OUR_COLUMNS = [
+    "agent", "c0_not_run",
+    *(f"{name}_{extra}" for _, name in STAGES for extra in ("success_over_measured", "hardware", "not_run")),
+    "c5_not_run", "c5_underclaims_sum", "stages_missing_assets_sum", "infra_errors", "reruns",
+]
+COLUMNS = RELEASE_COLUMNS + OUR_COLUMNS
+
+#: stage_outcome values: the agent's success or failure, a failure for lack of hardware, an
+#: applicable stage left unmeasured, a stage the task does not apply.
+OUTCOMES = ("success", "failure", "hardware", "not_run", "skipped")
+
+
+def stage_outcome(row: dict, stage: str) -> str | None:
+    """What stage `stage` ("c0".."c5", "env_size") of a trials row means for the agent.
+
+    One of OUTCOMES, or None when `{stage}_status` is null. The owner comes from the row's
+    `{stage}_failure_category` when the table has one (`owner_of`): hardware -> "hardware"; agent
+    -> "failure" (a `not_run` the agent caused included); a `not_run` with another or no owner,
+    or an infra-owned failure -> "not_run". A failure without a category is the agent's.
+    """
+    status = row.get(f"{stage}_status")
+    if status in (None, "success", "skipped"):
+        return status
+    owner = owner_of(row.get(f"{stage}_failure_category"))
+    if owner == "hardware":
+        return "hardware"
+    if owner == "agent" or (status == "failure" and owner is None):
+        return "failure"
+    return "not_run"
+
+
+def _known(values: Iterable[Any]) -> list:
+    return [v for v in values if v is not None]
+
+
+def _sum(values: Iterable[Any]) -> Any:
+    known = _known(values)
+    return sum(known) if known else None
+
+
+def _ratio(numerator: int | None, denominator: int | None) -> str | None:
+    if numerator is None or not denominator:
+        return None
+    return f"{numerator}/{denominator}"
+
+
+def _sort_key(key: tuple) -> tuple:
+    return tuple((v is None, v or "") for v in key)
+
+
+def _group(sweep_id: str | None, agent: str | None, scored: list[dict], infra_errors: int) -> dict:
+    out: dict[str, Any] = {"run_id": sweep_id, "baseline": agent, "agent": agent, "job_count": len(scored),
+                           "infra_errors": infra_errors}
+    missing = _sum(r.get("c0_missing") for r in scored)
+    total = _sum(r.get("c0_total") for r in scored)
+    out.update(c0_missing_sum=missing, c0_total_sum=total, c0_total_sum_reported=None,
+               c0_missing_over_total=_ratio(missing, total),
+               c0_not_run=sum(r.get("c0_status") == "not_run" for r in scored))
+    for stage, name in STAGES:
+        outcomes = [stage_outcome(r, stage) for r in scored]
+        n = {o: outcomes.count(o) for o in OUTCOMES}
+        denom = n["success"] + n["failure"] + n["hardware"] + n["not_run"]
+        out.update({
+            f"{name}_denom": denom, f"{name}_success_over_all": _ratio(n["success"], denom),
+            f"{name}_success": n["success"], f"{name}_failed": n["failure"],
+            f"{name}_skipped": n["hardware"] + n["not_run"],
+            f"{name}_success_over_measured": _ratio(n["success"], n["success"] + n["failure"]),
+            f"{name}_hardware": n["hardware"], f"{name}_not_run": n["not_run"],
+        })
+    for key in ("path", "version", "capability", "underclaims"):
+        out[f"c5_{key}_sum"] = _sum(r.get(f"c5_{key}") for r in scored)
+    out["c5_total_sum"] = _sum(out[f"c5_{key}_sum"] for key in ("path", "version", "capability"))
+    out["c5_not_run"] = sum(r.get("c5_status") == "not_run" for r in scored)
+
+    times = _known(r.get("agent_wall_time_s") for r in scored)
+    out["agent_wall_time_avg_sec"] = round(sum(times) / len(times), 2) if times else None
+    out["agent_time_valid_jobs"] = len(times)
+    sizes = _known(r.get("env_size_bytes") for r in scored)
+    out["env_size_avg_gb"] = round(sum(sizes) / len(sizes) / 2**30, 3) if sizes else None
+    out["env_valid_jobs"] = len(sizes)
+
+    # Tokens are not recorded yet: the columns may be absent, and unknown stays None.
+    out["agent_tokens_input_sum"] = _sum(r.get("input_tokens") for r in scored)
+    out["agent_tokens_output_sum"] = _sum(r.get("output_tokens") for r in scored)
+    totals = [r["input_tokens"] + r["output_tokens"] for r in scored
+              if r.get("input_tokens") is not None and r.get("output_tokens") is not None]
+    out["agent_tokens_total_sum"] = sum(totals) if totals else None
+    out["agent_tokens_total_avg"] = round(sum(totals) / len(totals), 3) if totals else None
+
+    out["stages_missing_assets_sum"] = _sum(r.get("stages_missing_assets") for r in scored)
+    out["reruns"] = sum(bool(r.get("rerun")) for r in scored)
+    return {c: out[c] for c in COLUMNS}
+
+
+def current_scored(trials: pa.Table) -> list[dict]:
+    """The scored current attempts of `trials` (`latest_attempts`, then status == "scored") as
+    row dicts. Raises KeyError naming a missing identity column (sweep_id, trial_id, ...)."""
+    return [r for r in latest_attempts(trials).to_pylist() if r.get("status") == "scored"]
+
+
+def summarize(trials: pa.Table) -> list[dict]:
+    """One dict per (sweep_id, agent) of a trials table (TRIALS_SCHEMA or a subset of its
+    columns: any column other than sweep_id, trial_id, attempt, status, agent may be absent and
+    reads as null), keys exactly COLUMNS, sorted by sweep then agent. Definitions: the module
+    docstring. A pair with only unscored attempts still appears, with job_count 0.
+    Raises KeyError naming a missing identity column.
+    """
+    if "agent" not in trials.column_names:
+        raise KeyError("trials table lacks column 'agent'")
+    current = current_scored(trials)
+    scored: dict[tuple, list[dict]] = {}
+    infra: dict[tuple, int] = {}
+    for sweep_id, agent, status in zip(trials["sweep_id"].to_pylist(), trials["agent"].to_pylist(),
+                                       trials["status"].to_pylist()):
+        key = (sweep_id, agent)
+        scored.setdefault(key, [])
+        infra[key] = infra.get(key, 0) + (status == "infra_error")
+    for row in current:
+        scored[(row["sweep_id"], row["agent"])].append(row)
+    return [_group(*key, scored[key], infra[key]) for key in sorted(scored, key=_sort_key)]

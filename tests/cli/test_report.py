@@ -1,0 +1,70 @@
+"""`reb-ray report` and `python -m analysis` on one run: the terminal tables and the CSV agree."""
+
+from __future__ import annotations
+
+import csv
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from analysis.summary import HEADERS
+from tests.analysis.runs import write_run
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    # From the repository root, so this checkout's code is what runs.
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+
+def _terminal_rows(text: str) -> dict[str, dict[str, str]]:
+    lines = text.split("\n\n")[0].splitlines()
+    assert re.split(r"\s{2,}", lines[1].strip()) == list(HEADERS)
+    return {cells[0]: dict(zip(HEADERS, cells)) for cells in (re.split(r"\s{2,}", line.strip()) for line in lines[3:])}
+
+
+def _expected_cells(row: dict[str, str]) -> dict[str, str]:
+    """What the terminal must show for one CSV row (empty cell = unknown = "-")."""
+    def dash(value: str) -> str:
+        return value or "-"
+
+    cells = {"agent": row["agent"], "trials": row["job_count"],
+             "C0 missing/total": f"{dash(row['c0_missing_sum'])}/{dash(row['c0_total_sum'])}",
+             "C0 not run": row["c0_not_run"], "C5 lies": dash(row["c5_total_sum"]),
+             "no assets": dash(row["stages_missing_assets_sum"]), "infra": row["infra_errors"]}
+    for header, name in (("C1", "c1_cpu"), ("C2", "c2_cuda"), ("C3", "c3_single_gpu"), ("C4", "c4_multi_gpu")):
+        cell = "-" if row[f"{name}_denom"] == "0" else dash(row[f"{name}_success_over_measured"])
+        cell += f" hw{row[f'{name}_hardware']}" if row[f"{name}_hardware"] != "0" else ""
+        cell += f" nr{row[f'{name}_not_run']}" if row[f"{name}_not_run"] != "0" else ""
+        cells[header] = cell
+    return cells
+
+
+def test_report_terminal_python_m_analysis_and_csv_agree(tmp_path):
+    run_dir, csv_file = write_run(tmp_path / "run"), tmp_path / "summary.csv"
+    report = _run("-c", "from reb_ray.cli import main; main()", "report", str(run_dir), "--csv", str(csv_file))
+    analysis = _run("-m", "analysis", str(run_dir))
+    assert (report.returncode, analysis.returncode) == (0, 0), report.stderr + analysis.stderr
+    assert report.stdout == analysis.stdout + f"wrote {csv_file}\n"  # one table, printed twice
+
+    terminal = _terminal_rows(analysis.stdout)
+    rows = list(csv.DictReader(csv_file.open()))
+    assert [r["agent"] for r in rows] == list(terminal) == ["alpha", "beta"]
+    for row in rows:
+        shown = terminal[row["agent"]]
+        assert {k: v for k, v in shown.items() if k not in ("agent s", "env GiB")} == _expected_cells(row)
+        for header, column in (("agent s", "agent_wall_time_avg_sec"), ("env GiB", "env_size_avg_gb")):
+            if row[column]:
+                assert float(shown[header]) == float(row[column])  # the same rounded number
+            else:
+                assert shown[header] == "-"
+    # the hand-made run has known values in these cells: the comparison is not vacuous
+    assert terminal["alpha"]["agent s"] == "75.06" and terminal["alpha"]["C4"] == "- hw2"
+
+
+def test_report_csv_into_a_missing_directory_is_one_line(tmp_path):
+    run_dir = write_run(tmp_path / "run")
+    res = _run("-c", "from reb_ray.cli import main; main()", "report", str(run_dir), "--csv", str(tmp_path / "no" / "x.csv"))
+    assert res.returncode == 2 and res.stderr.startswith("error: --csv ") and res.stderr.count("\n") == 1

@@ -1,0 +1,27 @@
+"""expand: resume skips scored trials; `--rerun` runs them again and says so in the row."""
+
+from __future__ import annotations
+
+from reb_ray.models.sweep import SweepConfig
+from reb_ray.orchestrators.expand import expand
+from reb_ray.results.parquet_sink import ParquetSink
+from reb_ray.trial_record import TrialRecorder
+
+
+def test_rerun_is_recorded_in_the_spec_and_the_row(tmp_path):
+    config = SweepConfig(output=tmp_path, agents=["noop"], tasks="numpy-trainer,torch-tiny", sweep_id="s")
+    ParquetSink(tmp_path).write([{"sweep_id": "s", "trial_id": "noop/numpy-trainer/0", "attempt": 1,
+                                  "agent": "noop", "task_id": "numpy-trainer", "status": "scored"}], [])
+
+    specs, skipped = expand(config, image=None)
+    assert (skipped, [s.trial_id for s in specs]) == (1, ["noop/torch-tiny/0"])
+    assert [s.rerun for s in specs] == [False]
+
+    specs, skipped = expand(config.model_copy(update={"rerun": True}), image=None)
+    by_id = {s.trial_id: s for s in specs}
+    assert skipped == 0 and set(by_id) == {"noop/numpy-trainer/0", "noop/torch-tiny/0"}
+    again, fresh = by_id["noop/numpy-trainer/0"], by_id["noop/torch-tiny/0"]
+    assert (again.rerun, again.attempt) == (True, 2)  # numbered after the scored attempt
+    assert (fresh.rerun, fresh.attempt) == (False, 1)  # never scored: a first run, not a rerun
+    assert TrialRecorder(again).row["rerun"] is True and TrialRecorder(fresh).row["rerun"] is False
+    assert again.next_attempt().rerun is True  # an infra retry of a rerun is still a rerun
