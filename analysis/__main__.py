@@ -1,5 +1,6 @@
 """`python -m analysis OUTPUT_DIR [--sweep-id ID] [--stages]`: print the per-agent summary
-table, and with --stages the status distribution of every stage per agent."""
+table (the numbers of `reb-ray report`), and with --stages the outcome distribution of every
+stage per agent."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m analysis", description=__doc__)
     parser.add_argument("output_dir", type=Path, help="results directory holding trials/")
     parser.add_argument("--sweep-id", default=None, help="summarise only this sweep")
-    parser.add_argument("--stages", action="store_true", help="also print per-stage status counts per agent")
+    parser.add_argument("--stages", action="store_true", help="also print per-stage outcome counts per agent (hardware apart)")
     args = parser.parse_args(argv)
     if not (args.output_dir / "trials").is_dir():
         print(f"error: {args.output_dir}: no trials/ dataset here (is it a sweep's --output directory?)", file=sys.stderr)

@@ -207,4 +207,4 @@ def summarize(trials: pa.Table) -> list[dict]:
         infra[key] = infra.get(key, 0) + (status == "infra_error")
     for row in current:
         scored[(row["sweep_id"], row["agent"])].append(row)
-    return [_group(*key, scored[key], infra[key]) for key in sorted(scored, key=_sort_key)]
+    return [_group(key[0], key[1], scored[key], infra[key]) for key in sorted(scored, key=_sort_key)]

@@ -1,4 +1,4 @@
-"""`reb-ray report RUN_DIR [--sweep-id ID] [--csv FILE]`: the summary of a results directory."""
+"""`reb-ray report RUN_DIR [--sweep-id ID] [--csv FILE|-]`: the summary of a results directory."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import typer
 def report(
     run_dir: Path = typer.Argument(..., help="Output directory of sweeps (holds trials/)."),
     sweep_id: Optional[str] = typer.Option(None, help="Only this sweep."),
-    csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write the paper-compatible CSV (the release's master_summary.csv columns, then ours)."),
+    csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write the paper-compatible CSV (the release's master_summary.csv columns, then ours); '-' prints it instead of the table."),
 ) -> None:
     """Per (sweep, agent): C0 missing/total, C1-C4 success/measured with hardware apart, C5, time, env size.
 
@@ -26,6 +26,9 @@ def report(
     if not (run_dir / "trials").is_dir():
         raise RebRayError(f"{run_dir}: no trials/ dataset here (is it a sweep's --output directory?)")
     rows = summarize(read_trials(run_dir, sweep_id))
+    if csv_path == Path("-"):
+        typer.echo(to_csv(rows), nl=False)
+        return
     typer.echo(format_summary(rows))
     if csv_path is not None:
         try:

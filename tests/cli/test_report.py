@@ -68,3 +68,10 @@ def test_report_csv_into_a_missing_directory_is_one_line(tmp_path):
     run_dir = write_run(tmp_path / "run")
     res = _run("-c", "from reb_ray.cli import main; main()", "report", str(run_dir), "--csv", str(tmp_path / "no" / "x.csv"))
     assert res.returncode == 2 and res.stderr.startswith("error: --csv ") and res.stderr.count("\n") == 1
+
+
+def test_report_csv_dash_prints_the_csv(tmp_path):
+    run_dir, csv_file = write_run(tmp_path / "run"), tmp_path / "summary.csv"
+    assert _run("-c", "from reb_ray.cli import main; main()", "report", str(run_dir), "--csv", str(csv_file)).returncode == 0
+    res = _run("-c", "from reb_ray.cli import main; main()", "report", str(run_dir), "--csv", "-")
+    assert res.returncode == 0 and res.stdout == csv_file.read_text()
