@@ -69,7 +69,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         r"Watchdog caught collective operation timeout|ran for \d+ milliseconds before timing out"
         r"|DistStoreError: Timed out")),
     ("oom", re.compile(
-        r"CUDA out of memory|OutOfMemoryError|MemoryError|Cannot allocate memory|std::bad_alloc"
+        r"CUDA out of memory|CUDA error: out of memory|OutOfMemoryError|MemoryError|Cannot allocate memory|std::bad_alloc"
         r"|^(?:.*\bline \d+: +\d+ +)?Killed\b|is killed by signal: Killed|Signal 9 \(SIGKILL\) received", re.M)),
     ("native_ext_abi", re.compile(
         r"undefined symbol|operator \S+ does not exist|GLIBCXX_[\d.]+' not found"

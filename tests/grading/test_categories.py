@@ -190,6 +190,17 @@ Root Cause (first observed failure):
     assert classify_failure(1, False, log) == "deps"
 
 
+def test_nccl_shm_failure_at_init_is_infra_shm():
+    """Field case F09 under DDP: NCCL's own error names the /dev/shm segment on its last line."""
+    log = XFORMERS_NO_TRITON + "".join("[rank0]: " + line for line in tb(
+        'File "/work/repo/train_ddp.py", line 30, in <module>', "  dist.all_reduce(t)",
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, "
+        "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5\n"
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.\n"
+        "Last error:\nError while creating shared memory segment /dev/shm/nccl-vzIpS6 (size 5767520)").splitlines(True))
+    assert classify_failure(1, False, log) == "infra_shm"
+
+
 def test_a_multi_line_exception_message_is_read_whole():
     log = XFORMERS_NO_TRITON + tb(
         TRAIN, "  from transformers import LlamaForCausalLM",
