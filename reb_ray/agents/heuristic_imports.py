@@ -69,7 +69,7 @@ def stdlib_names() -> set:
     return names
 
 
-def python_files(repo: Path, skip: set = frozenset()):
+def python_files(repo: Path, skip: set | frozenset = frozenset()):
     """The repo's .py files, skipping hidden dirs, venvs, site-packages and paths in `skip`."""
     for root, dirs, files in os.walk(str(repo)):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS
@@ -152,7 +152,7 @@ def path_edit_dirs(tree, path: Path, repo: Path) -> set:
     return found
 
 
-def scan_imports(repo: Path, skip: set = frozenset()) -> list:
+def scan_imports(repo: Path, skip: set | frozenset = frozenset()) -> list:
     """Sorted absolute imports that are neither stdlib nor the repo's own (module docstring).
     Top-level names, except two levels under namespaces that MODULE_TO_DIST names dotted
     (google.protobuf). Files that do not parse are skipped."""

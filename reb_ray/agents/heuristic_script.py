@@ -208,8 +208,9 @@ def project_target(repo: Path) -> tuple:
     return "-e " + str(repo.resolve()) + ("[" + ",".join(extras) + "]" if extras else ""), deps
 
 
-def collect_requirements(repo: Path) -> list:
-    """Requirement lines from requirements files and environment.yml, then the project itself."""
+def collect_requirements(repo: Path) -> tuple:
+    """(requirement lines from requirements files and environment.yml, then the project itself;
+    the project's declared dependency lines, for pinning constraints)."""
     files = sorted(repo.glob("requirements*.txt")) + sorted((repo / "requirements").glob("*.txt"))
     lines, seen = [], set()
     for path in files:
@@ -411,7 +412,7 @@ def measure(python: str) -> dict:
 
 def write_report(path: Path, python: str, env_tool: str, env_name, notes: str) -> bool:
     """Write report.json (parents created) from measured facts; True when written."""
-    report = {"python_path": python}
+    report: dict = {"python_path": python}
     report.update(measure(python))
     report.update({"ddp_expected_ok": None, "env_tool": env_tool, "env_name": env_name, "notes": notes})
     try:
@@ -450,7 +451,7 @@ def resolve_imports(python: str, repo: Path, venv: Path, wheels: dict, constrain
 
 def main(argv: list | None = None) -> int:
     """Run the five steps; exit 0 when a report was written."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--repo", default="/work/repo")
     ap.add_argument("--report", default="/opt/scimlopsbench/report.json")
     ap.add_argument("--venv", default="/opt/envs/heuristic")
