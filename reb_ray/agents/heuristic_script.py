@@ -1,6 +1,7 @@
 """The `heuristic` agent's in-sandbox program: an offline, deterministic, rule-based baseline.
 
-Copied into the sandbox and run with the image's own python3 (3.8+, stdlib only):
+Copied into the sandbox with its sibling heuristic_imports.py (the import scan) and run with
+the image's own python3 (3.8+, stdlib only):
 
     python3 heuristic_script.py --repo /work/repo --report /opt/scimlopsbench/report.json \
         --venv /opt/envs/heuristic
@@ -15,7 +16,6 @@ environment (PIP_FIND_LINKS, PIP_CACHE_DIR, PIP_CERT, ...); no index URL is ever
 from __future__ import annotations
 
 import argparse
-import ast
 import configparser
 import json
 import os
@@ -23,29 +23,15 @@ import platform
 import re
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
+
+from heuristic_imports import MODULE_TO_DIST, scan_imports  # its sibling file, on sys.path[0]
 
 try:
     import tomllib  # Python 3.11+
 except ImportError:  # pragma: no cover - exercised by monkeypatching in tests
     tomllib = None
 
-#: Import name -> PyPI distribution; None means "not installable from PyPI, skip".
-MODULE_TO_DIST = {
-    "Bio": "biopython", "Crypto": "pycryptodome", "Levenshtein": "python-Levenshtein",
-    "MySQLdb": "mysqlclient", "OpenSSL": "pyOpenSSL", "PIL": "pillow", "apex": None,
-    "attr": "attrs", "bs4": "beautifulsoup4", "cv2": "opencv-python-headless",
-    "dateutil": "python-dateutil", "detectron2": None, "docx": "python-docx", "dotenv": "python-dotenv",
-    "einops": "einops", "faiss": "faiss-cpu", "fitz": "PyMuPDF", "git": "GitPython",
-    "google.protobuf": "protobuf", "hydra": "hydra-core", "jwt": "PyJWT", "lightning": "lightning",
-    "magic": "python-magic", "mmcv": "mmcv", "omegaconf": "omegaconf", "pkg_resources": "setuptools",
-    "pptx": "python-pptx", "psycopg2": "psycopg2-binary", "pytorch_lightning": "pytorch-lightning",
-    "serial": "pyserial", "skimage": "scikit-image", "sklearn": "scikit-learn",
-    "tensorboardX": "tensorboardX", "timm": "timm", "transformers": "transformers", "usb": "pyusb",
-    "wandb": "wandb", "yaml": "PyYAML", "zmq": "pyzmq",
-}
-SKIP_DIRS = {"site-packages", "dist-packages", "node_modules", "__pycache__", "venv", "env", "build", "dist"}
 PIP = ["-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
 PIP_TIMEOUT_S = 1800
 _REQ = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*\(?([^;()]*)\)?\s*(;.*)?$")
@@ -222,8 +208,9 @@ def project_target(repo: Path) -> tuple:
     return "-e " + str(repo.resolve()) + ("[" + ",".join(extras) + "]" if extras else ""), deps
 
 
-def collect_requirements(repo: Path) -> list:
-    """Requirement lines from requirements files and environment.yml, then the project itself."""
+def collect_requirements(repo: Path) -> tuple:
+    """(requirement lines from requirements files and environment.yml, then the project itself;
+    the project's declared dependency lines, for pinning constraints)."""
     files = sorted(repo.glob("requirements*.txt")) + sorted((repo / "requirements").glob("*.txt"))
     lines, seen = [], set()
     for path in files:
@@ -362,69 +349,7 @@ def write_constraints(venv: Path, constraints: list) -> str | None:
     return str(path)
 
 
-# ---------------------------------------------------------------- import scanning
-
-def stdlib_names() -> set:
-    """Standard-library top-level module names (sys.stdlib_module_names, else the stdlib dir)."""
-    names = set(sys.builtin_module_names) | {"__future__"}
-    if hasattr(sys, "stdlib_module_names"):
-        return names | set(sys.stdlib_module_names)
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    for path in list(stdlib.iterdir()) + list((stdlib / "lib-dynload").glob("*")):
-        if path.name not in ("site-packages", "dist-packages"):
-            names.add(path.name.split(".")[0])
-    return names
-
-
-def python_files(repo: Path, skip: set = frozenset()):
-    """The repo's .py files, skipping hidden dirs, venvs, site-packages and paths in `skip`."""
-    for root, dirs, files in os.walk(str(repo)):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS
-                         and not (Path(root) / d / "pyvenv.cfg").exists() and str(Path(root) / d) not in skip)
-        for name in sorted(files):
-            if name.endswith(".py"):
-                yield Path(root) / name
-
-
-def module_children(repo: Path, files: list) -> dict:
-    """directory -> names importable from it: its .py stems and subdirs holding .py files."""
-    kids = {}
-    for f in files:
-        kids.setdefault(f.parent, set()).add(f.stem)
-        for folder in [f.parent] + list(f.parent.parents):
-            if folder == repo or repo not in folder.parents:
-                break
-            kids.setdefault(folder.parent, set()).add(folder.name)
-    return kids
-
-
-def scan_imports(repo: Path, skip: set = frozenset()) -> list:
-    """Sorted absolute imports that are neither stdlib nor the repo's own modules (at the repo
-    root, under src/, or beside the importing file). Top-level names, except two levels under
-    namespaces that MODULE_TO_DIST names dotted (google.protobuf)."""
-    files = list(python_files(repo, skip))
-    kids, stdlib = module_children(repo, files), stdlib_names()
-    own = kids.get(repo, set()) | kids.get(repo / "src", set())
-    namespaces = {k.split(".")[0] for k in MODULE_TO_DIST if "." in k}
-    out = set()
-    for path in files:
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"), str(path))
-        except (SyntaxError, ValueError):
-            continue
-        found = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                found.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                found.add(node.module)
-        drop = stdlib | own | kids.get(path.parent, set())
-        for name in found:
-            top = name.split(".")[0]
-            if top not in drop:
-                out.add(".".join(name.split(".")[:2]) if top in namespaces and "." in name else top)
-    return sorted(out)
-
+# ---------------------------------------------------------------- unresolved imports (scan: heuristic_imports.py)
 
 def missing_modules(python: str, names: list) -> list:
     """The subset of `names` the interpreter cannot find (one subprocess, importlib find_spec)."""
@@ -487,7 +412,7 @@ def measure(python: str) -> dict:
 
 def write_report(path: Path, python: str, env_tool: str, env_name, notes: str) -> bool:
     """Write report.json (parents created) from measured facts; True when written."""
-    report = {"python_path": python}
+    report: dict = {"python_path": python}
     report.update(measure(python))
     report.update({"ddp_expected_ok": None, "env_tool": env_tool, "env_name": env_name, "notes": notes})
     try:
@@ -526,7 +451,7 @@ def resolve_imports(python: str, repo: Path, venv: Path, wheels: dict, constrain
 
 def main(argv: list | None = None) -> int:
     """Run the five steps; exit 0 when a report was written."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--repo", default="/work/repo")
     ap.add_argument("--report", default="/opt/scimlopsbench/report.json")
     ap.add_argument("--venv", default="/opt/envs/heuristic")

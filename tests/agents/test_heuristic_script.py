@@ -13,6 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "reb_ray" / "agents" / "heuristic_script.py"
+IMPORTS = SCRIPT.with_name("heuristic_imports.py")
 DEMO = ROOT / "tasks" / "demo"
 REPORT_KEYS = {"python_path", "python_version", "torch_version", "cuda_available", "gpu_count",
                "ddp_expected_ok", "env_tool", "env_name", "notes"}
@@ -20,10 +21,15 @@ REPORT_KEYS = {"python_path", "python_version", "torch_version", "cuda_available
 
 @pytest.fixture(scope="module")
 def hs():
-    """The script imported as a module (it is stdlib-only and has no import-time effects)."""
-    spec = importlib.util.spec_from_file_location("heuristic_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    """The script imported as a module (stdlib-only, no import-time effects), with its folder on
+    sys.path while it loads, as when it runs as a program (it imports heuristic_imports beside it)."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        spec = importlib.util.spec_from_file_location("heuristic_script", SCRIPT)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
     return module
 
 
@@ -33,19 +39,12 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-def test_script_is_python38_syntax_and_stdlib_only():
-    tree = ast.parse(SCRIPT.read_text(), feature_version=(3, 8))
+@pytest.mark.parametrize("path", [SCRIPT, IMPORTS])
+def test_script_is_python38_syntax_and_stdlib_only(path):
+    tree = ast.parse(path.read_text(), feature_version=(3, 8))
     tops = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     tops |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert tops <= set(sys.stdlib_module_names) | {"__future__"}
-
-
-def test_module_map_is_sorted_and_covers_the_usual_mismatches(hs):
-    m = hs.MODULE_TO_DIST
-    assert list(m) == sorted(m)
-    assert m["yaml"] == "PyYAML" and m["cv2"] == "opencv-python-headless" and m["PIL"] == "pillow"
-    assert m["sklearn"] == "scikit-learn" and m["google.protobuf"] == "protobuf" and m["hydra"] == "hydra-core"
-    assert m["detectron2"] is None and m["apex"] is None
+    assert tops <= set(sys.stdlib_module_names) | {"__future__", IMPORTS.stem}
 
 
 # ---------------------------------------------------------------- requirements files
@@ -168,38 +167,7 @@ def test_demo_pyproject_extra_without_tomllib(hs, monkeypatch):
     assert hs.project_target(repo) == ("-e %s[cli]" % repo.resolve(), ["numpy", "click"])
 
 
-# ---------------------------------------------------------------- import scanning
-
-def test_scan_imports_drops_stdlib_local_and_relative(hs, tmp_path):
-    write(tmp_path / "train.py", "import os, json\nimport numpy as np\nimport yaml\nfrom utils import f\n"
-                                 "from mypkg.sub import g\nimport google.protobuf.text_format\n"
-                                 "from google.cloud import storage\nfrom __future__ import annotations\n")
-    write(tmp_path / "utils.py", "from . import x\nfrom .y import z\nimport requests\n")
-    write(tmp_path / "src" / "mypkg" / "__init__.py", "import typing_extensions\n")
-    write(tmp_path / "tools" / "run.py", "import helper\nimport sklearn.linear_model\nimport nested\n")
-    write(tmp_path / "tools" / "helper.py", "import asyncio\n")
-    write(tmp_path / "tools" / "nested" / "deep" / "m.py", "")
-    write(tmp_path / "other" / "x.py", "import helper\n")  # not beside helper.py: looks external
-    write(tmp_path / "broken.py", "def (:\n")
-    write(tmp_path / ".hidden" / "h.py", "import hidden_dep\n")
-    write(tmp_path / "venv" / "lib" / "v.py", "import venv_dep\n")
-    write(tmp_path / "myenv" / "pyvenv.cfg", "")
-    write(tmp_path / "myenv" / "lib" / "e.py", "import env_dep\n")
-    assert hs.scan_imports(tmp_path) == ["google.cloud", "google.protobuf", "helper", "numpy", "requests",
-                                         "sklearn", "typing_extensions", "yaml"]
-
-
-def test_scan_imports_on_demo_repos(hs):
-    assert hs.scan_imports(DEMO / "import-name-mismatch" / "repo") == ["numpy", "yaml"]
-    assert hs.scan_imports(DEMO / "pyproject-extra" / "repo") == ["click", "numpy"]
-
-
-def test_stdlib_fallback_without_stdlib_module_names(hs, monkeypatch):
-    monkeypatch.delattr(sys, "stdlib_module_names")
-    names = hs.stdlib_names()
-    assert {"os", "json", "asyncio", "collections", "sys", "math", "__future__"} <= names
-    assert not {"numpy", "yaml", "site-packages", "pip"} & names
-
+# ---------------------------------------------------------------- unresolved imports (the scan: test_heuristic_imports.py)
 
 def test_missing_modules_asks_the_interpreter(hs):
     assert hs.missing_modules(sys.executable, ["json", "surely_not_a_module_xyz"]) == ["surely_not_a_module_xyz"]
@@ -287,6 +255,7 @@ def test_agent_in_docker_sandbox_fixes_import_name_mismatch(sandbox_image):
     with open_sandbox("docker", config) as sb:
         sb.put(task / "repo", "/work/repo")
         sb.put(SCRIPT, "/opt/agent/heuristic_script.py")
+        sb.put(IMPORTS, "/opt/agent/heuristic_imports.py")
         run = sb.exec(["python3", "/opt/agent/heuristic_script.py", "--repo", "/work/repo",
                        "--report", report, "--venv", venv], timeout=600, env={"PIP_FIND_LINKS": "/opt/wheels"})
         assert run.ok, run.output[-3000:]
@@ -302,3 +271,33 @@ def test_agent_in_docker_sandbox_fixes_import_name_mismatch(sandbox_image):
         path = venv + "/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
         cpu = sb.exec(command, timeout=120, env={"PATH": path}, workdir="/work/repo")
         assert cpu.ok and "final loss" in cpu.output, cpu.output[-2000:]
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(900)
+def test_agent_in_docker_sandbox_never_installs_a_repository_local_name(sandbox_image, tmp_path):
+    """Issue 9 item 21 on a ClearerVoice-Studio layout: `dataloader/` (a namespace package beside
+    train.py) is imported by bare name; PyPI also has a `dataloader`, which would shadow it."""
+    from reb_ray.agents.base import AgentContext
+    from reb_ray.agents.heuristic import VENV, HeuristicAgent
+    from reb_ray.sandbox import SandboxConfig, open_sandbox
+    from tests.agents.test_heuristic_imports import clearervoice_layout
+
+    clearervoice_layout(tmp_path / "repo", regular_package=False)
+    report = "/opt/scimlopsbench/report.json"
+    config = SandboxConfig(image=sandbox_image, ca_bundle="/etc/ssl/certs/ca-certificates.crt",
+                           sweep_id="test", trial_id="heuristic-local-names")
+    with open_sandbox("docker", config) as sb:
+        sb.put(tmp_path / "repo", "/work/repo")
+        run = HeuristicAgent().run(sb, AgentContext(repo_dir="/work/repo", report_path=report, timeout_s=600))
+        assert run.exit_code == 0, run.output[-3000:]
+        installs = [ln for ln in run.output.splitlines() if ln.startswith("[heuristic] $") and " install " in ln]
+        assert installs and not [ln for ln in installs if "dataloader" in ln or "models" in ln], installs
+        notes = json.loads(sb.read_bytes(report))["notes"]
+        assert "PyYAML" in notes and "numpy" in notes and "dataloader" not in notes, notes
+        workdir = "/work/repo/train/speech_super_resolution"
+        train = sb.exec([VENV + "/bin/python", "train.py"], timeout=60, workdir=workdir)
+        assert train.ok, train.output
+        where = sb.exec([VENV + "/bin/python", "-c", "import dataloader.dataloader as d; print(d.__file__)"],
+                        timeout=60, workdir=workdir)
+        assert where.ok and where.output.strip() == workdir + "/dataloader/dataloader.py", where.output
