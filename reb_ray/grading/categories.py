@@ -6,11 +6,13 @@ missing compiled extension, not a plain missing dependency). Every pattern has a
 real error line (tests/grading/test_categories.py).
 
 Agent categories: deps, system_deps (a native library missing from the OS), native_ext_abi, missing_compiled_ext, assets, oom, timeout,
-entrypoint_not_found, runtime. Hardware: insufficient_hardware (decided by the caller from the
+entrypoint_not_found, runtime; and, for stages the agent left nothing to measure with
+(reb_ray/grading/unmeasured.py): missing_report, invalid_report, sandbox_broken_by_agent,
+interpreter_missing, interpreter_broken. Hardware: insufficient_hardware (decided by the caller from the
 GPU count, never from logs). Infrastructure (`infra_*`, never scored against the agent, retried):
 infra_shm (a /dev/shm too small: field case F09), infra_disk_full (ENOSPC), plus the kinds the
 harness raises itself: infra_daemon, infra_clone, infra_sandbox, infra_toolbox, infra_node,
-infra_harness, infra_probe_misconfigured.
+infra_harness, infra_probe_misconfigured, infra_assets_missing.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import re
 SCAN_BYTES = 16 * 1024
 
 AGENT_CATEGORIES = ("deps", "system_deps", "native_ext_abi", "missing_compiled_ext", "assets", "oom", "timeout",
-                    "entrypoint_not_found", "runtime", "sandbox_broken_by_agent")
+                    "entrypoint_not_found", "runtime", "sandbox_broken_by_agent",
+                    # why no stage could be measured (reb_ray.grading.unmeasured.AGENT_GATES)
+                    "missing_report", "invalid_report", "interpreter_missing", "interpreter_broken")
 HARDWARE_CATEGORIES = ("insufficient_hardware",)
 
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
