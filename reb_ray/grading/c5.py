@@ -346,8 +346,7 @@ def audit_report(report: dict | None, facts: dict | None, observed: dict) -> dic
         facts = None
     items += _version_items(report, facts)
     observed = dict(observed or {})
-    fault = interpreter_fault(facts)
-    if fault is not None:
+    if interpreter_fault(facts) is not None:
         observed.update(c2_status="not_run", c2_device_count=None, c2_cuda_available=None, c4_status="not_run")
     items += _capability_items(report, observed)
     return {

@@ -77,7 +77,8 @@ def interpreter_fault(facts: dict | None) -> tuple[str, str] | None:
         return None
     python = facts.get("python_path")
     if not facts.get("python_exists"):
-        return INTERPRETER_MISSING, f"report python_path {python} does not exist"
+        relative = " (not an absolute path, as the report contract requires)" if facts.get("python_is_absolute") is False else ""
+        return INTERPRETER_MISSING, f"report python_path {python} does not exist{relative}"
     if not facts.get("python_executable"):
         what = "not a regular file" if not facts.get("python_is_file") else "not executable"
         return INTERPRETER_BROKEN, f"report python_path {python} is {what}"
