@@ -7,7 +7,7 @@ import socket
 from dataclasses import dataclass, field
 
 from reb_ray.grading.categories import owner_of
-from reb_ray.grading.unmeasured import ASSETS_MISSING
+from reb_ray.grading.unmeasured import ASSETS_MISSING, STAGE_COLUMNS, skipped
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.redact import Redactor
 from reb_ray.sandbox import ExecResult
@@ -62,6 +62,17 @@ class TrialRecorder:
             "started_at": now() - dt.timedelta(seconds=duration) if (duration := (
                 result.duration_s if result and duration_s is None else duration_s)) else now(),
         })
+
+    def not_run(self, stages: list[str], reason: str, failure_category: str | None = None) -> None:
+        """Record `stages` as not_run for `reason`; those the task spec does not apply to are
+        `skipped` with the spec's reason instead (applicability comes from the spec alone)."""
+        for name in stages:
+            verdict = skipped(self.spec.task, name) if name in STAGE_COLUMNS else None
+            if verdict is not None:
+                self.apply([verdict])
+            else:
+                self.row[f"{name}_status"] = "not_run"
+                self.stage(name, "not_run", reason=reason, failure_category=failure_category)
 
     def apply(self, verdicts: list[dict]) -> None:
         """Record stages that were not measured (reb_ray.grading.unmeasured verdicts): a stage row

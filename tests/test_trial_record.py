@@ -63,3 +63,18 @@ def test_other_infra_categories_still_make_an_infra_error():
     got = settle_rows(stages)
     assert (got["status"], got["failure_owner"], got["failure_category"]) == ("infra_error", "infra", "infra_toolbox")
     assert "agent limit" not in got["failure_reason"] and got["stages_missing_assets"] == 1
+
+
+def test_not_run_keeps_the_spec_skips():
+    """Issue 9 item 2: a path that probes nothing still records C2..C4 of a CPU-only task as skipped."""
+    from reb_ray.models.sweep import SweepConfig, TrialSpec
+    from reb_ray.models.task import load_suite
+    from reb_ray.trial_record import TrialRecorder
+
+    task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
+    rec = TrialRecorder(TrialSpec(sweep_id="s", agent="noop", task=task, trial_index=0, config=SweepConfig()))
+    rec.not_run(["c0", "c1", "c2", "c3", "c4"], "toolbox missing", "infra_toolbox")
+    assert {s["stage"]: s["status"] for s in rec.stages} == {"c0": "not_run", "c1": "not_run", "c2": "skipped",
+                                                             "c3": "skipped", "c4": "skipped"}
+    assert rec.row["c3_status"] == "skipped" and rec.stages[3]["reason"] == "demo suite is CPU-only"
+    assert rec.stages[3]["failure_category"] is None
