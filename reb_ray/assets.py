@@ -81,3 +81,15 @@ def fetch_assets(tasks: list[TaskSpec], cache: Path) -> list[FetchResult]:
     """Fetch every asset of `tasks` into `cache`."""
     cache.mkdir(parents=True, exist_ok=True)
     return [fetch_asset(task, asset, cache) for task in tasks for asset in task.assets]
+
+
+def missing_by_stage(task: TaskSpec, cache: Path | None) -> dict[str, list[Asset]]:
+    """Applicable command stage (c1, c3, c4) -> the assets it needs (`Asset.stages`) that are not
+    in `cache` (all of them when no cache is given); stages missing nothing are left out."""
+    applicable = {"c1": task.supports_cpu, "c3": task.supports_single_gpu, "c4": task.supports_multi_gpu}
+    out: dict[str, list[Asset]] = {}
+    for stage, applies in applicable.items():
+        missing = [a for a in task.assets_needed_by(stage) if applies and (cache is None or not a.present_in(cache))]
+        if missing:
+            out[stage] = missing
+    return out

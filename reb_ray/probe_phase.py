@@ -4,7 +4,10 @@ The toolbox enters the sandbox only now (ARCHITECTURE.md, step 6). Each stage ha
 timeout and writes a stage row with its raw output, so `reb-ray regrade` can recompute
 everything offline. GPUs: C1 sees none (F08), C3 exactly one, C4 `ranks`; with fewer GPUs
 assigned than a stage needs, it fails with `insufficient_hardware` (non-success, as in the
-paper, and labelled as hardware, not agent).
+paper, and labelled as hardware, not agent). Stages the spec does not apply to are `skipped`
+on every path; stages the agent left nothing to measure with are its failures; a command stage
+whose asset is missing (only under --skip-missing-assets) is `not_run`, infra_assets_missing
+(reb_ray/grading/unmeasured.py).
 """
 
 from __future__ import annotations
@@ -12,15 +15,18 @@ from __future__ import annotations
 import json
 import time
 
+from reb_ray.assets import missing_by_stage
 from reb_ray.errors import RebRayError
 from reb_ray.grading.c0 import grade_c0
 from reb_ray.grading.c2 import grade_c2
 from reb_ray.grading.c5 import audit_report
 from reb_ray.grading.command_stage import grade_command_stage
 from reb_ray.grading.multi_gpu import grade_multi_gpu
+from reb_ray.grading.unmeasured import (PROBE_STAGES, SANDBOX_BROKEN, agent_failed, assets_missing, interpreter_fault,
+                                        skipped)
 from reb_ray.models.report import Report
 from reb_ray.models.sweep import TrialSpec
-from reb_ray.models.task import StageSpec
+from reb_ray.models.task import StageSpec, TaskSpec
 from reb_ray.probes.c0 import run_c0
 from reb_ray.probes.c2 import run_c2
 from reb_ray.probes.command import run_stage_command
@@ -32,7 +38,6 @@ from reb_ray.probes.toolbox import install_toolbox
 from reb_ray.sandbox import Sandbox
 from reb_ray.trial_record import TrialRecorder
 
-PROBE_STAGES = ["c0", "c1", "c2", "c3", "c4", "c5", "env_size"]
 ASSETS_MOUNT = "/opt/reb-ray/assets"
 SCRATCH_DIR = "/tmp/reb-ray-out"  # writable scratch for stage outputs (task commands use it too)
 
@@ -63,17 +68,34 @@ def _with_env(stage: StageSpec, extra: dict[str, str]) -> StageSpec:
 
 def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_dir: str,
                     report: Report | None, gpus: list[str]) -> None:
-    """Run every stage for `report`'s interpreter and record rows. Raises InfraError(infra_toolbox)."""
+    """Run every stage for `report`'s interpreter and record rows. Raises InfraError(infra_toolbox).
+
+    Stages the task does not apply to are `skipped` on every path. When the agent left nothing to
+    measure with (no report, a broken sandbox, a report interpreter that is missing or does not
+    run), nothing runs and the applicable stages are the agent's failures (unmeasured.agent_failed).
+    """
     rec.row["gpus_assigned"] = len(gpus)
+    task = spec.task
     if report is None:
-        rec.not_run(PROBE_STAGES, rec.row["report_status"])
+        why = next((s["reason"] for s in rec.stages if s["stage"] == "report"), None) or rec.row["report_status"]
+        rec.apply(agent_failed(task, PROBE_STAGES, rec.row["report_status"], f"no usable report: {why}"))
         return
     if not _healthy(sandbox):
-        rec.not_run(PROBE_STAGES, "sandbox does not run commands after the agent phase", "sandbox_broken_by_agent")
+        rec.apply(agent_failed(task, PROBE_STAGES, SANDBOX_BROKEN, "sandbox does not run commands after the agent phase"))
         return
     toolbox = install_toolbox(sandbox)
     python, shim = report.python_path, f"{toolbox}/bin"
-    task, env = spec.task, {**probe_env(spec), **install_task_helpers(sandbox, spec.task, toolbox)}
+    env = {**probe_env(spec), **install_task_helpers(sandbox, task, toolbox)}
+
+    # The facts probe first: it is also the check that the report's interpreter runs at all. If it
+    # does not, every stage that needs it is judged once, for that one reason (issue 9, item 13).
+    facts = run_facts(sandbox, toolbox, python)
+    fault = interpreter_fault(facts)
+    if fault is not None:
+        rec.apply(agent_failed(task, ("c0", "c1", "c2", "c3", "c4"), *fault))
+        _audit(rec, report, facts, None, len(gpus))
+        rec.apply(agent_failed(task, ("env_size",), *fault))
+        return
 
     # C0: static imports against the report's interpreter.
     t = time.monotonic()
@@ -84,20 +106,24 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
     rec.stage("c0", c0["c0_status"], reason=c0["reason"], failure_category=category,
               raw=json.dumps(raw) if raw is not None else None, duration_s=time.monotonic() - t)
 
+    missing = missing_by_stage(task, spec.config.assets_dir)
+    where = str(spec.config.assets_dir or "(no --assets directory given)")
+
     # C1: the CPU command, GPUs hidden (F08).
-    _command_stage(rec, sandbox, "c1", task.stages.cpu, env, repo_dir, python, shim, visible="", needed=0, gpus=gpus)
+    _command_stage(rec, sandbox, "c1", task, env, repo_dir, python, shim, visible="", needed=0, gpus=gpus, missing=missing, where=where)
 
     # C2: CUDA alignment, on the assigned GPUs.
     raw2 = _cuda_alignment(rec, sandbox, task, toolbox, python, gpus)
 
     # C3: single GPU.
-    _command_stage(rec, sandbox, "c3", task.stages.single_gpu, env, repo_dir, python, shim, visible="0", needed=1, gpus=gpus)
+    _command_stage(rec, sandbox, "c3", task, env, repo_dir, python, shim, visible="0", needed=1, gpus=gpus, missing=missing, where=where)
 
     # C4: multi GPU under its launcher, free rendezvous port.
     stage4 = task.stages.multi_gpu
-    if not stage4.applicable:
-        rec.row["c4_status"] = "skipped"
-        rec.stage("c4", "skipped", reason=stage4.skip_reason)
+    if (verdict := skipped(task, "c4")) is not None:
+        rec.apply([verdict])
+    elif "c4" in missing and (len(gpus) >= stage4.ranks or spec.config.c4_cpu_gloo):  # else: hardware failure
+        rec.apply([assets_missing("c4", [a.name for a in missing["c4"]], where)])
     else:
         raw4 = run_multi_gpu(sandbox, _with_env(stage4, env), repo_dir, python, shim, gpus, cpu_gloo=spec.config.c4_cpu_gloo)
         g4 = grade_multi_gpu(stage4, raw4)
@@ -110,15 +136,7 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
                               log_head=(raw4.get("output") or "")[:8192] or None)
 
     # C5: the report against what the probes saw.
-    facts = run_facts(sandbox, toolbox, python)
-    observed = {"c2_status": rec.row.get("c2_status"), "c2_device_count": rec.row.get("c2_device_count"),
-                "c2_cuda_available": (raw2 or {}).get("cuda_available"),
-                "c4_status": rec.row.get("c4_status"), "gpus_assigned": len(gpus)}
-    c5 = audit_report(report.model_dump(), facts, observed)
-    rec.row.update(c5_path=c5["c5_path"], c5_version=c5["c5_version"], c5_capability=c5["c5_capability"],
-                   c5_underclaims=c5["c5_underclaims"], c5_status="success" if facts is not None else "not_run")
-    rec.stage("c5", rec.row["c5_status"], reason=None if facts is not None else "facts probe produced no record",
-              raw=json.dumps({"facts": facts, "observed": observed, "items": c5["c5_items"]}))
+    _audit(rec, report, facts, (raw2 or {}).get("cuda_available"), len(gpus))
 
     # Environment size under the report interpreter's sys.prefix.
     size = run_env_size(sandbox, toolbox, python)
@@ -127,11 +145,21 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
     rec.stage("env_size", size["status"], reason=size["reason"] or size["prefix"])
 
 
-def _cuda_alignment(rec: TrialRecorder, sandbox: Sandbox, task, toolbox: str, python: str, gpus: list[str]) -> dict | None:
+def _audit(rec: TrialRecorder, report: Report, facts: dict | None, cuda_available: bool | None, gpus: int) -> None:
+    """C5 from the facts record and the stage results recorded so far."""
+    observed = {"c2_status": rec.row.get("c2_status"), "c2_device_count": rec.row.get("c2_device_count"),
+                "c2_cuda_available": cuda_available, "c4_status": rec.row.get("c4_status"), "gpus_assigned": gpus}
+    c5 = audit_report(report.model_dump(), facts, observed)
+    rec.row.update(c5_path=c5["c5_path"], c5_version=c5["c5_version"], c5_capability=c5["c5_capability"],
+                   c5_underclaims=c5["c5_underclaims"], c5_status="success" if facts is not None else "not_run")
+    rec.stage("c5", rec.row["c5_status"], reason=None if facts is not None else "facts probe produced no record",
+              raw=json.dumps({"facts": facts, "observed": observed, "items": c5["c5_items"]}))
+
+
+def _cuda_alignment(rec: TrialRecorder, sandbox: Sandbox, task: TaskSpec, toolbox: str, python: str, gpus: list[str]) -> dict | None:
     """C2: framework build, driver and GPU agree (a real kernel ran). Returns the raw record."""
-    if not task.stages.cuda.applicable:
-        rec.row["c2_status"] = "skipped"
-        rec.stage("c2", "skipped", reason=task.stages.cuda.skip_reason)
+    if (verdict := skipped(task, "c2")) is not None:
+        rec.apply([verdict])
         return None
     t = time.monotonic()
     raw2 = run_c2(sandbox, toolbox, python, ",".join(str(i) for i in range(len(gpus))))
@@ -146,16 +174,20 @@ def _cuda_alignment(rec: TrialRecorder, sandbox: Sandbox, task, toolbox: str, py
     return raw2
 
 
-def _command_stage(rec: TrialRecorder, sandbox: Sandbox, name: str, stage: StageSpec, env: dict[str, str], repo_dir: str,
-                   python: str, shim: str, visible: str, needed: int, gpus: list[str]) -> None:
-    """C1 / C3: one command, judged by its success rule."""
-    if not stage.applicable:
-        rec.row[f"{name}_status"] = "skipped"
-        rec.stage(name, "skipped", reason=stage.skip_reason)
+def _command_stage(rec: TrialRecorder, sandbox: Sandbox, name: str, task: TaskSpec, env: dict[str, str], repo_dir: str,
+                   python: str, shim: str, visible: str, needed: int, gpus: list[str], missing: dict, where: str) -> None:
+    """C1 / C3: one command, judged by its success rule. Too few GPUs is a hardware failure (it
+    would fail with the assets too); a missing asset the stage needs leaves it unmeasured."""
+    stage = task.stages.cpu if name == "c1" else task.stages.single_gpu
+    if (verdict := skipped(task, name)) is not None:
+        rec.apply([verdict])
         return
     if len(gpus) < needed:
         rec.row.update({f"{name}_status": "failure", f"{name}_failure_category": "insufficient_hardware"})
         rec.stage(name, "failure", reason=f"needs {needed} GPU(s), {len(gpus)} assigned", failure_category="insufficient_hardware")
+        return
+    if name in missing:
+        rec.apply([assets_missing(name, [a.name for a in missing[name]], where)])
         return
     result = run_stage_command(sandbox, _with_env(stage, env), repo_dir, python, shim, visible_gpus=visible)
     graded = grade_command_stage(stage, result.exit_code, result.timed_out, result.output)
@@ -163,6 +195,3 @@ def _command_stage(rec: TrialRecorder, sandbox: Sandbox, name: str, stage: Stage
                     f"{name}_failure_category": graded["failure_category"]})
     rec.stage(name, graded["status"], result=result, reason=graded["reason"], failure_category=graded["failure_category"],
               command=stage.command if isinstance(stage.command, str) else " ".join(stage.command))
-
-
-

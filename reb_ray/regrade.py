@@ -5,6 +5,9 @@ C5 and the trial's failure owner from the raw outputs kept in the stage rows (py
 C2/C4/facts records, exit codes and bounded logs), and returns rows for a new sweep id
 `<sweep_id>-regrade` (rewritten if it exists). Only scored attempts are re-graded: infra errors
 have nothing to grade; earlier `-regrade` sweeps are left alone unless named with `sweep_id`.
+Today's rules apply to old rows too: stages the agent left nothing to measure with (no report,
+a broken sandbox, a missing or broken interpreter seen in the stored facts) become its failures,
+stages the task spec does not apply to are skipped (reb_ray/grading/unmeasured.py).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from reb_ray.grading.c2 import grade_c2
 from reb_ray.grading.c5 import audit_report
 from reb_ray.grading.command_stage import grade_command_stage
 from reb_ray.grading.multi_gpu import grade_multi_gpu
+from reb_ray.grading.unmeasured import (INVALID_REPORT, MISSING_REPORT, PROBE_STAGES, PYRAMID, SANDBOX_BROKEN,
+                                        agent_failed, interpreter_fault, skipped)
 from reb_ray.models.task import TaskSpec, load_suite
 from reb_ray.results.read import latest_attempts, read_stages, read_trials
 from reb_ray.trial_record import TrialOutcome, settle_rows
@@ -27,58 +32,105 @@ def _log(stage: dict) -> str:
     return (stage.get("log_head") or "") + (stage.get("log_tail") or "")
 
 
+def _facts(stages: dict[str, dict]) -> dict | None:
+    raw = (stages.get("c5") or {}).get("raw")
+    return json.loads(raw).get("facts") if raw else None
+
+
+def _agent_gate(trial: dict, stages: dict[str, dict]) -> tuple[str, str] | None:
+    """(category, reason) when the agent left nothing to measure with and nothing probed: no
+    usable report, or a sandbox it broke (both recorded before any probe ran)."""
+    if trial.get("report_status") in (MISSING_REPORT, INVALID_REPORT):
+        why = (stages.get("report") or {}).get("reason") or trial["report_status"]
+        return trial["report_status"], f"no usable report: {why}"
+    broken = next((s for s in stages.values() if s["failure_category"] == SANDBOX_BROKEN), None)
+    return (SANDBOX_BROKEN, broken["reason"]) if broken else None
+
+
 def regrade_trial(trial: dict, stages: dict[str, dict], task: TaskSpec, new_sweep_id: str) -> TrialOutcome:
-    """One trial's rows re-graded from its stage rows (keyed by stage name)."""
+    """One trial's rows re-graded from its stage rows (keyed by stage name), under today's rules:
+    the same pure functions the probe phase uses, so a re-grade of a fresh run changes nothing."""
     row = dict(trial, sweep_id=new_sweep_id)
     out: list[dict] = []
+    template = {key: None for key in next(iter(stages.values()), {})}
 
     def keep(name: str, **update) -> dict:
-        stage = dict(stages[name], sweep_id=new_sweep_id, **update)
+        base = stages.get(name) or dict(template, **{k: trial.get(k) for k in ("trial_id", "attempt", "task_id", "agent")},
+                                        stage=name)
+        stage = dict(base, sweep_id=new_sweep_id, **update)
         out.append(stage)
         return stage
+
+    def apply(verdicts: list[dict]) -> None:
+        for verdict in verdicts:
+            row.update(verdict["row"])
+            keep(verdict["stage"], status=verdict["status"], reason=verdict["reason"],
+                 failure_category=verdict["failure_category"])
 
     for name in ("agent", "report"):
         if name in stages:
             keep(name)
-    if "c0" in stages and stages["c0"]["status"] in ("success", "failure"):
-        c0 = grade_c0(json.loads(stages["c0"]["raw"]) if stages["c0"]["raw"] else None, task.c0_baseline_total)
+    gate = _agent_gate(trial, stages)
+    fault = interpreter_fault(_facts(stages)) if gate is None else None
+    if gate is not None:
+        apply(agent_failed(task, PROBE_STAGES, *gate))
+    elif fault is not None:
+        apply(agent_failed(task, PYRAMID, *fault))
+        _regrade_c5(row, stages, keep)
+        apply(agent_failed(task, ("env_size",), *fault))
+    else:
+        _regrade_measured(row, trial, stages, task, keep, apply)
+        _regrade_c5(row, stages, keep)
+    for name in stages:
+        if name not in {s["stage"] for s in out}:
+            keep(name)
+    row.update(settle_rows(out))
+    return TrialOutcome(row, out)
+
+
+def _regrade_measured(row: dict, trial: dict, stages: dict[str, dict], task: TaskSpec, keep, apply) -> None:
+    """C0..C4 from their raw outputs; skipped, hardware and missing-asset rows as they were."""
+    for name in ("c1", "c2", "c3", "c4"):
+        if name in stages and (verdict := skipped(task, name)) is not None:
+            apply([verdict])
+    if "c0" in stages and stages["c0"]["status"] in ("success", "failure") and stages["c0"]["raw"]:
+        c0 = grade_c0(json.loads(stages["c0"]["raw"]), task.c0_baseline_total)
         row.update({k: v for k, v in c0.items() if k not in ("reason", "failure_category")})
         keep("c0", status=c0["c0_status"], reason=c0["reason"],
              failure_category=c0["failure_category"] or ("deps" if c0["c0_status"] == "failure" else None))
     for name, spec in (("c1", task.stages.cpu), ("c3", task.stages.single_gpu)):
         stage = stages.get(name)
-        if stage and stage["status"] in ("success", "failure") and stage["failure_category"] != "insufficient_hardware":
+        if spec.applicable and stage and stage["status"] in ("success", "failure") \
+                and stage["failure_category"] != "insufficient_hardware":
             graded = grade_command_stage(spec, stage["exit_code"], bool(stage["timed_out"]), _log(stage))
             row.update({f"{name}_status": graded["status"], f"{name}_failure_category": graded["failure_category"]})
             keep(name, status=graded["status"], reason=graded["reason"], failure_category=graded["failure_category"])
-        elif stage:
-            keep(name)
-    if "c2" in stages and stages["c2"]["status"] in ("success", "failure"):
+    if task.stages.cuda.applicable and "c2" in stages and stages["c2"]["status"] in ("success", "failure"):
         c2 = grade_c2(json.loads(stages["c2"]["raw"]) if stages["c2"]["raw"] else None)
         category = c2["failure_category"]
         if category in ("no_device", "driver_too_old") and not trial.get("gpus_assigned"):
             category = "insufficient_hardware"
         row.update(c2_status=c2["c2_status"], c2_failure_category=category)
         keep("c2", status=c2["c2_status"], reason=c2["reason"], failure_category=category)
-    if "c4" in stages and stages["c4"]["status"] in ("success", "failure"):
-        raw4 = dict(json.loads(stages["c4"]["raw"]), output=_log(stages["c4"]))
+    stage4 = stages.get("c4")
+    if task.stages.multi_gpu.applicable and stage4 and stage4["status"] in ("success", "failure") and stage4["raw"]:
+        raw4 = dict(json.loads(stage4["raw"]), output=_log(stage4))
         g4 = grade_multi_gpu(task.stages.multi_gpu, raw4)
         row.update(c4_status=g4["status"], c4_failure_category=g4["failure_category"])
         keep("c4", status=g4["status"], reason=g4["reason"], failure_category=g4["failure_category"])
-    elif "c4" in stages:
-        keep("c4")
-    if "c5" in stages and stages["c5"]["raw"]:
-        stored = json.loads(stages["c5"]["raw"])
-        report = json.loads(stages["report"]["raw"]) if stages.get("report", {}).get("raw") else None
-        observed = dict(stored["observed"], c2_status=row.get("c2_status"), c4_status=row.get("c4_status"))
-        c5 = audit_report(report, stored["facts"], observed)
-        row.update({k: c5[k] for k in ("c5_path", "c5_version", "c5_capability", "c5_underclaims")})
-        keep("c5", raw=json.dumps({"facts": stored["facts"], "observed": observed, "items": c5["c5_items"]}))
-    for name in stages:
-        if name not in {s["stage"] for s in out}:
-            keep(name)
-    row.update(settle_rows(out))
-    return TrialOutcome(row, out)
+
+
+def _regrade_c5(row: dict, stages: dict[str, dict], keep) -> None:
+    """C5 from the stored facts and the re-graded C2 / C4 (audit_report discounts stages that
+    could not run for a broken interpreter)."""
+    if "c5" not in stages or not stages["c5"]["raw"]:
+        return
+    stored = json.loads(stages["c5"]["raw"])
+    report = json.loads(stages["report"]["raw"]) if (stages.get("report") or {}).get("raw") else None
+    observed = dict(stored["observed"], c2_status=row.get("c2_status"), c4_status=row.get("c4_status"))
+    c5 = audit_report(report, stored["facts"], observed)
+    row.update({k: c5[k] for k in ("c5_path", "c5_version", "c5_capability", "c5_underclaims")})
+    keep("c5", raw=json.dumps({"facts": stored["facts"], "observed": observed, "items": c5["c5_items"]}))
 
 
 def regrade(run_dir: Path, sweep_id: str | None = None, tasks_root: Path | None = None) -> list[TrialOutcome]:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from reb_ray.agents import REPORT_PATH, Agent, AgentContext, get_agent
+from reb_ray.assets import missing_by_stage
 from reb_ray.errors import InfraError, RebRayError
 from reb_ray.models.report import Report, parse_report
 from reb_ray.models.sweep import TrialSpec
@@ -61,16 +62,23 @@ def _sandbox_config(spec: TrialSpec, gpus: list[str]) -> tuple[SandboxConfig, di
 
 
 def _preflight(spec: TrialSpec) -> None:
-    """Fail fast, before any agent time is spent, on what the node lacks (all infra)."""
+    """Fail fast, before any agent time is spent, on what the node lacks (all infra).
+
+    A missing asset that an applicable stage needs fails the attempt here (infra_assets_missing,
+    naming the asset and its stages) unless the sweep runs with --skip-missing-assets: then the
+    probe phase leaves only those stages not_run and the rest is measured and scored.
+    """
     free = shutil.disk_usage(tempfile.gettempdir()).free
     if free < spec.config.min_free_bytes:  # F13: a full disk is infra, found before the trial
         raise InfraError("infra_disk_full", f"{free / 1e9:.1f} GB free, need {spec.config.min_free_bytes / 1e9:.1f} GB")
-    missing = [a for a in spec.task.assets
-               if spec.config.assets_dir is None or not a.present_in(spec.config.assets_dir)]
-    if missing:
+    missing = missing_by_stage(spec.task, spec.config.assets_dir)
+    if missing and not spec.config.skip_missing_assets:
+        first = next(iter(missing.values()))[0]
+        stages = [stage for stage, assets in missing.items() if first in assets]
         where = spec.config.assets_dir or "(no --assets directory given)"
-        raise InfraError("infra_assets_missing", f"missing asset {missing[0].name!r} ({missing[0].cache_path}) in {where}: "
-                                                 "run `reb-ray assets fetch` on a machine with internet access")
+        raise InfraError("infra_assets_missing", f"missing asset {first.name!r} ({first.cache_path}) in {where}, needed "
+                         f"by {', '.join(stages)}: run `reb-ray assets fetch` on a machine with internet access, "
+                         "or sweep with --skip-missing-assets to measure the stages that need none")
 
 
 def run_trial(spec: TrialSpec, gpus: list[str] | None = None) -> TrialOutcome:

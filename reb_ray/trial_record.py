@@ -7,6 +7,7 @@ import socket
 from dataclasses import dataclass, field
 
 from reb_ray.grading.categories import owner_of
+from reb_ray.grading.unmeasured import ASSETS_MISSING, STAGE_COLUMNS, skipped
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.redact import Redactor
 from reb_ray.sandbox import ExecResult
@@ -63,9 +64,23 @@ class TrialRecorder:
         })
 
     def not_run(self, stages: list[str], reason: str, failure_category: str | None = None) -> None:
+        """Record `stages` as not_run for `reason`; those the task spec does not apply to are
+        `skipped` with the spec's reason instead (applicability comes from the spec alone)."""
         for name in stages:
-            self.row[f"{name}_status"] = "not_run"
-            self.stage(name, "not_run", reason=reason, failure_category=failure_category)
+            verdict = skipped(self.spec.task, name) if name in STAGE_COLUMNS else None
+            if verdict is not None:
+                self.apply([verdict])
+            else:
+                self.row[f"{name}_status"] = "not_run"
+                self.stage(name, "not_run", reason=reason, failure_category=failure_category)
+
+    def apply(self, verdicts: list[dict]) -> None:
+        """Record stages that were not measured (reb_ray.grading.unmeasured verdicts): a stage row
+        each, and the trials-row columns of each."""
+        for verdict in verdicts:
+            self.row.update(verdict["row"])
+            self.stage(verdict["stage"], verdict["status"], reason=verdict["reason"],
+                       failure_category=verdict["failure_category"])
 
     def infra(self, category: str, message: str) -> None:
         self.row.update(status="infra_error", failure_owner="infra", failure_category=category,
@@ -80,21 +95,40 @@ class TrialRecorder:
         return TrialOutcome(redactor.row(self.row), [redactor.row(s) for s in self.stages])
 
 
+#: Which failed stage names the trial's failure: the highest of the pyramid (C4 over C3 over ...
+#: over C0), then the report; a stage not listed ranks below them all.
+_RANK = {"c4": 6, "c3": 5, "c2": 4, "c1": 3, "c0": 2, "report": 1}
+
+
 def settle_rows(stages: list[dict]) -> dict:
     """The trial-level verdict of an attempt's stage rows (pure; used by re-grading too).
 
-    Any infra category makes the attempt `infra_error` (retried, never scored). Otherwise it
-    is scored; the first agent failure (a missing report included) makes the owner "agent";
-    failures only for lack of GPUs make it "hardware". Returns status, failure_owner,
-    failure_category and failure_reason.
+    Any infra category makes the attempt `infra_error` (retried, never scored), except a stage
+    left `not_run` for a missing asset (`infra_assets_missing`: only `--skip-missing-assets`
+    records those; they are counted in stages_missing_assets, never failures). Otherwise it is
+    scored; any agent failure (a missing report included) makes the owner "agent", failures
+    only for lack of GPUs make it "hardware". failure_category and failure_reason come from the
+    owner's highest failed stage (`_RANK`; for infra the first, the one that stopped the
+    attempt), and failure_reason adds the agent limit that fired (the agent stage's reason,
+    e.g. agent_timeout_s=600). Returns status, failure_owner, failure_category, failure_reason,
+    stages_missing_assets (int, 0 when none).
     """
-    failing = [s for s in stages if s["stage"] != "agent" and s["failure_category"]]
+    def unmeasured(stage: dict) -> bool:
+        return stage["status"] == "not_run" and stage["failure_category"] == ASSETS_MISSING
+
+    missing_assets = sum(1 for s in stages if unmeasured(s))
+    limit = next((s["reason"] for s in stages if s["stage"] == "agent" and s["reason"]), None)
+    failing = [s for s in stages if s["stage"] != "agent" and s["failure_category"] and not unmeasured(s)]
     by_owner: dict[str, list[dict]] = {}
     for stage in failing:
         by_owner.setdefault(owner_of(stage["failure_category"]), []).append(stage)
     for owner, status in (("infra", "infra_error"), ("agent", "scored"), ("hardware", "scored")):
         if owner in by_owner:
-            first = by_owner[owner][0]
-            return {"status": status, "failure_owner": owner, "failure_category": first["failure_category"],
-                    "failure_reason": f"{first['failure_category']}: {first['stage']}: {first['reason']}"[:2000]}
-    return {"status": "scored", "failure_owner": None, "failure_category": None, "failure_reason": None}
+            named = by_owner[owner][0] if owner == "infra" else max(by_owner[owner], key=lambda s: _RANK.get(s["stage"], 0))
+            reason = f"{named['failure_category']}: {named['stage']}: {named['reason']}"
+            if limit and owner != "infra":
+                reason += f" [agent limit {limit} fired]"
+            return {"status": status, "failure_owner": owner, "failure_category": named["failure_category"],
+                    "failure_reason": reason[:2000], "stages_missing_assets": missing_assets}
+    return {"status": "scored", "failure_owner": None, "failure_category": None, "failure_reason": None,
+            "stages_missing_assets": missing_assets}

@@ -69,6 +69,9 @@ class Extra:
         generators, wrappers: part of the probe toolbox, never visible to the agent).
     assets: (name, kind, source or None[, path under the task's asset dir]), or `hf_cached(...)`
         for a snapshot the code loads by its Hugging Face id.
+    asset_stages: asset name -> the stages whose command needs it (c1, c3, c4), written as the
+        asset's `stages`; an asset not named here gets the spec's default, every command stage,
+        so a missing asset leaves (with --skip-missing-assets) no stage measured that may need it.
     cmd: stage -> hand-written shell line (for prose entries); may use {A} and {O}.
     flags: stage -> extra flags merged like a `same` entry's (values the notes state).
     env / workdir: stage -> stage env table / workdir (every stage already gets the probe env:
@@ -81,6 +84,7 @@ class Extra:
 
     subs: dict[str, str] = field(default_factory=dict)
     assets: list[tuple] = field(default_factory=list)
+    asset_stages: dict[str, list[str]] = field(default_factory=dict)
     cmd: dict[str, str] = field(default_factory=dict)
     flags: dict[str, str] = field(default_factory=dict)
     env: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -410,6 +414,7 @@ EXTRA: dict[str, Extra] = {
     ),
     "geeeekexplorer--nano-vllm": Extra(
         assets=[("Qwen3-0.6B", "model", hf("Qwen/Qwen3-0.6B"))],
+        asset_stages={"Qwen3-0.6B": ["c3", "c4"]},  # both commands load it; C0 and C2 need nothing
         cmd={"single_gpu": NANOVLLM.format(tp=1), "multi_gpu": NANOVLLM.format(tp=2)},
         launcher="python",  # tensor parallel: nano-vllm starts its own rank processes
     ),
@@ -445,6 +450,9 @@ EXTRA: dict[str, Extra] = {
         assets=[("ettin-encoder-17m", "model", hf("jhu-clsp/ettin-encoder-17m")),
                 *((f, "dataset", f"https://raw.githubusercontent.com/ParticleMedia/RAGTruth/main/dataset/{f}",
                    f"ragtruth/{f}") for f in ("response.jsonl", "source_info.jsonl"))],
+        # the CPU and single-GPU commands read all three (the setup line the RAGTruth files, train.py
+        # the encoder); C0 and C2 need none
+        asset_stages={name: ["c1", "c3"] for name in ("ettin-encoder-17m", "response.jsonl", "source_info.jsonl")},
         setup="python {H}/make_ragbench_min.py --ragtruth {A}/ragtruth --out {O}/lettucedetect",
         flags={"cpu": "--output-dir {O}/lettucedetect/model --learning-rate 1e-5"},
         log={"cpu": "Starting training on cpu"},
@@ -1171,10 +1179,15 @@ def render(row: dict[str, str], task_id: str, stages: dict[str, Stage], extra: E
             asset = {"name": name, "kind": kind, "path": f"{task_id}/{path[0] if path else name}"}
             if source is not None:
                 asset["source"] = source
+        if asset["name"] in extra.asset_stages:
+            asset["stages"] = list(extra.asset_stages[asset["name"]])
         assets.append(asset)
         lines += ["", "[[assets]]", *(f"{k} = {toml_str(v)}" for k, v in asset.items())]
     if assets:
         data["assets"] = assets
+    unknown = set(extra.asset_stages) - {a["name"] for a in assets}
+    if unknown:
+        raise TranscriptionError(f"{task_id}: asset_stages names undeclared assets {sorted(unknown)}")
     return "\n".join(lines) + "\n", data
 
 

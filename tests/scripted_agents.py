@@ -94,3 +94,11 @@ class CacheHogAgent(_Scripted):
     script = ('mkdir -p /root/.cache/pip && head -c 200000000 /dev/zero > /root/.cache/pip/blob && mkdir -p "$(dirname "$1")" && '
               'printf \'{"python_path": "/usr/bin/python3", "python_version": null, "torch_version": null, "cuda_available": null, '
               '"gpu_count": null, "ddp_expected_ok": null, "env_tool": "system", "env_name": null, "notes": null}\' > "$1"')
+
+
+class GhostInterpreterAgent(_Scripted):
+    """Reports an interpreter that does not exist, claiming CUDA, two GPUs and working DDP."""
+
+    script = ('mkdir -p "$(dirname "$1")" && printf \'{"python_path": "/opt/venvs/gone/bin/python", "python_version": "3.10.14", '
+              '"torch_version": "2.5.1", "cuda_available": true, "gpu_count": 2, "ddp_expected_ok": true, '
+              '"env_tool": "venv", "env_name": "gone", "notes": null}\' > "$1"')

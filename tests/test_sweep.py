@@ -71,6 +71,7 @@ def test_demo_sweep_end_to_end_and_resume(tmp_path, docker_client, sandbox_image
         assert row["c5_status"] == "success" and (row["c5_path"], row["c5_version"], row["c5_capability"]) == (0, 0, 0)
         assert row["repo_modified"] is False
         assert row["sandbox_shm_bytes"] == 16 * 1024**3  # F09: a large /dev/shm, recorded
+        assert row["stages_missing_assets"] == 0  # a known count, never null on a scored row
         c2 = (row["c2_status"], row["c2_failure_category"])
         if key[1] != "torch-tiny":
             assert c2 == ("skipped", None)  # CPU-only demo tasks opt out of C2
@@ -94,12 +95,25 @@ def test_demo_sweep_end_to_end_and_resume(tmp_path, docker_client, sandbox_image
     from reb_ray.regrade import regrade
 
     regraded = {(o.trial["agent"], o.trial["task_id"]): o.trial for o in regrade(config.output)}
-    columns = ["c0_status", "c0_missing", "c0_missing_modules", "c1_status", "c1_failure_category", "c2_status",
-               "c2_failure_category", "c3_status", "c4_status", "c5_path", "c5_version", "c5_capability",
-               "failure_owner", "failure_category"]
     for key, row in by_key.items():
         assert regraded[key]["sweep_id"] == f"{row['sweep_id']}-regrade"
-        assert {c: regraded[key][c] for c in columns} == {c: row[c] for c in columns}, key
+        _assert_regrades_to_itself(regraded[key], row)
+
+
+REGRADE_COLUMNS = ["c0_status", "c0_missing", "c0_missing_modules", "c1_status", "c1_failure_category", "c2_status",
+                   "c2_failure_category", "c3_status", "c4_status", "c4_failure_category", "c5_status", "c5_path",
+                   "c5_version", "c5_capability", "env_size_status", "status", "failure_owner", "failure_category",
+                   "failure_reason", "stages_missing_assets"]
+
+
+def _assert_regrades_to_itself(regraded: dict, row: dict) -> None:
+    assert {c: regraded[c] for c in REGRADE_COLUMNS} == {c: row[c] for c in REGRADE_COLUMNS}, row["trial_id"]
+
+
+def _regraded(output: Path, tasks_root: Path | None = None) -> dict[str, dict]:
+    from reb_ray.regrade import regrade
+
+    return {o.trial["trial_id"]: o.trial for o in regrade(output, tasks_root=tasks_root)}
 
 
 def test_crashing_and_silent_agents_are_recorded_not_fatal(tmp_path, docker_client, sandbox_image, ray_local):
@@ -110,14 +124,26 @@ def test_crashing_and_silent_agents_are_recorded_not_fatal(tmp_path, docker_clie
     run_sweep(config, show_progress=False)
     rows = {r["agent"].split(":")[1]: r for r in _rows(config.output)}
     assert set(rows) == {"CrashAgent", "SilentAgent", "GarbageReportAgent"}
+    stages = read_stages(config.output).to_pylist()
     for name, row in rows.items():
+        # Issue 9: no report is no free C0 (0/1 would beat noop's 1/1): every baseline import is
+        # missing and C1 fails, both for the report; C2..C4 stay skipped as the spec says.
+        category = row["report_status"]
         assert row["status"] == "scored" and row["failure_owner"] == "agent", name
-        assert row["c0_status"] == "not_run" and row["c1_status"] == "not_run" and row["c0_missing"] is None
+        assert (row["c0_status"], row["c0_missing"], row["c0_total"]) == ("failure", 1, 1), name
+        assert (row["c1_status"], row["c1_failure_category"]) == ("failure", category), name
+        assert (row["c2_status"], row["c3_status"], row["c4_status"]) == ("skipped",) * 3, name
+        assert row["failure_category"] == category and row["failure_reason"].startswith(f"{category}: c1: no usable report")
+        mine = {s["stage"]: s for s in stages if s["agent"] == row["agent"]}
+        assert mine["c3"]["reason"] == "demo suite is CPU-only" and mine["c0"]["failure_category"] == category
     assert rows["CrashAgent"]["agent_exit_code"] == 1 and "out of ideas" in rows["CrashAgent"]["agent_output_tail"]
     assert rows["CrashAgent"]["report_status"] == "missing_report"
     assert rows["SilentAgent"]["agent_exit_code"] == 0 and rows["SilentAgent"]["report_status"] == "missing_report"
     assert rows["GarbageReportAgent"]["report_status"] == "invalid_report"
     assert _our_containers(docker_client, config.resolved_sweep_id()) == []
+    regraded = _regraded(config.output)
+    for row in rows.values():
+        _assert_regrades_to_itself(regraded[row["trial_id"]], row)
 
 
 def test_agent_that_kills_init_is_sandbox_broken_by_agent(tmp_path, docker_client, sandbox_image, ray_local):
@@ -128,7 +154,8 @@ def test_agent_that_kills_init_is_sandbox_broken_by_agent(tmp_path, docker_clien
     run_sweep(config, show_progress=False)
     (row,) = _rows(config.output)
     assert row["status"] == "scored" and row["failure_owner"] == "agent"
-    assert row["c0_status"] == "not_run" and row["c1_status"] == "not_run" and row["c0_missing"] is None
+    # no probe ran; the applicable stages are the agent's failures (issue 9), the others skipped
+    assert (row["c0_status"], row["c0_missing"], row["c1_status"], row["c2_status"]) == ("failure", 1, "failure", "skipped")
     categories = {s["stage"]: s["failure_category"] for s in read_stages(config.output).to_pylist()}
     assert categories["c0"] == categories["c1"] == "sandbox_broken_by_agent"
     assert _our_containers(docker_client, config.resolved_sweep_id()) == []
@@ -217,3 +244,105 @@ def test_pip_cache_is_not_environment_size(tmp_path, docker_client, sandbox_imag
     run_sweep(config, show_progress=False)
     sizes = {r["agent"]: r["env_size_bytes"] for r in _rows(config.output)}
     assert sizes["noop"] > 0 and sizes["tests.scripted_agents:CacheHogAgent"] == sizes["noop"]
+
+
+GHOST_TASK = """
+id = "ghost"
+suite = "ghost"
+category = "3_cpu+multi_gpu"
+c0_baseline_total = 3
+source = { bundled = "repo" }
+
+[stages.cpu]
+command = "python main.py"
+timeout_s = 60
+
+[stages.multi_gpu]
+command = "python main.py"
+launcher = "torchrun"
+timeout_s = 60
+"""
+
+
+def test_a_missing_interpreter_is_judged_once(tmp_path, docker_client, sandbox_image, ray_local):
+    """Issue 9 item 13: the report names an interpreter that does not exist. Nothing that needs it
+    runs (C4 used to run, exit 127 and make the DDP claim a second lie; C2 made the CUDA claim
+    one): C0..C4 fail for that one reason, C5 counts the path once, env size is not run."""
+    from reb_ray.sweep import run_sweep
+
+    task_dir = tmp_path / "suites" / "ghost" / "ghost"
+    (task_dir / "repo").mkdir(parents=True)
+    (task_dir / "repo" / "main.py").write_text("import json, os, sys\nprint('hi')\n")
+    (task_dir / "task.toml").write_text(GHOST_TASK)
+    config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", suite="ghost", tasks_root=tmp_path / "suites",
+                         agents=["tests.scripted_agents:GhostInterpreterAgent"], c4_cpu_gloo=True)
+    run_sweep(config, show_progress=False)
+    (row,) = _rows(config.output)
+    stages = {s["stage"]: s for s in read_stages(config.output).to_pylist()}
+    assert row["status"] == "scored" and row["failure_owner"] == "agent"
+    for stage in ("c0", "c1", "c2", "c3", "c4"):
+        expected = ("skipped", None) if stage == "c3" else ("failure", "interpreter_missing")
+        assert (stages[stage]["status"], stages[stage]["failure_category"]) == expected, stage
+        assert stages[stage]["exit_code"] is None and stages[stage]["command"] is None, stage  # nothing ran
+    assert (row["c0_missing"], row["c0_total"], row["c4_exit_code"], row["c1_exit_code"]) == (3, 3, None, None)
+    assert (row["c5_status"], row["c5_path"], row["c5_version"], row["c5_capability"]) == ("success", 1, 0, 0)
+    assert (row["env_size_status"], stages["env_size"]["failure_category"]) == ("not_run", "interpreter_missing")
+    assert row["failure_reason"] == "interpreter_missing: c4: report python_path /opt/venvs/gone/bin/python does not exist"
+    assert _our_containers(docker_client, config.resolved_sweep_id()) == []
+    _assert_regrades_to_itself(_regraded(config.output, tmp_path / "suites")[row["trial_id"]], row)
+
+
+ASSET_TASK = """
+id = "needs-weights"
+suite = "weights"
+category = "1_cpu"
+c0_baseline_total = 2
+source = {{ bundled = "repo" }}
+assets = [{{ name = "weights", kind = "model", path = "needs-weights/tiny.bin"{stages} }}]
+
+[stages.cpu]
+command = "python main.py $REB_RAY_ASSETS/needs-weights/tiny.bin"
+timeout_s = 60
+
+[stages.cuda]
+applicable = false
+skip_reason = "CPU-only test task"
+"""
+
+
+def test_a_missing_asset_fails_fast_or_is_skipped_by_flag(tmp_path, docker_client, sandbox_image, ray_local):
+    """Issue 9 item 7. Without the flag: an infra row before the agent runs, naming the asset and
+    its stage. With --skip-missing-assets: the agent runs, C0 is measured, C1 (which needs the
+    asset) is not_run infra_assets_missing, counted in stages_missing_assets, and the trial is
+    scored on the rest, not retried."""
+    from reb_ray.sweep import run_sweep
+
+    task_dir = tmp_path / "suites" / "weights" / "needs-weights"
+    (task_dir / "repo").mkdir(parents=True)
+    (task_dir / "repo" / "main.py").write_text("import os, sys\nprint(os.path.getsize(sys.argv[1]))\n")
+    (task_dir / "task.toml").write_text(ASSET_TASK.format(stages=', stages = ["c1"]'))
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    base = dict(output=tmp_path / "runs", suite="weights", tasks_root=tmp_path / "suites", agents=["noop"],
+                assets_dir=cache, max_attempts=1)
+
+    strict = SweepConfig(sweep_id=_unique(), **base)
+    run_sweep(strict, show_progress=False)
+    (row,) = _rows(tmp_path / "runs")
+    assert (row["status"], row["failure_owner"], row["failure_category"]) == ("infra_error", "infra", "infra_assets_missing")
+    assert "'weights'" in row["failure_reason"] and "needed by c1" in row["failure_reason"]
+    assert row["agent_wall_time_s"] is None and row["stages_missing_assets"] is None  # the agent never ran
+
+    lenient = SweepConfig(sweep_id=_unique(), skip_missing_assets=True, **base)
+    result = run_sweep(lenient, show_progress=False)
+    assert result.attempts == 1 and result.infra_errors == 0
+    row = next(r for r in _rows(tmp_path / "runs") if r["sweep_id"] == lenient.sweep_id)
+    stages = {s["stage"]: s for s in read_stages(tmp_path / "runs", lenient.sweep_id).to_pylist()}
+    assert row["status"] == "scored" and row["agent_wall_time_s"] > 0
+    assert (row["c0_status"], row["c0_missing"]) == ("success", 0)
+    assert (stages["c1"]["status"], stages["c1"]["failure_category"]) == ("not_run", "infra_assets_missing")
+    assert "'weights'" in stages["c1"]["reason"] and row["c1_status"] == "not_run"
+    assert (row["failure_owner"], row["failure_reason"], row["stages_missing_assets"]) == (None, None, 1)
+    assert stages["c2"]["status"] == "skipped" and stages["c5"]["status"] == "success"
+    assert _our_containers(docker_client, lenient.resolved_sweep_id()) == []
+    _assert_regrades_to_itself(_regraded(tmp_path / "runs", tmp_path / "suites")[row["trial_id"]], row)

@@ -67,6 +67,7 @@ def sweep(
     wheelhouse: Optional[list[Path]] = typer.Option(None, help="Wheel directory visible to sandboxes as find-links (repeatable)."),
     sandbox: Optional[str] = typer.Option(None, help="docker | local."),
     assets: Optional[Path] = typer.Option(None, "--assets", help="Read-only asset cache for the probes (see `reb-ray assets fetch`)."),
+    skip_missing_assets: bool = typer.Option(False, "--skip-missing-assets", help="Run trials whose assets are missing: the stages that need them are not_run, the rest is scored."),
     unsafe_local: bool = typer.Option(False, "--unsafe-local", help="Allow non-built-in agents in the local sandbox."),
     no_pip_cache: bool = typer.Option(False, "--no-pip-cache", help="Do not share the per-node pip cache with sandboxes."),
     shm_size_gb: Optional[float] = typer.Option(None, help="/dev/shm of each sandbox in GiB (default 16; Docker's own 64 MB breaks DataLoader and NCCL)."),
@@ -85,7 +86,7 @@ def sweep(
     overrides = {
         "suite": suite, "tasks": tasks, "tasks_root": tasks_root, "agents": None if agents is None else [a.strip() for a in agents.split(",") if a.strip()], "trials": trials,
         "output": output, "address": address, "max_concurrent": max_concurrent, "cpus_per_trial": cpus_per_trial, "repo_mirrors": repo_mirror or None,
-        "wheelhouses": wheelhouse or None, "sandbox": sandbox, "assets_dir": assets, "unsafe_local": unsafe_local or None,
+        "wheelhouses": wheelhouse or None, "sandbox": sandbox, "assets_dir": assets, "skip_missing_assets": skip_missing_assets or None, "unsafe_local": unsafe_local or None,
         "pip_cache": False if no_pip_cache else None, "agent_timeout_s": agent_timeout, "max_attempts": max_attempts,
         "shm_size_bytes": int(shm_size_gb * 1024**3) if shm_size_gb else None, "sweep_id": sweep_id,
         "rerun": rerun or None,

@@ -11,7 +11,9 @@ third_party/stylegan) still count, as in the paper, and are listed apart too, so
 tell them from a missing package. A C0 that could not be measured is `not_run` with a
 reason and `c0_missing` None, never 0: no raw record or no pyright JSON (the toolbox failed,
 `infra_toolbox`), pyright's search paths missing the interpreter's site-packages
-(`infra_probe_misconfigured`, F03), or an interpreter that does not run.
+(`infra_probe_misconfigured`, F03). An interpreter that does not run is the agent's doing: C0
+fails with every baseline import missing (`c0_missing = baseline_total`, category
+`interpreter_broken`; issue 9, reb_ray/grading/unmeasured.py).
 
 Pyright 1.1.414 messages (English is forced by the probe):
     Import "foo.bar" could not be resolved                 (reportMissingImports, error)
@@ -81,8 +83,9 @@ def _site_packages_unseen(raw: dict) -> list[str] | None:
 def grade_c0(raw: dict | None, baseline_total: int | None) -> dict:
     """C0 stage result from the raw probe record; keys are exactly C0_KEYS.
 
-    `c0_status` is success (no missing import), failure (some) or not_run (with `reason`, and
-    `failure_category` infra_toolbox / infra_probe_misconfigured when the harness is at fault).
+    `c0_status` is success (no missing import), failure (some, or the interpreter does not run:
+    category interpreter_broken) or not_run (with `reason`, and `failure_category`
+    infra_toolbox / infra_probe_misconfigured when the harness is at fault, timeout for pyright).
     """
     result = {key: None for key in C0_KEYS}
     result["c0_total"] = baseline_total
@@ -98,9 +101,11 @@ def grade_c0(raw: dict | None, baseline_total: int | None) -> dict:
     result["c0_editable_hooks"] = sorted(hooks) if isinstance(hooks, list) else None
     if raw.get("error"):
         return not_run(f"C0 probe error: {raw['error']}", "infra_toolbox")
-    if not raw.get("python_ok"):
+    if not raw.get("python_ok"):  # the agent's interpreter: its failure, every baseline import missing
         detail = raw.get("python_error") or "unknown error"
-        return not_run(f"interpreter {raw.get('python')} does not run: {detail}", None)
+        result.update(c0_status="failure", c0_missing=baseline_total, failure_category="interpreter_broken",
+                      reason=f"interpreter {raw.get('python')} does not run: {detail}")
+        return result
     if raw.get("pyright_timed_out"):
         return not_run(f"pyright {raw.get('pyright_error') or 'timed out'}", "timeout")
     if not isinstance(raw.get("pyright"), dict):

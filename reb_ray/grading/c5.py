@@ -6,22 +6,35 @@ and returns the three sums of the paper (path, version, capability) plus an item
 
 Where the rules come from:
 
-- The paper's auditor (ResearchEnvBench, arXiv 2603.06739; `benchmark_scripts/
-  validate_agent_report.py` in its code release) has three kinds of hallucination: path (the
+- The paper (ResearchEnvBench, arXiv 2603.06739) has three kinds of hallucination: path (the
   report's python_path is missing, not an executable file, or fails a `-c` probe), version
   (python_version / torch_version differ from what that interpreter says; torch fails to import)
   and capability (cuda_available true but the CUDA stage failed; gpu_count differs from the
   CUDA stage's device count; ddp_expected_ok true with >= 2 GPUs but the multi-GPU stage failed).
+  Its code release has no single auditor: each of the 44 tasks carries its own copy of
+  `validate_agent_report.py`, and the copies disagree. What they do, and what we do:
+  - gpu_count: 42 of the 44 copies count any difference from the device count, above or below.
+    So do we: the agent and the probes share one sandbox (the same GPUs from the agent phase on),
+    so a count below what C2 saw is a wrong claim, not a modest one.
+  - a missing report: only 9 of the 44 copies count it as a path hallucination. We never audit a
+    missing or invalid report (C5 `not_run`); report_status records it and every stage it
+    blocks is the agent's failure (reb_ray.grading.unmeasured).
+  - versions: the copies compare strings exactly; see the fixes below.
   Only one path fault can occur per trial there, so the path sum is at most 1.
 - reb-ray's fixes (shared/design/ARCHITECTURE.md, "Decisions on the paper's scoring"): versions
-  are compared after normalisation (`2.1.0` vs `2.1.0+cu121` is not a lie), a stage that did not
-  run makes its check inconclusive (never a silent verdict), and every item keeps the reported
-  and observed values so a strict re-grade (the paper's exact string compare) stays possible.
+  are compared after normalisation (`2.1.0` vs `2.1.0+cu121` is not a lie; a `.dev`, alpha, beta
+  or rc build never matches the release it precedes: `2.5.0` vs `2.5.0.dev20240801+cu121` or
+  `2.5.0a0+git...` is a lie), a stage that did not run makes its check inconclusive (never a
+  silent verdict), and every item keeps the reported and observed values so a strict re-grade
+  (the paper's exact string compare) stays possible.
+- One broken path is judged once: when the report's interpreter is missing or does not run, the
+  stages that need it are not measured (reb_ray.grading.unmeasured), the caller passes them as
+  `not_run`, and only the path fault counts; the CUDA and DDP claims are not judged on evidence
+  that was never collected.
 - Null means "not verified", never "false" (report_schema.json; reb_ray.models.report.Report):
-  a null claim is never audited (verdict not_claimed). A missing report is not audited here
-  either: report_status records it (the paper counts it as a path hallucination as well).
-- Under-claims (false/0 where the probes saw true/more) are recorded as "underclaim" and counted
-  in c5_underclaims only, never in the paper's sums: the paper audits over-claims only.
+  a null claim is never audited (verdict not_claimed).
+- Under-claims (cuda_available / ddp_expected_ok false where the stage passed) are recorded as
+  "underclaim" and counted in c5_underclaims only, never in the paper's sums.
 - Field case F01 (shared/cases/README.md): a claim that holds at runtime is never a lie because
   static analysis (C0) disagrees. The schema has no "importable" claim, C0 is not an input here,
   and keys outside the audited ones are ignored.
@@ -32,6 +45,10 @@ from __future__ import annotations
 import posixpath
 import re
 from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from reb_ray.grading.unmeasured import interpreter_fault
 
 C5_KEYS = ("c5_path", "c5_version", "c5_capability", "c5_underclaims", "c5_items")
 KINDS = ("path", "version", "capability")
@@ -73,18 +90,46 @@ def _same_component(a: str, b: str) -> bool:
     return a == b or (a.isdigit() and b.isdigit() and int(a) == int(b))
 
 
+def _pep440(value: str) -> Version | None:
+    """The PEP 440 version in `value` (name prefix, `==`, `v` and trailing text dropped), or None."""
+    match = _VERSION_RE.match(value.strip().lower())
+    if not match:
+        return None
+    try:
+        return Version(match.group("ver"))
+    except InvalidVersion:
+        return None
+
+
+def _release_prefix(reported: tuple[int, ...], observed: tuple[int, ...]) -> bool:
+    """Reported release components are a prefix of the observed ones (extra reported zeros allowed)."""
+    return all(r == o for r, o in zip(reported, observed)) and not any(reported[len(observed):])
+
+
 def versions_match(reported: str, observed: str) -> bool:
     """True when `reported` is a truthful, possibly less precise, statement of `observed`.
 
-    Rules (the issue's words): the reported components are a prefix of the observed ones ("3.10"
-    matches "3.10.14"; extra reported zeros are allowed: "2.1.0" matches "2.1"); a leading `v`
-    is ignored; the local label ("+cu121") is ignored unless the reported value has one, and then
-    it must equal the observed label exactly. Unparseable values match only when equal as text.
+    Rules (PEP 440 via `packaging.version`): the reported release components are a prefix of the
+    observed ones ("3.10" matches "3.10.14"; extra reported zeros are allowed: "2.1.0" matches
+    "2.1"); a leading `v`, a name prefix and `==` are ignored; the local label ("+cu121") is
+    ignored unless the reported value has one, and then it must equal the observed label. A
+    pre-release or dev build never matches a claim without that same pre/dev part: it precedes
+    the release it names ("2.5.0" does not match "2.5.0.dev20240801+cu121", "2.5.0a0+git1234"
+    or "2.5.0rc1"; "2.5.0a0" matches "2.5.0a0+git1234"). A post-release is the same release
+    ("2.1.0" matches "2.1.0.post1"), unless the claim names another post number. Values that are
+    not PEP 440 fall back to the dotted-component rule when every component is a number, else
+    match only when equal as text.
     """
-    rep, obs = parse_version(reported), parse_version(observed)
-    if rep is None or obs is None:
+    rep, obs = _pep440(reported), _pep440(observed)
+    if rep is not None and obs is not None:
+        return (rep.epoch == obs.epoch and _release_prefix(rep.release, obs.release)
+                and rep.pre == obs.pre and rep.dev == obs.dev
+                and (rep.post is None or rep.post == obs.post)
+                and (rep.local is None or rep.local == obs.local))
+    rep_p, obs_p = parse_version(reported), parse_version(observed)
+    if rep_p is None or obs_p is None or not all(p.isdigit() for p in rep_p[0] + obs_p[0]):
         return reported.strip().lower() == observed.strip().lower()
-    (rep_parts, rep_local), (obs_parts, obs_local) = rep, obs
+    (rep_parts, rep_local), (obs_parts, obs_local) = rep_p, obs_p
     if rep_local is not None and rep_local != obs_local:
         return False
     if any(p.strip("0") for p in rep_parts[len(obs_parts):]):
@@ -217,8 +262,9 @@ def _capability_items(report: dict, observed: dict) -> list[dict]:
       schema defines the claim as `torch.cuda.is_available()`, and our C2 is stricter (a real
       kernel, the arch list): when the caller passes `c2_cuda_available` True (what
       is_available() returned in C2), a failed C2 does not make the claim a lie.
-    - gpu_count: compared with `c2_device_count` only when C2 ran and measured it; more than
-      observed is a lie, fewer an underclaim.
+    - gpu_count: compared with `c2_device_count` only when C2 ran and measured it; any other
+      count is a lie, more or fewer (the release's rule in 42 of its 44 copies: the agent saw the
+      same GPUs in the same sandbox, so a low count is wrong, not modest).
     - ddp_expected_ok: audited only with >= 2 GPUs assigned (the paper gates on >= 2 GPUs seen
       by its CUDA stage); true with C4 failed is a lie, false with C4 passed an underclaim.
     """
@@ -243,7 +289,8 @@ def _capability_items(report: dict, observed: dict) -> list[dict]:
     elif value > count:
         items.append(_item("gpu_count", "capability", "hallucination", value, count, "more GPUs reported than C2 saw"))
     elif value < count:
-        items.append(_item("gpu_count", "capability", "underclaim", value, count, "fewer GPUs reported than C2 saw"))
+        items.append(_item("gpu_count", "capability", "hallucination", value, count,
+                           "fewer GPUs reported than C2 saw in the same sandbox"))
     else:
         items.append(_item("gpu_count", "capability", "ok", value, count))
 
@@ -271,6 +318,10 @@ def audit_report(report: dict | None, facts: dict | None, observed: dict) -> dic
     stages' results: c2_status, c2_device_count, c4_status (success / failure / timeout /
     not_run / None), gpus_assigned (int), optionally c2_cuda_available (bool).
 
+    When the facts show the interpreter missing or not running (`interpreter_fault`), C2 and C4
+    are taken as not run whatever `observed` says: they need that interpreter, so they measured
+    nothing, and the one broken path counts once (c5_path), not again as capability lies.
+
     c5_path is 0 or 1 (one per trial, as in the paper, however many path faults); c5_version and
     c5_capability count hallucination items (0-2 and 0-3); c5_underclaims counts underclaim items
     and is not part of the paper's sums. Items: check, kind, verdict, reported, observed, reason.
@@ -294,7 +345,10 @@ def audit_report(report: dict | None, facts: dict | None, observed: dict) -> dic
                            "report has no python_path (invalid report: report_status records it)"))
         facts = None
     items += _version_items(report, facts)
-    items += _capability_items(report, observed or {})
+    observed = dict(observed or {})
+    if interpreter_fault(facts) is not None:
+        observed.update(c2_status="not_run", c2_device_count=None, c2_cuda_available=None, c4_status="not_run")
+    items += _capability_items(report, observed)
     return {
         "c5_path": min(1, _count(items, "path")),
         "c5_version": _count(items, "version"),

@@ -32,7 +32,9 @@ names the cache. A model id the agent edited into the code also fails offline; `
 in the trials row tells that case apart.
 
 Agent categories: deps, system_deps (a native library missing from the OS), native_ext_abi, missing_compiled_ext, assets, oom, timeout,
-entrypoint_not_found, runtime. Hardware: insufficient_hardware (decided by the caller from the
+entrypoint_not_found, runtime; and, for stages the agent left nothing to measure with
+(reb_ray/grading/unmeasured.py): missing_report, invalid_report, sandbox_broken_by_agent,
+interpreter_missing, interpreter_broken. Hardware: insufficient_hardware (decided by the caller from the
 GPU count, never from logs). Infrastructure (`infra_*`, never scored against the agent, retried):
 infra_shm (a /dev/shm too small: field case F09), infra_disk_full (ENOSPC), infra_assets (above),
 plus the kinds the harness raises itself: infra_assets_missing, infra_daemon, infra_clone,
@@ -48,7 +50,9 @@ from reb_ray.grading.final_error import final_errors, strip_prefixes
 SCAN_BYTES = 16 * 1024
 
 AGENT_CATEGORIES = ("deps", "system_deps", "native_ext_abi", "missing_compiled_ext", "assets", "oom", "timeout",
-                    "entrypoint_not_found", "runtime", "sandbox_broken_by_agent")
+                    "entrypoint_not_found", "runtime", "sandbox_broken_by_agent",
+                    # why no stage could be measured (reb_ray.grading.unmeasured.AGENT_GATES)
+                    "missing_report", "invalid_report", "interpreter_missing", "interpreter_broken")
 HARDWARE_CATEGORIES = ("insufficient_hardware",)
 
 #: Where the probe phase mounts the asset cache (probe_phase.ASSETS_MOUNT; a test keeps them equal).

@@ -48,6 +48,9 @@ class SweepConfig(BaseModel):
     max_attempts: int = Field(2, ge=1, description="attempts per trial when infra fails")
     min_free_bytes: int = 2 * GiB
     assets_dir: Path | None = None  # read-only asset cache for the probes (--assets)
+    # A missing asset fails the trial before the agent runs (infra, retried) unless this is set:
+    # then the agent runs, only the stages needing the asset are left not_run, the rest is scored.
+    skip_missing_assets: bool = False
     shm_size_bytes: int = 16 * GiB  # /dev/shm of each sandbox (F09: Docker's 64 MB breaks DataLoader/NCCL)
     c4_cpu_gloo: bool = False  # test switch: run C4 on CPU with gloo when no GPUs exist
     rerun: bool = False

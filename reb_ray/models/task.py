@@ -272,6 +272,14 @@ class Asset(_Strict):
     `include` (hf:// only): glob patterns of the repository files to fetch (huggingface_hub's
     allow_patterns), e.g. ["*.json", "*.txt"] for a tokenizer without the multi-GB weights; empty
     fetches the whole snapshot.
+
+    `stages`: the stages whose command needs the asset, from c1 (cpu), c3 (single_gpu) and c4
+    (multi_gpu); C0, C2, C5 and env size run no task command and never need one. Default: all
+    three command stages, because a command may read any asset of its task and only the spec's
+    author knows which; the default can leave a stage unmeasured that did not need the asset,
+    never grade one that did. A stage named here must apply to the task. When the asset is
+    missing, the trial fails before the agent runs (infra_assets_missing), or with
+    `--skip-missing-assets` only these stages are left unmeasured.
     """
 
     name: str = Field(min_length=1)
@@ -280,6 +288,14 @@ class Asset(_Strict):
     source: str | None = Field(default=None, pattern=r"^(https?://|hf://)\S+$")
     layout: Literal["files", "hf_cache"] = "files"
     include: list[str] = Field(default_factory=list)
+    stages: list[Literal["c1", "c3", "c4"]] = Field(default_factory=lambda: ["c1", "c3", "c4"], min_length=1)
+
+    @field_validator("stages")
+    @classmethod
+    def _unique_stages(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise PydanticCustomError("duplicate", "a stage is listed twice")
+        return value
 
     @field_validator("path")
     @classmethod
@@ -340,7 +356,9 @@ class TaskSpec(_Strict):
 
     `id` must equal the task directory's name and `suite` its parent's name. `task_dir` is
     the task's directory, set by the loader (never read from the file). `c0_baseline_total`
-    is the C0 denominator (distinct top-level non-stdlib, non-local imports), None if unknown.
+    is the C0 denominator, None if unknown: every distinct top-level module the repository
+    imports, standard library and the repository's own modules included (the paper's rule and
+    the canonical totals of c0_baseline_totals.json; `reb-ray tasks c0-baseline` recomputes it).
     """
 
     id: str = Field(min_length=1)
@@ -380,6 +398,26 @@ class TaskSpec(_Strict):
         if dupes:
             raise PydanticCustomError("duplicate", "duplicate asset names: {names}", {"names": ", ".join(dupes)})
         return value
+
+    @field_validator("assets")
+    @classmethod
+    def _asset_stages_apply(cls, value: list[Asset], info: ValidationInfo) -> list[Asset]:
+        stages = info.data.get("stages")
+        if stages is None:
+            return value  # the stages table itself is invalid; that error is reported
+        applicable = {"c1": stages.cpu, "c3": stages.single_gpu, "c4": stages.multi_gpu}
+        for i, asset in enumerate(value):
+            if "stages" not in asset.model_fields_set:
+                continue  # the default names every command stage; those that do not apply are skipped
+            for stage in asset.stages:
+                if not applicable[stage].applicable:
+                    raise PydanticCustomError("stage_not_applicable", "{stage} does not apply to this task",
+                                              {"i": i, "stage": stage, "stages": asset.stages})
+        return value
+
+    def assets_needed_by(self, stage: str) -> list[Asset]:
+        """The assets whose `stages` list `stage` (c1, c3 or c4; [] for any other stage)."""
+        return [asset for asset in self.assets if stage in asset.stages]
 
     @property
     def supports_cpu(self) -> bool:
@@ -449,6 +487,8 @@ def _one_line(file: Path, exc: ValidationError) -> str:
     errors = exc.errors(include_url=False)
     err = errors[0]
     loc = tuple(err["loc"])
+    if err["type"] == "stage_not_applicable":  # raised for the list: point at the asset's own field
+        loc, err = (*loc, err["ctx"]["i"], "stages"), {**err, "input": err["ctx"]["stages"]}
     field = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in loc).replace(".[", "[") or "(top level)"
     msg = err["msg"]
     if err["type"] == "extra_forbidden":

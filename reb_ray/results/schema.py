@@ -62,7 +62,7 @@ TRIALS_SCHEMA = pa.schema(
         ("c0_editable_hooks", _strings),  # import-hook editable installs seen in site-packages (F01)
         ("env_size_status", pa.string()),
         # -- the rest of the pyramid (C2-C5), between-phase checks, and the row's category
-        ("failure_category", pa.string()),  # the first failed stage's category (or the infra kind)
+        ("failure_category", pa.string()),  # the owner's highest failed stage's category (or the infra kind)
         ("repo_modified", pa.bool_()),  # tracked repository files changed by the agent (git status)
         ("repo_modified_files", _strings),
         ("c2_status", pa.string()),
@@ -87,7 +87,9 @@ TRIALS_SCHEMA = pa.schema(
         ("agent_limit", pa.string()),  # which limit fired in the agent phase, e.g. agent_timeout_s=600
         ("sandbox_shm_bytes", pa.int64()),  # /dev/shm size given to the sandbox (F09)
         ("c0_repo_path_modules", _strings),  # missing ones that live in the repo below its root (F04)
-        ("stages_missing_assets", pa.int64()),  # stages left unmeasured (not_run) for a missing asset (--skip-missing-assets)
+        # applicable stages left not_run because an asset they need was missing (--skip-missing-assets);
+        # 0 on every scored row that lacked none, null only where no stage was settled (infra before probes)
+        ("stages_missing_assets", pa.int64()),
         ("rerun", pa.bool_()),  # this attempt re-ran an already scored trial (--rerun); see read.latest_attempts
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},

@@ -38,3 +38,11 @@ def test_sweep_id_is_stable_for_the_same_trial_set():
     b = load_config(None, {"agents": ["noop"], "output": Path("y")})
     assert a.resolved_sweep_id() == b.resolved_sweep_id()
     assert a.resolved_sweep_id() != load_config(None, {"agents": ["heuristic"]}).resolved_sweep_id()
+
+
+def test_skip_missing_assets_from_flag_or_config_file(tmp_path):
+    assert load_config(None, {}).skip_missing_assets is False
+    assert load_config(None, {"skip_missing_assets": True}).skip_missing_assets is True
+    cfg = tmp_path / "sweep.toml"
+    cfg.write_text("skip_missing_assets = true\n")
+    assert load_config(cfg, {}).skip_missing_assets is True

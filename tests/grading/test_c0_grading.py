@@ -127,10 +127,14 @@ def test_not_run_when_pyright_gave_no_json():
     assert "node" in g["reason"]
 
 
-def test_not_run_when_interpreter_does_not_run():
+def test_an_interpreter_that_does_not_run_misses_every_baseline_import():
+    """Issue 9: the agent's broken interpreter is its failure, never a C0 that is free (0/total)."""
     raw = raw_record()
     raw.update(python_ok=False, python_error="cannot start /opt/envs/gone/bin/python")
-    _assert_not_run(grade_c0(raw, 5), None)
+    g = grade_c0(raw, 5)
+    assert (g["c0_status"], g["c0_missing"], g["c0_total"], g["failure_category"]) == ("failure", 5, 5, "interpreter_broken")
+    assert "cannot start" in g["reason"]
+    assert grade_c0(raw, None)["c0_missing"] is None  # an unknown total stays unknown, never 0
 
 
 def test_f03_search_paths_without_site_packages_is_misconfigured():

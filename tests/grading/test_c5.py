@@ -110,6 +110,10 @@ MATRIX = [
     case("torch-2.1-is-not-2.10", {"torch_version": "2.1"}, facts={"torch_version": "2.10.0+cu128"},
          verdicts={"torch_version": "hallucination"}, sums=(0, 1, 0, 0)),
     case("torch-extra-zero", {"torch_version": "2.1.0"}, facts={"torch_version": "2.1"}),
+    case("torch-release-claimed-dev-build", {"torch_version": "2.5.0"}, facts={"torch_version": "2.5.0.dev20240801+cu121"},
+         verdicts={"torch_version": "hallucination"}, sums=(0, 1, 0, 0)),
+    case("torch-dev-build-claimed-exactly", {"torch_version": "2.5.0.dev20240801"},
+         facts={"torch_version": "2.5.0.dev20240801+cu121"}),
     case("both-versions-wrong", {"python_version": "3.12.1", "torch_version": "2.4.0"},
          verdicts={"python_version": "hallucination", "torch_version": "hallucination"}, sums=(0, 2, 0, 0)),
     case("version-garbage", {"torch_version": "latest"}, verdicts={"torch_version": "hallucination"},
@@ -129,28 +133,28 @@ MATRIX = [
     case("python-missing", facts=MISSING,
          verdicts={"python_path_exists": "hallucination", "python_path_executable": "inconclusive",
                    "python_path_runs": "inconclusive", "python_version": "inconclusive",
-                   "torch_version": "inconclusive"}, sums=(1, 0, 0, 0)),
+                   "torch_version": "inconclusive", "cuda_available": "inconclusive", "gpu_count": "inconclusive", "ddp_expected_ok": "inconclusive"}, sums=(1, 0, 0, 0)),
     case("python-not-executable", facts=NOT_EXEC,
          verdicts={"python_path_executable": "hallucination", "python_path_runs": "inconclusive",
-                   "python_version": "inconclusive", "torch_version": "inconclusive"}, sums=(1, 0, 0, 0)),
+                   "python_version": "inconclusive", "torch_version": "inconclusive", "cuda_available": "inconclusive", "gpu_count": "inconclusive", "ddp_expected_ok": "inconclusive"}, sums=(1, 0, 0, 0)),
     case("python-is-a-directory", facts={**NOT_EXEC, "python_is_file": False},
          verdicts={"python_path_executable": "hallucination", "python_path_runs": "inconclusive",
-                   "python_version": "inconclusive", "torch_version": "inconclusive"}, sums=(1, 0, 0, 0)),
+                   "python_version": "inconclusive", "torch_version": "inconclusive", "cuda_available": "inconclusive", "gpu_count": "inconclusive", "ddp_expected_ok": "inconclusive"}, sums=(1, 0, 0, 0)),
     case("python-crashes", facts=CRASHES,
          verdicts={"python_path_runs": "hallucination", "python_version": "inconclusive",
-                   "torch_version": "inconclusive"}, sums=(1, 0, 0, 0)),
+                   "torch_version": "inconclusive", "cuda_available": "inconclusive", "gpu_count": "inconclusive", "ddp_expected_ok": "inconclusive"}, sums=(1, 0, 0, 0)),
     case("python-hangs", facts=HANGS,
          verdicts={"python_path_runs": "inconclusive", "python_version": "inconclusive",
                    "torch_version": "inconclusive"}),
     case("python-relative-and-missing", {"python_path": "python3"}, facts={**MISSING, "python_path": "python3"},
          verdicts={"python_path_absolute": "hallucination", "python_path_exists": "hallucination",
                    "python_path_executable": "inconclusive", "python_path_runs": "inconclusive",
-                   "python_version": "inconclusive", "torch_version": "inconclusive"},
+                   "python_version": "inconclusive", "torch_version": "inconclusive", "cuda_available": "inconclusive", "gpu_count": "inconclusive", "ddp_expected_ok": "inconclusive"},
          sums=(1, 0, 0, 0)),
     case("python-missing-null-versions", {"python_version": None, "torch_version": None}, facts=MISSING,
          verdicts={"python_path_exists": "hallucination", "python_path_executable": "inconclusive",
                    "python_path_runs": "inconclusive", "python_version": "not_claimed",
-                   "torch_version": "not_claimed"}, sums=(1, 0, 0, 0)),
+                   "torch_version": "not_claimed", "cuda_available": "inconclusive", "gpu_count": "inconclusive", "ddp_expected_ok": "inconclusive"}, sums=(1, 0, 0, 0)),
     case("no-facts", no_facts=True,
          verdicts={"python_path_exists": "inconclusive", "python_path_executable": "inconclusive",
                    "python_path_runs": "inconclusive", "python_version": "inconclusive",
@@ -200,13 +204,15 @@ MATRIX = [
     case("ddp-false-c4-failed", {"ddp_expected_ok": False}, observed={"c4_status": "failure"}),
     # --- under-claims: recorded, never in the paper's sums -------------------------------------
     case("underclaim-cuda", {"cuda_available": False}, verdicts={"cuda_available": "underclaim"}, sums=(0, 0, 0, 1)),
-    case("underclaim-gpu-count-0", {"gpu_count": 0}, verdicts={"gpu_count": "underclaim"}, sums=(0, 0, 0, 1)),
-    case("underclaim-gpu-count-1", {"gpu_count": 1}, verdicts={"gpu_count": "underclaim"}, sums=(0, 0, 0, 1)),
+    # issue 9: agent and probes share one sandbox, so fewer GPUs than C2 saw is a wrong claim
+    # (the release counts it in 42 of its 44 copies), never an under-claim
+    case("gpu-count-0-below-seen", {"gpu_count": 0}, verdicts={"gpu_count": "hallucination"}, sums=(0, 0, 1, 0)),
+    case("gpu-count-1-below-seen", {"gpu_count": 1}, verdicts={"gpu_count": "hallucination"}, sums=(0, 0, 1, 0)),
     case("underclaim-ddp", {"ddp_expected_ok": False}, verdicts={"ddp_expected_ok": "underclaim"},
          sums=(0, 0, 0, 1)),
     case("agent-phase-without-gpus", {"cuda_available": False, "gpu_count": 0, "ddp_expected_ok": False},
-         verdicts={"cuda_available": "underclaim", "gpu_count": "underclaim", "ddp_expected_ok": "underclaim"},
-         sums=(0, 0, 0, 3)),
+         verdicts={"cuda_available": "underclaim", "gpu_count": "hallucination", "ddp_expected_ok": "underclaim"},
+         sums=(0, 0, 1, 2)),
     # --- everything at once ------------------------------------------------------------------
     case("everything-wrong", {"python_version": "3.9", "torch_version": "2.0.0", "gpu_count": 4},
          facts=NO_TORCH, observed={"c2_status": "failure", "c2_device_count": 0, "c4_status": "failure"},
@@ -249,6 +255,10 @@ def test_items_keep_reported_and_observed_values():
     assert items["python_version"]["observed"] == "3.10.14"
     assert items["gpu_count"] == {"check": "gpu_count", "kind": "capability", "verdict": "hallucination",
                                   "reported": 2, "observed": 1, "reason": "more GPUs reported than C2 saw"}
+    below = audit_report({**REPORT, "gpu_count": 1}, FACTS, OBSERVED)
+    assert {i["check"]: i for i in below["c5_items"]}["gpu_count"] == {
+        "check": "gpu_count", "kind": "capability", "verdict": "hallucination", "reported": 1, "observed": 2,
+        "reason": "fewer GPUs reported than C2 saw in the same sandbox"}
     assert items["cuda_available"]["reported"] is True and items["cuda_available"]["observed"] == "success"
     assert items["python_path_exists"]["reported"] == PY
 
@@ -330,7 +340,18 @@ def test_f01_extra_report_keys_and_static_analysis_are_ignored():
     ("2.1.1", "2.1", False),
     ("2.5.0", "2.5.0a0+gitabc123", False),
     ("2.5.0a0", "2.5.0a0+gitabc123", True),
-    ("2.5.0", "2.5.0.dev20240801+cu121", True),
+    ("2.5.0", "2.5.0.dev20240801+cu121", False),  # a dev build precedes the release it names
+    ("2.5", "2.5.0.dev20240801+cu121", False),
+    ("2.5.0.dev20240801", "2.5.0.dev20240801+cu121", True),
+    ("2.5.0.dev20240801+cu121", "2.5.0.dev20240801+cu121", True),
+    ("2.5.0.dev20240701", "2.5.0.dev20240801+cu121", False),
+    ("2.5.0", "2.5.0rc1", False),
+    ("2.5.0rc1", "2.5.0rc1+cu124", True),
+    ("2.5.0b1", "2.5.0rc1", False),
+    ("2.1.0", "2.1.0.post1", True),
+    ("2.1.0.post2", "2.1.0.post1", False),
+    ("2.1.0-custom", "2.1.0-custom", True),
+    ("2.1.0-custom", "2.1.0", False),
     ("3.11.2 (main, Mar 13 2023)", "3.11.2", True),
     ("latest", "2.1.0", False),
     ("", "2.1.0", False),
@@ -345,3 +366,21 @@ def test_parse_version():
     assert parse_version("Python 3.11.8") == (["3", "11", "8"], None)
     assert parse_version("latest") is None
     assert parse_version("3..1") is None
+
+
+@pytest.mark.parametrize("facts", [MISSING, NOT_EXEC, CRASHES], ids=["missing", "not-executable", "crashes"])
+def test_one_broken_path_is_judged_once(facts):
+    """Issue 9 item 13: with the interpreter missing, C4 "failed" (it ran and exited 127 on old
+    rows) and C2 "failed"; neither is evidence against the DDP or CUDA claims: one path fault."""
+    observed = {**OBSERVED, "c2_status": "failure", "c2_device_count": 0, "c4_status": "failure"}
+    result = audit_report(REPORT, {**FACTS, **facts}, observed)
+    assert sums(result) == (1, 0, 0, 0)
+    got = verdicts(result)
+    assert (got["cuda_available"], got["gpu_count"], got["ddp_expected_ok"]) == ("inconclusive",) * 3
+
+
+def test_a_slow_interpreter_is_no_broken_path():
+    """A run that timed out is inconclusive: the stages ran with their own deadlines and are judged."""
+    observed = {**OBSERVED, "c4_status": "failure"}
+    result = audit_report(REPORT, {**FACTS, **HANGS}, observed)
+    assert sums(result) == (0, 0, 1, 0) and verdicts(result)["ddp_expected_ok"] == "hallucination"

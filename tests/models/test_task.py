@@ -193,6 +193,12 @@ def test_gpus_needed_single_gpu_only():
          "tasks/s1/bad-task/task.toml: source.commit: Field required with git"),
         ('category = "1_cpu"\n', 'category = "1_cpu"\ntask_dir = "/etc"\n',
          'tasks/s1/bad-task/task.toml: task_dir = "/etc": unknown key; the loader sets task_dir'),
+        ('path = "models/ckpt.pt"', 'path = "models/ckpt.pt"\nstages = ["c3"]',
+         'tasks/s1/bad-task/task.toml: assets[0].stages = ["c3"]: c3 does not apply to this task'),
+        ('path = "models/ckpt.pt"', 'path = "models/ckpt.pt"\nstages = ["cpu"]',
+         "tasks/s1/bad-task/task.toml: assets[0].stages[0] = \"cpu\": Input should be 'c1', 'c3' or 'c4'"),
+        ('path = "models/ckpt.pt"', 'path = "models/ckpt.pt"\nstages = ["c1", "c1"]',
+         'tasks/s1/bad-task/task.toml: assets[0].stages = ["c1", "c1"]: a stage is listed twice'),
     ],
 )
 def test_bad_field_is_one_line_naming_file_field_and_value(tasks_root, old, new, expected):
@@ -341,3 +347,18 @@ def test_select_tasks_pattern_matching_nothing_is_an_error():
     tasks = load_suite("demo")
     with pytest.raises(TaskSpecError, match=r"^task pattern 'numpy-traner' matches no task; ids: import-name-mismatch"):
         select_tasks(tasks, "numpy-*,numpy-traner")
+
+
+def test_assets_name_the_stages_that_need_them(tasks_root):
+    """Issue 9 item 7: by default every command stage needs every asset; a spec can say which."""
+    task = load_task(write_task(tasks_root, VALID))
+    assert task.assets[0].stages == ["c1", "c3", "c4"]
+    assert [a.name for a in task.assets_needed_by("c1")] == ["ckpt"] and task.assets_needed_by("c2") == []
+    task = load_task(write_task(tasks_root, VALID.replace('path = "models/ckpt.pt"', 'path = "models/ckpt.pt"\nstages = ["c4"]')))
+    assert task.assets_needed_by("c1") == [] and [a.name for a in task.assets_needed_by("c4")] == ["ckpt"]
+
+
+def test_researchenvbench_assets_name_their_stages():
+    specs = {t.id: t for t in load_suite("researchenvbench")}
+    assert {a.name: a.stages for a in specs["geeeekexplorer--nano-vllm"].assets} == {"Qwen3-0.6B": ["c3", "c4"]}
+    assert {tuple(a.stages) for a in specs["krlabsorg--lettucedetect"].assets} == {("c1", "c3")}
