@@ -43,14 +43,20 @@ def read_data(path: Path) -> dict:
     return data
 
 
-def validate(model: type[M], data: dict, path: Path | str) -> M:
-    """`model` validated from `data`; LLMFileError `FILE: field.path = value: message` otherwise."""
+def validate(model: type[M], data: dict, path: Path | str, tags: frozenset[str] = frozenset()) -> M:
+    """`model` validated from `data`; LLMFileError `FILE: field.path = value: message` otherwise.
+
+    `tags` are the values of a discriminated union's tag (e.g. a turn's `kind`), which pydantic
+    puts into an error's location after a list index; they are left out of the field path.
+    """
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         err = errors[0]
-        field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".") or "(top level)"
+        loc = [p for i, p in enumerate(err["loc"])
+               if not (p in tags and i > 0 and isinstance(err["loc"][i - 1], int))]
+        field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".") or "(top level)"
         value = "" if err["type"] == "missing" else f" = {err.get('input')!r}"[:120]
         more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
         raise LLMFileError(f"{path}: {field}{value}: {err['msg']}{more}".replace("\n", " ")) from None

@@ -52,6 +52,7 @@ class PriceTable:
         shipped = validate(PriceFile, read_data(SHIPPED), SHIPPED)
         self.version = shipped.version
         self._prices: dict[str, ModelPrice] = {}
+        self._names: set[str] = set()
         self._add(shipped, SHIPPED)
         if user_file is not None:
             user = validate(PriceFile, read_data(Path(user_file)), user_file)
@@ -60,6 +61,7 @@ class PriceTable:
 
     def _add(self, file: PriceFile, path: Path) -> None:
         for name, price in file.models.items():
+            self._names.add(name.lower())
             for key in (name, *price.aliases):
                 self._prices[key.lower()] = price
         if not file.models and path != SHIPPED:
@@ -80,7 +82,8 @@ class PriceTable:
         return None
 
     def models(self) -> list[str]:
-        return sorted(self._prices)
+        """The priced model names (aliases left out), sorted."""
+        return sorted(self._names)
 
 
 @lru_cache(maxsize=8)

@@ -128,7 +128,8 @@ class ProxyServer:
 
         `upstream`: base URL the request path is appended to (`https://api.anthropic.com`,
         `https://api.openai.com`, `http://10.0.0.5:8000`); `real_key_env`: the variable on
-        this node holding the real key (None: the upstream needs no key, none is sent);
+        this node holding the real key (None: the upstream needs no key; the stand-in is
+        passed through as it came, which lets a scripted endpoint keep one session per trial);
         `model`: the spec's model, used to price responses that do not name theirs.
         Raises RebRayError for a trial id already registered, a variable that is unset, a
         concurrency that contradicts the upstream's, or a cost limit on an unpriced model.
@@ -217,6 +218,19 @@ class ProxyServer:
             return _local(api, 402, rec.error)
         real_key = os.environ.get(trial.real_key_env) if trial.real_key_env else None
         redact = Redactor([k for k in (real_key, trial.key) if k])
+        recorded = False
+
+        def finish() -> None:
+            """Records the request once; called before a streamed answer's last byte goes out,
+            so that whoever has read the whole answer also finds it in the meter."""
+            nonlocal recorded
+            if not recorded:
+                recorded = True
+                rec.duration_s = time.monotonic() - start
+                rec.error = redact.text(rec.error) if rec.error else rec.error
+                rec.path = redact.text(rec.path)
+                trial.meter.record(rec)
+
         try:
             if trial.real_key_env and not real_key:
                 rec.category, rec.error = AUTH, f"reb-ray proxy: the key variable {trial.real_key_env} is not set on this node"
@@ -224,15 +238,12 @@ class ProxyServer:
             semaphore = self._semaphore(trial.upstream)
             async with semaphore if semaphore is not None else contextlib.nullcontext():
                 rec.wait_s = time.monotonic() - start
-                return await self._relay(request, trial, rec, data, real_key, redact, start)
+                return await self._relay(request, trial, rec, data, real_key, redact, start, finish)
         except asyncio.CancelledError:
             rec.client_disconnected, rec.error = True, "client disconnected"
             raise
         finally:
-            rec.duration_s = time.monotonic() - start
-            rec.error = redact.text(rec.error) if rec.error else rec.error
-            rec.path = redact.text(rec.path)
-            trial.meter.record(rec)
+            finish()
 
     def _inspect(self, api: str | None, data: bytes) -> tuple[str | None, bool, bytes, bool]:
         """(model, stream, body to forward, whether include_usage was added) of a request body."""
@@ -254,7 +265,13 @@ class ProxyServer:
     def _outgoing(self, headers, real_key: str | None, trial: _Trial) -> CIMultiDict:
         out = CIMultiDict((k, v) for k, v in headers.items() if k.lower() not in _NOT_FORWARDED)
         out["Accept-Encoding"] = "identity"
-        if real_key is not None:
+        if real_key is None:
+            # No real key to swap in: the request's own credentials (the stand-in, no secret)
+            # pass through, so an upstream that tells clients apart by key still can.
+            for name in ("x-api-key", "authorization"):
+                if name in headers:
+                    out[name] = headers[name]
+        else:
             # The real key goes where the stand-in came: Anthropic's header or a bearer token.
             if headers.get("x-api-key") == trial.key:
                 out["x-api-key"] = real_key
@@ -263,7 +280,7 @@ class ProxyServer:
         return out
 
     async def _relay(self, request: web.Request, trial: _Trial, rec: RequestRecord, data: bytes,
-                     real_key: str | None, redact: Redactor, start: float) -> web.StreamResponse:
+                     real_key: str | None, redact: Redactor, start: float, finish) -> web.StreamResponse:
         assert self._session is not None
         url = URL(trial.upstream + request.path_qs, encoded=True)
         try:
@@ -281,7 +298,7 @@ class ProxyServer:
             headers = CIMultiDict((k, v) for k, v in upstream.headers.items() if k.lower() not in _NOT_RETURNED)
             if upstream.status >= 400:
                 return await self._relay_error(upstream, rec, headers, redact)
-            return await self._relay_body(request, upstream, rec, headers)
+            return await self._relay_body(request, upstream, rec, headers, finish)
 
     async def _relay_error(self, upstream: aiohttp.ClientResponse, rec: RequestRecord, headers: CIMultiDict,
                            redact: Redactor) -> web.Response:
@@ -299,7 +316,7 @@ class ProxyServer:
         return web.Response(status=upstream.status, body=body if safe == text else safe.encode(), headers=headers)
 
     async def _relay_body(self, request: web.Request, upstream: aiohttp.ClientResponse, rec: RequestRecord,
-                          headers: CIMultiDict) -> web.StreamResponse:
+                          headers: CIMultiDict, finish) -> web.StreamResponse:
         reader = None
         if rec.api is not None:
             reader = ResponseUsageReader(rec.api, upstream.headers.get("content-type", ""),
@@ -323,6 +340,7 @@ class ProxyServer:
             if reader is not None:
                 rec.usage, model = reader.finish()
                 rec.model = model or rec.model
+            finish()
             # The client must see a cut-off answer, not a complete-looking one.
             if request.transport is not None:
                 request.transport.abort()
@@ -330,6 +348,7 @@ class ProxyServer:
         if reader is not None:
             rec.usage, model = reader.finish()
             rec.model = model or rec.model
+        finish()
         await response.write_eof()
         return response
 

@@ -110,6 +110,7 @@ class HangTurn(_Turn):
     seconds: float | None = Field(default=None, gt=0)
 
 
+TURN_KINDS = frozenset({"tool", "message", "error", "hang"})
 Turn = Annotated[Union[ToolTurn, MessageTurn, ErrorTurn, HangTurn], Field(discriminator="kind")]
 DEFAULT_ERROR_MESSAGES = {401: "invalid api key (scripted)", 402: "budget exceeded (scripted)",
                           403: "permission denied (scripted)", 429: "rate limit exceeded (scripted)",
@@ -142,9 +143,9 @@ class Script(_Strict):
 def load_script(path: Path | str) -> Script:
     """The script in `path` (`.json` as JSON, else TOML); LLMFileError (one line naming the
     file, field and value) when it cannot be read or does not validate."""
-    return validate(Script, read_data(Path(path)), path)
+    return validate(Script, read_data(Path(path)), path, TURN_KINDS)
 
 
 def script_from(data: dict, name: str = "<script>") -> Script:
     """A script from an in-memory table (tests, programmatic use); same errors as load_script."""
-    return validate(Script, data, name)
+    return validate(Script, data, name, TURN_KINDS)
