@@ -321,8 +321,23 @@ class ProxyServer:
         if rec.api is not None:
             reader = ResponseUsageReader(rec.api, upstream.headers.get("content-type", ""),
                                          upstream.headers.get("content-encoding", ""))
+        if reader is not None and not reader.streaming:
+            # A whole JSON answer: read it all, meter it, then send it, so that a client that
+            # has the answer also finds it in the meter (it comes in one piece anyway).
+            try:
+                body = await upstream.read()
+            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                rec.category = UNAVAILABLE
+                rec.error = f"upstream body broke: {type(exc).__name__}"
+                return _local(rec.api, 502, f"reb-ray proxy: {rec.error}")
+            rec.response_bytes = len(body)
+            reader.feed(body)
+            rec.usage, model = reader.finish()
+            rec.model = model or rec.model
+            finish()
+            return web.Response(status=upstream.status, reason=upstream.reason, body=body, headers=headers)
         response = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
-        if upstream.content_length is not None and (reader is None or not reader.streaming):
+        if upstream.content_length is not None and reader is None:
             response.content_length = upstream.content_length
         await response.prepare(request)
         try:

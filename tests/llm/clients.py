@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 
 import aiohttp
+from multidict import CIMultiDict
 
 from reb_ray.llm.apis import ANTHROPIC, CHAT, RESPONSES
 from reb_ray.llm.sse import SSEReader
@@ -27,7 +28,8 @@ TOOLS = {
 }
 
 
-def request_body(api: str, stream: bool, model: str = "scripted-model", tools: bool = True, **extra) -> dict:
+def request_body(api: str, stream: bool, model: str = "scripted-model", tools: bool | list = True, **extra) -> dict:
+    """A minimal request of `api`; `tools` True offers the CLI's usual tools, a list those."""
     body: dict = {"model": model, "stream": stream}
     if api == RESPONSES:
         body["input"] = [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}]
@@ -38,7 +40,7 @@ def request_body(api: str, stream: bool, model: str = "scripted-model", tools: b
     if api == CHAT and stream:
         body["stream_options"] = {"include_usage": True}
     if tools:
-        body["tools"] = TOOLS[api]
+        body["tools"] = TOOLS[api] if tools is True else tools
     body.update(extra)
     return body
 
@@ -46,7 +48,7 @@ def request_body(api: str, stream: bool, model: str = "scripted-model", tools: b
 @dataclass
 class Answer:
     status: int
-    headers: dict
+    headers: CIMultiDict
     body: bytes
 
     def json(self) -> dict:
@@ -68,7 +70,7 @@ async def _post(base: str, path: str, body: dict | bytes, headers: dict, timeout
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         async with session.post(base + path, data=data,
                                 headers={"Content-Type": "application/json", **headers}) as response:
-            return Answer(response.status, dict(response.headers), await response.read())
+            return Answer(response.status, CIMultiDict(response.headers), await response.read())
 
 
 def post(base: str, api: str, body: dict, key: str | None, style: str = "x-api-key", timeout_s: float = 30) -> Answer:
