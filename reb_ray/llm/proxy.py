@@ -24,8 +24,6 @@ import asyncio
 import contextlib
 import json
 import os
-import secrets
-import threading
 import time
 
 import aiohttp
@@ -33,12 +31,12 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
-from reb_ray.errors import RebRayError
 from reb_ray.llm.apis import CHAT, error_body, api_of
 from reb_ray.llm.background import BackgroundServer
 from reb_ray.llm.failures import AUTH, UNAVAILABLE, classify, parse_retry_after
-from reb_ray.llm.meter import LOG_SIZE, RequestRecord, TrialLimits, TrialMeter
+from reb_ray.llm.meter import LOG_SIZE, RequestRecord, TrialLimits
 from reb_ray.llm.prices import PriceTable, price_table
+from reb_ray.llm.registry import Trial, TrialRegistry
 from reb_ray.llm.usage import ResponseUsageReader
 from reb_ray.redact import Redactor
 
@@ -49,12 +47,6 @@ _NOT_FORWARDED = _HOP_BY_HOP | {"host", "content-length", "accept-encoding", "x-
 _NOT_RETURNED = _HOP_BY_HOP | {"content-length"}
 MAX_REQUEST_BYTES = 128 * 1024 * 1024  # long agent histories with images; aiohttp's default is 1 MiB
 ERROR_BODY_BYTES = 1024 * 1024
-STAND_IN_PREFIX = "sk-rebray-"
-
-
-class _Trial:
-    def __init__(self, trial_id: str, key: str, upstream: str, real_key_env: str | None, meter: TrialMeter):
-        self.trial_id, self.key, self.upstream, self.real_key_env, self.meter = trial_id, key, upstream, real_key_env, meter
 
 
 class ProxyServer:
@@ -73,10 +65,7 @@ class ProxyServer:
         self.prices = prices or price_table()
         self.connect_timeout_s, self.read_timeout_s = connect_timeout_s, read_timeout_s
         self.log_size, self.inject_stream_usage = log_size, inject_stream_usage
-        self._lock = threading.Lock()
-        self._by_key: dict[str, _Trial] = {}
-        self._by_id: dict[str, _Trial] = {}
-        self._concurrency: dict[str, int | None] = {}
+        self.trials = TrialRegistry(self.prices, log_size)
         self._semaphores: dict[str, asyncio.Semaphore] = {}
         self._session: aiohttp.ClientSession | None = None
         self.unknown_key_requests = 0
@@ -120,78 +109,27 @@ class ProxyServer:
         if self._session is not None:
             await self._session.close()
 
-    # -- registry ----------------------------------------------------------------------------
+    # -- trials ------------------------------------------------------------------------------
 
     def register_trial(self, trial_id: str, upstream: str, real_key_env: str | None = None,
                        limits: TrialLimits | None = None, *, model: str | None = None) -> str:
-        """Registers a trial; returns its stand-in key (give the sandbox only this).
-
-        `upstream`: base URL the request path is appended to (`https://api.anthropic.com`,
-        `https://api.openai.com`, `http://10.0.0.5:8000`); `real_key_env`: the variable on
-        this node holding the real key (None: the upstream needs no key; the stand-in is
-        passed through as it came, which lets a scripted endpoint keep one session per trial);
-        `model`: the spec's model, used to price responses that do not name theirs.
-        Raises RebRayError for a trial id already registered, a variable that is unset, a
-        concurrency that contradicts the upstream's, or a cost limit on an unpriced model.
-        """
-        limits = limits or TrialLimits()
-        upstream = upstream.rstrip("/")
-        if not upstream.startswith(("http://", "https://")):
-            raise RebRayError(f"trial {trial_id}: upstream {upstream!r} is not an http(s) URL")
-        if real_key_env is not None and not os.environ.get(real_key_env):
-            raise RebRayError(f"trial {trial_id}: the key variable {real_key_env} is not set on this node")
-        if limits.max_cost_usd is not None and model is not None and self.prices.lookup(model) is None:
-            raise RebRayError(f"trial {trial_id}: max_cost_usd needs a price for model {model!r}; "
-                              f"add it to a prices file (table {self.prices.version})")
-        with self._lock:
-            if trial_id in self._by_id:
-                raise RebRayError(f"trial {trial_id} is already registered with the proxy")
-            known = self._concurrency.get(upstream)
-            if upstream in self._concurrency and limits.max_concurrency not in (None, known):
-                raise RebRayError(f"trial {trial_id}: upstream {upstream} already has max_concurrency={known}, "
-                                  f"not {limits.max_concurrency}")
-            if upstream not in self._concurrency or known is None:
-                self._concurrency[upstream] = limits.max_concurrency
-            key = STAND_IN_PREFIX + secrets.token_hex(20)
-            meter = TrialMeter(trial_id, upstream, model, limits, self.prices, self.log_size)
-            trial = _Trial(trial_id, key, upstream, real_key_env, meter)
-            self._by_key[key], self._by_id[trial_id] = trial, trial
-        return key
+        """Registers a trial; returns its stand-in key (see TrialRegistry.register)."""
+        return self.trials.register(trial_id, upstream, real_key_env, limits, model=model)
 
     def unregister_trial(self, trial_id: str) -> tuple[dict, list[dict]]:
         """Forgets the trial (its key stops working); returns its final (meter, request log)."""
-        with self._lock:
-            trial = self._by_id.pop(trial_id, None)
-            if trial is None:
-                raise RebRayError(f"trial {trial_id} is not registered with the proxy")
-            self._by_key.pop(trial.key, None)
-        return trial.meter.snapshot(), trial.meter.log()
+        return self.trials.unregister(trial_id)
 
     def meter(self, trial_id: str) -> dict:
         """The trial's meter (requests, token fields, cost_usd, failures, ...; see TrialMeter)."""
-        return self._trial(trial_id).meter.snapshot()
+        return self.trials.get(trial_id).meter.snapshot()
 
     def request_log(self, trial_id: str) -> list[dict]:
         """The trial's bounded request log: method, path, status, durations, usage; no keys."""
-        return self._trial(trial_id).meter.log()
-
-    def _trial(self, trial_id: str) -> _Trial:
-        with self._lock:
-            trial = self._by_id.get(trial_id)
-        if trial is None:
-            raise RebRayError(f"trial {trial_id} is not registered with the proxy")
-        return trial
-
-    def _trial_for(self, headers) -> _Trial | None:
-        key = headers.get("x-api-key") or ""
-        auth = headers.get("authorization") or ""
-        if not key and auth[:7].lower() == "bearer ":
-            key = auth[7:].strip()
-        with self._lock:
-            return self._by_key.get(key)
+        return self.trials.get(trial_id).meter.log()
 
     def _semaphore(self, upstream: str) -> asyncio.Semaphore | None:
-        size = self._concurrency.get(upstream)
+        size = self.trials.concurrency(upstream)
         if not size:
             return None
         if upstream not in self._semaphores:  # created on the loop that uses it
@@ -202,7 +140,7 @@ class ProxyServer:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         api = api_of(request.path)
-        trial = self._trial_for(request.headers)
+        trial = self.trials.by_headers(request.headers)
         if trial is None:
             self.unknown_key_requests += 1
             return _local(api, 401, "reb-ray proxy: missing or unknown stand-in key")
@@ -262,7 +200,7 @@ class ProxyServer:
             return model, stream, json.dumps(body).encode(), True
         return model, stream, data, False
 
-    def _outgoing(self, headers, real_key: str | None, trial: _Trial) -> CIMultiDict:
+    def _outgoing(self, headers, real_key: str | None, trial: Trial) -> CIMultiDict:
         out = CIMultiDict((k, v) for k, v in headers.items() if k.lower() not in _NOT_FORWARDED)
         out["Accept-Encoding"] = "identity"
         if real_key is None:
@@ -279,7 +217,7 @@ class ProxyServer:
                 out["Authorization"] = f"Bearer {real_key}"
         return out
 
-    async def _relay(self, request: web.Request, trial: _Trial, rec: RequestRecord, data: bytes,
+    async def _relay(self, request: web.Request, trial: Trial, rec: RequestRecord, data: bytes,
                      real_key: str | None, redact: Redactor, start: float, finish) -> web.StreamResponse:
         assert self._session is not None
         url = URL(trial.upstream + request.path_qs, encoded=True)

@@ -110,6 +110,7 @@ class HangTurn(_Turn):
     seconds: float | None = Field(default=None, gt=0)
 
 
+AnyTurn = Union[ToolTurn, MessageTurn, ErrorTurn, HangTurn]
 TURN_KINDS = frozenset({"tool", "message", "error", "hang"})
 Turn = Annotated[Union[ToolTurn, MessageTurn, ErrorTurn, HangTurn], Field(discriminator="kind")]
 DEFAULT_ERROR_MESSAGES = {401: "invalid api key (scripted)", 402: "budget exceeded (scripted)",
@@ -128,7 +129,7 @@ class Script(_Strict):
     created: int = Field(default=1_700_000_000, description="the fixed `created` timestamp (deterministic bytes)")
     turns_: list[Turn] = Field(alias="turns", min_length=1)
 
-    def turns(self) -> list[ToolTurn | MessageTurn | ErrorTurn | HangTurn]:
+    def turns(self) -> list[AnyTurn]:
         return [turn for turn in self.turns_ for _ in range(turn.repeat)]
 
     def total_usage(self) -> Usage:

@@ -21,22 +21,15 @@ from aiohttp import web
 
 from reb_ray.llm.apis import ANTHROPIC, CHAT, RESPONSES, error_body
 from reb_ray.llm.background import BackgroundServer
+from reb_ray.llm.registry import key_of
 from reb_ray.llm.scripted import wire_anthropic, wire_chat, wire_responses
 from reb_ray.llm.scripted.reply import Reply, ScriptMismatch, tool_call
-from reb_ray.llm.scripted.script import DEFAULT_ERROR_MESSAGES, ErrorTurn, HangTurn, MessageTurn, Script, ToolTurn
+from reb_ray.llm.scripted.script import (DEFAULT_ERROR_MESSAGES, AnyTurn, ErrorTurn, HangTurn, MessageTurn, Script,
+                                         ToolTurn)
 
 _WIRES = {ANTHROPIC: wire_anthropic, RESPONSES: wire_responses, CHAT: wire_chat}
 _ROUTES = {"messages": ANTHROPIC, "responses": RESPONSES, "chat/completions": CHAT}
 MAX_REQUEST_BYTES = 128 * 1024 * 1024
-
-
-def key_of(headers) -> str:
-    """The session key of a request: its API key, or "" (the anonymous session)."""
-    key = headers.get("x-api-key") or ""
-    auth = headers.get("authorization") or ""
-    if not key and auth[:7].lower() == "bearer ":
-        key = auth[7:].strip()
-    return key
 
 
 def fingerprint(key: str) -> str:
@@ -137,7 +130,7 @@ class ScriptedEndpoint:
                     self.in_flight -= 1
         return handle
 
-    def _next(self, key: str, entry: dict) -> tuple[int, Script, object | None]:
+    def _next(self, key: str, entry: dict) -> tuple[int, Script, AnyTurn | None]:
         with self._lock:
             session = self._sessions.get(key)
             if session is None:

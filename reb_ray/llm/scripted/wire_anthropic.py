@@ -17,7 +17,8 @@ from reb_ray.llm.sse import format_event
 
 def offered_tools(body: dict) -> dict[str, dict | None]:
     """Tool name -> input_schema properties of the request's `tools`."""
-    tools = body.get("tools") if isinstance(body.get("tools"), list) else []
+    tools = body.get("tools")
+    tools = tools if isinstance(tools, list) else []
     return {t["name"]: (t.get("input_schema") or {}).get("properties") for t in tools
             if isinstance(t, dict) and isinstance(t.get("name"), str)}
 

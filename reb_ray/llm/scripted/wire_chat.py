@@ -18,7 +18,8 @@ from reb_ray.llm.sse import format_event
 
 def offered_tools(body: dict) -> dict[str, dict | None]:
     """Function name -> parameters properties of the request's `tools`."""
-    tools = body.get("tools") if isinstance(body.get("tools"), list) else []
+    tools = body.get("tools")
+    tools = tools if isinstance(tools, list) else []
     found = {}
     for tool in tools:
         function = tool.get("function") if isinstance(tool, dict) else None

@@ -19,14 +19,16 @@ from reb_ray.llm.sse import format_event
 
 def offered_tools(body: dict) -> dict[str, dict | None]:
     """Function tool name -> parameters properties of the request's `tools`."""
-    tools = body.get("tools") if isinstance(body.get("tools"), list) else []
+    tools = body.get("tools")
+    tools = tools if isinstance(tools, list) else []
     return {t["name"]: (t.get("parameters") or {}).get("properties") for t in tools
             if isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("name"), str)}
 
 
 def last_tool_result(body: dict) -> str | None:
     """The output of the last `function_call_output` item of the request's input, if any."""
-    items = body.get("input") if isinstance(body.get("input"), list) else []
+    items = body.get("input")
+    items = items if isinstance(items, list) else []
     outputs = [i.get("output") for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"]
     if not outputs:
         return None
