@@ -38,13 +38,16 @@ def serve(
         bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         shown = f"[{host}]" if ":" in host else host
         typer.echo(f"scripted LLM endpoint on http://{shown}:{bound} ({len(endpoint.script.turns())} turns, "
-                   f"model {endpoint.script.model}); Ctrl-C stops it", err=False)
+                   f"model {endpoint.script.model}); Ctrl-C stops it")
         try:
             await asyncio.Event().wait()
         finally:
             await runner.cleanup()
 
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    except KeyboardInterrupt:  # Ctrl-C is how this command ends: not an error
+        typer.echo("scripted LLM endpoint stopped")
 
 
 @app.command("prices")
