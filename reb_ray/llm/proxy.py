@@ -240,10 +240,12 @@ class ProxyServer:
 
     async def _relay_error(self, upstream: aiohttp.ClientResponse, rec: RequestRecord, headers: CIMultiDict,
                            redact: Redactor) -> web.Response:
-        try:
-            body = await upstream.content.read(ERROR_BODY_BYTES)
+        body = b""
+        try:  # read(n) returns what has arrived so far: loop to the end, or to the cap
+            while len(body) < ERROR_BODY_BYTES and (chunk := await upstream.content.read(ERROR_BODY_BYTES - len(body))):
+                body += chunk
         except (aiohttp.ClientError, asyncio.TimeoutError):
-            body = b""
+            pass
         text = body.decode("utf-8", errors="replace")
         rec.category = classify(upstream.status, text[:4096])
         rec.retry_after_s = parse_retry_after(upstream.headers.get("retry-after"))

@@ -28,7 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from reb_ray.llm.files import read_data, validate
 from reb_ray.llm.usage import Usage
@@ -128,9 +128,13 @@ class Script(_Strict):
     stream_chunks: int = Field(default=3, ge=1, description="text/argument deltas per streamed block")
     created: int = Field(default=1_700_000_000, description="the fixed `created` timestamp (deterministic bytes)")
     turns_: list[Turn] = Field(alias="turns", min_length=1)
+    _unrolled: list | None = PrivateAttr(default=None)
 
     def turns(self) -> list[AnyTurn]:
-        return [turn for turn in self.turns_ for _ in range(turn.repeat)]
+        """The turns in order, each `repeat` times (computed once; do not modify the list)."""
+        if self._unrolled is None:
+            self._unrolled = [turn for turn in self.turns_ for _ in range(turn.repeat)]
+        return self._unrolled
 
     def total_usage(self) -> Usage:
         """The sum of the usage every answered model turn reports (error/hang turns report none)."""
