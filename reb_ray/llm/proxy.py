@@ -7,8 +7,10 @@ that key. Each request is matched to its trial by the stand-in key (`x-api-key` 
 `Authorization: Bearer`), which is swapped for the real key on the way out; the real key is
 read from the environment per request and is never stored, logged or relayed back.
 
-Requests and responses pass through unchanged: the body bytes are relayed as they arrive, and
-usage is parsed from a copy on the side. Two deliberate exceptions, both needed to meter:
+Requests and responses pass through unchanged: a streamed (SSE) answer is relayed as its bytes
+arrive, usage parsed from a copy on the side; a whole JSON answer is read, metered, then sent
+(so a client holding the answer finds it in the meter). Two deliberate changes, both needed to
+meter:
 `Accept-Encoding: identity` is asked of the upstream (usage must be readable), and a streaming
 Chat Completions request that does not ask for usage gets `stream_options.include_usage`
 (without it the API reports no tokens; clients skip the extra, choice-less last chunk).
@@ -99,6 +101,7 @@ class ProxyServer:
         return app
 
     async def _open_session(self, _app: web.Application) -> None:
+        self._semaphores = {}  # asyncio primitives belong to one loop: a restart makes new ones
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout_s, sock_read=self.read_timeout_s)
         # limit=0: concurrency is ours to set per upstream, not the connector's default of 100.
         # trust_env: a node behind an HTTP(S)_PROXY still reaches the vendor.

