@@ -135,14 +135,17 @@ class TrialMeter:
             self._cost_limit_reached = True
 
     def snapshot(self) -> dict:
-        """The meter as a JSON-able dict (token fields None when no response reported them)."""
+        """The meter as a JSON-able dict. A token field is the sum over the responses that
+        reported it; None when requests went out but no response reported it (unknown), 0 when
+        no request ever went out (nothing can have been billed)."""
         with self._lock:
+            usage = Usage(0, 0, 0, 0, 0) if self._upstream_requests == 0 else self._usage
             return {
                 "trial_id": self.trial_id, "upstream": self.upstream, "model": self.model,
                 "requests": self._requests, "upstream_requests": self._upstream_requests,
                 "in_flight": self._in_flight, "responses_ok": self._ok,
                 "responses_without_usage": self._no_usage, "status_counts": dict(self._status),
-                **{f: getattr(self._usage, f) for f in FIELDS},
+                **{f: getattr(usage, f) for f in FIELDS},
                 "cost_usd": self._cost, "cost_source": "price_table" if self._cost is not None else "unknown",
                 "price_version": self._prices.version, "max_cost_usd": self.limits.max_cost_usd,
                 "cost_limit_reached": self._cost_limit_reached, "budget_refusals": self._budget_refusals,

@@ -232,6 +232,12 @@ def test_chat_stream_without_include_usage_is_metered_by_asking_for_it(endpoint,
         endpoint.set_script(REAL_KEY, script_from(THREE_TURNS))  # a fresh session for the second round
 
 
+def test_a_trial_that_sent_nothing_spent_nothing(endpoint, proxy, real_key):
+    proxy.register_trial("t1", endpoint.url, REAL_KEY_ENV)
+    meter = proxy.meter("t1")
+    assert {f: meter[f] for f in FIELDS} == dict.fromkeys(FIELDS, 0) and meter["cost_usd"] == 0.0
+
+
 def test_unknown_key_is_refused_and_not_forwarded(endpoint, proxy, real_key):
     proxy.register_trial("t1", endpoint.url, REAL_KEY_ENV)
     for key in ("sk-rebray-guess", None):
