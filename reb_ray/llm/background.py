@@ -1,0 +1,96 @@
+"""Serving an aiohttp application from a background thread, for synchronous harness code.
+
+The proxy and the scripted endpoint are asyncio servers; trials, tests and the CLI are not.
+`BackgroundServer` owns a thread with its own event loop: `start()` returns once the socket
+is bound (port 0 picks a free one), `url` is where it listens, `stop()` closes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from typing import Any, Callable, Coroutine
+
+from aiohttp import web
+
+from reb_ray.errors import RebRayError
+
+
+class BackgroundServer:
+    """An aiohttp app built by `make_app()` (called inside the server's loop), on `host:port`."""
+
+    def __init__(self, make_app: Callable[[], web.Application], host: str = "127.0.0.1", port: int = 0,
+                 name: str = "reb-ray-http") -> None:
+        self._make_app, self.host, self._port, self._name = make_app, host, port, name
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None
+
+    @property
+    def url(self) -> str:
+        """`http://HOST:PORT` (no trailing slash); only valid once started."""
+        if self.port is None:
+            raise RebRayError(f"{self._name} is not running; call start() first")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def start(self, timeout_s: float = 30.0) -> BackgroundServer:
+        """Binds and serves; raises RebRayError when the address cannot be bound."""
+        if self._thread is not None:
+            return self
+        ready: concurrent.futures.Future = concurrent.futures.Future()
+        self._thread = threading.Thread(target=self._serve, args=(ready,), name=self._name, daemon=True)
+        self._thread.start()
+        try:
+            self.port = ready.result(timeout=timeout_s)
+        except OSError as exc:
+            self._thread.join(timeout_s)
+            self._thread = None
+            raise RebRayError(f"{self._name}: cannot listen on {self.host}:{self._port}: {exc.strerror or exc}") from None
+        return self
+
+    def _serve(self, ready: concurrent.futures.Future) -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        self._loop = loop
+        try:
+            # handler_cancellation: a client that hangs up cancels its handler (frees a slot).
+            # shutdown_timeout: stop() must not wait a minute for a scripted hang to end.
+            runner = web.AppRunner(self._make_app(), handler_cancellation=True, access_log=None,
+                                   shutdown_timeout=2.0)
+            loop.run_until_complete(runner.setup())
+            site = web.TCPSite(runner, self.host, self._port)
+            loop.run_until_complete(site.start())
+            self._runner = runner
+            ready.set_result(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+        except BaseException as exc:  # noqa: BLE001 - handed to start()'s caller
+            ready.set_exception(exc)
+            loop.close()
+            return
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(runner.cleanup())
+            loop.close()
+
+    def call(self, coro: Coroutine[Any, Any, Any], timeout_s: float = 30.0) -> Any:
+        """Runs `coro` on the server's loop from another thread and returns its result."""
+        if self._loop is None:
+            raise RebRayError(f"{self._name} is not running")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout_s)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stops serving and joins the thread; idempotent."""
+        if self._thread is None or self._loop is None:
+            return
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout_s)
+        self._thread, self._loop, self.port = None, None, None
+
+    def __enter__(self) -> BackgroundServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,45 @@
+"""Fixtures for the llm tests: a real scripted endpoint, a real proxy, a fake "real" key."""
+
+from __future__ import annotations
+
+import pytest
+
+from reb_ray.llm.proxy import ProxyServer
+from reb_ray.llm.scripted import ScriptedEndpoint, script_from
+
+REAL_KEY_ENV = "REB_RAY_TEST_LLM_KEY"
+REAL_KEY = "sk-test-real-0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+
+# Three turns with distinct numbers in every field, so a swapped or dropped field shows.
+THREE_TURNS = {
+    "model": "claude-sonnet-4-5",
+    "turns": [
+        {"kind": "tool", "command": "echo hi > /tmp/x", "text": "Writing the file.",
+         "usage": {"input_tokens": 1200, "cached_input_tokens": 700, "cache_write_tokens": 300,
+                   "output_tokens": 45, "reasoning_tokens": 12}},
+        {"kind": "tool", "command": "cat /tmp/x",
+         "usage": {"input_tokens": 1500, "cached_input_tokens": 1100, "cache_write_tokens": 200,
+                   "output_tokens": 31, "reasoning_tokens": 7}},
+        {"kind": "message", "text": "Done: /tmp/x holds hi.",
+         "usage": {"input_tokens": 1800, "cached_input_tokens": 1600, "cache_write_tokens": 0,
+                   "output_tokens": 20, "reasoning_tokens": 0}},
+    ],
+}
+
+
+@pytest.fixture
+def real_key(monkeypatch) -> str:
+    monkeypatch.setenv(REAL_KEY_ENV, REAL_KEY)
+    return REAL_KEY
+
+
+@pytest.fixture
+def endpoint():
+    with ScriptedEndpoint(script_from(THREE_TURNS)) as ep:
+        yield ep
+
+
+@pytest.fixture
+def proxy():
+    with ProxyServer() as px:
+        yield px
