@@ -27,6 +27,7 @@ from reb_ray.sandbox.output import DEFAULT_HEAD_BYTES
 from reb_ray.trial_record import TrialOutcome, TrialRecorder
 
 WHEELHOUSE_MOUNT = "/opt/reb-ray/wheelhouse"
+LEFTOVERS_KEPT, LEFTOVER_CHARS = 20, 200  # bounds of `leftover_commands` in the trials row
 PIP_CACHE_MOUNT = "/root/.cache/pip"
 
 __all__ = ["TrialOutcome", "run_trial"]
@@ -130,7 +131,9 @@ def _between_phases(rec: TrialRecorder, sandbox: Sandbox, report_path: str, repo
         data: bytes | None = sandbox.read_bytes(report_path)
     except FileNotFoundError:
         data = None
-    sandbox.kill_leftovers()
+    stopped = sandbox.kill_leftovers()
+    rec.row.update(leftover_processes=None if stopped is None else len(stopped),
+                   leftover_commands=None if stopped is None else [c[:LEFTOVER_CHARS] for c in stopped[:LEFTOVERS_KEPT]])
     status, report, reason = parse_report(data)
     rec.row.update(report_status=status, report_python_path=report.python_path if report else None)
     rec.stage("report", "success" if report else "failure", reason=reason, failure_category=None if report else status,

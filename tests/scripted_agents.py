@@ -94,3 +94,16 @@ class CacheHogAgent(_Scripted):
     script = ('mkdir -p /root/.cache/pip && head -c 200000000 /dev/zero > /root/.cache/pip/blob && mkdir -p "$(dirname "$1")" && '
               'printf \'{"python_path": "/usr/bin/python3", "python_version": null, "torch_version": null, "cuda_available": null, '
               '"gpu_count": null, "ddp_expected_ok": null, "env_tool": "system", "env_name": null, "notes": null}\' > "$1"')
+
+
+class LeaveBehindAgent(_Scripted):
+    """Starts `sleep 1000` in the background and exits 0 without a report (issue 9 item 10)."""
+
+    script = "sleep 1000 & echo started"
+
+
+class LeaveManyBehindAgent(_Scripted):
+    """Leaves 25 shells running, each with a 300-character command line and a `sleep 1000` child."""
+
+    script = ("i=0; while [ $i -lt 25 ]; do sh -c \"sleep 1000; : $(printf 'x%.0s' $(seq 300))\" & i=$((i+1)); done; "
+              "until [ \"$(ps -eo args | grep -c '^sleep 1000$')\" -ge 25 ]; do sleep 0.1; done")

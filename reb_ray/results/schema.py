@@ -87,6 +87,8 @@ TRIALS_SCHEMA = pa.schema(
         ("agent_limit", pa.string()),  # which limit fired in the agent phase, e.g. agent_timeout_s=600
         ("sandbox_shm_bytes", pa.int64()),  # /dev/shm size given to the sandbox (F09)
         ("c0_repo_path_modules", _strings),  # missing ones that live in the repo below its root (F04)
+        ("leftover_processes", pa.int64()),  # processes the agent left running, stopped between phases
+        ("leftover_commands", _strings),  # their command lines: the first 20, each cut to 200 characters
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )
