@@ -22,6 +22,7 @@ from reb_ray.models.sweep import TrialSpec
 from reb_ray.placement import place_repo
 from reb_ray.probe_phase import ASSETS_MOUNT, run_probe_phase
 from reb_ray.redact import Redactor
+from reb_ray.repo_state import changed_since, tracked_state
 from reb_ray.sandbox import ExecResult, Sandbox, SandboxConfig, open_sandbox
 from reb_ray.sandbox.output import DEFAULT_HEAD_BYTES
 from reb_ray.trial_record import TrialOutcome, TrialRecorder
@@ -91,10 +92,11 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None) -> TrialOutcome:
         rec.row["sandbox_shm_bytes"] = config.shm_size_bytes if sandbox.provider == "docker" else None
         repo_dir = f"{sandbox.workdir}/repo"
         sandbox.put(placed.path, repo_dir)
+        baseline = tracked_state(sandbox, repo_dir)  # what the agent is not charged for (issue 9, item 16)
         report_path = REPORT_PATH if sandbox.provider == "docker" else f"{sandbox.workdir}/../report/report.json"
         ctx = AgentContext(repo_dir, report_path, spec.config.agent_timeout_s, {**pip_env, **spec.credentials})
         _agent_phase(rec, sandbox, agent, ctx)
-        report = _between_phases(rec, sandbox, report_path, repo_dir)
+        report = _between_phases(rec, sandbox, report_path, repo_dir, baseline)
         probe_t0 = time.monotonic()
         run_probe_phase(rec, sandbox, spec, repo_dir, report, gpus)
         rec.row["probe_wall_time_s"] = time.monotonic() - probe_t0
@@ -125,7 +127,8 @@ def _agent_phase(rec: TrialRecorder, sandbox: Sandbox, agent: Agent, ctx: AgentC
     rec.stage("agent", status, result=result, reason=run.limit, failure_category="timeout" if run.timed_out else None)
 
 
-def _between_phases(rec: TrialRecorder, sandbox: Sandbox, report_path: str, repo_dir: str) -> Report | None:
+def _between_phases(rec: TrialRecorder, sandbox: Sandbox, report_path: str, repo_dir: str,
+                    baseline: dict[str, str] | None) -> Report | None:
     """Copy the report out, stop everything the agent left running, record repo changes."""
     try:
         data: bytes | None = sandbox.read_bytes(report_path)
@@ -138,18 +141,15 @@ def _between_phases(rec: TrialRecorder, sandbox: Sandbox, report_path: str, repo
     rec.row.update(report_status=status, report_python_path=report.python_path if report else None)
     rec.stage("report", "success" if report else "failure", reason=reason, failure_category=None if report else status,
               raw=data.decode(errors="replace") if data else None)
-    _record_repo_changes(rec, sandbox, repo_dir)
+    _record_repo_changes(rec, sandbox, repo_dir, baseline)
     return report
 
 
-def _record_repo_changes(rec: TrialRecorder, sandbox: Sandbox, repo_dir: str) -> None:
-    """Tracked files the agent modified or deleted (recorded, never fatal)."""
-    try:
-        result = sandbox.exec(["git", "-C", repo_dir, "-c", "safe.directory=*", "status", "--porcelain",
-                               "--untracked-files=no"], timeout=120)
-    except RebRayError:
+def _record_repo_changes(rec: TrialRecorder, sandbox: Sandbox, repo_dir: str, baseline: dict[str, str] | None) -> None:
+    """Tracked files the agent modified or deleted, against `baseline`, the state before the
+    agent phase (recorded, never fatal; unknown stays null when either state is unknown)."""
+    after = tracked_state(sandbox, repo_dir)
+    if baseline is None or after is None:
         return
-    if result.exit_code != 0:
-        return
-    files = sorted(line[3:] for line in result.output.splitlines() if len(line) > 3)
+    files = changed_since(baseline, after)
     rec.row.update(repo_modified=bool(files), repo_modified_files=files)
