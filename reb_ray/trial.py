@@ -75,9 +75,14 @@ def _preflight(spec: TrialSpec) -> None:
                                                  "run `reb-ray assets fetch` on a machine with internet access")
 
 
-def run_trial(spec: TrialSpec, gpus: list[str] | None = None) -> TrialOutcome:
-    """Run one attempt. `gpus` are the physical GPU ids assigned to it (may be empty)."""
-    gpus = gpus or []
+def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: str | None = None) -> TrialOutcome:
+    """Run one attempt. `gpus` are the physical GPU ids assigned to it (may be empty).
+
+    `no_gpus_reason` says why this node cannot give the sandbox GPUs (its Docker lacks the
+    NVIDIA runtime: reb_ray/sandbox/gpu_check.py); then the sandbox gets none, the CPU stages
+    run, and the GPU stages are `insufficient_hardware` with that reason (never retried).
+    """
+    gpus = [] if no_gpus_reason else (gpus or [])
     rec = TrialRecorder(spec)
     t0 = time.monotonic()
     sandbox: Sandbox | None = None
@@ -99,6 +104,8 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None) -> TrialOutcome:
         report = _between_phases(rec, sandbox, report_path, repo_dir, baseline)
         probe_t0 = time.monotonic()
         run_probe_phase(rec, sandbox, spec, repo_dir, report, gpus)
+        if no_gpus_reason:
+            rec.explain_hardware(no_gpus_reason)
         rec.row["probe_wall_time_s"] = time.monotonic() - probe_t0
         rec.settle()
     except InfraError as exc:
