@@ -40,7 +40,7 @@ timeout_s = 30
 def ray_with_two_fake_gpus():
     import ray
 
-    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield
     ray.shutdown()
 
