@@ -13,12 +13,14 @@ from reb_ray.sandbox import Sandbox
 
 # Writes "HASH<TAB>PATH" to file $2 for each tracked file that differs from HEAD: the git blob
 # hash of its current content, or "missing" when it is gone ("unreadable" when it cannot be
-# hashed, e.g. a directory now stands there). `-z` keeps paths unquoted (a newline in a path is
-# not supported). A file, not stdout: an agent that rewrote every file would overflow the
-# bounded exec output. Exits non-zero when git cannot read the repository.
+# hashed, e.g. a directory now stands there); prints "clean" and writes nothing when none
+# differs. `-z` keeps paths unquoted (a newline in a path is not supported). A file, not
+# stdout: an agent that rewrote every file would overflow the bounded exec output. Exits
+# non-zero when git cannot read the repository.
 _STATE_SCRIPT = r"""
 cd "$1" || exit 3
 git -c safe.directory='*' status --porcelain -z --untracked-files=no --no-renames > "$2.z" || exit 4
+if [ ! -s "$2.z" ]; then rm -f "$2.z"; echo clean; exit 0; fi
 : > "$2" || exit 5
 tr '\0' '\n' < "$2.z" | while IFS= read -r line; do
   path=${line#???}
@@ -43,6 +45,8 @@ def tracked_state(sandbox: Sandbox, repo_dir: str, timeout: float = 120) -> dict
     listing = f"{repo_dir.rstrip('/')}.reb-ray-state"  # beside the repository, never inside it
     try:
         result = sandbox.exec(["/bin/sh", "-c", _STATE_SCRIPT, "repo-state", repo_dir, listing], timeout=timeout)
+        if result.ok and result.output.strip() == "clean":  # the usual case: two round trips saved
+            return {}
         data = sandbox.read_bytes(listing) if result.ok else None
         sandbox.exec(["rm", "-f", listing, f"{listing}.z"], timeout=60)
     except (RebRayError, FileNotFoundError):
