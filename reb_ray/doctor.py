@@ -35,20 +35,28 @@ def check_docker_and_image(profile: str) -> list[Check]:
                       f"start Docker, then `reb-ray image build --profile {profile}`")]
     info = client.info()
     checks = [Check("docker", "ok", f"server {info.get('ServerVersion')}, root {info.get('DockerRootDir')}")]
-    runtimes = sorted(info.get("Runtimes", {}))
-    if "nvidia" in runtimes or info.get("CDISpecDirs"):
-        checks.append(Check("nvidia runtime", "ok", f"runtimes: {', '.join(runtimes)}"))
-    else:
-        checks.append(Check("nvidia runtime", "warn", f"not configured (runtimes: {', '.join(runtimes)})",
-                            "install nvidia-container-toolkit and run `nvidia-ctk runtime configure` for GPU stages"))
+    tag: str | None = None
     try:
         tag = require_image(client, profile)
         size = client.images.get(tag).attrs.get("Size", 0)
-        checks.append(Check("sandbox image", "ok", f"{tag} ({size / 1e9:.2f} GB)"))
+        image_check = Check("sandbox image", "ok", f"{tag} ({size / 1e9:.2f} GB)")
     except RebRayError as exc:
-        checks.append(Check("sandbox image", "fail", "missing", str(exc).split(": ", 1)[-1]))
+        image_check = Check("sandbox image", "fail", "missing", str(exc).split(": ", 1)[-1])
+    checks += [check_docker_gpus(client, tag), image_check]
     checks.append(check_disk("docker disk", Path(info.get("DockerRootDir") or "/var/lib/docker")))
     return checks
+
+
+def check_docker_gpus(client, image: str | None) -> Check:
+    """Whether Docker gives containers GPUs: a probe container with a GPU device request
+    (reb_ray/sandbox/gpu_check.py), the same check each GPU node runs before a sweep's trials."""
+    from reb_ray.sandbox.gpu_check import NVIDIA_TOOLKIT_FIX, docker_gpu_problem
+
+    problem = docker_gpu_problem(client, image)
+    if problem is None:
+        return Check("nvidia runtime", "ok", "containers get GPUs (a probe container with `--gpus all` ran)")
+    return Check("nvidia runtime", "warn", f"{problem}: GPU stages (C2-C4) are insufficient_hardware here",
+                 NVIDIA_TOOLKIT_FIX)
 
 
 def check_gpus() -> Check:

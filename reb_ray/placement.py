@@ -2,8 +2,12 @@
 
 Sources: bundled source (committed into a fresh git repository with a fixed author and date,
 so the same files always give the same commit), a local mirror directory (`--repo-mirror DIR`,
-looked up by owner/name), or a clone of the task's git URL. The checked-out commit is verified.
-Any failure here is an infrastructure failure (`infra_clone`), never the agent's.
+looked up by owner/name), or a clone of the task's git URL. The checked-out commit is verified,
+and so is the whole checkout: every tracked file present (none deleted in `git status`). A
+mirror that lacks blobs makes `git checkout` print `unable to read sha1 file` and still exit 0,
+leaving those files out (issue 9, item 16); that is caught here, not charged to the agent
+later as `repo_modified`. Any failure here is an infrastructure failure
+(`infra_clone`), never the agent's.
 """
 
 from __future__ import annotations
@@ -33,13 +37,38 @@ class PlacedRepo:
     origin: str
 
 
-def _git(*args: str, cwd: Path | None = None, timeout: float = 600) -> str:
+def _run_git(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, **_FIXED_IDENTITY, "GIT_TERMINAL_PROMPT": "0"}
     proc = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         raise InfraError("infra_clone", f"git {args[0]} failed: {last[0][:200]}")
-    return proc.stdout.strip()
+    return proc
+
+
+def _git(*args: str, cwd: Path | None = None, timeout: float = 600) -> str:
+    return _run_git(*args, cwd=cwd, timeout=timeout).stdout.strip()
+
+
+def verify_checkout(dest: Path, commit: str, origin: str, checkout_stderr: str = "") -> None:
+    """Every tracked file of `commit` is present in `dest` (none deleted in `git status`), and
+    `git checkout` reported no unreadable object.
+
+    Files present but shown as modified are left alone: right after a checkout only attribute
+    rules (line-ending normalisation, filters) produce those, the repository is as committed,
+    and the trial's baseline (reb_ray/repo_state.py) keeps them from being charged to the agent.
+    Raises InfraError("infra_clone", ...) naming the first missing file and git's own error
+    line (e.g. `unable to read sha1 file of F (SHA)`).
+    """
+    status = _run_git("status", "--porcelain", "--untracked-files=no", "--no-renames", cwd=dest).stdout
+    missing = [line[3:] for line in status.splitlines() if len(line) > 3 and "D" in line[:2]]
+    said = next((ln.strip() for ln in checkout_stderr.splitlines() if "unable to read" in ln or "invalid object" in ln), "")
+    if not missing and not said:
+        return
+    first = f"{len(missing)} tracked file(s) missing, first {missing[0]!r}" if missing else "objects unreadable"
+    raise InfraError("infra_clone", f"checkout of {commit[:12]} from {origin} is incomplete: {first}"
+                                    + (f"; git said: {said[:200]}" if said else "")
+                                    + f"; the repository lacks objects: delete {origin} and re-create it with `reb-ray mirror`")
 
 
 def _git_dir_in(path: Path) -> Path | None:
@@ -81,12 +110,13 @@ def place_repo(task: TaskSpec, workspace: Path, mirror_dirs: list[Path] | None =
         origin = str(mirror) if mirror else source.git
         _git("clone", "-q", "--no-checkout", origin, str(dest))
         try:
-            _git("checkout", "-q", "--detach", source.commit, cwd=dest)
+            checkout = _run_git("checkout", "-q", "--detach", source.commit, cwd=dest)
         except InfraError:
             raise InfraError("infra_clone", f"commit {source.commit} of {source.owner_repo} not found in {origin}") from None
         commit = _git("rev-parse", "HEAD", cwd=dest)
         if commit.lower() != source.commit.lower():
             raise InfraError("infra_clone", f"checked out {commit}, expected {source.commit}")
+        verify_checkout(dest, commit, origin, checkout.stderr)
         return PlacedRepo(dest, commit, f"mirror:{mirror}" if mirror else f"git:{source.git}")
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InfraError("infra_clone", f"placing {task.id}: {exc}") from None

@@ -75,7 +75,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
     cluster_cpus = int(ray.cluster_resources().get("CPU", 1))
     max_concurrent = config.max_concurrent or max(1, int(cluster_cpus // config.cpus_per_trial))
     sink = ParquetSink(config.output)
-    orchestrator = RayOrchestrator(max_concurrent, config.cpus_per_trial)
+    orchestrator = RayOrchestrator(max_concurrent, config.cpus_per_trial, docker_image=image)
     counts = {"running": 0, "done": 0, "failed": 0}
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TextColumn("running {task.fields[running]}  agent-failed {task.fields[failed]}  infra-retried {task.fields[infra]}"), TimeElapsedColumn(),

@@ -23,11 +23,13 @@ from reb_ray.models.sweep import TrialSpec
 from reb_ray.placement import place_repo
 from reb_ray.probe_phase import ASSETS_MOUNT, run_probe_phase
 from reb_ray.redact import Redactor
+from reb_ray.repo_state import changed_since, tracked_state
 from reb_ray.sandbox import ExecResult, Sandbox, SandboxConfig, open_sandbox
 from reb_ray.sandbox.output import DEFAULT_HEAD_BYTES
 from reb_ray.trial_record import TrialOutcome, TrialRecorder
 
 WHEELHOUSE_MOUNT = "/opt/reb-ray/wheelhouse"
+LEFTOVERS_KEPT, LEFTOVER_CHARS = 20, 200  # bounds of `leftover_commands` in the trials row
 PIP_CACHE_MOUNT = "/root/.cache/pip"
 
 __all__ = ["TrialOutcome", "run_trial"]
@@ -81,9 +83,14 @@ def _preflight(spec: TrialSpec) -> None:
                          "or sweep with --skip-missing-assets to measure the stages that need none")
 
 
-def run_trial(spec: TrialSpec, gpus: list[str] | None = None) -> TrialOutcome:
-    """Run one attempt. `gpus` are the physical GPU ids assigned to it (may be empty)."""
-    gpus = gpus or []
+def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: str | None = None) -> TrialOutcome:
+    """Run one attempt. `gpus` are the physical GPU ids assigned to it (may be empty).
+
+    `no_gpus_reason` says why this node cannot give the sandbox GPUs (its Docker lacks the
+    NVIDIA runtime: reb_ray/sandbox/gpu_check.py); then the sandbox gets none, the CPU stages
+    run, and the GPU stages are `insufficient_hardware` with that reason (never retried).
+    """
+    gpus = [] if no_gpus_reason else (gpus or [])
     rec = TrialRecorder(spec)
     t0 = time.monotonic()
     sandbox: Sandbox | None = None
@@ -98,12 +105,15 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None) -> TrialOutcome:
         rec.row["sandbox_shm_bytes"] = config.shm_size_bytes if sandbox.provider == "docker" else None
         repo_dir = f"{sandbox.workdir}/repo"
         sandbox.put(placed.path, repo_dir)
+        baseline = tracked_state(sandbox, repo_dir)  # what the agent is not charged for (issue 9, item 16)
         report_path = REPORT_PATH if sandbox.provider == "docker" else f"{sandbox.workdir}/../report/report.json"
         ctx = AgentContext(repo_dir, report_path, spec.config.agent_timeout_s, {**pip_env, **spec.credentials})
         _agent_phase(rec, sandbox, agent, ctx)
-        report = _between_phases(rec, sandbox, report_path, repo_dir)
+        report = _between_phases(rec, sandbox, report_path, repo_dir, baseline)
         probe_t0 = time.monotonic()
         run_probe_phase(rec, sandbox, spec, repo_dir, report, gpus)
+        if no_gpus_reason:
+            rec.explain_hardware(no_gpus_reason)
         rec.row["probe_wall_time_s"] = time.monotonic() - probe_t0
         rec.settle()
     except InfraError as exc:
@@ -132,29 +142,29 @@ def _agent_phase(rec: TrialRecorder, sandbox: Sandbox, agent: Agent, ctx: AgentC
     rec.stage("agent", status, result=result, reason=run.limit, failure_category="timeout" if run.timed_out else None)
 
 
-def _between_phases(rec: TrialRecorder, sandbox: Sandbox, report_path: str, repo_dir: str) -> Report | None:
+def _between_phases(rec: TrialRecorder, sandbox: Sandbox, report_path: str, repo_dir: str,
+                    baseline: dict[str, str] | None) -> Report | None:
     """Copy the report out, stop everything the agent left running, record repo changes."""
     try:
         data: bytes | None = sandbox.read_bytes(report_path)
     except FileNotFoundError:
         data = None
-    sandbox.kill_leftovers()
+    stopped = sandbox.kill_leftovers()
+    rec.row.update(leftover_processes=None if stopped is None else len(stopped),
+                   leftover_commands=None if stopped is None else [c[:LEFTOVER_CHARS] for c in stopped[:LEFTOVERS_KEPT]])
     status, report, reason = parse_report(data)
     rec.row.update(report_status=status, report_python_path=report.python_path if report else None)
     rec.stage("report", "success" if report else "failure", reason=reason, failure_category=None if report else status,
               raw=data.decode(errors="replace") if data else None)
-    _record_repo_changes(rec, sandbox, repo_dir)
+    _record_repo_changes(rec, sandbox, repo_dir, baseline)
     return report
 
 
-def _record_repo_changes(rec: TrialRecorder, sandbox: Sandbox, repo_dir: str) -> None:
-    """Tracked files the agent modified or deleted (recorded, never fatal)."""
-    try:
-        result = sandbox.exec(["git", "-C", repo_dir, "-c", "safe.directory=*", "status", "--porcelain",
-                               "--untracked-files=no"], timeout=120)
-    except RebRayError:
+def _record_repo_changes(rec: TrialRecorder, sandbox: Sandbox, repo_dir: str, baseline: dict[str, str] | None) -> None:
+    """Tracked files the agent modified or deleted, against `baseline`, the state before the
+    agent phase (recorded, never fatal; unknown stays null when either state is unknown)."""
+    after = tracked_state(sandbox, repo_dir)
+    if baseline is None or after is None:
         return
-    if result.exit_code != 0:
-        return
-    files = sorted(line[3:] for line in result.output.splitlines() if len(line) > 3)
+    files = changed_since(baseline, after)
     rec.row.update(repo_modified=bool(files), repo_modified_files=files)

@@ -82,6 +82,13 @@ class TrialRecorder:
             self.stage(verdict["stage"], verdict["status"], reason=verdict["reason"],
                        failure_category=verdict["failure_category"])
 
+    def explain_hardware(self, why: str) -> None:
+        """Append `why` (e.g. the node's Docker cannot give containers GPUs) to the reason of
+        every stage failed as `insufficient_hardware`."""
+        for stage in self.stages:
+            if stage["failure_category"] == "insufficient_hardware":
+                stage["reason"] = f"{stage['reason']}: {why}" if stage["reason"] else why
+
     def infra(self, category: str, message: str) -> None:
         self.row.update(status="infra_error", failure_owner="infra", failure_category=category,
                         failure_reason=f"{category}: {message}"[:2000])

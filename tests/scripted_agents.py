@@ -102,3 +102,36 @@ class GhostInterpreterAgent(_Scripted):
     script = ('mkdir -p "$(dirname "$1")" && printf \'{"python_path": "/opt/venvs/gone/bin/python", "python_version": "3.10.14", '
               '"torch_version": "2.5.1", "cuda_available": true, "gpu_count": 2, "ddp_expected_ok": true, '
               '"env_tool": "venv", "env_name": "gone", "notes": null}\' > "$1"')
+
+
+class LeaveBehindAgent(_Scripted):
+    """Starts `sleep 1000` in the background and exits 0 without a report (issue 9 item 10)."""
+
+    script = "sleep 1000 & echo started"
+
+
+class LeaveManyBehindAgent(_Scripted):
+    """Leaves 25 shells running, each with a 300-character command line and a `sleep 1000` child."""
+
+    script = ("i=0; while [ $i -lt 25 ]; do sh -c \"sleep 1000; : $(printf 'x%.0s' $(seq 300))\" & i=$((i+1)); done; "
+              "until [ \"$(ps -eo args | grep -c '^sleep 1000$')\" -ge 25 ]; do sleep 0.1; done")
+
+
+class SleepOnceAgent(_Scripted):
+    """Sleeps for five minutes in the sandbox the first time (the test kills its trial actor
+    meanwhile), and behaves like noop on the retry. The flag file lives on the host, named by
+    SLEEP_ONCE_FLAG in the driver's environment."""
+
+    credential_env = ("SLEEP_ONCE_FLAG",)
+
+    def run(self, sandbox, ctx: AgentContext) -> AgentRun:
+        import os
+
+        from reb_ray.agents.noop import NoopAgent
+
+        flag = ctx.env["SLEEP_ONCE_FLAG"]
+        if not os.path.exists(flag):
+            open(flag, "w").close()
+            started = time.monotonic()
+            return AgentRun.from_exec(sandbox.exec(["sleep", "300"], timeout=ctx.timeout_s), ctx.timeout_s, started)
+        return NoopAgent().run(sandbox, ctx)

@@ -110,3 +110,23 @@ def test_mirror_command_clones_updates_and_flags_a_missing_pin(tmp_path, mirror,
     assert not missing.has_commit and "2" * 40 in missing.detail
     placed = place_repo(_task(tmp_path, first), tmp_path / "ws", [root])  # sweeps use it as --repo-mirror
     assert placed.commit == first
+
+
+def test_mirror_missing_a_blob_is_an_infra_clone_error_naming_the_file(tmp_path, mirror):
+    """Issue 9 item 16: `git checkout` prints `unable to read sha1 file` and exits 0 when the
+    mirror lacks a blob; placement must refuse the incomplete checkout, naming the file."""
+    mirrors, _first, second = mirror
+    bare = mirrors / "someone" / "tiny.git"
+    blob = _git("rev-parse", f"{second}:main.py", cwd=bare)
+    loose = bare / "objects" / blob[:2] / blob[2:]
+    assert loose.is_file()  # a fresh local clone keeps loose objects: the layout a partial copy leaves
+    loose.unlink()
+    plain = tmp_path / "plain"
+    _git("clone", "-q", "--no-checkout", str(bare), str(plain), cwd=tmp_path)
+    checkout = subprocess.run(["git", "checkout", "-q", "--detach", second], cwd=plain, capture_output=True, text=True)
+    assert checkout.returncode == 0 and "unable to read sha1 file" in checkout.stderr  # git itself exits 0
+    assert not (plain / "main.py").exists()
+    with pytest.raises(InfraError) as err:
+        place_repo(_task(tmp_path, second), tmp_path / "ws", [mirrors])
+    assert err.value.category == "infra_clone"
+    assert "first 'main.py'" in str(err.value) and "unable to read sha1 file" in str(err.value)

@@ -1,7 +1,8 @@
-"""How a trial's sandbox is configured: caches, wheelhouses, assets (pure, no daemon)."""
+"""How a trial's sandbox is configured (pure), and what a trial records between its phases (real sandboxes)."""
 
 from __future__ import annotations
 
+import pytest
 
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.models.task import load_suite
@@ -39,3 +40,22 @@ def test_probe_env_is_offline_with_hf_home_in_the_read_only_cache_and_a_writable
     assert env["HF_HUB_OFFLINE"] == "1" and env["HF_HOME"] == "/opt/reb-ray/assets/huggingface"
     assert env["HF_DATASETS_CACHE"].startswith("/tmp/")  # `datasets` writes locks and Arrow files
     assert "HF_HOME" not in probe_env(_spec(wheelhouses=[]))  # no cache given: nothing points into it
+
+
+@pytest.mark.parametrize("provider", ["docker", "local"])
+def test_between_phases_records_what_the_agent_left_running(provider, request):
+    """Issue 9 item 10: the trials row says what the between-phases cleanup stopped."""
+    from reb_ray.trial import run_trial
+
+    image = request.getfixturevalue("sandbox_image") if provider == "docker" else None
+    config = SweepConfig(sandbox=provider, unsafe_local=True, wheelhouses=[], pip_cache=False)
+    task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
+    one = run_trial(TrialSpec(sweep_id=f"leftovers-{provider}", agent="tests.scripted_agents:LeaveBehindAgent", task=task,
+                              trial_index=0, config=config, image=image)).trial
+    assert (one["leftover_processes"], one["leftover_commands"]) == (1, ["sleep 1000"])
+    many = run_trial(TrialSpec(sweep_id=f"leftovers-{provider}", agent="tests.scripted_agents:LeaveManyBehindAgent",
+                               task=task, trial_index=0, config=config, image=image)).trial
+    assert many["leftover_processes"] == 50  # 25 shells and their 25 sleeps
+    commands = many["leftover_commands"]
+    assert len(commands) == 20 and all(len(c) <= 200 for c in commands)
+    assert "sh -c sleep 1000; : " + "x" * 180 in commands

@@ -18,10 +18,15 @@ def doctor(profile: str = typer.Option(DEFAULT_PROFILE, help="Sandbox image prof
     get_profile(profile)
     checks = run_checks(profile)
     table = Table(show_header=True, header_style="bold")
-    for column in ("check", "status", "detail", "fix"):
-        table.add_column(column)
+    for column in ("check", "status", "detail"):
+        table.add_column(column, overflow="fold")
     for check in checks:
-        table.add_row(check.name, f"[{_STYLE[check.level]}]{check.level}[/]", check.detail, check.fix)
-    Console(width=160).print(table)
+        table.add_row(check.name, f"[{_STYLE[check.level]}]{check.level}[/]", check.detail)
+    console = Console(width=160)
+    console.print(table)
+    # Each fix on one unbroken line, so a command or URL can be copied as printed.
+    for check in checks:
+        if check.fix and check.level != "ok":
+            console.print(f"fix {check.name}: {check.fix}", soft_wrap=True, markup=False, highlight=False)
     if any(check.level == "fail" for check in checks):
         raise typer.Exit(1)

@@ -91,6 +91,8 @@ TRIALS_SCHEMA = pa.schema(
         # 0 on every scored row that lacked none, null only where no stage was settled (infra before probes)
         ("stages_missing_assets", pa.int64()),
         ("rerun", pa.bool_()),  # this attempt re-ran an already scored trial (--rerun); see read.latest_attempts
+        ("leftover_processes", pa.int64()),  # processes the agent left running, stopped between phases
+        ("leftover_commands", _strings),  # their command lines: the first 20, each cut to 200 characters
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

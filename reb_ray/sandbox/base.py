@@ -167,11 +167,13 @@ class Sandbox(abc.ABC):
         """Bytes written into the sandbox so far; `timeout` seconds before the fallback method."""
 
     @abc.abstractmethod
-    def kill_leftovers(self) -> None:
+    def kill_leftovers(self) -> list[str] | None:
         """Kill every process started in the sandbox (by any exec), keeping the sandbox usable.
 
         Used between the agent and probe phases: nothing the agent left running may touch
-        the probes. Never raises for a gone sandbox.
+        the probes. Returns the command lines (argv joined by spaces) of the processes it
+        killed, one per process, in the order killed (empty when nothing was running), or None
+        when the sandbox could not be asked (it is gone). Never raises for a gone sandbox.
         """
 
     @abc.abstractmethod

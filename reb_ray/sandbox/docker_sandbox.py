@@ -60,7 +60,10 @@ done
 """
 
 
-# Kills everything but PID 1 (the init), the container's main `sleep infinity` and itself.
+# Kills everything but PID 1 (the init), the container's main `sleep infinity` and itself, and
+# prints "PID<TAB>command line" for each process it killed (zombies, whose command line is
+# empty, are not listed: they had already exited). Each round stops every process first, so
+# none can fork, or exit on its own because its child died, while the round kills and lists.
 _KILL_LEFTOVERS_SCRIPT = r"""
 keep=" 1 $$ "
 for d in /proc/[0-9]*; do
@@ -73,7 +76,13 @@ for round in 1 2 3; do
   for d in /proc/[0-9]*; do
     p=${d#/proc/}
     case "$keep" in *" $p "*) continue ;; esac
-    kill -9 "$p" 2>/dev/null
+    kill -STOP "$p" 2>/dev/null
+  done
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    case "$keep" in *" $p "*) continue ;; esac
+    cmd=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null)
+    kill -9 "$p" 2>/dev/null && [ -n "$cmd" ] && printf '%s\t%s\n' "$p" "$cmd"
   done
 done
 exit 0
@@ -234,13 +243,14 @@ class DockerSandbox(Sandbox):
             total_bytes=out.total_bytes,
         )
 
-    def kill_leftovers(self) -> None:
+    def kill_leftovers(self) -> list[str] | None:
         try:
             api = self._client.api
             exec_id = api.exec_create(self.id, ["/bin/sh", "-c", _KILL_LEFTOVERS_SCRIPT], user="root")["Id"]
-            api.exec_start(exec_id)
+            out = api.exec_start(exec_id)
         except DockerException:
-            pass
+            return None
+        return killed_commands(out.decode(errors="replace"))
 
     def _kill_marked(self, marker: str) -> None:
         """Kill every process of one exec, including setsid'd descendants."""
@@ -330,6 +340,17 @@ class DockerSandbox(Sandbox):
         if upper and os.path.isdir(upper):
             return SandboxSize(bytes=tree_bytes(Path(upper)), method="upperdir_walk")
         return SandboxSize(bytes=None, method="unavailable")
+
+
+def killed_commands(listing: str) -> list[str]:
+    """Command lines from "PID<TAB>command" lines, one per PID (a process still dying when
+    the next round looked is listed again), in the order first seen."""
+    seen: dict[str, str] = {}
+    for line in listing.splitlines():
+        pid, sep, cmd = line.partition("\t")
+        if sep and pid.isdigit() and cmd.strip():
+            seen.setdefault(pid, cmd.strip())
+    return list(seen.values())
 
 
 def tree_bytes(root: Path) -> int:

@@ -144,9 +144,8 @@ class LocalSandbox(Sandbox):
     def size(self, timeout: float = 60.0) -> SandboxSize:
         return SandboxSize(bytes=tree_bytes(self.root), method="local_walk")
 
-    def kill_leftovers(self) -> None:
-        for marker in self._markers:
-            kill_marked(marker)
+    def kill_leftovers(self) -> list[str]:
+        return [cmd for marker in self._markers for cmd in kill_marked(marker)]
 
     def close(self) -> None:
         if self._closed:
@@ -163,25 +162,50 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-def kill_marked(marker: str) -> None:
-    """SIGKILL every host process whose environment holds REB_RAY_EXEC_ID=`marker` (Linux /proc)."""
+def kill_marked(marker: str) -> list[str]:
+    """SIGKILL every host process whose environment holds REB_RAY_EXEC_ID=`marker` (Linux /proc).
+
+    Returns the command lines (argv joined by spaces) of the processes killed, one per pid.
+    """
     needle = f"{EXEC_MARKER_ENV}={marker}".encode()
+    killed: dict[int, str] = {}
     for _ in range(5):
-        found = False
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
-                continue
+        marked = [pid for pid in _pids() if _has_env(pid, needle)]
+        # Stop them all first, so none forks, or exits on its own because its child died.
+        for pid in marked:
+            _signal(pid, signal.SIGSTOP)
+        for pid in marked:
             try:
-                with open(f"/proc/{entry.name}/environ", "rb") as f:
-                    if needle not in f.read().split(b"\0"):
-                        continue
-                os.kill(int(entry.name), signal.SIGKILL)
-                found = True
-            except (OSError, ProcessLookupError):
-                continue
-        if not found:
-            return
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            except OSError:
+                cmd = ""
+            if _signal(pid, signal.SIGKILL) and cmd:  # a zombie's command line is empty: it had exited
+                killed.setdefault(pid, cmd)
+        if not marked:
+            break
         time.sleep(0.05)
+    return list(killed.values())
+
+
+def _pids() -> list[int]:
+    return [int(e.name) for e in os.scandir("/proc") if e.name.isdigit() and int(e.name) != os.getpid()]
+
+
+def _has_env(pid: int, needle: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return needle in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def _signal(pid: int, sig: int) -> bool:
+    try:
+        os.kill(pid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
 
 
 def _drain(pipe, out: BoundedOutput) -> None:

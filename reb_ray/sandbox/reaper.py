@@ -1,8 +1,10 @@
-"""Removing containers whose owner process is gone (field case F13).
+"""Removing containers whose owner process is gone (field case F13), or of one dead attempt.
 
-Only containers labelled `reb-ray.managed=true` whose owner ran on this host and no longer
-runs (pid gone, or pid reused by a process with another start time) are removed. Containers of
+`reap` removes only containers labelled `reb-ray.managed=true` whose owner ran on this host and
+no longer runs (pid gone, or pid reused by a process with another start time). Containers of
 live owners, of owners on other hosts, and anyone else's containers are never touched.
+`remove_attempt` removes the containers of one named attempt at once (its trial actor died:
+issue 9, item 8), whatever their owner's state.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import docker
 
 from reb_ray.sandbox.docker_client import connect
-from reb_ray.sandbox.ownership import MANAGED, Owner
+from reb_ray.sandbox.ownership import ATTEMPT, MANAGED, SWEEP, TRIAL, Owner
 
 
 def orphaned_containers(client: docker.DockerClient) -> list:
@@ -28,6 +30,21 @@ def reap(client: docker.DockerClient | None = None) -> list[str]:
     client = client or connect()
     removed = []
     for container in orphaned_containers(client):
+        try:
+            container.remove(force=True, v=True)
+            removed.append(container.id)
+        except docker.errors.NotFound:
+            pass
+    return removed
+
+
+def remove_attempt(sweep_id: str, trial_id: str, attempt: int, client: docker.DockerClient | None = None) -> list[str]:
+    """Remove this host's containers labelled with `sweep_id`, `trial_id` and `attempt` (running
+    or not, the agent inside included); returns their ids. Raises DockerUnavailable."""
+    client = client or connect()
+    labels = [f"{MANAGED}=true", f"{SWEEP}={sweep_id}", f"{TRIAL}={trial_id}", f"{ATTEMPT}={attempt}"]
+    removed = []
+    for container in client.containers.list(all=True, filters={"label": labels}):
         try:
             container.remove(force=True, v=True)
             removed.append(container.id)

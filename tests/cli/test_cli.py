@@ -35,6 +35,16 @@ def test_doctor_reports_each_part(sandbox_image):
     assert sandbox_image.split(":")[1] in res.stdout
 
 
+def test_doctor_says_how_to_give_containers_gpus(sandbox_image):
+    """Issue 9 item 9: this machine's Docker has no NVIDIA runtime; a probe container with a GPU
+    device request fails, and doctor prints the NVIDIA Container Toolkit install line."""
+    res = run("doctor", env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])})  # this checkout's code
+    assert "could not select device driver" in res.stdout  # the probe container's own error, not a guess
+    (fix,) = [ln for ln in res.stdout.splitlines() if ln.startswith("fix nvidia runtime: ")]
+    assert "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html" in fix
+    assert "nvidia-ctk runtime configure --runtime=docker" in fix
+
+
 def test_doctor_without_daemon_fails_with_the_fix():
     res = run("doctor", env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
     assert res.returncode == 1

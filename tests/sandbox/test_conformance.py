@@ -124,9 +124,24 @@ def test_kill_leftovers_stops_background_processes_and_keeps_the_sandbox(make_sa
     sb = make_sandbox()
     sb.exec("sleep 1006 & setsid sleep 1007 &")
     assert _pids_with(sb, "sleep 1006") and _pids_with(sb, "sleep 1007")
-    sb.kill_leftovers()
+    stopped = sb.kill_leftovers()
     assert _pids_with(sb, "sleep 1006") == [] and _pids_with(sb, "sleep 1007") == []
     assert sb.exec("echo still-here").output.strip() == "still-here"
+    # It says what it stopped (issue 9 item 10), and nothing of the sandbox's own machinery.
+    assert sorted(stopped) == ["sleep 1006", "sleep 1007"]
+    assert sb.kill_leftovers() == []  # nothing left the second time
+
+
+def test_kill_leftovers_lists_each_process_once_with_its_arguments(make_sandbox):
+    sb = make_sandbox()
+    sb.exec("for i in 1 2 3; do sleep 100$i & done; sh -c 'sleep 1004; echo \"two  words\"' &")
+    deadline = time.monotonic() + 10
+    while not _pids_with(sb, "sleep 1004"):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    stopped = sb.kill_leftovers()
+    assert sorted(stopped) == ["sh -c sleep 1004; echo \"two  words\"", "sleep 1001", "sleep 1002", "sleep 1003",
+                               "sleep 1004"]
 
 
 def test_put_tar_unpacks_into_a_directory(make_sandbox, tmp_path):

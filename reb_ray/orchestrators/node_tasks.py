@@ -1,0 +1,74 @@
+"""Small Ray tasks pinned to one node: its Docker's GPU check, and removing a dead attempt's
+containers (issue 9, items 8 and 9). Each runs with no CPU reserved, so a full node still
+answers, and with hard node affinity, so it acts on that node's Docker daemon and no other.
+"""
+
+from __future__ import annotations
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from reb_ray.models.sweep import TrialSpec
+
+
+def _on(node_id: str) -> NodeAffinitySchedulingStrategy:
+    return NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+
+
+@ray.remote(num_cpus=0)
+def _docker_gpu_problem_here(image: str) -> str | None:
+    from reb_ray.errors import RebRayError
+    from reb_ray.sandbox.docker_client import connect
+    from reb_ray.sandbox.gpu_check import docker_gpu_problem
+
+    try:
+        client = connect(timeout=30)
+    except RebRayError:
+        return None  # no daemon: every trial there fails as infra anyway, GPU or not
+    return docker_gpu_problem(client, image)
+
+
+def docker_gpu_problems(image: str, timeout_s: float = 180.0) -> dict[str, str]:
+    """{node id: why its Docker cannot give containers GPUs} for the alive nodes with GPUs.
+
+    Runs one probe container per GPU node, all nodes at once (about a second each). A node
+    whose check could not run (it died, Ray failed) is left out: unknown is not a verdict.
+    """
+    nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("GPU", 0) > 0]
+    refs = [_docker_gpu_problem_here.options(scheduling_strategy=_on(node)).remote(image) for node in nodes]
+    problems: dict[str, str] = {}
+    for node, ref in zip(nodes, refs):
+        try:
+            problem = ray.get(ref, timeout=timeout_s)
+        except (ray.exceptions.RayError, TimeoutError):
+            continue
+        if problem:
+            problems[node] = f"{problem}; see `reb-ray doctor`"
+    return problems
+
+
+@ray.remote(num_cpus=0)
+def _remove_attempt_here(sweep_id: str, trial_id: str, attempt: int) -> list[str]:
+    from reb_ray.sandbox.reaper import remove_attempt
+
+    return remove_attempt(sweep_id, trial_id, attempt)
+
+
+def remove_dead_attempt(node_id: str, spec: TrialSpec, timeout_s: float = 120.0) -> str:
+    """Remove, on node `node_id`, every container labelled with `spec`'s sweep, trial and
+    attempt (the agent still running inside included), and wait for it.
+
+    Returns what happened, as one line for the attempt's `failure_reason`. Never raises.
+    """
+    if not any(n["NodeID"] == node_id and n.get("Alive") for n in ray.nodes()):
+        return f"its node {node_id[:12]} is gone, and its container with it"
+    ref = _remove_attempt_here.options(scheduling_strategy=_on(node_id)).remote(spec.sweep_id, spec.trial_id, spec.attempt)
+    try:
+        removed = ray.get(ref, timeout=timeout_s)
+    except (ray.exceptions.RayError, TimeoutError) as exc:
+        return f"removing its container failed ({_first_line(exc)}); the node's next reap takes it"
+    return f"removed its container {', '.join(c[:12] for c in removed)}" if removed else "it had no container"
