@@ -107,7 +107,8 @@ class GhostInterpreterAgent(_Scripted):
 class LeaveBehindAgent(_Scripted):
     """Starts `sleep 1000` in the background and exits 0 without a report (issue 9 item 10)."""
 
-    script = "sleep 1000 & echo started"
+    # Waits until the child has become `sleep` (under load the forked shell may not have exec'd yet).
+    script = "sleep 1000 & until ps -eo args | grep -q '^sleep 1000$'; do sleep 0.05; done; echo started"
 
 
 class LeaveManyBehindAgent(_Scripted):
