@@ -41,6 +41,8 @@ class PatternWatch:
         self._matched = {p: False for p in self._compiled}
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._buf = ""  # context (already searched) + new text
+        self._new: list[str] = []  # decoded text not yet appended to _buf (joined once per batch)
+        self._new_len = 0
         self._searched = 0  # index in _buf up to which text has been searched
         self._origin = 0  # first index of _buf that belongs to the search (0, or 1 after a mid-line cut)
         self._done = not self._compiled
@@ -54,10 +56,14 @@ class PatternWatch:
         """Add `chunk` (bytes of the output) and search what can be searched safely."""
         if self._done or not chunk:
             return
-        self._buf += self._decoder.decode(chunk)
+        text = self._decoder.decode(chunk)
+        self._new.append(text)
+        self._new_len += len(text)
+        if self._new_len < BATCH_CHARS:
+            return  # small chunks (one line each) are only collected: no copy of the buffer per chunk
+        self._buf += "".join(self._new)
+        self._new, self._new_len = [], 0
         unsearched = len(self._buf) - self._searched
-        if unsearched < BATCH_CHARS:
-            return
         line_end = self._buf.rfind("\n", self._searched)
         if line_end >= 0 and line_end - self._searched >= BATCH_CHARS // 2:
             self._search(line_end, forced=False)
@@ -67,7 +73,8 @@ class PatternWatch:
     def finish(self) -> dict[str, bool]:
         """Search the rest with the output's real end and return {pattern: matched}."""
         if not self._done:
-            self._buf += self._decoder.decode(b"", final=True)
+            self._buf += "".join(self._new) + self._decoder.decode(b"", final=True)
+            self._new = []
             self._search(len(self._buf), forced=False)
             self._done = True
             self._buf = ""
