@@ -26,11 +26,11 @@ from reb_ray.probes.c2 import run_c2
 from reb_ray.probes.command import run_stage_command, stage_workdir
 from reb_ray.probes.env_size import run_env_size
 from reb_ray.probes.facts import run_facts
-from reb_ray.probes.multi_gpu import run_multi_gpu
+from reb_ray.probes.multi_gpu import record_as_exec_result, run_multi_gpu
 from reb_ray.probes.side_logs import collect_side_logs
 from reb_ray.probes.task_helpers import install_task_helpers
 from reb_ray.probes.toolbox import install_toolbox
-from reb_ray.sandbox import ExecResult, Sandbox
+from reb_ray.sandbox import Sandbox
 from reb_ray.trial_record import TrialRecorder
 
 PROBE_STAGES = ["c0", "c1", "c2", "c3", "c4", "c5", "env_size"]
@@ -107,13 +107,9 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
         g4 = grade_multi_gpu(stage4, raw4)
         rec.row.update(c4_status=g4["status"], c4_exit_code=raw4.get("exit_code"), c4_failure_category=g4["failure_category"],
                        c4_port=raw4.get("port"))
-        result4 = None if not runs else ExecResult(
-            exit_code=raw4.get("exit_code"), timed_out=bool(raw4.get("timed_out")), duration_s=raw4.get("duration_s") or 0.0,
-            output=raw4.get("output") or "", total_bytes=raw4.get("output_total_bytes") or 0,
-            pattern_matches={stage4.success.log_pattern: raw4["log_pattern_matched"]}
-            if raw4.get("log_pattern_matched") is not None else {})
-        rec.stage("c4", g4["status"], result=result4, reason=g4["reason"], failure_category=g4["failure_category"],
-                  command=raw4.get("command"), raw=json.dumps({k: v for k, v in raw4.items() if k != "output"}),
+        rec.stage("c4", g4["status"], result=record_as_exec_result(stage4, raw4), reason=g4["reason"],
+                  failure_category=g4["failure_category"], command=raw4.get("command"),
+                  raw=json.dumps({k: v for k, v in raw4.items() if k != "output"}),
                   duration_s=raw4.get("duration_s"), log_pattern=stage4.success.log_pattern, log=log,
                   side_logs=_side_logs(sandbox, stage4, repo_dir) if runs else None)
 

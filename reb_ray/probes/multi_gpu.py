@@ -42,7 +42,7 @@ from pathlib import Path
 
 from reb_ray.models.task import MultiGpuStageSpec
 from reb_ray.probes.command import run_stage_command
-from reb_ray.sandbox import Sandbox
+from reb_ray.sandbox import ExecResult, Sandbox
 from reb_ray.sandbox.output import OutputSink
 
 #: Environment variable test scripts read to pick their backend ("gloo" under `cpu_gloo`).
@@ -376,3 +376,15 @@ def run_multi_gpu(sandbox: Sandbox, stage: MultiGpuStageSpec, repo_dir: str, pyt
         output_dropped_bytes=res.dropped_bytes, leftover_pids=found, leftovers_remaining=alive,
         output_total_bytes=res.total_bytes, log_pattern_matched=res.pattern_matches.get(stage.success.log_pattern or ""),
     )
+
+
+def record_as_exec_result(stage: MultiGpuStageSpec, raw: dict) -> ExecResult | None:
+    """The last launch of a `run_multi_gpu` record as an ExecResult (for the stage row's kept
+    output and evidence columns); None when nothing ran (insufficient_hardware)."""
+    if raw.get("status_hint") == "insufficient_hardware":
+        return None
+    pattern, matched = stage.success.log_pattern, raw.get("log_pattern_matched")
+    return ExecResult(exit_code=raw.get("exit_code"), timed_out=bool(raw.get("timed_out")),
+                      duration_s=raw.get("duration_s") or 0.0, output=raw.get("output") or "",
+                      total_bytes=raw.get("output_total_bytes") or 0,
+                      pattern_matches={pattern: matched} if pattern is not None and matched is not None else {})
