@@ -134,7 +134,7 @@ class OutputCapture:
                 except Exception:  # noqa: BLE001 - a full disk must not break the command
                     self._sink = None
 
-    def wait_for_reader(self, reader: threading.Thread, quiet_s: float = 0.2, max_s: float = 30.0) -> None:
+    def wait_for_reader(self, reader: threading.Thread, quiet_s: float = 0.2, max_s: float = 5.0) -> None:
         """After the command exited, let `reader` drain what is still in flight: wait while
         bytes keep arriving (at most `max_s` seconds), but only `quiet_s` once nothing arrives,
         since a background child may hold the stream open for ever."""
