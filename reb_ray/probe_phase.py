@@ -29,10 +29,11 @@ from reb_ray.models.sweep import TrialSpec
 from reb_ray.models.task import StageSpec, TaskSpec
 from reb_ray.probes.c0 import run_c0
 from reb_ray.probes.c2 import run_c2
-from reb_ray.probes.command import run_stage_command
+from reb_ray.probes.command import run_stage_command, stage_workdir
 from reb_ray.probes.env_size import run_env_size
 from reb_ray.probes.facts import run_facts
-from reb_ray.probes.multi_gpu import run_multi_gpu
+from reb_ray.probes.multi_gpu import record_as_exec_result, run_multi_gpu
+from reb_ray.probes.side_logs import collect_side_logs
 from reb_ray.probes.task_helpers import install_task_helpers
 from reb_ray.probes.toolbox import install_toolbox
 from reb_ray.sandbox import Sandbox
@@ -125,15 +126,18 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
     elif "c4" in missing and (len(gpus) >= stage4.ranks or spec.config.c4_cpu_gloo):  # else: hardware failure
         rec.apply([assets_missing("c4", [a.name for a in missing["c4"]], where)])
     else:
-        raw4 = run_multi_gpu(sandbox, _with_env(stage4, env), repo_dir, python, shim, gpus, cpu_gloo=spec.config.c4_cpu_gloo)
+        runs = spec.config.c4_cpu_gloo or len(gpus) >= stage4.ranks
+        with rec.full_log("c4" if runs else None) as log:
+            raw4 = run_multi_gpu(sandbox, _with_env(stage4, env), repo_dir, python, shim, gpus,
+                                 cpu_gloo=spec.config.c4_cpu_gloo, sink=log)
         g4 = grade_multi_gpu(stage4, raw4)
         rec.row.update(c4_status=g4["status"], c4_exit_code=raw4.get("exit_code"), c4_failure_category=g4["failure_category"],
                        c4_port=raw4.get("port"))
-        rec.stage("c4", g4["status"], reason=g4["reason"], failure_category=g4["failure_category"],
-                  command=raw4.get("command"), raw=json.dumps({k: v for k, v in raw4.items() if k != "output"}),
-                  duration_s=raw4.get("duration_s"))
-        rec.stages[-1].update(exit_code=raw4.get("exit_code"), timed_out=raw4.get("timed_out"),
-                              log_head=(raw4.get("output") or "")[:8192] or None)
+        rec.stage("c4", g4["status"], result=record_as_exec_result(stage4, raw4), reason=g4["reason"],
+                  failure_category=g4["failure_category"], command=raw4.get("command"),
+                  raw=json.dumps({k: v for k, v in raw4.items() if k != "output"}),
+                  duration_s=raw4.get("duration_s"), log_pattern=stage4.success.log_pattern, log=log,
+                  side_logs=_side_logs(sandbox, stage4, repo_dir) if runs else None)
 
     # C5: the report against what the probes saw.
     _audit(rec, report, facts, (raw2 or {}).get("cuda_available"), len(gpus))
@@ -189,9 +193,20 @@ def _command_stage(rec: TrialRecorder, sandbox: Sandbox, name: str, task: TaskSp
     if name in missing:
         rec.apply([assets_missing(name, [a.name for a in missing[name]], where)])
         return
-    result = run_stage_command(sandbox, _with_env(stage, env), repo_dir, python, shim, visible_gpus=visible)
-    graded = grade_command_stage(stage, result.exit_code, result.timed_out, result.output)
+    with rec.full_log(name) as log:
+        result = run_stage_command(sandbox, _with_env(stage, env), repo_dir, python, shim, visible_gpus=visible, sink=log)
+    pattern = stage.success.log_pattern
+    graded = grade_command_stage(stage, result.exit_code, result.timed_out, result.output,
+                                 result.pattern_matches.get(pattern) if pattern else None)
     rec.row.update({f"{name}_status": graded["status"], f"{name}_exit_code": result.exit_code,
                     f"{name}_failure_category": graded["failure_category"]})
     rec.stage(name, graded["status"], result=result, reason=graded["reason"], failure_category=graded["failure_category"],
-              command=stage.command if isinstance(stage.command, str) else " ".join(stage.command))
+              command=stage.command if isinstance(stage.command, str) else " ".join(stage.command),
+              log_pattern=pattern, log=log, side_logs=_side_logs(sandbox, stage, repo_dir))
+
+
+def _side_logs(sandbox: Sandbox, stage: StageSpec, repo_dir: str) -> list[dict] | None:
+    """The stage's declared side logs, collected after it ran (None when it declares none)."""
+    if not stage.side_logs:
+        return None
+    return collect_side_logs(sandbox, stage.side_logs, stage_workdir(stage, repo_dir))

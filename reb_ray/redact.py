@@ -20,6 +20,11 @@ class Redactor:
         # Longest first, so a secret that contains another is masked whole.
         self._secrets = sorted({s for s in secrets if s and len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
 
+    @property
+    def secrets(self) -> list[str]:
+        """The values masked, longest first (for streams masked outside this class: artifacts)."""
+        return list(self._secrets)
+
     def text(self, value: str) -> str:
         for secret in self._secrets:
             value = value.replace(secret, MASK)

@@ -2,7 +2,9 @@
 
 `regrade(run_dir)` reads the `trials` and `stages` datasets, recomputes every stage result,
 C5 and the trial's failure owner from the raw outputs kept in the stage rows (pyright JSON,
-C2/C4/facts records, exit codes and bounded logs), and returns rows for a new sweep id
+C2/C4/facts records, exit codes and bounded logs; a log pattern from the verdict streamed at
+run time or the full-log artifact when the kept log is truncated: `pattern_evidence`), and
+returns rows for a new sweep id
 `<sweep_id>-regrade` (rewritten if it exists). Only scored attempts are re-graded: infra errors
 have nothing to grade; earlier `-regrade` sweeps are left alone unless named with `sweep_id`.
 Today's rules apply to old rows too: stages the agent left nothing to measure with (no report,
@@ -13,8 +15,10 @@ stages the task spec does not apply to are skipped (reb_ray/grading/unmeasured.p
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+from reb_ray.artifacts import search_log
 from reb_ray.errors import RebRayError
 from reb_ray.grading.c0 import grade_c0
 from reb_ray.grading.c2 import grade_c2
@@ -23,9 +27,9 @@ from reb_ray.grading.command_stage import grade_command_stage
 from reb_ray.grading.multi_gpu import grade_multi_gpu
 from reb_ray.grading.unmeasured import (INVALID_REPORT, MISSING_REPORT, PROBE_STAGES, PYRAMID, SANDBOX_BROKEN,
                                         agent_failed, interpreter_fault, skipped)
-from reb_ray.models.task import TaskSpec, load_suite
+from reb_ray.models.task import SuccessRule, TaskSpec, load_suite
 from reb_ray.results.read import latest_attempts, read_stages, read_trials
-from reb_ray.trial_record import TrialOutcome, settle_rows
+from reb_ray.trial_record import LOG_KEEP, TrialOutcome, settle_rows
 
 
 def _log(stage: dict) -> str:
@@ -47,9 +51,51 @@ def _agent_gate(trial: dict, stages: dict[str, dict]) -> tuple[str, str] | None:
     return (SANDBOX_BROKEN, broken["reason"]) if broken else None
 
 
-def regrade_trial(trial: dict, stages: dict[str, dict], task: TaskSpec, new_sweep_id: str) -> TrialOutcome:
+def pattern_evidence(stage: dict, rule: SuccessRule, run_dir: Path | None) -> tuple[bool | None, str | None, bool]:
+    """(pattern verdict for the grader, a note for the row's reason, decidable) for one stored
+    command-stage row under the task's current success `rule`.
+
+    The whole output decides, never a truncated head and tail: the verdict streamed at run
+    time (when the row watched this very pattern), else a search of the full-log artifact
+    (when it is whole), else the kept log when it is the whole output (verdict None: the
+    grader searches it). A truncated log that holds the pattern still proves it; one that
+    does not cannot disprove it: then `decidable` is False and the caller keeps the original
+    verdict. Rows written before the evidence columns existed count as possibly truncated,
+    unless their head is shorter than the row keeps (then it is the whole output).
+    """
+    truncated = stage.get("output_truncated")
+    if truncated is None and not stage.get("log_tail") and len(stage.get("log_head") or "") < LOG_KEEP:
+        truncated = False
+    dropped = stage.get("output_dropped_bytes")
+    cut = f"log truncated ({dropped} bytes not kept in the row)" if truncated else "log possibly truncated"
+    if rule.log_pattern is None or stage.get("exit_code") != rule.exit_code or stage.get("timed_out"):
+        return None, cut if truncated else None, True
+    if stage.get("log_pattern") == rule.log_pattern and stage.get("log_pattern_matched") is not None:
+        return stage["log_pattern_matched"], f"{cut}; pattern judged on the whole output as it streamed" if truncated else None, True
+    if truncated is False:
+        return None, None, True
+    if run_dir is not None and stage.get("log_path") and stage.get("log_cut_bytes") == 0:
+        try:
+            found = search_log(run_dir / stage["log_path"], [rule.log_pattern])[rule.log_pattern]
+            return found, f"{cut}; pattern searched in the full log artifact {stage['log_path']}", True
+        except (OSError, EOFError):
+            pass
+    if re.search(rule.log_pattern, _log(stage), re.MULTILINE):
+        return True, f"{cut}; pattern found in the kept part", True
+    return None, f"{cut}: the pattern cannot be judged on the kept part, original verdict kept", False
+
+
+def _with_note(graded: dict, note: str | None) -> dict:
+    if note:
+        graded = dict(graded, reason=f"{graded['reason']}; {note}" if graded["reason"] else note)
+    return graded
+
+
+def regrade_trial(trial: dict, stages: dict[str, dict], task: TaskSpec, new_sweep_id: str,
+                  run_dir: Path | None = None) -> TrialOutcome:
     """One trial's rows re-graded from its stage rows (keyed by stage name), under today's rules:
-    the same pure functions the probe phase uses, so a re-grade of a fresh run changes nothing."""
+    the same pure functions the probe phase uses, so a re-grade of a fresh run changes nothing.
+    `run_dir` is where the rows' log artifacts lie (their log_path is relative to it)."""
     row = dict(trial, sweep_id=new_sweep_id)
     out: list[dict] = []
     template = {key: None for key in next(iter(stages.values()), {})}
@@ -79,7 +125,7 @@ def regrade_trial(trial: dict, stages: dict[str, dict], task: TaskSpec, new_swee
         _regrade_c5(row, stages, keep)
         apply(agent_failed(task, ("env_size",), *fault))
     else:
-        _regrade_measured(row, trial, stages, task, keep, apply)
+        _regrade_measured(row, trial, stages, task, keep, apply, run_dir)
         _regrade_c5(row, stages, keep)
     for name in stages:
         if name not in {s["stage"] for s in out}:
@@ -88,7 +134,8 @@ def regrade_trial(trial: dict, stages: dict[str, dict], task: TaskSpec, new_swee
     return TrialOutcome(row, out)
 
 
-def _regrade_measured(row: dict, trial: dict, stages: dict[str, dict], task: TaskSpec, keep, apply) -> None:
+def _regrade_measured(row: dict, trial: dict, stages: dict[str, dict], task: TaskSpec, keep, apply,
+                      run_dir: Path | None) -> None:
     """C0..C4 from their raw outputs; skipped, hardware and missing-asset rows as they were."""
     for name in ("c1", "c2", "c3", "c4"):
         if name in stages and (verdict := skipped(task, name)) is not None:
@@ -102,7 +149,11 @@ def _regrade_measured(row: dict, trial: dict, stages: dict[str, dict], task: Tas
         stage = stages.get(name)
         if spec.applicable and stage and stage["status"] in ("success", "failure") \
                 and stage["failure_category"] != "insufficient_hardware":
-            graded = grade_command_stage(spec, stage["exit_code"], bool(stage["timed_out"]), _log(stage))
+            matched, note, decidable = pattern_evidence(stage, spec.success, run_dir)
+            graded = grade_command_stage(spec, stage["exit_code"], bool(stage["timed_out"]), _log(stage), matched)
+            if not decidable:
+                graded = {"status": stage["status"], "failure_category": stage["failure_category"], "reason": stage["reason"]}
+            graded = _with_note(graded, note)
             row.update({f"{name}_status": graded["status"], f"{name}_failure_category": graded["failure_category"]})
             keep(name, status=graded["status"], reason=graded["reason"], failure_category=graded["failure_category"])
     if task.stages.cuda.applicable and "c2" in stages and stages["c2"]["status"] in ("success", "failure"):
@@ -114,8 +165,12 @@ def _regrade_measured(row: dict, trial: dict, stages: dict[str, dict], task: Tas
         keep("c2", status=c2["c2_status"], reason=c2["reason"], failure_category=category)
     stage4 = stages.get("c4")
     if task.stages.multi_gpu.applicable and stage4 and stage4["status"] in ("success", "failure") and stage4["raw"]:
-        raw4 = dict(json.loads(stage4["raw"]), output=_log(stage4))
+        matched, note, decidable = pattern_evidence(stage4, task.stages.multi_gpu.success, run_dir)
+        raw4 = dict(json.loads(stage4["raw"]), output=_log(stage4), log_pattern_matched=matched)
         g4 = grade_multi_gpu(task.stages.multi_gpu, raw4)
+        if not decidable:
+            g4 = {k: stage4[k] for k in ("status", "failure_category", "reason")}
+        g4 = _with_note(g4, note)
         row.update(c4_status=g4["status"], c4_failure_category=g4["failure_category"])
         keep("c4", status=g4["status"], reason=g4["reason"], failure_category=g4["failure_category"])
 
@@ -155,5 +210,5 @@ def regrade(run_dir: Path, sweep_id: str | None = None, tasks_root: Path | None 
         if trial["task_id"] not in suite:
             raise RebRayError(f"task {trial['task_id']!r} is not in suite {trial['suite']!r} any more; pass --tasks-root")
         stages = by_attempt.get((trial["sweep_id"], trial["trial_id"], trial["attempt"]), {})
-        outcomes.append(regrade_trial(trial, stages, suite[trial["task_id"]], f"{trial['sweep_id']}-regrade"))
+        outcomes.append(regrade_trial(trial, stages, suite[trial["task_id"]], f"{trial['sweep_id']}-regrade", run_dir))
     return outcomes

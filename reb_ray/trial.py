@@ -17,6 +17,7 @@ from pathlib import Path
 
 from reb_ray.agents import REPORT_PATH, Agent, AgentContext, get_agent
 from reb_ray.assets import missing_by_stage
+from reb_ray.artifacts import TrialArtifacts
 from reb_ray.errors import InfraError, RebRayError
 from reb_ray.models.report import Report, parse_report
 from reb_ray.models.sweep import TrialSpec
@@ -26,6 +27,7 @@ from reb_ray.redact import Redactor
 from reb_ray.repo_state import changed_since, tracked_state
 from reb_ray.sandbox import ExecResult, Sandbox, SandboxConfig, open_sandbox
 from reb_ray.sandbox.output import DEFAULT_HEAD_BYTES
+from reb_ray.sandbox.tap import TappedSandbox
 from reb_ray.trial_record import TrialOutcome, TrialRecorder
 
 WHEELHOUSE_MOUNT = "/opt/reb-ray/wheelhouse"
@@ -92,6 +94,8 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
     """
     gpus = [] if no_gpus_reason else (gpus or [])
     rec = TrialRecorder(spec)
+    redactor = Redactor(spec.credentials.values())
+    rec.artifacts = TrialArtifacts(spec.config.output.resolve(), spec.sweep_id, spec.trial_id, spec.attempt, redactor)
     t0 = time.monotonic()
     sandbox: Sandbox | None = None
     workspace = Path(tempfile.mkdtemp(prefix="reb-ray-trial-"))
@@ -130,16 +134,21 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
                 rec.row["failure_reason"] = (rec.row.get("failure_reason") or "") + f" [close failed: {exc}]"
         shutil.rmtree(workspace, ignore_errors=True)
     rec.row["trial_wall_time_s"] = time.monotonic() - t0
-    return rec.outcome(Redactor(spec.credentials.values()))
+    return rec.outcome(redactor)
 
 
 def _agent_phase(rec: TrialRecorder, sandbox: Sandbox, agent: Agent, ctx: AgentContext) -> None:
-    run = agent.run(sandbox, ctx)
+    # Every exec of the agent streams into one full-log artifact, whatever the agent's code does.
+    with rec.full_log("agent") as log:
+        tapped = TappedSandbox(sandbox, log)
+        run = agent.run(tapped, ctx)
     rec.row.update(agent_exit_code=run.exit_code, agent_timed_out=run.timed_out, agent_wall_time_s=run.wall_time_s,
-                   agent_output_tail=run.output[-DEFAULT_HEAD_BYTES:], agent_limit=run.limit)
+                   agent_output_tail=run.output[-DEFAULT_HEAD_BYTES:], agent_limit=run.limit,
+                   agent_log_path=log.path if log is not None and log.error is None else None)
     result = ExecResult(exit_code=run.exit_code, timed_out=run.timed_out, duration_s=run.wall_time_s, output=run.output)
     status = "success" if run.exit_code == 0 and not run.timed_out else "failure"
-    rec.stage("agent", status, result=result, reason=run.limit, failure_category="timeout" if run.timed_out else None)
+    rec.stage("agent", status, result=result, reason=run.limit, failure_category="timeout" if run.timed_out else None,
+              log=log, total_bytes=max(tapped.total_bytes, len(run.output.encode())))
 
 
 def _between_phases(rec: TrialRecorder, sandbox: Sandbox, report_path: str, repo_dir: str,

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import datetime as dt
 import socket
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterator
 
 from reb_ray.grading.categories import owner_of
 from reb_ray.grading.unmeasured import ASSETS_MISSING, STAGE_COLUMNS, skipped
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.redact import Redactor
 from reb_ray.sandbox import ExecResult
+from reb_ray.sandbox.output import TRUNCATION_MARK_RE
+
+if TYPE_CHECKING:
+    from reb_ray.artifacts import LogArtifact, TrialArtifacts
 
 LOG_KEEP = 8 * 1024  # bytes of head and of tail kept per stage in the `stages` rows
 RAW_KEEP = 4 * 1024 * 1024  # raw probe output kept for re-grading, per stage
@@ -44,20 +50,51 @@ class TrialRecorder:
             "c0_total": spec.task.c0_baseline_total, "started_at": now(), "rerun": spec.rerun,
         }
         self.stages: list[dict] = []
+        self.artifacts: TrialArtifacts | None = None  # where full output logs go (set by run_trial)
+
+    @contextmanager
+    def full_log(self, name: str | None) -> Iterator[LogArtifact | None]:
+        """The full-output artifact `<name>.log.gz` of this attempt, closed on exit; None when
+        there are no artifacts, `name` is None, or the file cannot be created (then the
+        row's log_path stays null: unknown, never a torn file)."""
+        log = None
+        if self.artifacts is not None and name is not None:
+            try:
+                log = self.artifacts.log(name)
+            except OSError:
+                log = None
+        try:
+            yield log
+        finally:
+            if log is not None:
+                log.close()
 
     def stage(self, stage: str, status: str, *, result: ExecResult | None = None, reason: str | None = None,
               failure_category: str | None = None, command: str | None = None, raw: str | None = None,
-              duration_s: float | None = None) -> None:
+              duration_s: float | None = None, log_pattern: str | None = None, log: LogArtifact | None = None,
+              side_logs: list[dict] | None = None, total_bytes: int | None = None) -> None:
+        """Add a stage row. With `result`: its kept output, whether that is the whole output
+        (`total_bytes` overrides result.total_bytes, e.g. summed over the agent's execs), and
+        the streamed verdict on `log_pattern`; `log`: the closed full-log artifact."""
         output = result.output if result is not None else ""
+        head = output[:LOG_KEEP] if result else None
+        tail = output[max(LOG_KEEP, len(output) - LOG_KEEP):] or None if result else None
+        evidence = _evidence(head, tail, result.total_bytes if total_bytes is None else total_bytes) if result else {}
         self.stages.append({
+            **evidence,
+            "log_pattern": log_pattern,
+            "log_pattern_matched": result.pattern_matches.get(log_pattern) if result and log_pattern else None,
+            "side_logs": side_logs,
+            "log_path": log.path if log is not None and log.error is None else None,
+            "log_cut_bytes": log.dropped_bytes if log is not None and log.error is None else None,
             "sweep_id": self.spec.sweep_id, "trial_id": self.spec.trial_id, "attempt": self.spec.attempt,
             "task_id": self.spec.task.id, "agent": self.spec.agent, "stage": stage, "status": status,
             "reason": reason, "failure_category": failure_category, "command": command,
             "raw": raw[:RAW_KEEP] if raw else None,
             "exit_code": result.exit_code if result else None, "timed_out": result.timed_out if result else None,
             "duration_s": result.duration_s if result and duration_s is None else duration_s,
-            "log_head": output[:LOG_KEEP] if result else None,
-            "log_tail": output[-LOG_KEEP:] if result and len(output) > LOG_KEEP else None,
+            "log_head": head,
+            "log_tail": tail,
             # Rows are made when a stage ends: its start is that moment minus its duration.
             "started_at": now() - dt.timedelta(seconds=duration) if (duration := (
                 result.duration_s if result and duration_s is None else duration_s)) else now(),
@@ -105,6 +142,15 @@ class TrialRecorder:
 #: Which failed stage names the trial's failure: the highest of the pyramid (C4 over C3 over ...
 #: over C0), then the report; a stage not listed ranks below them all.
 _RANK = {"c4": 6, "c3": 5, "c2": 4, "c1": 3, "c0": 2, "report": 1}
+
+
+def _evidence(head: str | None, tail: str | None, total_bytes: int) -> dict:
+    """output_truncated / output_dropped_bytes of a row keeping `head` and `tail` of an output of
+    `total_bytes` bytes (a sandbox truncation mark inside them is not output). Invalid UTF-8
+    is counted as its replacement characters, so the count may be off by a few bytes then."""
+    kept = TRUNCATION_MARK_RE.sub("", (head or "") + (tail or ""))
+    dropped = max(0, total_bytes - len(kept.encode()))
+    return {"output_truncated": dropped > 0, "output_dropped_bytes": dropped}
 
 
 def settle_rows(stages: list[dict]) -> dict:

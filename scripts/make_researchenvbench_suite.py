@@ -79,6 +79,10 @@ class Extra:
     setup: shell line run before the command of every stage not started by a launcher.
     log: stage -> success log pattern.
     launcher: the multi-GPU launcher when the entry's words would mislead (e.g. "no torchrun").
+    side_logs: stage -> files the command writes besides its output (a helper server's log),
+        collected into the stage row after it runs.
+    deviation: stage -> how the stage deliberately differs from the release's success rule (or
+        command), written beside the command in the spec and shown by `reb-ray tasks list`.
     todo: lines written as `# TODO(helper): ...` at the top of the spec.
     """
 
@@ -92,6 +96,8 @@ class Extra:
     setup: str | None = None
     log: dict[str, str] = field(default_factory=dict)
     launcher: str | None = None
+    side_logs: dict[str, list[str]] = field(default_factory=dict)
+    deviation: dict[str, str] = field(default_factory=dict)
     todo: list[str] = field(default_factory=list)
 
 
@@ -204,9 +210,10 @@ NANOVLLM = ("python -c \"from nanovllm import LLM, SamplingParams; "
 VISIONMAMBA = ("python -c \"import runpy, torch; torch.set_default_device('{device}'); "
                "runpy.run_path('example.py', run_name='__main__')\"")
 
+TORCHFT_LIGHTHOUSE_LOG = "/tmp/reb-ray-lighthouse.log"  # a side log of every torchft stage
 TORCHFT_LIGHTHOUSE = (
     "RUST_BACKTRACE=1 torchft_lighthouse --min_replicas 1 --quorum_tick_ms 100 --join_timeout_ms 10000 "
-    "> /tmp/reb-ray-lighthouse.log 2>&1 & lh=$!; "
+    f"> {TORCHFT_LIGHTHOUSE_LOG} 2>&1 & lh=$!; "
     "for i in $(seq 120); do python -c \"import socket; socket.create_connection(('127.0.0.1', 29510), 1)\" "
     "2>/dev/null && break; sleep 1; done; "
     "export TORCHFT_LIGHTHOUSE=http://localhost:29510 TORCH_HOME={A}/torch; "
@@ -236,10 +243,11 @@ TORCHFT_MULTI = (
 LONGCTX = ("benchmark/benchmark_longctx.py --ring_impl_type <t> --nheads 2 --group_num 1 --head_size 32 "
            "--seq_len 32 --ulysses_degree 1 --batch_size 1 --fwd_only --attn_type torch --no_causal")
 
-LMCACHE = ("timeout -s INT 8s python -m lmcache.v1.standalone --config <cfg> --model-name <model> "
+# As the release: time-boxed (8 s), then SIGINT, and the starter must exit 0 on it (--preserve-status
+# passes its own status on; its SIGINT handler stops the engine and exits 0), so a crash on shutdown fails.
+LMCACHE = ("timeout -s INT --preserve-status 8s python -m lmcache.v1.standalone --config <cfg> --model-name <model> "
            "--worker-id {rank} --world-size {world} --kv-shape 2,2,8,2,8 "
-           "--kvcache-shape-spec \"(2,2,8,2,8):float16:2\" --kv-dtype float16 --device {device}; "
-           "rc=$?; [ $rc -eq 124 ] && rc=0; exit $rc")
+           "--kvcache-shape-spec \"(2,2,8,2,8):float16:2\" --kv-dtype float16 --device {device}")
 
 KVPRESS = ("frac=$(python {{H}}/one_sample_fraction.py simonjegou/loogle shortdep_qa) && "
            "python evaluation/evaluate.py --dataset loogle --data_dir shortdep_qa --model <tiny llama> "
@@ -464,7 +472,6 @@ EXTRA: dict[str, Extra] = {
         assets=[("tiny-gpt2", "model", hf("sshleifer/tiny-gpt2")),
                 ("musique_s.json", "dataset",
                  "https://raw.githubusercontent.com/YaoJiayi/CacheBlend/main/inputs/musique_s.json")],
-        # Time-boxed (8 s) then SIGINT: a run still alive at 8 s passes (timeout's 124 -> 0).
         cmd={"cpu": LMCACHE.format(rank=0, world=1, device="cpu"),
              "single_gpu": LMCACHE.format(rank=0, world=1, device="cuda"),
              "multi_gpu": "--no_python bash -c '" + LMCACHE.format(rank="$LOCAL_RANK", world=2,
@@ -745,6 +752,7 @@ EXTRA: dict[str, Extra] = {
                  "torch/hub/checkpoints/squeezenet1_0-b66bff10.pth")],
         cmd={"cpu": torchft_single(29501, cpu=True), "single_gpu": torchft_single(29502), "multi_gpu": TORCHFT_MULTI},
         launcher="python",  # two replica groups, each its own 1-rank torchrun, against one lighthouse
+        side_logs={stage: [TORCHFT_LIGHTHOUSE_LOG] for stage in STAGES},
     ),
     "metavoiceio--metavoice-src": Extra(
         subs={"<ref>": "assets/bria.mp3"},
@@ -1150,6 +1158,12 @@ def render(row: dict[str, str], task_id: str, stages: dict[str, Stage], extra: E
         else:
             table["command"] = command_line(name, stage, task_id, extra)
             lines.append(f"command = {toml_str(table['command'])}")
+            if name in extra.deviation:
+                table["deviation"] = extra.deviation[name]
+                lines.append(f"deviation = {toml_str(extra.deviation[name])}")
+            if extra.side_logs.get(name):
+                table["side_logs"] = list(extra.side_logs[name])
+                lines.append("side_logs = [" + ", ".join(toml_str(p) for p in table["side_logs"]) + "]")
             if stage.workdir != ".":
                 table["workdir"] = stage.workdir
                 lines.append(f"workdir = {toml_str(stage.workdir)}")

@@ -136,3 +136,18 @@ class SleepOnceAgent(_Scripted):
             started = time.monotonic()
             return AgentRun.from_exec(sandbox.exec(["sleep", "300"], timeout=ctx.timeout_s), ctx.timeout_s, started)
         return NoopAgent().run(sandbox, ctx)
+
+
+class ChattyAgent(_Scripted):
+    """Prints 300 KiB and its own credential in two execs, then writes a plain report (full-log artifacts)."""
+
+    trusted = True
+    credential_env = ("REB_TEST_AGENT_KEY",)
+    script = ('echo "chatty: key $REB_TEST_AGENT_KEY"; yes "chatty: installing numpy from source ..." | head -c 307200; '
+              'echo; echo "chatty: done"; mkdir -p "$(dirname "$1")" && printf \'{"python_path": "/usr/bin/python3", '
+              '"python_version": null, "torch_version": null, "cuda_available": null, "gpu_count": null, '
+              '"ddp_expected_ok": null, "env_tool": "system", "env_name": null, "notes": null}\' > "$1"')
+
+    def run(self, sandbox, ctx: AgentContext) -> AgentRun:
+        sandbox.exec(["echo", "chatty: first step"], env=ctx.env)
+        return super().run(sandbox, ctx)

@@ -1,4 +1,5 @@
-"""How a trial's sandbox is configured (pure), and what a trial records between its phases (real sandboxes)."""
+"""How a trial's sandbox is configured (caches, wheelhouses, assets; pure), and what its rows keep
+as evidence (real Docker and local sandboxes, real Parquet)."""
 
 from __future__ import annotations
 
@@ -59,3 +60,97 @@ def test_between_phases_records_what_the_agent_left_running(provider, request):
     commands = many["leftover_commands"]
     assert len(commands) == 20 and all(len(c) <= 200 for c in commands)
     assert "sh -c sleep 1000; : " + "x" * 180 in commands
+
+
+# -- evidence: whole-output success rules, truncation, side logs, full-log artifacts (real sandboxes)
+
+EVIDENCE_TASK = """
+id = "chatty"
+suite = "ev"
+category = "1_cpu"
+c0_baseline_total = 0
+source = { bundled = "repo" }
+
+# 150 KiB before the line the rule needs, 100 KiB after: it is in neither the kept head nor tail.
+[stages.cpu]
+command = "echo 'helper: cannot bind 127.0.0.1:29510' > helper.log; python train.py"
+side_logs = ["helper.log", "never-written.log"]
+timeout_s = 120
+success = { exit_code = 0, log_pattern = "^Starting training on cpu$" }
+
+[stages.cuda]
+applicable = false
+skip_reason = "cpu only"
+
+# 50 MiB of output, then the line the rule needs (C4 runs on CPU with --c4-cpu-gloo).
+[stages.multi_gpu]
+command = "yes 'rank 0: step loss 0.25' | head -c 52428800; echo; echo 'rank 1 done'"
+launcher = "python"
+timeout_s = 120
+success = { exit_code = 0, log_pattern = "^rank 1 done$" }
+"""
+TRAIN = """
+for i in range(1500):
+    print("noise %04d " % i + "." * 88)
+print("Starting training on cpu")
+for i in range(1000):
+    print("after %04d " % i + "." * 88)
+"""
+
+
+@pytest.mark.parametrize("provider", ["docker", "local"])
+def test_rows_keep_all_evidence_of_a_chatty_trial(provider, tmp_path, request):
+    import gzip
+    import hashlib
+
+    from reb_ray.models.task import load_task
+    from reb_ray.results.parquet_sink import ParquetSink
+    from reb_ray.results.read import read_stages, read_trials
+    from reb_ray.trial import run_trial
+
+    task_dir = tmp_path / "tasks" / "ev" / "chatty"
+    (task_dir / "repo").mkdir(parents=True)
+    (task_dir / "repo" / "train.py").write_text(TRAIN)
+    (task_dir / "task.toml").write_text(EVIDENCE_TASK)
+    image = request.getfixturevalue("sandbox_image") if provider == "docker" else None
+    config = SweepConfig(sandbox=provider, output=tmp_path / "runs", wheelhouses=[], pip_cache=False, c4_cpu_gloo=True)
+    key = "sk-chatty-0123456789"
+    spec = TrialSpec(sweep_id="ev", agent="tests.scripted_agents:ChattyAgent", task=load_task(task_dir / "task.toml"),
+                     trial_index=0, config=config, image=image, credentials={"REB_TEST_AGENT_KEY": key})
+    outcome = run_trial(spec)
+    ParquetSink(config.output).write([outcome.trial], outcome.stages)
+
+    trial = read_trials(config.output).to_pylist()[0]
+    stages = {s["stage"]: s for s in read_stages(config.output).to_pylist()}
+    assert trial["status"] == "scored", trial["failure_reason"]
+    c1, c4, agent = stages["c1"], stages["c4"], stages["agent"]
+    train_out = "".join(
+        [f"noise {i:04d} {'.' * 88}\n" for i in range(1500)] + ["Starting training on cpu\n"]
+        + [f"after {i:04d} {'.' * 88}\n" for i in range(1000)]).encode()
+    # C1: graded on the whole output although the kept head and tail lost the line.
+    assert c1["status"] == "success" and c1["log_pattern_matched"] is True and c1["log_pattern"] == "^Starting training on cpu$"
+    assert "Starting training" not in c1["log_head"] + c1["log_tail"]
+    assert c1["output_truncated"] is True and c1["output_dropped_bytes"] == len(train_out) - 2 * 8192
+    assert gzip.open(config.output / c1["log_path"]).read() == train_out and c1["log_cut_bytes"] == 0
+    helper, never = c1["side_logs"]
+    assert helper == {"path": "helper.log", "size_bytes": 36, "truncated": False,
+                      "text": "helper: cannot bind 127.0.0.1:29510\n", "error": None}
+    assert never["error"] == "not found after the stage" and never["text"] is None
+    # C4: 50 MiB, truncated in the row with the exact count, whole in the artifact.
+    expected = (b"rank 0: step loss 0.25\n" * (52428800 // 23 + 1))[:52428800] + b"\nrank 1 done\n"
+    assert c4["status"] == "success", c4["reason"]
+    assert c4["output_truncated"] is True and c4["output_dropped_bytes"] == len(expected) - 2 * 8192
+    assert c4["log_tail"].endswith("rank 1 done\n") and c4["side_logs"] is None
+    artifact = config.output / c4["log_path"]
+    digest = hashlib.sha256()
+    with gzip.open(artifact) as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    assert digest.digest() == hashlib.sha256(expected).digest() and artifact.stat().st_size < 2 * 2**20
+    # The agent: both execs in one log, its credential masked there as in the rows.
+    assert trial["agent_log_path"] == agent["log_path"] == "artifacts/sweep_id=ev/tests.scripted_agents%3AChattyAgent%2Fchatty%2F0/1/agent.log.gz"
+    log = gzip.open(config.output / agent["log_path"]).read().decode()
+    assert log.startswith("chatty: first step\nchatty: key ***\n") and log.endswith("chatty: done\n")
+    assert key not in log and len(log) > 307200
+    assert agent["output_truncated"] is True and agent["output_dropped_bytes"] == len(log.encode()) - 2 * 8192 + len(key) - 3
+    assert stages["c0"]["log_path"] is None and stages["c0"]["output_truncated"] is None  # no command output of its own

@@ -19,6 +19,15 @@ def _suites(suite: str | None, root: Path | None) -> list[str]:
     return [suite] if suite is not None else list_suites(root)
 
 
+_STAGE_LABELS = {"cpu": "cpu", "single_gpu": "1gpu", "multi_gpu": "multigpu"}
+
+
+def deviations(task: TaskSpec) -> dict[str, str]:
+    """{stage name (cpu, single_gpu, multi_gpu): how it deliberately differs from the release}."""
+    return {name: stage.deviation for name in _STAGE_LABELS
+            if (stage := getattr(task.stages, name)).applicable and stage.deviation}
+
+
 def task_row(task: TaskSpec) -> dict[str, object]:
     """The JSON-able summary of a task that `tasks list --json` prints, one per line."""
     return {
@@ -32,6 +41,7 @@ def task_row(task: TaskSpec) -> dict[str, object]:
         "supports_multi_gpu": task.supports_multi_gpu,
         "gpus_needed": task.gpus_needed,
         "c0_baseline_total": task.c0_baseline_total,
+        "deviations": deviations(task),
     }
 
 
@@ -41,22 +51,29 @@ def list_(
     as_json: bool = typer.Option(False, "--json", help="One JSON object per task per line."),
     root: Path | None = typer.Option(None, "--root", help=_ROOT_HELP),
 ) -> None:
-    """List tasks with their source, stage applicability (cpu, 1gpu, multigpu) and C0 total."""
+    """List tasks with their source, stage applicability (cpu, 1gpu, multigpu), C0 total, and
+    the stages that deliberately differ from the paper's release (explained below the table)."""
     tasks = [task for name in _suites(suite, root) for task in load_suite(name, root)]
     if as_json:
         for task in tasks:
             typer.echo(json.dumps(task_row(task)))
         return
     yes = {True: "yes", False: "-"}
-    rows = [("id", "suite", "source", "cpu", "1gpu", "multigpu", "c0")]
+    rows = [("id", "suite", "source", "cpu", "1gpu", "multigpu", "c0", "deviation")]
+    notes = []
     for task in tasks:
         multi = f"yes({task.stages.multi_gpu.ranks})" if task.supports_multi_gpu else "-"
         c0 = "?" if task.c0_baseline_total is None else str(task.c0_baseline_total)
+        differs = deviations(task)
         rows.append((task.id, task.suite, task.source.label, yes[task.supports_cpu],
-                     yes[task.supports_single_gpu], multi, c0))
+                     yes[task.supports_single_gpu], multi, c0, ",".join(_STAGE_LABELS[n] for n in differs) or "-"))
+        notes += [f"  {task.id} {_STAGE_LABELS[name]}: {text}" for name, text in differs.items()]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         typer.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    if notes:
+        typer.echo("\ndeviations from the paper's release:")
+        typer.echo("\n".join(notes))
 
 
 @app.command("validate")

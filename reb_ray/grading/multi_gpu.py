@@ -38,7 +38,8 @@ def grade_multi_gpu(stage: MultiGpuStageSpec, raw: dict | None) -> dict:
             "reason": f"{ranks} ranks need {ranks} GPUs; {len(gpus)} assigned",
         }
     timed_out = bool(raw.get("timed_out"))
-    result = grade_command_stage(stage, raw.get("exit_code"), timed_out, raw.get("output") or "")
+    result = grade_command_stage(stage, raw.get("exit_code"), timed_out, raw.get("output") or "",
+                                 raw.get("log_pattern_matched"))
     if timed_out:
         result["failure_category"] = "timeout"
     if result["status"] == "failure" and raw.get("leftovers_remaining"):

@@ -45,6 +45,7 @@ from reb_ray.errors import RebRayError
 TASK_FILE = "task.toml"
 NOT_DEFINED = "not defined"
 HELPERS_DIR = "helpers"  # next to task.toml; in the sandbox at $REB_RAY_HELPERS during probes only
+MAX_SIDE_LOGS = 8  # side logs per stage (each collected as a bounded tail into the stage row)
 HF_HOME_DIR = "huggingface"  # HF_HOME inside the asset cache (probe_phase.probe_env)  # skip_reason of a stage whose table is absent
 
 _HELPER_REF_RE = re.compile(r"\$\{?REB_RAY_HELPERS\}?/([\w.\-/]*[\w\-])")
@@ -88,11 +89,20 @@ class SuccessRule(_Strict):
                 raise PydanticCustomError("regex", "not a valid regex: {err}", {"err": str(exc)}) from None
         return value
 
-    def matches(self, exit_code: int | None, log: str) -> bool:
-        """True when `exit_code` equals the expected one and the log pattern (if any) is found."""
+    def matches(self, exit_code: int | None, log: str, pattern_matched: bool | None = None) -> bool:
+        """True when `exit_code` equals the expected one and the log pattern (if any) is found.
+
+        `pattern_matched` is the verdict of the search over the whole output made while it
+        streamed (ExecResult.pattern_matches); when given it decides, since `log` may be only
+        the kept head and tail. Without it the pattern is searched in `log`.
+        """
         if exit_code != self.exit_code:
             return False
-        return self.log_pattern is None or re.search(self.log_pattern, log, re.MULTILINE) is not None
+        if self.log_pattern is None:
+            return True
+        if pattern_matched is not None:
+            return pattern_matched
+        return re.search(self.log_pattern, log, re.MULTILINE) is not None
 
 
 class StageSpec(_Strict):
@@ -101,6 +111,12 @@ class StageSpec(_Strict):
     `command` is a shell line (str, run with `sh -c`) or an argv list; it runs in `workdir`
     (relative to the repository root) with `env` added, killed after `timeout_s` seconds.
     A stage that is not applicable carries a `skip_reason` instead of a command.
+
+    `side_logs`: files the command writes besides its output (a helper server's log), absolute
+    or relative to `workdir`; removed before the stage runs and collected after it (the last
+    reb_ray.probes.side_logs.TAIL_BYTES of each) into the stage row. `deviation`: how this stage's command or
+    success rule deliberately differs from the paper's release (shown by `reb-ray tasks list`);
+    null when it follows the release.
     """
 
     applicable: bool = True
@@ -110,6 +126,26 @@ class StageSpec(_Strict):
     workdir: str = "."
     timeout_s: float = Field(default=600.0, gt=0)
     success: SuccessRule = Field(default_factory=SuccessRule)
+    side_logs: list[str] = Field(default_factory=list, max_length=MAX_SIDE_LOGS)
+    deviation: str | None = None
+
+    @field_validator("side_logs")
+    @classmethod
+    def _side_logs(cls, value: list[str]) -> list[str]:
+        for path in value:
+            if not path.strip() or ".." in PurePosixPath(path).parts:
+                raise PydanticCustomError("side_log", "side log {path} must be a file path without '..'",
+                                          {"path": repr(path)})
+        if len(set(value)) != len(value):
+            raise PydanticCustomError("duplicate", "side logs are listed twice")
+        return value
+
+    @field_validator("deviation")
+    @classmethod
+    def _deviation(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise PydanticCustomError("deviation", "deviation must say what differs (or be left out)")
+        return value
 
     @field_validator("skip_reason")
     @classmethod

@@ -20,6 +20,9 @@ def expand(config: SweepConfig, image: str | None) -> tuple[list[TrialSpec], int
         agent = get_agent(name)
         credentials[name] = {k: os.environ[k] for k in agent.credential_env if k in os.environ}
     tasks = select_tasks(load_suite(config.suite, config.tasks_root), config.tasks)
+    # Trials write their log artifacts under the output directory from wherever their worker
+    # runs (reb_ray.artifacts): a relative path must mean the driver's.
+    config = config.model_copy(update={"output": config.output.resolve()})
     sweep_id = config.resolved_sweep_id()
     scored = scored_trial_ids(config.output, sweep_id)
     done = set() if config.rerun else scored

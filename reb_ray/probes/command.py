@@ -6,7 +6,9 @@ import posixpath
 import shlex
 
 from reb_ray.models.task import StageSpec
+from reb_ray.probes.side_logs import clear_side_logs
 from reb_ray.sandbox import ExecResult, Sandbox
+from reb_ray.sandbox.output import OutputSink
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -36,10 +38,22 @@ def stage_env(stage: StageSpec, python_path: str, shim_dir: str, visible_gpus: s
     return env
 
 
+def stage_workdir(stage: StageSpec, repo_dir: str) -> str:
+    """The sandbox directory `stage` runs in (and its relative side logs are relative to)."""
+    return posixpath.normpath(posixpath.join(repo_dir, stage.workdir))
+
+
 def run_stage_command(sandbox: Sandbox, stage: StageSpec, repo_dir: str, python_path: str, shim_dir: str,
-                      visible_gpus: str = "") -> ExecResult:
-    """Run `stage.command` in `repo_dir/stage.workdir` with its timeout (seconds)."""
+                      visible_gpus: str = "", sink: OutputSink | None = None) -> ExecResult:
+    """Run `stage.command` in `repo_dir/stage.workdir` with its timeout (seconds).
+
+    The success rule's log pattern is searched in the whole output as it streams (the
+    result's `pattern_matches`), `sink` gets every output byte (the full-log artifact), and
+    the stage's side logs are removed first so that those collected after it are its own.
+    """
     install_python_shim(sandbox, shim_dir, python_path)
-    workdir = posixpath.normpath(posixpath.join(repo_dir, stage.workdir))
+    workdir = stage_workdir(stage, repo_dir)
+    clear_side_logs(sandbox, stage.side_logs, workdir)
     env = stage_env(stage, python_path, shim_dir, visible_gpus)
-    return sandbox.exec(stage.command, timeout=stage.timeout_s, env=env, workdir=workdir)
+    watch = [stage.success.log_pattern] if stage.success.log_pattern is not None else []
+    return sandbox.exec(stage.command, timeout=stage.timeout_s, env=env, workdir=workdir, watch=watch, sink=sink)

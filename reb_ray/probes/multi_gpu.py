@@ -42,7 +42,8 @@ from pathlib import Path
 
 from reb_ray.models.task import MultiGpuStageSpec
 from reb_ray.probes.command import run_stage_command
-from reb_ray.sandbox import Sandbox
+from reb_ray.sandbox import ExecResult, Sandbox
+from reb_ray.sandbox.output import OutputSink
 
 #: Environment variable test scripts read to pick their backend ("gloo" under `cpu_gloo`).
 BACKEND_ENV = "REB_RAY_C4_BACKEND"
@@ -321,13 +322,14 @@ def _record(stage: MultiGpuStageSpec, gpus: list[str], **fields) -> dict:
         "launcher": stage.launcher, "command": None, "gpus": list(gpus), "cuda_visible_devices": None,
         "backend": None, "exit_code": None, "timed_out": False, "duration_s": None, "output": "",
         "output_truncated": False, "output_dropped_bytes": 0, "leftover_pids": [], "leftovers_remaining": [],
+        "output_total_bytes": 0, "log_pattern_matched": None,
     }
     base.update(fields)
     return base
 
 
 def run_multi_gpu(sandbox: Sandbox, stage: MultiGpuStageSpec, repo_dir: str, python_path: str, shim_dir: str,
-                  gpus: list[str], cpu_gloo: bool = False) -> dict:
+                  gpus: list[str], cpu_gloo: bool = False, sink: OutputSink | None = None) -> dict:
     """Run the C4 stage once and return its raw record (a JSON-able dict; grade it with
     reb_ray.grading.multi_gpu.grade_multi_gpu).
 
@@ -336,7 +338,9 @@ def run_multi_gpu(sandbox: Sandbox, stage: MultiGpuStageSpec, repo_dir: str, pyt
     runs and `status_hint` is "insufficient_hardware". `cpu_gloo` runs with CUDA_VISIBLE_DEVICES
     empty and REB_RAY_C4_BACKEND=gloo. `stage.timeout_s` (seconds) bounds the whole stage, a
     relaunch on a fresh port after a port clash included; `duration_s` is the wall time of all
-    launches. `output` is the exec's bounded head+tail of the last launch. `leftover_pids` are
+    launches. `output` is the exec's bounded head+tail of the last launch, `output_total_bytes`
+    all it printed, `log_pattern_matched` whether the success rule's pattern matched its whole
+    output (null without a pattern); `sink` gets the output of every launch. `leftover_pids` are
     processes of the run found alive after it (then killed; expected empty).
     Raises RebRayError (SandboxGone) when the sandbox itself is gone.
     """
@@ -358,7 +362,7 @@ def run_multi_gpu(sandbox: Sandbox, stage: MultiGpuStageSpec, repo_dir: str, pyt
             env.update({"MASTER_ADDR": MASTER_ADDR, "MASTER_PORT": str(port), "WORLD_SIZE": str(ranks)})
         remaining = stage.timeout_s - (time.monotonic() - started)
         launch = stage.model_copy(update={"command": line, "env": env, "timeout_s": max(remaining, 1.0)})
-        res = run_stage_command(sandbox, launch, repo_dir, python_path, shim_dir, visible_gpus=visible)
+        res = run_stage_command(sandbox, launch, repo_dir, python_path, shim_dir, visible_gpus=visible, sink=sink)
         clash = (not res.ok and not res.timed_out and _PORT_IN_USE.search(res.output[-16384:]) is not None)
         left = stage.timeout_s - (time.monotonic() - started)
         if not clash or len(ports) >= MAX_LAUNCHES or left < 5.0:
@@ -370,4 +374,17 @@ def run_multi_gpu(sandbox: Sandbox, stage: MultiGpuStageSpec, repo_dir: str, pyt
         backend="gloo" if cpu_gloo else None, exit_code=res.exit_code, timed_out=res.timed_out,
         duration_s=duration, output=res.output, output_truncated=res.truncated,
         output_dropped_bytes=res.dropped_bytes, leftover_pids=found, leftovers_remaining=alive,
+        output_total_bytes=res.total_bytes, log_pattern_matched=res.pattern_matches.get(stage.success.log_pattern or ""),
     )
+
+
+def record_as_exec_result(stage: MultiGpuStageSpec, raw: dict) -> ExecResult | None:
+    """The last launch of a `run_multi_gpu` record as an ExecResult (for the stage row's kept
+    output and evidence columns); None when nothing ran (insufficient_hardware)."""
+    if raw.get("status_hint") == "insufficient_hardware":
+        return None
+    pattern, matched = stage.success.log_pattern, raw.get("log_pattern_matched")
+    return ExecResult(exit_code=raw.get("exit_code"), timed_out=bool(raw.get("timed_out")),
+                      duration_s=raw.get("duration_s") or 0.0, output=raw.get("output") or "",
+                      total_bytes=raw.get("output_total_bytes") or 0,
+                      pattern_matches={pattern: matched} if pattern is not None and matched is not None else {})

@@ -19,6 +19,13 @@ REPORT_STATUSES = ("ok", "missing_report", "invalid_report")
 
 _ts = pa.timestamp("us", tz="UTC")
 _strings = pa.list_(pa.string())
+_side_logs = pa.list_(pa.struct([
+    ("path", pa.string()),  # as declared in the task spec
+    ("size_bytes", pa.int64()),  # the whole file's size (null: not found)
+    ("truncated", pa.bool_()),  # only the file's last bytes are in `text`
+    ("text", pa.string()),  # its last reb_ray.probes.side_logs.TAIL_BYTES, UTF-8 with replacement
+    ("error", pa.string()),  # why nothing was read (e.g. not found after the stage)
+]))
 
 TRIALS_SCHEMA = pa.schema(
     [
@@ -93,6 +100,7 @@ TRIALS_SCHEMA = pa.schema(
         ("rerun", pa.bool_()),  # this attempt re-ran an already scored trial (--rerun); see read.latest_attempts
         ("leftover_processes", pa.int64()),  # processes the agent left running, stopped between phases
         ("leftover_commands", _strings),  # their command lines: the first 20, each cut to 200 characters
+        ("agent_log_path", pa.string()),  # the agent's full output (gzip), relative to the output dir (reb_ray.artifacts)
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )
@@ -117,6 +125,14 @@ STAGES_SCHEMA = pa.schema(
         ("log_tail", pa.string()),
         ("raw", pa.string()),  # raw probe output kept for re-grading (e.g. pyright JSON)
         ("started_at", _ts),
+        # -- evidence (issue 9): what of the output is not in log_head/log_tail, and where it all is
+        ("output_truncated", pa.bool_()),  # log_head + log_tail are not the whole output
+        ("output_dropped_bytes", pa.int64()),  # bytes of the output in neither log_head nor log_tail
+        ("log_pattern", pa.string()),  # the success rule's regex, searched in the whole output as it streamed
+        ("log_pattern_matched", pa.bool_()),  # its verdict on the whole output (null: no pattern / not watched)
+        ("side_logs", _side_logs),  # files the command wrote besides its output, tails (reb_ray.probes.side_logs)
+        ("log_path", pa.string()),  # the full output (gzip), relative to the output dir (reb_ray.artifacts)
+        ("log_cut_bytes", pa.int64()),  # bytes of the output not in the log_path file (0: whole; null: no file)
     ],
     metadata={"reb_ray.dataset": "stages", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

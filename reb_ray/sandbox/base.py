@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
-from reb_ray.sandbox.output import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES
+from reb_ray.sandbox.output import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, OutputSink
 
 GiB = 1024**3
 
@@ -31,7 +31,10 @@ class ExecResult(BaseModel):
 
     `exit_code` is None only when the exit status could not be read (the sandbox died).
     `output` is stdout and stderr interleaved, bounded to head + tail; `dropped_bytes` counts
-    what was cut. `duration_s` is host-measured wall time in seconds.
+    the bytes cut from it, `total_bytes` all bytes the command printed. `duration_s` is
+    host-measured wall time in seconds. `pattern_matches` holds, for each regex the exec was
+    asked to `watch`, whether it matched the WHOLE output (re.MULTILINE, searched as it
+    streamed; reb_ray.sandbox.watch), not only the kept head and tail.
     """
 
     exit_code: int | None
@@ -41,6 +44,7 @@ class ExecResult(BaseModel):
     truncated: bool = False
     dropped_bytes: int = 0
     total_bytes: int = 0
+    pattern_matches: dict[str, bool] = Field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -112,13 +116,19 @@ class Sandbox(abc.ABC):
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
         workdir: str | None = None,
+        *,
+        watch: Sequence[str] = (),
+        sink: OutputSink | None = None,
     ) -> ExecResult:
         """Run `cmd` (argv list, or a shell line run by /bin/sh) and wait for it.
 
         `timeout` is seconds; when it fires the command receives SIGTERM, then SIGKILL after
         KILL_GRACE_S, and every descendant is killed before this returns (`timed_out=True`).
         A command that starts a background process and exits returns as soon as it exits.
-        Raises RebRayError if the sandbox is gone.
+        `watch`: regexes searched in the whole output while it streams (result in
+        `pattern_matches`; raises re.error for one that does not compile). `sink`: gets every
+        output byte as it arrives (nothing after this returns). Raises RebRayError if the
+        sandbox is gone.
         """
 
     @abc.abstractmethod

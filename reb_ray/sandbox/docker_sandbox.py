@@ -35,7 +35,7 @@ from reb_ray.sandbox.base import (
     to_argv,
 )
 from reb_ray.sandbox.docker_client import connect
-from reb_ray.sandbox.output import BoundedOutput
+from reb_ray.sandbox.output import OutputCapture, OutputSink
 from reb_ray.sandbox.ownership import container_labels
 
 CONTAINER_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
@@ -188,6 +188,9 @@ class DockerSandbox(Sandbox):
         env: Mapping[str, str] | None = None,
         workdir: str | None = None,
         user: str | None = None,
+        *,
+        watch: Sequence[str] = (),
+        sink: OutputSink | None = None,
     ) -> ExecResult:
         api = self._client.api
         marker = uuid.uuid4().hex
@@ -207,7 +210,7 @@ class DockerSandbox(Sandbox):
         except APIError as exc:
             raise SandboxGone(f"sandbox {self.id[:12]} cannot run commands: {exc.explanation}") from None
 
-        out = BoundedOutput(self.config.head_bytes, self.config.tail_bytes)
+        out = OutputCapture(self.config.head_bytes, self.config.tail_bytes, watch, sink)
         reader = threading.Thread(target=_drain, args=(stream, out), daemon=True)
         reader.start()
         hard_deadline = None if timeout is None else start + timeout + KILL_GRACE_S + 10.0
@@ -217,8 +220,8 @@ class DockerSandbox(Sandbox):
             reader.join(poll)
             running = api.exec_inspect(exec_id)["Running"]
             if not running:
-                # A background child may still hold the stream open: give it a moment, then stop.
-                reader.join(0.2)
+                # A background child may still hold the stream open: drain what is in flight, then stop.
+                out.wait_for_reader(reader)
                 break
             if hard_deadline is not None and time.monotonic() > hard_deadline:
                 forced = True  # the in-container deadline did not work (coreutils broken?)
@@ -237,10 +240,7 @@ class DockerSandbox(Sandbox):
             exit_code=None if forced else exit_code,
             timed_out=timed_out,
             duration_s=duration,
-            output=out.text(),
-            truncated=out.truncated,
-            dropped_bytes=out.dropped_bytes,
-            total_bytes=out.total_bytes,
+            **out.finish(),
         )
 
     def kill_leftovers(self) -> list[str] | None:
@@ -370,7 +370,7 @@ def tree_bytes(root: Path) -> int:
     return total
 
 
-def _drain(stream: Any, out: BoundedOutput) -> None:
+def _drain(stream: Any, out: OutputCapture) -> None:
     try:
         for chunk in stream:
             out.feed(chunk)

@@ -29,7 +29,7 @@ from reb_ray.sandbox.base import (
     to_argv,
 )
 from reb_ray.sandbox.docker_sandbox import tree_bytes
-from reb_ray.sandbox.output import BoundedOutput
+from reb_ray.sandbox.output import OutputCapture, OutputSink
 
 # Host variables a command needs to work at all; everything else is left behind on purpose
 # (secrets, and CUDA_VISIBLE_DEVICES, which must never be forwarded).
@@ -71,12 +71,15 @@ class LocalSandbox(Sandbox):
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
         workdir: str | None = None,
+        *,
+        watch: Sequence[str] = (),
+        sink: OutputSink | None = None,
     ) -> ExecResult:
         import uuid
 
         marker = uuid.uuid4().hex
         self._markers.append(marker)
-        out = BoundedOutput(self.config.head_bytes, self.config.tail_bytes)
+        out = OutputCapture(self.config.head_bytes, self.config.tail_bytes, watch, sink)
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -89,7 +92,8 @@ class LocalSandbox(Sandbox):
                 start_new_session=True,
             )
         except OSError as exc:
-            return ExecResult(exit_code=127, duration_s=time.monotonic() - start, output=f"{exc}\n")
+            out.feed(f"{exc}\n".encode())
+            return ExecResult(exit_code=127, duration_s=time.monotonic() - start, **out.finish())
         reader = threading.Thread(target=_drain, args=(proc.stdout, out), daemon=True)
         reader.start()
         timed_out = False
@@ -105,18 +109,10 @@ class LocalSandbox(Sandbox):
             kill_marked(marker)
             proc.wait()
         duration = time.monotonic() - start
-        # A background child may still hold the pipe open: give it a moment, then stop reading.
-        reader.join(0.2)
+        # A background child may still hold the pipe open: drain what is in flight, then stop.
+        out.wait_for_reader(reader)
         proc.stdout.close() if not reader.is_alive() else None
-        return ExecResult(
-            exit_code=proc.returncode,
-            timed_out=timed_out,
-            duration_s=duration,
-            output=out.text(),
-            truncated=out.truncated,
-            dropped_bytes=out.dropped_bytes,
-            total_bytes=out.total_bytes,
-        )
+        return ExecResult(exit_code=proc.returncode, timed_out=timed_out, duration_s=duration, **out.finish())
 
     def _path(self, path: str) -> Path:
         return Path(path) if os.path.isabs(path) else Path(self.workdir) / path
@@ -208,7 +204,7 @@ def _signal(pid: int, sig: int) -> bool:
         return False
 
 
-def _drain(pipe, out: BoundedOutput) -> None:
+def _drain(pipe, out: OutputCapture) -> None:
     try:
         for chunk in iter(lambda: pipe.read1(65536), b""):
             out.feed(chunk)

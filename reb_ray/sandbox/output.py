@@ -3,17 +3,23 @@
 Agents and research code can print gigabytes; the harness keeps the first `head_bytes` and the
 last `tail_bytes` and counts what it dropped, so memory stays bounded whatever the command does.
 Bytes are decoded as UTF-8 with replacement, so invalid bytes and multibyte characters split
-across chunk boundaries never raise.
+across chunk boundaries never raise. `OutputCapture` also streams every byte to the success
+rule's pattern watch (watch.py) and to an optional sink (the full-log artifact), so what is
+judged and what is kept never depend on the bounded head and tail.
 """
 
 from __future__ import annotations
 
 import codecs
+import re
 import threading
+import time
+from typing import Protocol, Sequence
 
 DEFAULT_HEAD_BYTES = 64 * 1024
 DEFAULT_TAIL_BYTES = 64 * 1024
 TRUNCATION_MARK = "\n[... {dropped} bytes dropped by reb-ray ...]\n"
+TRUNCATION_MARK_RE = re.compile(r"\n\[\.\.\. \d+ bytes dropped by reb-ray \.\.\.\]\n")
 
 
 class BoundedOutput:
@@ -86,3 +92,63 @@ class BoundedOutput:
         if dropped:
             return head + TRUNCATION_MARK.format(dropped=dropped) + tail
         return head + tail
+
+
+class OutputSink(Protocol):
+    """Where a copy of every output byte goes as it arrives (e.g. a compressed log artifact)."""
+
+    def write(self, data: bytes) -> None:
+        """Take `data` (the next bytes of the output). Should not raise; if it does, the sink
+        gets nothing more from this exec and the command is not disturbed."""
+
+
+class OutputCapture:
+    """One exec's output fan-out: the bounded head+tail, the pattern watch and the sink.
+
+    Thread-safe: the provider's reader thread feeds, the exec's caller calls `finish`; bytes
+    that arrive after `finish` (a background child still holding the pipe) are ignored, so a
+    sink may be closed as soon as the exec returned. Memory is bounded by BoundedOutput and
+    PatternWatch, whatever the command prints.
+    """
+
+    def __init__(self, head_bytes: int = DEFAULT_HEAD_BYTES, tail_bytes: int = DEFAULT_TAIL_BYTES,
+                 watch: Sequence[str] = (), sink: OutputSink | None = None) -> None:
+        from reb_ray.sandbox.watch import PatternWatch
+
+        self.bounded = BoundedOutput(head_bytes, tail_bytes)
+        self._watch = PatternWatch(watch)
+        self._sink = sink
+        self._lock = threading.Lock()
+        self._finished = False
+
+    def feed(self, chunk: bytes) -> None:
+        """Add `chunk` (bytes) to every consumer."""
+        with self._lock:
+            if self._finished or not chunk:
+                return
+            self.bounded.feed(chunk)
+            self._watch.feed(chunk)
+            if self._sink is not None:
+                try:
+                    self._sink.write(chunk)
+                except Exception:  # noqa: BLE001 - a full disk must not break the command
+                    self._sink = None
+
+    def wait_for_reader(self, reader: threading.Thread, quiet_s: float = 0.2, max_s: float = 5.0) -> None:
+        """After the command exited, let `reader` drain what is still in flight: wait while
+        bytes keep arriving (at most `max_s` seconds), but only `quiet_s` once nothing arrives,
+        since a background child may hold the stream open for ever."""
+        deadline = time.monotonic() + max_s
+        seen = -1
+        while reader.is_alive() and self.bounded.total_bytes != seen and time.monotonic() < deadline:
+            seen = self.bounded.total_bytes
+            reader.join(quiet_s)
+
+    def finish(self) -> dict:
+        """Stop consuming and return the ExecResult fields of the output: output, truncated,
+        dropped_bytes, total_bytes (bytes) and pattern_matches ({pattern: matched})."""
+        with self._lock:
+            self._finished = True
+            return {"output": self.bounded.text(), "truncated": self.bounded.truncated,
+                    "dropped_bytes": self.bounded.dropped_bytes, "total_bytes": self.bounded.total_bytes,
+                    "pattern_matches": self._watch.finish()}

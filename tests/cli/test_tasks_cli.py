@@ -28,9 +28,9 @@ def test_list_table_and_all_suites():
     res = run("tasks", "list")
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
-    assert lines[0].split() == ["id", "suite", "source", "cpu", "1gpu", "multigpu", "c0"]
-    by_id = {line.split()[0]: line.split() for line in lines[1:]}
-    assert by_id["torch-tiny"] == ["torch-tiny", "demo", "bundled:repo", "yes", "-", "-", "1"]
+    assert lines[0].split() == ["id", "suite", "source", "cpu", "1gpu", "multigpu", "c0", "deviation"]
+    by_id = {line.split()[0]: line.split() for line in lines[1:] if line.strip()}
+    assert by_id["torch-tiny"] == ["torch-tiny", "demo", "bundled:repo", "yes", "-", "-", "1", "-"]
     assert set(DEMO_C0) <= set(by_id)
 
 
@@ -95,3 +95,18 @@ def test_c0_baseline_scans_the_pinned_commit_of_each_mirror_and_compares(tmp_pat
     table = run("tasks", "c0-baseline", "--suite", "s1", "--root", str(root), "--repo-mirror", str(mirrors), "--tasks", "bad-*")
     assert table.returncode == 0 and table.stdout.strip() == (
         "bad-task: canonical 5, scanned 4 (delta -1); third-party 1, runtime sys.path only: dnnlib")
+
+
+def test_list_shows_each_deviation_from_the_release_beside_its_stage(tmp_path):
+    root = tmp_path / "tasks"
+    why = "exit 124 after `timeout -s INT 8s` counts as success; the release requires exit 0 on SIGINT"
+    write_task(root, VALID.replace('command = "python train.py"', f'command = "python train.py"\ndeviation = "{why}"'))
+    write_task(root, VALID.replace('id = "bad-task"', 'id = "plain"'), task_id="plain")
+    res = run("tasks", "list", "--root", str(root), "--json")
+    assert res.returncode == 0, res.stderr
+    rows = {r["id"]: r for r in map(json.loads, res.stdout.splitlines())}
+    assert rows["bad-task"]["deviations"] == {"cpu": why} and rows["plain"]["deviations"] == {}
+    res = run("tasks", "list", "--root", str(root))
+    lines = res.stdout.splitlines()
+    assert lines[1].split()[-1] == "cpu" and lines[2].split()[-1] == "-"
+    assert lines[-2:] == ["deviations from the paper's release:", f"  bad-task cpu: {why}"]

@@ -128,3 +128,27 @@ def test_every_helper_is_used_by_a_stage_and_python_helpers_parse_on_old_pythons
             assert rel in used or (path.name == "sitecustomize.py" and "$REB_RAY_HELPERS" in used), (task.id, rel)
             if path.suffix == ".py":
                 ast.parse(path.read_text(encoding="utf-8"), filename=str(path), feature_version=(3, 8))
+
+
+def test_lmcache_follows_the_release_exit_0_on_sigint_and_states_no_deviation(tasks):
+    """The release runs the starter under `timeout -s INT --preserve-status 8s` and requires exit 0
+    (its SIGINT handler stops the engine and exits 0): a crash on SIGINT must fail, not pass as 124."""
+    lmcache = {t.id: t for t in tasks}["lmcache--lmcache"]
+    for name in ("cpu", "single_gpu", "multi_gpu"):
+        stage = getattr(lmcache.stages, name)
+        assert "timeout -s INT --preserve-status 8s python -m lmcache.v1.standalone" in stage.command, name
+        assert "124" not in stage.command and stage.success.exit_code == 0 and stage.deviation is None, name
+
+
+def test_torchft_declares_its_lighthouse_log_on_every_stage(tasks):
+    torchft = {t.id: t for t in tasks}["meta-pytorch--torchft"]
+    for name in ("cpu", "single_gpu", "multi_gpu"):
+        stage = getattr(torchft.stages, name)
+        assert "> /tmp/reb-ray-lighthouse.log" in stage.command and stage.side_logs == ["/tmp/reb-ray-lighthouse.log"]
+
+
+def test_every_stated_deviation_is_beside_an_applicable_command(tasks):
+    for task in tasks:
+        for name in ("cpu", "single_gpu", "multi_gpu"):
+            stage = getattr(task.stages, name)
+            assert stage.deviation is None or (stage.applicable and stage.deviation.strip()), (task.id, name)

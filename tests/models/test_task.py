@@ -129,6 +129,22 @@ def test_valid_git_task_parses_every_field(tasks_root):
     assert "task_dir" not in task.model_dump()
 
 
+def test_side_logs_and_deviation_are_read_beside_the_command(tasks_root):
+    text = VALID.replace('command = "python train.py"', 'command = "python train.py"\n'
+                         'side_logs = ["/tmp/server.log", "out/helper.log"]\ndeviation = "exit 124 counts as success"')
+    cpu = load_task(write_task(tasks_root, text)).stages.cpu
+    assert cpu.side_logs == ["/tmp/server.log", "out/helper.log"] and cpu.deviation == "exit 124 counts as success"
+    plain = load_task(write_task(tasks_root, VALID)).stages.cpu
+    assert plain.side_logs == [] and plain.deviation is None
+
+
+def test_a_streamed_pattern_verdict_decides_over_the_kept_log():
+    rule = load_suite("demo")[0].stages.cpu.success
+    assert rule.matches(0, "head [... 9 bytes dropped by reb-ray ...] tail", pattern_matched=True)
+    assert not rule.matches(0, "final loss 0.1", pattern_matched=False)
+    assert not rule.matches(1, "final loss 0.1", pattern_matched=True)
+
+
 def test_missing_stage_tables_and_optional_c0(tasks_root):
     path = write_task(tasks_root, 'id = "bad-task"\nsuite = "s1"\ncategory = "x"\nsource = { bundled = "." }\n')
     task = load_task(path)
@@ -157,7 +173,12 @@ def test_gpus_needed_single_gpu_only():
          "tasks/s1/bad-task/task.toml: stages.cpu.timeout_s = -5: Input should be greater than 0"),
         ("timeout_s = 30", "timout_s = 30",
          "tasks/s1/bad-task/task.toml: stages.cpu.timout_s = 30: unknown key; valid keys: applicable, "
-         "skip_reason, command, env, workdir, timeout_s, success"),
+         "skip_reason, command, env, workdir, timeout_s, success, side_logs, deviation"),
+        ("timeout_s = 30", 'timeout_s = 30\nside_logs = ["../escape.log"]',
+         "tasks/s1/bad-task/task.toml: stages.cpu.side_logs = [\"../escape.log\"]: side log '../escape.log' must be "
+         "a file path without '..'"),
+        ("timeout_s = 30", 'timeout_s = 30\ndeviation = " "',
+         'tasks/s1/bad-task/task.toml: stages.cpu.deviation = " ": deviation must say what differs (or be left out)'),
         ('command = "python train.py"\n', "",
          "tasks/s1/bad-task/task.toml: stages.cpu.command: Field required when the stage is applicable"),
         (f'commit = "{SHA}"', 'commit = "abc123"',

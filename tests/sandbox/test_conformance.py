@@ -155,3 +155,49 @@ def test_put_tar_unpacks_into_a_directory(make_sandbox, tmp_path):
     sb = make_sandbox()
     sb.put_tar(archive, f"{sb.workdir}/unpacked")
     assert sb.exec(f"cat {sb.workdir}/unpacked/pkg/x.txt").output == "inside"
+
+
+class _HashSink:
+    """A real OutputSink: hashes and counts what it gets (no copy kept in memory)."""
+
+    def __init__(self) -> None:
+        import hashlib
+
+        self.digest, self.bytes = hashlib.sha256(), 0
+
+    def write(self, data: bytes) -> None:
+        self.digest.update(data)
+        self.bytes += len(data)
+
+
+def test_watched_pattern_is_matched_on_the_whole_output_as_it_streams(make_sandbox):
+    sb = make_sandbox()
+    # 200 KiB of noise before the line, which is also printed in two parts (two chunks).
+    cmd = ("head -c 204800 /dev/zero | tr '\\0' 'n'; echo; printf 'Starting train'; sleep 0.3; "
+           "printf 'ing on cpu\\n'; head -c 204800 /dev/zero | tr '\\0' 't'; echo")
+    res = sb.exec(cmd, watch=["^Starting training on cpu$", "never printed"])
+    assert res.exit_code == 0 and res.truncated
+    assert "Starting training" not in res.output  # neither in the kept head nor in the tail
+    assert res.pattern_matches == {"^Starting training on cpu$": True, "never printed": False}
+    assert sb.exec("true").pattern_matches == {}
+
+
+def test_sink_gets_every_byte_of_a_50_mib_output_and_memory_stays_bounded(make_sandbox):
+    import hashlib
+    import tracemalloc
+
+    sb = make_sandbox()
+    sink = _HashSink()
+    tracemalloc.start()
+    try:
+        res = sb.exec("head -c 52428800 /dev/urandom | base64; echo THE-END", sink=sink, watch=["THE-END"])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert res.exit_code == 0 and res.pattern_matches == {"THE-END": True}
+    # base64 of 50 MiB: 69905068 characters in 76-character lines; nothing in flight is lost at exit
+    assert sink.bytes == res.total_bytes == 69905068 + 919804 + len("THE-END\n") and res.truncated
+    assert res.dropped_bytes == res.total_bytes - 2 * 64 * 1024
+    assert peak < 16 * 2**20, peak  # head + tail + watch window, not the output
+    again = sb.exec("echo abc", sink=(small := _HashSink()))
+    assert small.digest.digest() == hashlib.sha256(b"abc\n").digest()

@@ -1,0 +1,75 @@
+"""A view of a sandbox that copies the output of every exec to one sink (the agent's full log).
+
+An agent may run any number of execs; the trial hands it `TappedSandbox(sandbox, log)` so the
+whole agent output lands in one artifact whatever the agent's code does, and counts the bytes
+its execs printed (for the agent row's `output_dropped_bytes`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from reb_ray.sandbox.base import ExecResult, Sandbox, SandboxSize
+from reb_ray.sandbox.output import OutputSink
+
+
+class _Tee:
+    def __init__(self, *sinks: OutputSink) -> None:
+        self._sinks = sinks
+
+    def write(self, data: bytes) -> None:
+        for sink in self._sinks:
+            sink.write(data)
+
+
+class TappedSandbox(Sandbox):
+    """`inner` with every exec's output also written to `sink` (None: only counted); everything
+    else delegated.
+
+    `total_bytes` / `truncated` / `execs`: bytes printed by all execs, whether any exec's kept
+    output was cut, and how many execs ran through this view.
+    """
+
+    def __init__(self, inner: Sandbox, sink: OutputSink | None) -> None:
+        self._inner = inner
+        self._sink = sink
+        self.provider = inner.provider
+        self.workdir = inner.workdir
+        self.total_bytes = 0
+        self.truncated = False
+        self.execs = 0
+
+    def exec(self, cmd: str | Sequence[str], timeout: float | None = None, env: Mapping[str, str] | None = None,
+             workdir: str | None = None, *, watch: Sequence[str] = (), sink: OutputSink | None = None,
+             **kwargs: Any) -> ExecResult:
+        tee = sink if self._sink is None else self._sink if sink is None else _Tee(sink, self._sink)
+        result = self._inner.exec(cmd, timeout, env, workdir, watch=watch, sink=tee, **kwargs)
+        self.execs += 1
+        self.total_bytes += result.total_bytes
+        self.truncated = self.truncated or result.truncated
+        return result
+
+    def put(self, src: Path | str, dest: str) -> None:
+        self._inner.put(src, dest)
+
+    def get(self, src: str, dest: Path | str) -> None:
+        self._inner.get(src, dest)
+
+    def put_tar(self, archive: Path, dest_dir: str) -> None:
+        self._inner.put_tar(archive, dest_dir)
+
+    def write_bytes(self, dest: str, data: bytes) -> None:
+        self._inner.write_bytes(dest, data)
+
+    def read_bytes(self, src: str) -> bytes:
+        return self._inner.read_bytes(src)
+
+    def size(self, timeout: float = 60.0) -> SandboxSize:
+        return self._inner.size(timeout)
+
+    def kill_leftovers(self) -> None:
+        self._inner.kill_leftovers()
+
+    def close(self) -> None:
+        self._inner.close()

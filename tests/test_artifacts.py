@@ -1,0 +1,54 @@
+"""Full-log artifacts: gzip files streamed chunk by chunk, bounded per attempt, secrets masked."""
+
+from __future__ import annotations
+
+import gzip
+import os
+
+from reb_ray.artifacts import CUT_MARK, TrialArtifacts, search_log
+from reb_ray.redact import Redactor
+
+
+def _chunks(data: bytes, size: int):
+    return (data[i:i + size] for i in range(0, len(data), size))
+
+
+def test_a_log_decompresses_to_the_whole_output_and_appears_only_when_closed(tmp_path):
+    arts = TrialArtifacts(tmp_path, "sweep/1", "noop/task/0", 2)
+    data = b"".join(b"step %d loss %f\n" % (i, i / 7) for i in range(200_000))
+    log = arts.log("c1")
+    assert log.path == "artifacts/sweep_id=sweep%2F1/noop%2Ftask%2F0/2/c1.log.gz"
+    for chunk in _chunks(data, 4093):
+        log.write(chunk)
+    assert not (tmp_path / log.path).exists()  # only the hidden .part file until closed
+    log.close()
+    log.write(b"after close")  # a late chunk of a background child: ignored
+    assert gzip.open(tmp_path / log.path).read() == data
+    assert not log.cut and log.kept_bytes == len(data) and arts.spent == os.path.getsize(tmp_path / log.path)
+    assert sorted(p.name for p in (tmp_path / log.path).parent.iterdir()) == ["c1.log.gz"]
+    assert search_log(tmp_path / log.path, [r"^step 199999 ", "nope"]) == {r"^step 199999 ": True, "nope": False}
+
+
+def test_the_attempt_budget_cuts_logs_with_a_mark(tmp_path):
+    arts = TrialArtifacts(tmp_path, "s", "a/t/0", 1, budget_bytes=256 * 1024)
+    noise = os.urandom(3 * 1024 * 1024)  # incompressible: the budget is reached after ~256 KiB
+    with arts.log("agent") as first:
+        for chunk in _chunks(noise, 65536):
+            first.write(chunk)
+    with arts.log("c1") as second:
+        second.write(b"nothing of this is kept\n")
+    text = gzip.open(tmp_path / first.path).read()
+    assert first.cut and first.kept_bytes + first.dropped_bytes == len(noise)
+    assert text == noise[:first.kept_bytes] + CUT_MARK.format(dropped=first.dropped_bytes, budget=256 * 1024).encode()
+    assert os.path.getsize(tmp_path / first.path) < 256 * 1024 + 1024 * 1024  # budget + one compressor buffer
+    assert gzip.open(tmp_path / second.path).read() == CUT_MARK.format(dropped=24, budget=256 * 1024).encode()
+
+
+def test_credentials_are_masked_also_when_split_across_chunks(tmp_path):
+    secret = "sk-test-0123456789abcdef"
+    arts = TrialArtifacts(tmp_path, "s", "a/t/0", 1, redactor=Redactor([secret]))
+    data = f"my key is {secret}!\n".encode() * 1000
+    with arts.log("agent") as log:
+        for chunk in _chunks(data, 7):  # every split position of the secret occurs
+            log.write(chunk)
+    assert gzip.open(tmp_path / log.path).read() == b"my key is ***!\n" * 1000
