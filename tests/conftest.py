@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
+
 import pytest
+
+# CLI tests run the real console scripts (`reb-ray`) installed beside the interpreter running
+# pytest, whether or not its venv is activated (CI runs `.venv/bin/python -m pytest`).
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 from reb_ray.sandbox import SandboxConfig, open_sandbox
 
