@@ -6,6 +6,8 @@ import datetime as dt
 import socket
 from dataclasses import dataclass, field
 
+from reb_ray.agents.base import REPORT_PATH
+from reb_ray.agents.prompt import render_prompt
 from reb_ray.grading.categories import owner_of
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.redact import Redactor
@@ -31,6 +33,15 @@ class TrialOutcome:
         return self.trial["status"]
 
 
+def agent_columns(spec: TrialSpec) -> dict:
+    """`agent_kind` and `agent_model` of the trial's agent spec (`agent` is the spec's name)."""
+    try:
+        agent = spec.agent_spec
+    except ValueError:  # a name no spec or shorthand gives: get_agent reports it as the row's failure
+        return {"agent_kind": None, "agent_model": None}
+    return {"agent_kind": agent.kind, "agent_model": agent.model}
+
+
 class TrialRecorder:
     """Collects the trial row and stage rows of one attempt, then settles who failed."""
 
@@ -41,6 +52,7 @@ class TrialRecorder:
             "trial_index": spec.trial_index, "task_id": spec.task.id, "suite": spec.task.suite,
             "agent": spec.agent, "node": socket.gethostname(), "sandbox_provider": spec.config.sandbox,
             "c0_total": spec.task.c0_baseline_total, "started_at": now(),
+            "prompt_sha256": render_prompt(spec.task, REPORT_PATH).sha256, **agent_columns(spec),
         }
         self.stages: list[dict] = []
 

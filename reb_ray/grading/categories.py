@@ -9,7 +9,7 @@ Agent categories: deps, system_deps (a native library missing from the OS), nati
 entrypoint_not_found, runtime. Hardware: insufficient_hardware (decided by the caller from the
 GPU count, never from logs). Infrastructure (`infra_*`, never scored against the agent, retried):
 infra_shm (a /dev/shm too small: field case F09), infra_disk_full (ENOSPC), plus the kinds the
-harness raises itself: infra_daemon, infra_clone, infra_sandbox, infra_toolbox, infra_node,
+harness raises itself: infra_daemon, infra_clone, infra_sandbox, infra_toolbox, infra_toolchain, infra_node,
 infra_harness, infra_probe_misconfigured.
 """
 

@@ -341,6 +341,8 @@ class TaskSpec(_Strict):
     `id` must equal the task directory's name and `suite` its parent's name. `task_dir` is
     the task's directory, set by the loader (never read from the file). `c0_baseline_total`
     is the C0 denominator (distinct top-level non-stdlib, non-local imports), None if unknown.
+    `prompt_appendix` is text appended to the agent prompt for this task only (notes for the
+    agent: never a probe command; reb_ray/agents/prompt.py).
     """
 
     id: str = Field(min_length=1)
@@ -350,6 +352,7 @@ class TaskSpec(_Strict):
     source: TaskSource
     stages: Stages = Field(default_factory=Stages)
     assets: list[Asset] = Field(default_factory=list)
+    prompt_appendix: str | None = Field(default=None, min_length=1)
     task_dir: Path = Field(default=Path("."), exclude=True)
 
     @model_validator(mode="before")

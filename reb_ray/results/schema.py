@@ -16,6 +16,7 @@ STAGE_STATUSES = ("success", "failure", "skipped", "not_run")
 TRIAL_STATUSES = ("scored", "infra_error", "interrupted")  # only "scored" rows count for agents
 FAILURE_OWNERS = ("agent", "infra", "hardware")  # or null when nothing failed; hardware = too few GPUs
 REPORT_STATUSES = ("ok", "missing_report", "invalid_report")
+REPORT_SOURCES = ("agent_file", "forced_from_output", "none")  # none: no report file at all
 
 _ts = pa.timestamp("us", tz="UTC")
 _strings = pa.list_(pa.string())
@@ -87,6 +88,12 @@ TRIALS_SCHEMA = pa.schema(
         ("agent_limit", pa.string()),  # which limit fired in the agent phase, e.g. agent_timeout_s=600
         ("sandbox_shm_bytes", pa.int64()),  # /dev/shm size given to the sandbox (F09)
         ("c0_repo_path_modules", _strings),  # missing ones that live in the repo below its root (F04)
+        # -- agents (issue 10): which prompt, which agent program, where the report came from
+        ("prompt_sha256", pa.string()),  # sha256 (hex) of the prompt text as rendered for a Docker sandbox
+        ("agent_kind", pa.string()),  # the spec's kind: codex, claude_code, ..., command, heuristic, noop, or a class path
+        ("agent_model", pa.string()),  # the spec's model, null when none was given
+        ("agent_version", pa.string()),  # the agent program's version (a CLI's --version), null when unknown
+        ("report_source", pa.string()),  # REPORT_SOURCES: who wrote the report file, or none
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )
