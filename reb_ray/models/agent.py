@@ -68,9 +68,9 @@ class AgentSpec(BaseModel):
     base_url: str | None = None
     key_env: str | None = None
     extra_args: list[str] = Field(default_factory=list)
-    max_turns: int | None = Field(None, ge=1)
-    max_cost_usd: float | None = Field(None, gt=0)
-    max_concurrent: int | None = Field(None, ge=1)
+    max_turns: int | None = Field(default=None, ge=1)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    max_concurrent: int | None = Field(default=None, ge=1)
     command: list[str] | None = None
     report_mode: ReportMode = "file"
     env: dict[str, str] = Field(default_factory=dict)
@@ -120,7 +120,7 @@ class AgentSpec(BaseModel):
         data = dict(data)
         if "kind" not in data and data.get("name") in KINDS:  # `[agents.heuristic]` means kind heuristic
             data["kind"] = data["name"]
-        base_url, key_env = KIND_DEFAULTS.get(data.get("kind"), (None, None))
+        base_url, key_env = KIND_DEFAULTS.get(str(data.get("kind")), (None, None))
         data.setdefault("base_url", base_url)
         data.setdefault("key_env", key_env)
         return data

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from pathlib import Path
 
@@ -54,8 +55,6 @@ def ray_local():
 
 @pytest.mark.docker
 def test_command_agents_in_a_real_sweep(tmp_path, monkeypatch, docker_client, sandbox_image, ray_local):
-    import json
-
     from reb_ray.sweep import run_sweep
 
     monkeypatch.setenv("CMD_AGENT_KEY", "sk-cmd-agent-5678")
@@ -99,3 +98,20 @@ def test_output_mode_without_a_json_line_is_a_missing_report(tmp_path, sandbox_i
     assert (row["status"], row["report_status"], row["report_source"], row["failure_owner"]) == (
         "scored", "missing_report", "none", "agent")
     assert row["prompt_sha256"] == hashlib.sha256(render_prompt(task, REPORT_PATH).text.encode()).hexdigest()
+
+
+def test_in_the_local_sandbox_the_host_toolchain_is_on_path(tmp_path):
+    from reb_ray.agents.toolchain import Toolchain
+    from reb_ray.models.sweep import TrialSpec
+    from reb_ray.trial import run_trial
+
+    script = 'echo "agent: node at $(command -v node)"; mkdir -p "$(dirname "$1")"; printf "%s" "$2" > "$1"'
+    report = dict(REPORT, python_path="/usr/bin/python3", env_tool="none")
+    spec = {"kind": "command", "command": ["sh", "-c", script, "agent", "{report_path}", json.dumps(report)]}
+    config = SweepConfig(agent_specs={"local": spec}, agents=["local"], sandbox="local", unsafe_local=True,
+                         wheelhouses=[], toolchains_dir=tmp_path / "toolchains")
+    task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
+    row = run_trial(TrialSpec(sweep_id="test-cmd", agent="local", task=task, trial_index=0, config=config)).trial
+    toolchain = Toolchain.current(tmp_path / "toolchains")
+    assert f"agent: node at {toolchain.path}/bin/node" in row["agent_output_tail"], row["agent_output_tail"]
+    assert (row["report_status"], row["report_source"]) == ("ok", "agent_file")
