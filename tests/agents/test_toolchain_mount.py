@@ -158,3 +158,14 @@ def test_agents_without_the_toolchain_get_no_mount(sandbox_image, peek_task, tmp
                                   config=config, image=sandbox_image))
     assert outcome.trial["status"] == "scored" and outcome.trial["agent_kind"] == "noop"
     assert not (tmp_path / "toolchains").exists()  # no slot, no toolchain directory, no mount
+
+
+def test_a_sandbox_that_cannot_start_leaves_no_slot(peek_task, tmp_path):
+    from reb_ray.trial import run_trial
+
+    spec = {"kind": "command", "command": ["true"]}
+    config = SweepConfig(agent_specs={"c": spec}, agents=["c"], wheelhouses=[], toolchains_dir=tmp_path / "toolchains")
+    row = run_trial(TrialSpec(sweep_id="test-toolchain", agent="c", task=peek_task, trial_index=0, config=config,
+                              image="reb-ray/sandbox:no-such-tag")).trial
+    assert row["status"] == "infra_error" and "no-such-tag" in row["failure_reason"]
+    assert _slot_mounts() == [] and list((tmp_path / "toolchains" / ".slots").iterdir()) == []
