@@ -16,8 +16,10 @@ import time
 from pathlib import Path
 
 from reb_ray.agents import REPORT_PATH, Agent, AgentContext, get_agent
-from reb_ray.assets import missing_by_stage
+from reb_ray.agents.prompt import render_prompt
+from reb_ray.agents.toolchain_mount import NoSlot, toolchain_slot
 from reb_ray.artifacts import TrialArtifacts
+from reb_ray.assets import missing_by_stage
 from reb_ray.errors import InfraError, RebRayError
 from reb_ray.models.report import Report, parse_report
 from reb_ray.models.sweep import TrialSpec
@@ -98,22 +100,28 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
     rec.artifacts = TrialArtifacts(spec.config.output.resolve(), spec.sweep_id, spec.trial_id, spec.attempt, redactor)
     t0 = time.monotonic()
     sandbox: Sandbox | None = None
+    slot = NoSlot()
     workspace = Path(tempfile.mkdtemp(prefix="reb-ray-trial-"))
     try:
         _preflight(spec)
         placed = place_repo(spec.task, workspace, spec.config.repo_mirrors)
         rec.row["repo_commit"] = placed.commit
-        agent = get_agent(spec.agent)
+        agent = get_agent(spec.agent_spec)
+        # The agent toolchain, for the agent phase only (agents/toolchain_mount.py).
+        slot = toolchain_slot(agent.uses_toolchain, spec.config.sandbox, spec.config.toolchains_dir).open()
         config, pip_env = _sandbox_config(spec, gpus)
+        config.propagated_mounts.update(slot.mounts)
         sandbox = open_sandbox(spec.config.sandbox, config, trusted=agent.trusted, allow_unsafe=spec.config.unsafe_local)
         rec.row["sandbox_shm_bytes"] = config.shm_size_bytes if sandbox.provider == "docker" else None
         repo_dir = f"{sandbox.workdir}/repo"
         sandbox.put(placed.path, repo_dir)
         baseline = tracked_state(sandbox, repo_dir)  # what the agent is not charged for (issue 9, item 16)
         report_path = REPORT_PATH if sandbox.provider == "docker" else f"{sandbox.workdir}/../report/report.json"
-        ctx = AgentContext(repo_dir, report_path, spec.config.agent_timeout_s, {**pip_env, **spec.credentials})
+        ctx = AgentContext(repo_dir, report_path, spec.config.agent_timeout_s, {**pip_env, **spec.credentials},
+                           prompt=render_prompt(spec.task, report_path, repo_dir), toolchain=slot.sandbox_path)
         _agent_phase(rec, sandbox, agent, ctx)
         report = _between_phases(rec, sandbox, report_path, repo_dir, baseline)
+        slot.detach()  # gone before any probe runs: not on their PATH, not in the env size
         probe_t0 = time.monotonic()
         run_probe_phase(rec, sandbox, spec, repo_dir, report, gpus)
         if no_gpus_reason:
@@ -132,6 +140,7 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
                 sandbox.close()
             except Exception as exc:  # noqa: BLE001 - a removal failure must not hide the result
                 rec.row["failure_reason"] = (rec.row.get("failure_reason") or "") + f" [close failed: {exc}]"
+        slot.close()
         shutil.rmtree(workspace, ignore_errors=True)
     rec.row["trial_wall_time_s"] = time.monotonic() - t0
     return rec.outcome(redactor)
@@ -144,7 +153,8 @@ def _agent_phase(rec: TrialRecorder, sandbox: Sandbox, agent: Agent, ctx: AgentC
         run = agent.run(tapped, ctx)
     rec.row.update(agent_exit_code=run.exit_code, agent_timed_out=run.timed_out, agent_wall_time_s=run.wall_time_s,
                    agent_output_tail=run.output[-DEFAULT_HEAD_BYTES:], agent_limit=run.limit,
-                   agent_log_path=log.path if log is not None and log.error is None else None)
+                   agent_log_path=log.path if log is not None and log.error is None else None,
+                   agent_version=run.agent_version, report_source=run.report_source)
     result = ExecResult(exit_code=run.exit_code, timed_out=run.timed_out, duration_s=run.wall_time_s, output=run.output)
     status = "success" if run.exit_code == 0 and not run.timed_out else "failure"
     rec.stage("agent", status, result=result, reason=run.limit, failure_category="timeout" if run.timed_out else None,
@@ -162,7 +172,8 @@ def _between_phases(rec: TrialRecorder, sandbox: Sandbox, report_path: str, repo
     rec.row.update(leftover_processes=None if stopped is None else len(stopped),
                    leftover_commands=None if stopped is None else [c[:LEFTOVER_CHARS] for c in stopped[:LEFTOVERS_KEPT]])
     status, report, reason = parse_report(data)
-    rec.row.update(report_status=status, report_python_path=report.python_path if report else None)
+    rec.row.update(report_status=status, report_python_path=report.python_path if report else None,
+                   report_source=rec.row.get("report_source") or ("agent_file" if data is not None else "none"))
     rec.stage("report", "success" if report else "failure", reason=reason, failure_category=None if report else status,
               raw=data.decode(errors="replace") if data else None)
     _record_repo_changes(rec, sandbox, repo_dir, baseline)

@@ -8,6 +8,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator
 
+from reb_ray.agents.base import REPORT_PATH
+from reb_ray.agents.prompt import render_prompt
 from reb_ray.grading.categories import owner_of
 from reb_ray.grading.unmeasured import ASSETS_MISSING, STAGE_COLUMNS, skipped
 from reb_ray.models.sweep import TrialSpec
@@ -38,6 +40,15 @@ class TrialOutcome:
         return self.trial["status"]
 
 
+def agent_columns(spec: TrialSpec) -> dict:
+    """`agent_kind` and `agent_model` of the trial's agent spec (`agent` is the spec's name)."""
+    try:
+        agent = spec.agent_spec
+    except ValueError:  # a name no spec or shorthand gives: get_agent reports it as the row's failure
+        return {"agent_kind": None, "agent_model": None}
+    return {"agent_kind": agent.kind, "agent_model": agent.model}
+
+
 class TrialRecorder:
     """Collects the trial row and stage rows of one attempt, then settles who failed."""
 
@@ -48,6 +59,7 @@ class TrialRecorder:
             "trial_index": spec.trial_index, "task_id": spec.task.id, "suite": spec.task.suite,
             "agent": spec.agent, "node": socket.gethostname(), "sandbox_provider": spec.config.sandbox,
             "c0_total": spec.task.c0_baseline_total, "started_at": now(), "rerun": spec.rerun,
+            "prompt_sha256": render_prompt(spec.task, REPORT_PATH).sha256, **agent_columns(spec),
         }
         self.stages: list[dict] = []
         self.artifacts: TrialArtifacts | None = None  # where full output logs go (set by run_trial)

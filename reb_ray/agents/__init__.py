@@ -1,9 +1,14 @@
-"""Agents by name: `get_agent("heuristic")`, `AGENTS` lists the built-in ones."""
+"""Agents from specs: `get_agent(spec)` (or a name: `get_agent("heuristic")`); `AGENTS` lists the
+built-in kinds that run today."""
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+from pydantic_core import PydanticCustomError
+
 from reb_ray.agents.base import REPORT_PATH, Agent, AgentContext, AgentRun
-from reb_ray.errors import RebRayError, UnknownName
+from reb_ray.errors import RebRayError
+from reb_ray.models.agent import KINDS, LLM_KINDS, AgentSpec
 
 
 def _builtin() -> dict[str, type[Agent]]:
@@ -16,28 +21,47 @@ def _builtin() -> dict[str, type[Agent]]:
 AGENTS = ("heuristic", "noop")
 
 
-def get_agent(name: str) -> Agent:
-    """A new agent instance by built-in name, or by import path `package.module:ClassName`.
+def _from_class_path(path: str) -> Agent:
+    import importlib
 
-    Raises UnknownName listing the valid names.
+    module, _, attr = path.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module), attr)
+    except ImportError as exc:
+        raise RebRayError(f"agent {path!r}: cannot import module {module!r} ({exc})") from None
+    except AttributeError:
+        raise RebRayError(f"agent {path!r}: module {module!r} has no class {attr!r}") from None
+    return cls()
+
+
+def get_agent(spec: AgentSpec | str) -> Agent:
+    """A new agent for `spec` (a name is read as shorthand: `kind`, `kind@model`, `package.module:Class`).
+
+    Kinds: heuristic, noop, command, or a class path. The LLM CLI kinds (codex, claude_code,
+    mini_swe_agent, nexau) raise RebRayError until their runners exist; so does an unknown kind.
     """
-    if ":" in name:
-        import importlib
-
-        module, _, attr = name.partition(":")
+    if isinstance(spec, str):
         try:
-            cls = getattr(importlib.import_module(module), attr)
-        except ImportError as exc:
-            raise RebRayError(f"agent {name!r}: cannot import module {module!r} ({exc})") from None
-        except AttributeError:
-            raise RebRayError(f"agent {name!r}: module {module!r} has no class {attr!r}") from None
-        agent = cls()
-        agent.name = name
-        return agent
-    agents = _builtin()
-    if name not in agents:
-        raise UnknownName("agent", name, list(agents))
-    return agents[name]()
+            spec = AgentSpec.from_shorthand(spec)
+        except (ValidationError, PydanticCustomError) as exc:
+            msg = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else exc.message()
+            raise RebRayError(f"agent {spec!r}: {msg}") from None
+    if ":" in spec.kind:
+        agent = _from_class_path(spec.kind)
+    elif spec.kind in AGENTS:
+        agent = _builtin()[spec.kind]()
+    elif spec.kind == "command":
+        from reb_ray.agents.command import CommandAgent
+
+        agent = CommandAgent()
+    elif spec.kind in LLM_KINDS:
+        raise RebRayError(f"agent {spec.name!r}: the {spec.kind} runner is not available yet; "
+                          f"run the CLI through kind 'command' meanwhile")
+    else:  # AgentSpec validates kinds; a hand-made spec may still be wrong
+        raise RebRayError(f"agent {spec.name!r}: unknown kind {spec.kind!r}; valid: {', '.join(KINDS)}")
+    agent.name = spec.name
+    agent.spec = spec
+    return agent
 
 
 __all__ = ["AGENTS", "REPORT_PATH", "Agent", "AgentContext", "AgentRun", "get_agent"]

@@ -10,8 +10,13 @@ from __future__ import annotations
 import abc
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from reb_ray.sandbox import ExecResult, Sandbox
+
+if TYPE_CHECKING:
+    from reb_ray.agents.prompt import Prompt
+    from reb_ray.models.agent import AgentSpec
 
 REPORT_PATH = "/opt/scimlopsbench/report.json"
 
@@ -22,18 +27,27 @@ class AgentContext:
 
     `timeout_s` is the agent phase's wall-clock limit in seconds; `env` is the only environment
     the agent gets (its own credentials and pip settings, never the harness's secrets).
+    `prompt` is the task prompt (reb_ray/agents/prompt.py); `toolchain` the sandbox path of the
+    agent toolchain when it is mounted for this agent (agents with `uses_toolchain`), else None.
     """
 
     repo_dir: str
     report_path: str
     timeout_s: float
     env: dict[str, str] = field(default_factory=dict)
+    prompt: "Prompt | None" = None
+    toolchain: str | None = None
 
 
 @dataclass
 class AgentRun:
     """What the agent phase did: exit code (None if unknown), whether the limit fired, seconds,
-    bounded output, and token usage when the agent reports it (None = unknown, never 0)."""
+    bounded output, and token usage when the agent reports it (None = unknown, never 0).
+
+    `report_source` is set when the runner itself wrote the report (`forced_from_output`);
+    None lets the trial say `agent_file` or `none` from what it finds. `agent_version` is the
+    agent program's version (a CLI's `--version`), None when unknown.
+    """
 
     exit_code: int | None
     timed_out: bool
@@ -42,6 +56,8 @@ class AgentRun:
     limit: str | None = None  # which limit fired ("agent_timeout_s=600"), if any
     input_tokens: int | None = None
     output_tokens: int | None = None
+    report_source: str | None = None
+    agent_version: str | None = None
 
     @classmethod
     def from_exec(cls, result: ExecResult, timeout_s: float, started: float) -> "AgentRun":
@@ -62,6 +78,15 @@ class Agent(abc.ABC):
     #: Names of the driver's environment variables that hold this agent's own credentials
     #: (e.g. "OPENAI_API_KEY"): the only secrets that ever enter its sandbox, masked in outputs.
     credential_env: tuple[str, ...] = ()
+    #: Whether the agent phase needs the agent toolchain mounted (reb_ray/agents/toolchain_mount.py).
+    uses_toolchain: bool = False
+    #: The spec this agent was built from (set by get_agent).
+    spec: "AgentSpec | None" = None
+
+    def credential_names(self) -> tuple[str, ...]:
+        """The driver's variables passed into the sandbox: `credential_env` plus the spec's `key_env`."""
+        key = self.spec.key_env if self.spec is not None else None
+        return tuple(dict.fromkeys((*self.credential_env, *([key] if key else []))))
 
     @abc.abstractmethod
     def run(self, sandbox: Sandbox, ctx: AgentContext) -> AgentRun:

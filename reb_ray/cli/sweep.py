@@ -14,6 +14,7 @@ import typer
 from pydantic import ValidationError
 
 from reb_ray.errors import RebRayError
+from reb_ray.models.agent import AgentSpec
 from reb_ray.models.sweep import SweepConfig
 
 
@@ -35,6 +36,9 @@ def load_config(path: Path | None, overrides: dict) -> SweepConfig:
             raise RebRayError(f"{path}: cannot read the config file ({exc.strerror})") from None
         except tomllib.TOMLDecodeError as exc:
             raise RebRayError(f"{path}: not valid TOML ({exc})") from None
+    if isinstance(data.get("agents"), dict):  # [agents.NAME] tables: the specs, in the file's order
+        data["agent_specs"] = {**data.get("agent_specs", {}), **data["agents"]}
+        data["agents"] = list(data["agents"])
     data.update({k: v for k, v in overrides.items() if v is not None})
     if isinstance(data.get("agents"), str):  # the same comma-separated form as --agents
         data["agents"] = [a.strip() for a in data["agents"].split(",") if a.strip()]
@@ -42,13 +46,15 @@ def load_config(path: Path | None, overrides: dict) -> SweepConfig:
         return SweepConfig.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"])
-        where = str(path) if path is not None else "flags"
-        if path is None:
-            field = _FLAG_NAMES.get(field, "--" + field.replace("_", "-"))
+        loc = [str(p) for p in err["loc"]] or [""]
+        if path is None or overrides.get(loc[0]) is not None:  # the value came from a flag
+            where, field = "flags", _FLAG_NAMES.get(loc[0], "--" + loc[0].replace("_", "-"))
+        else:  # the file's [agents.NAME] tables are SweepConfig.agent_specs
+            where, field = str(path), ".".join(["agents" if loc[0] == "agent_specs" else loc[0], *loc[1:]])
         if err["type"] == "extra_forbidden":
-            close = difflib.get_close_matches(field, SweepConfig.model_fields, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; valid keys: {', '.join(SweepConfig.model_fields)}"
+            model = AgentSpec if loc[0] == "agent_specs" else SweepConfig
+            close = difflib.get_close_matches(loc[-1], model.model_fields, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; valid keys: {', '.join(model.model_fields)}"
             raise RebRayError(f"{where}: unknown key {field!r}{hint}") from None
         raise RebRayError(f"{where}: {field} = {err.get('input')!r}: {err['msg']}") from None
 
@@ -57,7 +63,7 @@ def sweep(
     suite: Optional[str] = typer.Option(None, help="Suite of tasks (default demo)."),
     tasks: Optional[str] = typer.Option(None, help="Pattern(s) on task ids, comma-separated, e.g. 'numpy-*'."),
     tasks_root: Optional[Path] = typer.Option(None, help="Directory holding suites (default: the bundled tasks/)."),
-    agents: Optional[str] = typer.Option(None, help="Comma-separated agents (default heuristic,noop)."),
+    agents: Optional[str] = typer.Option(None, help="Comma-separated agents: names of [agents.NAME] tables, or kind, kind@model, package.module:Class (default heuristic,noop)."),
     trials: Optional[int] = typer.Option(None, help="Repeats per agent and task."),
     output: Optional[Path] = typer.Option(None, help="Output directory for Parquet datasets (default ./reb-runs)."),
     address: Optional[str] = typer.Option(None, help="Ray cluster address to join (default: start a local Ray)."),
@@ -73,6 +79,7 @@ def sweep(
     shm_size_gb: Optional[float] = typer.Option(None, help="/dev/shm of each sandbox in GiB (default 16; Docker's own 64 MB breaks DataLoader and NCCL)."),
     max_attempts: Optional[int] = typer.Option(None, help="Attempts per trial in this run when infrastructure fails (default 2)."),
     agent_timeout: Optional[float] = typer.Option(None, help="Agent phase limit in seconds."),
+    toolchains_dir: Optional[Path] = typer.Option(None, help="Agent toolchains directory (default ~/.cache/reb-ray/toolchains; see `reb-ray agents install`)."),
     sweep_id: Optional[str] = typer.Option(None, help="Sweep id (default: derived from suite, tasks, agents, trials)."),
     rerun: bool = typer.Option(False, "--rerun", help="Run trials again even if already scored."),
     config: Optional[Path] = typer.Option(None, "--config", help="sweep.toml with defaults; flags override it."),
@@ -89,7 +96,7 @@ def sweep(
         "wheelhouses": wheelhouse or None, "sandbox": sandbox, "assets_dir": assets, "skip_missing_assets": skip_missing_assets or None, "unsafe_local": unsafe_local or None,
         "pip_cache": False if no_pip_cache else None, "agent_timeout_s": agent_timeout, "max_attempts": max_attempts,
         "shm_size_bytes": int(shm_size_gb * 1024**3) if shm_size_gb else None, "sweep_id": sweep_id,
-        "rerun": rerun or None,
+        "rerun": rerun or None, "toolchains_dir": toolchains_dir,
     }
     cfg = load_config(config, overrides)
     result = run_sweep(cfg, show_progress=not quiet)

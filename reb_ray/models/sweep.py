@@ -6,8 +6,10 @@ import hashlib
 import json
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
+from reb_ray.models.agent import AgentSpec
 from reb_ray.models.task import TaskSpec
 
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -21,6 +23,9 @@ class SweepConfig(BaseModel):
 
     Times are seconds, sizes bytes. `sweep_id` defaults to a hash of what defines the trial
     set (suite, task pattern, agents, trials), so rerunning the same sweep resumes it.
+
+    `agents` are agent names in order; each is a key of `agent_specs` (the `[agents.NAME]`
+    tables of sweep.toml) or a shorthand `kind`, `kind@model`, `package.module:Class`.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -28,6 +33,7 @@ class SweepConfig(BaseModel):
     suite: str = "demo"
     tasks_root: Path | None = None  # directory of suites; default: the bundled tasks/
     tasks: str | None = None
+    agent_specs: dict[str, AgentSpec] = Field(default_factory=dict)
     agents: list[str] = Field(default_factory=lambda: ["heuristic", "noop"], min_length=1)
     trials: int = Field(1, ge=1)
     output: Path = Path("reb-runs")
@@ -52,16 +58,67 @@ class SweepConfig(BaseModel):
     # then the agent runs, only the stages needing the asset are left not_run, the rest is scored.
     skip_missing_assets: bool = False
     shm_size_bytes: int = 16 * GiB  # /dev/shm of each sandbox (F09: Docker's 64 MB breaks DataLoader/NCCL)
+    toolchains_dir: Path | None = None  # agent toolchains (reb-ray agents install); default ~/.cache/reb-ray/toolchains
     c4_cpu_gloo: bool = False  # test switch: run C4 on CPU with gloo when no GPUs exist
     rerun: bool = False
     sweep_id: str | None = None
 
+    @field_validator("agent_specs", mode="before")
+    @classmethod
+    def _named_specs(cls, value):
+        """A table's key is its spec's name (`[agents.sonnet]` is the agent `sonnet`)."""
+        if not isinstance(value, dict):
+            return value
+        out = {}
+        for key, spec in value.items():
+            if isinstance(spec, dict):
+                if spec.get("name", key) != key:
+                    raise PydanticCustomError("agent_name", "table {key} names itself {name}",
+                                              {"key": repr(key), "name": repr(spec["name"])})
+                spec = {**spec, "name": key}
+            out[key] = spec
+        return out
+
+    @field_validator("agents")
+    @classmethod
+    def _known_agents(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        specs = info.data.get("agent_specs") or {}
+        for name in value:
+            if name not in specs:
+                try:
+                    AgentSpec.from_shorthand(name)
+                except ValidationError as exc:
+                    where = f" (no [agents.{name}] table)" if specs else ""
+                    raise PydanticCustomError("agent", "agent {name}{where}: {msg}",
+                                              {"name": repr(name), "where": where, "msg": exc.errors()[0]["msg"]}) from None
+        return value
+
+    def agent_spec(self, name: str) -> AgentSpec:
+        """The spec of agent `name`: its `[agents.NAME]` table, else the shorthand parsed."""
+        return self.agent_specs.get(name) or AgentSpec.from_shorthand(name)
+
     def resolved_sweep_id(self) -> str:
-        """`sweep_id`, or `<suite>-<hash8>` of the trial-defining fields."""
+        """`sweep_id`, or `<suite>-<hash8>` of the trial-defining fields.
+
+        An agent whose spec is more than its name says (a table, extra arguments, limits) adds
+        its identity (AgentSpec.identity: kind, model, arguments, limits; never the endpoint).
+        """
         if self.sweep_id:
             return self.sweep_id
-        key = json.dumps([self.suite, self.tasks, sorted(self.agents), self.trials, self.sandbox])
+        parts: list = [self.suite, self.tasks, sorted(self.agents), self.trials, self.sandbox]
+        identities = {name: self.agent_spec(name).identity() for name in sorted(set(self.agents))
+                      if self.agent_spec(name).identity() != _shorthand_identity(name)}
+        if identities:  # kept out otherwise, so sweeps of plain names keep their ids
+            parts.append(identities)
+        key = json.dumps(parts, sort_keys=True)
         return f"{self.suite}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+
+
+def _shorthand_identity(name: str) -> dict | None:
+    try:
+        return AgentSpec.from_shorthand(name).identity()
+    except (ValidationError, PydanticCustomError):
+        return None
 
 
 class TrialSpec(BaseModel):
@@ -78,6 +135,11 @@ class TrialSpec(BaseModel):
     image: str | None = None  # the sandbox image tag, resolved on the driver
     # The agent's own credentials, read from the driver's environment; never written anywhere.
     credentials: dict[str, str] = Field(default_factory=dict, repr=False, exclude=True)
+
+    @property
+    def agent_spec(self) -> AgentSpec:
+        """The spec of this trial's agent (`agent` is its name)."""
+        return self.config.agent_spec(self.agent)
 
     @property
     def trial_id(self) -> str:

@@ -395,6 +395,8 @@ class TaskSpec(_Strict):
     is the C0 denominator, None if unknown: every distinct top-level module the repository
     imports, standard library and the repository's own modules included (the paper's rule and
     the canonical totals of c0_baseline_totals.json; `reb-ray tasks c0-baseline` recomputes it).
+    `prompt_appendix` is text appended to the agent prompt for this task only (notes for the
+    agent: never a probe command; reb_ray/agents/prompt.py).
     """
 
     id: str = Field(min_length=1)
@@ -404,6 +406,7 @@ class TaskSpec(_Strict):
     source: TaskSource
     stages: Stages = Field(default_factory=Stages)
     assets: list[Asset] = Field(default_factory=list)
+    prompt_appendix: str | None = Field(default=None, min_length=1)
     task_dir: Path = Field(default=Path("."), exclude=True)
 
     @model_validator(mode="before")

@@ -13,12 +13,12 @@ from reb_ray.results.read import last_attempts, scored_trial_ids
 def expand(config: SweepConfig, image: str | None) -> tuple[list[TrialSpec], int]:
     """(trial specs to run, number skipped because already scored). Agents x tasks x trials.
 
-    Raises UnknownName for an unknown agent and TaskSpecError for a bad suite or pattern.
+    Raises RebRayError for an agent that cannot run (an unknown kind, a runner not available yet) and TaskSpecError for a bad suite or pattern.
     """
     credentials = {}
     for name in config.agents:
-        agent = get_agent(name)
-        credentials[name] = {k: os.environ[k] for k in agent.credential_env if k in os.environ}
+        agent = get_agent(config.agent_spec(name))
+        credentials[name] = {k: os.environ[k] for k in agent.credential_names() if k in os.environ}
     tasks = select_tasks(load_suite(config.suite, config.tasks_root), config.tasks)
     # Trials write their log artifacts under the output directory from wherever their worker
     # runs (reb_ray.artifacts): a relative path must mean the driver's.

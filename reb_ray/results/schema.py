@@ -16,6 +16,7 @@ STAGE_STATUSES = ("success", "failure", "skipped", "not_run")
 TRIAL_STATUSES = ("scored", "infra_error", "interrupted")  # only "scored" rows count for agents
 FAILURE_OWNERS = ("agent", "infra", "hardware")  # or null when nothing failed; hardware = too few GPUs
 REPORT_STATUSES = ("ok", "missing_report", "invalid_report")
+REPORT_SOURCES = ("agent_file", "forced_from_output", "none")  # none: no report file at all
 
 _ts = pa.timestamp("us", tz="UTC")
 _strings = pa.list_(pa.string())
@@ -101,6 +102,12 @@ TRIALS_SCHEMA = pa.schema(
         ("leftover_processes", pa.int64()),  # processes the agent left running, stopped between phases
         ("leftover_commands", _strings),  # their command lines: the first 20, each cut to 200 characters
         ("agent_log_path", pa.string()),  # the agent's full output (gzip), relative to the output dir (reb_ray.artifacts)
+        # -- agents (issue 10): which prompt, which agent program, where the report came from
+        ("prompt_sha256", pa.string()),  # sha256 (hex) of the prompt text as rendered for a Docker sandbox
+        ("agent_kind", pa.string()),  # the spec's kind: codex, claude_code, ..., command, heuristic, noop, or a class path
+        ("agent_model", pa.string()),  # the spec's model, null when none was given
+        ("agent_version", pa.string()),  # the agent program's version (a CLI's --version), null when unknown
+        ("report_source", pa.string()),  # REPORT_SOURCES: who wrote the report file, or none
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

@@ -77,6 +77,9 @@ class SandboxConfig(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     mounts: dict[str, str] = Field(default_factory=dict, description="host path -> sandbox path, read-only")
     rw_mounts: dict[str, str] = Field(default_factory=dict, description="host path -> sandbox path, writable (caches)")
+    # Read-only with bind propagation rslave: what the host later mounts below the host path
+    # appears inside, and disappears on unmount (the agent toolchain: agents/toolchain_mount.py).
+    propagated_mounts: dict[str, str] = Field(default_factory=dict, description="host path -> sandbox path, read-only, rslave")
     labels: dict[str, str] = Field(default_factory=dict)
     sweep_id: str = ""
     trial_id: str = ""

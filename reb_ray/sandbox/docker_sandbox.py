@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
-from docker.types import DeviceRequest
+from docker.types import DeviceRequest, Mount
 
 from reb_ray.errors import ImageMissing, RebRayError
 from reb_ray.sandbox.base import (
@@ -121,6 +121,9 @@ def container_create_kwargs(config: SandboxConfig, name: str) -> dict[str, Any]:
         "environment": env,
         "volumes": volumes,
     }
+    if config.propagated_mounts:
+        kwargs["mounts"] = [Mount(target=inside, source=str(Path(host).resolve()), type="bind", read_only=True,
+                                  propagation="rslave") for host, inside in config.propagated_mounts.items()]
     if config.gpus:
         kwargs["device_requests"] = [DeviceRequest(device_ids=list(config.gpus), capabilities=[["gpu"]])]
     if config.cpus is not None:

@@ -1,0 +1,102 @@
+"""`reb-ray agents list|install`: agent kinds, their pinned programs, and the node's toolchain."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from reb_ray.agents.toolchain import PINS, Toolchain, node_version
+
+app = typer.Typer(no_args_is_help=True, help="Agent kinds and the agent toolchain (pinned CLIs, installed once per node).")
+
+_DIR_HELP = "Toolchains directory (default ~/.cache/reb-ray/toolchains; $REB_RAY_CACHE_DIR moves it)."
+
+
+def _runner_available(kind: str) -> bool:
+    from reb_ray.agents import get_agent
+    from reb_ray.errors import RebRayError
+    from reb_ray.models.agent import AgentSpec
+
+    try:
+        get_agent(AgentSpec(name=kind, kind=kind, command=["true"] if kind == "command" else None))
+    except RebRayError:
+        return False
+    return True
+
+
+def kind_rows(toolchain: Toolchain) -> list[dict]:
+    """One row per agent kind: pinned package and version, whether its runner exists, whether
+    its programs are installed in `toolchain` (True/False; None for kinds that install nothing)."""
+    from reb_ray.models.agent import KINDS
+
+    rows = []
+    for kind in KINDS:
+        pin = PINS.get(kind)
+        if pin is not None:
+            installed: bool | None = toolchain.installed(kind)
+            where = ", ".join(toolchain.parts_of(kind)) if installed else None
+        elif kind == "nexau":
+            installed, where = False, None  # installed from a source checkout (not yet)
+        else:
+            installed, where = None, None
+        rows.append({"kind": kind, "package": pin.package if pin else None, "version": pin.version if pin else None,
+                     "runner": _runner_available(kind), "installed": installed, "parts": where})
+    return rows
+
+
+@app.command("list")
+def list_kinds(
+    toolchains_dir: Optional[Path] = typer.Option(None, "--dir", help=_DIR_HELP),
+    as_json: bool = typer.Option(False, "--json", help="JSON Lines: one object per kind."),
+) -> None:
+    """Agent kinds, their pinned versions, whether each runner exists and whether it is installed."""
+    toolchain = Toolchain.current(toolchains_dir)
+    rows = kind_rows(toolchain)
+    if as_json:
+        for row in rows:
+            typer.echo(json.dumps(row))
+        return
+    typer.echo(f"toolchain {toolchain.path} (node {node_version()})")
+    for row in rows:
+        pinned = f"{row['package']}@{row['version']}" if row["package"] else ("source checkout" if row["kind"] == "nexau" else "built in")
+        installed = {True: "installed", False: "not installed", None: "-"}[row["installed"]]
+        runner = "" if row["runner"] else "  (runner not available yet)"
+        typer.echo(f"  {row['kind']:<15} {pinned:<36} {installed}{runner}")
+
+
+@app.command("install")
+def install(
+    kinds: Optional[str] = typer.Option(None, help=f"Comma-separated kinds to install (default: {','.join(PINS)})."),
+    toolchains_dir: Optional[Path] = typer.Option(None, "--dir", help=_DIR_HELP),
+    image_profile: Optional[str] = typer.Option(None, help="Sandbox image whose python builds the mini-swe-agent venv (default minimal)."),
+) -> None:
+    """Install the pinned agent programs into this node's toolchain; what is there is kept.
+
+    Prints each part's time and size. Needs npm registry access (codex, claude_code), and PyPI
+    access plus Docker and the sandbox image (mini_swe_agent).
+    """
+    from reb_ray.agents.toolchain_install import install as run_install
+
+    wanted = [k.strip() for k in kinds.split(",") if k.strip()] if kinds is not None else list(PINS)
+    if not wanted:
+        raise typer.BadParameter("--kinds is empty")
+    toolchain = Toolchain.current(toolchains_dir)
+    image = client = None
+    if "mini_swe_agent" in wanted:
+        from reb_ray.sandbox.docker_client import connect
+        from reb_ray.sandbox.image import DEFAULT_PROFILE, require_image
+
+        client = connect()
+        image = require_image(client, image_profile or DEFAULT_PROFILE)
+    start = time.monotonic()
+    reports = run_install(wanted, toolchain, image=image, client=client)
+    for r in reports:
+        size = f"{r.bytes / 1e6:.0f} MB" if r.bytes is not None else "size unknown"
+        what = f"installed in {r.seconds:.1f} s" if r.status == "installed" else "already installed"
+        typer.echo(f"{r.part}: {what}, {size}")
+    total = sum(r.bytes or 0 for r in reports)
+    typer.echo(f"toolchain {toolchain.path}: {total / 1e6:.0f} MB, {time.monotonic() - start:.1f} s")

@@ -1,0 +1,55 @@
+"""get_agent builds an agent from its spec; runners that do not exist yet say so in one line."""
+
+from __future__ import annotations
+
+import pytest
+
+from reb_ray.agents import get_agent
+from reb_ray.agents.command import CommandAgent
+from reb_ray.agents.heuristic import HeuristicAgent
+from reb_ray.agents.noop import NoopAgent
+from reb_ray.errors import RebRayError
+from reb_ray.models.agent import AgentSpec
+from reb_ray.models.sweep import SweepConfig
+from reb_ray.orchestrators.expand import expand
+
+
+def test_builtin_command_and_class_path_kinds():
+    assert isinstance(get_agent("heuristic"), HeuristicAgent) and isinstance(get_agent("noop"), NoopAgent)
+    agent = get_agent("tests.scripted_agents:SilentAgent")
+    assert agent.name == "tests.scripted_agents:SilentAgent" and agent.spec.kind == agent.name
+    cmd = get_agent(AgentSpec(name="mine", kind="command", command=["true"], key_env="MINE_KEY"))
+    assert isinstance(cmd, CommandAgent) and cmd.name == "mine" and cmd.uses_toolchain
+    assert cmd.credential_names() == ("MINE_KEY",) and not cmd.trusted
+
+
+@pytest.mark.parametrize("kind", ["codex", "claude_code", "mini_swe_agent", "nexau"])
+def test_llm_kinds_without_a_runner_yet_fail_in_one_line(kind):
+    with pytest.raises(RebRayError) as info:
+        get_agent(f"{kind}@some-model")
+    assert f"the {kind} runner is not available yet" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_bad_names_fail_in_one_line():
+    with pytest.raises(RebRayError, match="agent 'nope': unknown agent kind 'nope'"):
+        get_agent("nope")
+    with pytest.raises(RebRayError, match="cannot import module 'no_such_module'"):
+        get_agent("no_such_module:Agent")
+
+
+def test_the_key_variable_is_passed_from_the_driver_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("MINE_KEY", "sk-test-1234")
+    monkeypatch.delenv("OTHER_KEY", raising=False)
+    config = SweepConfig(agent_specs={"mine": {"kind": "command", "command": ["true"], "key_env": "MINE_KEY"},
+                                      "other": {"kind": "command", "command": ["true"], "key_env": "OTHER_KEY"}},
+                         agents=["mine", "other", "noop"], tasks="numpy-trainer", output=tmp_path)
+    specs, _skipped = expand(config, image=None)
+    credentials = {s.agent: s.credentials for s in specs}
+    assert credentials == {"mine": {"MINE_KEY": "sk-test-1234"}, "other": {}, "noop": {}}
+    assert "sk-test-1234" not in specs[0].model_dump_json()  # never serialised
+
+
+def test_a_sweep_with_a_kind_that_cannot_run_fails_before_any_trial(tmp_path):
+    config = SweepConfig(agents=["heuristic", "codex@gpt-5"], output=tmp_path)
+    with pytest.raises(RebRayError, match="codex runner is not available yet"):
+        expand(config, image=None)

@@ -1,0 +1,49 @@
+"""`reb-ray agents list|install`: kinds, pinned versions, installed or not; one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from reb_ray.agents.toolchain import PINS, toolchain_key
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    """The CLI of this checkout (the console script may belong to another install)."""
+    return subprocess.run([sys.executable, "-c", "from reb_ray.cli import main; main()", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_list_shows_every_kind_with_its_pin_and_state(tmp_path):
+    res = run("agents", "list", "--dir", str(tmp_path), "--json")
+    assert res.returncode == 0, res.stderr
+    rows = {r["kind"]: r for r in map(json.loads, res.stdout.splitlines())}
+    assert list(rows) == ["codex", "claude_code", "mini_swe_agent", "nexau", "command", "heuristic", "noop"]
+    for kind, pin in PINS.items():
+        assert (rows[kind]["package"], rows[kind]["version"], rows[kind]["installed"]) == (pin.package, pin.version, False)
+    assert {k for k, r in rows.items() if r["runner"]} == {"command", "heuristic", "noop"}
+    assert rows["heuristic"]["installed"] is None
+    text = run("agents", "list", "--dir", str(tmp_path)).stdout
+    assert str(tmp_path / toolchain_key()) in text and "@openai/codex@0.171.0" in text and "not installed" in text
+
+
+def test_install_builds_reports_and_is_idempotent(tmp_path):
+    first = run("agents", "install", "--kinds", "codex", "--dir", str(tmp_path))
+    assert first.returncode == 0, first.stderr
+    assert [line.split(":")[0] for line in first.stdout.splitlines()] == ["node", "codex", f"toolchain {tmp_path / toolchain_key()}"]
+    assert "node: installed in" in first.stdout and "codex: installed in" in first.stdout and " MB" in first.stdout
+    second = run("agents", "install", "--kinds", "codex", "--dir", str(tmp_path))
+    assert "codex: already installed" in second.stdout and "installed in" not in second.stdout
+    rows = {r["kind"]: r for r in map(json.loads, run("agents", "list", "--dir", str(tmp_path), "--json").stdout.splitlines())}
+    assert rows["codex"]["installed"] is True and rows["claude_code"]["installed"] is False
+
+
+def test_install_of_a_kind_with_nothing_to_install_is_one_line():
+    res = run("agents", "install", "--kinds", "heuristic")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1
+    assert res.stderr.startswith("error: unknown installable agent kind 'heuristic'; valid: claude_code, codex, mini_swe_agent")
