@@ -34,6 +34,24 @@ def _from_class_path(path: str) -> Agent:
     return cls()
 
 
+#: The runner of each LLM kind: one module per kind in reb_ray/agents/, one class in it.
+LLM_RUNNERS = {"codex": "codex:CodexAgent", "claude_code": "claude_code:ClaudeCodeAgent",
+               "mini_swe_agent": "mini_swe_agent:MiniSweAgent", "nexau": "nexau:NexauAgent"}
+
+
+def _llm_runner(spec: AgentSpec) -> Agent:
+    import importlib
+
+    module, _, cls = LLM_RUNNERS[spec.kind].partition(":")
+    try:
+        return getattr(importlib.import_module(f"reb_ray.agents.{module}"), cls)()
+    except ModuleNotFoundError as exc:
+        if exc.name != f"reb_ray.agents.{module}":
+            raise
+        raise RebRayError(f"agent {spec.name!r}: the {spec.kind} runner is not available yet; "
+                          f"run the CLI through kind 'command' meanwhile") from None
+
+
 def get_agent(spec: AgentSpec | str) -> Agent:
     """A new agent for `spec` (a name is read as shorthand: `kind`, `kind@model`, `package.module:Class`).
 
@@ -55,8 +73,7 @@ def get_agent(spec: AgentSpec | str) -> Agent:
 
         agent = CommandAgent()
     elif spec.kind in LLM_KINDS:
-        raise RebRayError(f"agent {spec.name!r}: the {spec.kind} runner is not available yet; "
-                          f"run the CLI through kind 'command' meanwhile")
+        agent = _llm_runner(spec)
     else:  # AgentSpec validates kinds; a hand-made spec may still be wrong
         raise RebRayError(f"agent {spec.name!r}: unknown kind {spec.kind!r}; valid: {', '.join(KINDS)}")
     agent.name = spec.name

@@ -21,6 +21,25 @@ if TYPE_CHECKING:
 REPORT_PATH = "/opt/scimlopsbench/report.json"
 
 
+@dataclass(frozen=True)
+class LlmAccess:
+    """How an LLM agent reaches its model from inside the sandbox (issue 10).
+
+    `base_url` is the node's metering proxy as the sandbox sees it, with no API path
+    (`http://172.17.0.1:PORT`): the proxy relays `/v1/messages`, `/v1/responses` and
+    `/v1/chat/completions` to the spec's upstream unchanged, so a runner appends what its CLI
+    expects (codex and OpenAI-compatible clients: `base_url + "/v1"`; claude's
+    ANTHROPIC_BASE_URL: `base_url`). `api_key` is the trial's stand-in key (never the real one:
+    the proxy swaps it); the runner puts it in the variable its CLI reads. `model` is the
+    spec's model (None: the CLI's default). `max_turns` is the spec's turn limit (None: none).
+    """
+
+    base_url: str
+    api_key: str
+    model: str | None = None
+    max_turns: int | None = None
+
+
 @dataclass
 class AgentContext:
     """Where things are in the sandbox, and the agent's limits.
@@ -37,6 +56,7 @@ class AgentContext:
     env: dict[str, str] = field(default_factory=dict)
     prompt: "Prompt | None" = None
     toolchain: str | None = None
+    llm: LlmAccess | None = None  # set for LLM agents (`uses_llm`) by the trial
 
 
 @dataclass
@@ -58,6 +78,15 @@ class AgentRun:
     output_tokens: int | None = None
     report_source: str | None = None
     agent_version: str | None = None
+    #: The CLI's own usage report (kept beside the proxy's figures as `agent_reported_*`):
+    #: keys input_tokens, cached_input_tokens, cache_write_tokens, output_tokens,
+    #: reasoning_tokens (int) and cost_usd (float), in the proxy's convention (input includes
+    #: cached and cache-written tokens, output includes reasoning); a key the CLI does not
+    #: report is absent or None, never 0. None when the CLI reported nothing.
+    reported_usage: dict | None = None
+    #: The CLI's own transcript (its JSON events, JSON Lines), stored as the trial's trajectory
+    #: artifact beside the proxy's request log; None when the CLI leaves none.
+    transcript: bytes | None = None
 
     @classmethod
     def from_exec(cls, result: ExecResult, timeout_s: float, started: float) -> "AgentRun":
@@ -80,6 +109,9 @@ class Agent(abc.ABC):
     credential_env: tuple[str, ...] = ()
     #: Whether the agent phase needs the agent toolchain mounted (reb_ray/agents/toolchain_mount.py).
     uses_toolchain: bool = False
+    #: Whether the agent talks to an LLM: then the trial registers it with the node's metering
+    #: proxy and passes `ctx.llm` (reb_ray/llm/proxy.py).
+    uses_llm: bool = False
     #: The spec this agent was built from (set by get_agent).
     spec: "AgentSpec | None" = None
 
