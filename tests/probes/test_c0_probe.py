@@ -170,11 +170,12 @@ def test_agent_venv_inside_the_repo_is_used_not_analysed(sandbox):
     assert f"{REPO}/.venv/lib/python3.11/site-packages" in raw["interpreter_site_packages"]
 
 
-def test_reported_interpreter_that_does_not_exist_is_not_run(sandbox):
+def test_reported_interpreter_that_does_not_exist_is_the_agents_failure_with_every_import_missing(sandbox):
+    """Issue 9 item 1: no free C0 for an interpreter that does not run."""
     write_files(sandbox, REPO, {"main.py": "import numpy\n"})
-    raw, g = probe(sandbox, "/opt/envs/nope/bin/python")
+    raw, g = probe(sandbox, "/opt/envs/nope/bin/python", baseline=10)
     assert raw is not None and raw["python_ok"] is False
-    assert g["c0_status"] == "not_run" and g["c0_missing"] is None
+    assert (g["c0_status"], g["c0_missing"], g["failure_category"]) == ("failure", 10, "interpreter_broken")
 
 
 def test_f05_guarded_imports_end_to_end(sandbox):
