@@ -112,10 +112,12 @@ class LeaveBehindAgent(_Scripted):
 
 
 class LeaveManyBehindAgent(_Scripted):
-    """Leaves 25 shells running, each with a 300-character command line and a `sleep 1000` child."""
+    """Leaves 25 sleeping processes running, each with a 300-character command line (one
+    process each, so the order the cleanup lists them in cannot change what it records)."""
 
-    script = ("i=0; while [ $i -lt 25 ]; do sh -c \"sleep 1000; : $(printf 'x%.0s' $(seq 300))\" & i=$((i+1)); done; "
-              "until [ \"$(ps -eo args | grep -c '^sleep 1000$')\" -ge 25 ]; do sleep 0.1; done")
+    script = ("pad=$(printf 'x%.0s' $(seq 300)); i=0; "
+              "while [ $i -lt 25 ]; do python3 -c 'import time; time.sleep(1000)' \"$pad\" & i=$((i+1)); done; "
+              "until [ \"$(ps -eo args | grep -c '^python3 -c import time; time.sleep(1000) x')\" -ge 25 ]; do sleep 0.1; done")
 
 
 class SleepOnceAgent(_Scripted):
