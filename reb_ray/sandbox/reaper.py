@@ -28,14 +28,7 @@ def orphaned_containers(client: docker.DockerClient) -> list:
 def reap(client: docker.DockerClient | None = None) -> list[str]:
     """Remove orphaned containers; returns their ids. Raises DockerUnavailable."""
     client = client or connect()
-    removed = []
-    for container in orphaned_containers(client):
-        try:
-            container.remove(force=True, v=True)
-            removed.append(container.id)
-        except docker.errors.NotFound:
-            pass
-    return removed
+    return _remove(orphaned_containers(client))
 
 
 def remove_attempt(sweep_id: str, trial_id: str, attempt: int, client: docker.DockerClient | None = None) -> list[str]:
@@ -43,8 +36,14 @@ def remove_attempt(sweep_id: str, trial_id: str, attempt: int, client: docker.Do
     or not, the agent inside included); returns their ids. Raises DockerUnavailable."""
     client = client or connect()
     labels = [f"{MANAGED}=true", f"{SWEEP}={sweep_id}", f"{TRIAL}={trial_id}", f"{ATTEMPT}={attempt}"]
+    return _remove(client.containers.list(all=True, filters={"label": labels}))
+
+
+def _remove(containers) -> list[str]:
+    """Force-remove `containers` (volumes too); the ids of those removed. One already gone is
+    not an error: another reaper or its own `--rm` got there first."""
     removed = []
-    for container in client.containers.list(all=True, filters={"label": labels}):
+    for container in containers:
         try:
             container.remove(force=True, v=True)
             removed.append(container.id)
