@@ -13,7 +13,7 @@ def list_() -> None:
     from reb_ray.sandbox.docker_client import connect
     from reb_ray.sandbox.ownership import MANAGED, TRIAL, Owner
 
-    containers = connect().containers.list(all=True, filters={"label": f"{MANAGED}=true"})
+    containers = connect().containers.list(all=True, ignore_removed=True, filters={"label": f"{MANAGED}=true"})
     if not containers:
         typer.echo("no reb-ray containers")
     for container in containers:

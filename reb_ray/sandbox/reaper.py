@@ -16,9 +16,10 @@ from reb_ray.sandbox.ownership import ATTEMPT, MANAGED, SWEEP, TRIAL, Owner
 
 
 def orphaned_containers(client: docker.DockerClient) -> list:
-    """Our containers (running or not) whose owner on this host is gone."""
+    """Our containers (running or not) whose owner on this host is gone. A container removed
+    while the list is read (another sweep's reaper, a trial's own close) is left out."""
     orphans = []
-    for container in client.containers.list(all=True, filters={"label": f"{MANAGED}=true"}):
+    for container in client.containers.list(all=True, ignore_removed=True, filters={"label": f"{MANAGED}=true"}):
         owner = Owner.from_labels(container.labels)
         if owner is not None and owner.is_local() and not owner.is_alive():
             orphans.append(container)
@@ -36,7 +37,7 @@ def remove_attempt(sweep_id: str, trial_id: str, attempt: int, client: docker.Do
     or not, the agent inside included); returns their ids. Raises DockerUnavailable."""
     client = client or connect()
     labels = [f"{MANAGED}=true", f"{SWEEP}={sweep_id}", f"{TRIAL}={trial_id}", f"{ATTEMPT}={attempt}"]
-    return _remove(client.containers.list(all=True, filters={"label": labels}))
+    return _remove(client.containers.list(all=True, ignore_removed=True, filters={"label": labels}))
 
 
 def _remove(containers) -> list[str]:
