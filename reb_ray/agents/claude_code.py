@@ -26,9 +26,12 @@ why (facts checked on the pinned version: shared/design/AGENT-CLIS.md):
   model it does not know it is claude's own guess (`costBasis: unknown`), so it only ever
   counts as `agent_reported`. A `result` of subtype `error_max_turns` sets
   `limit = max_turns=N`.
-- The report: the agent's file; when there is none, the `result` event's `structured_output`
-  (given `--json-schema` in extra_args), else the last JSON object in its result text (or in
-  its last assistant text when no result came): `report_source = forced_from_output`.
+- The report: the agent's file; when there is none, the `result` event's `structured_output`,
+  else the last JSON object in its result text (or in its last assistant text when no result
+  came): `report_source = forced_from_output`. `--json-schema` (which gives
+  `structured_output`) is opt-in through extra_args, not the default: with it claude offers a
+  StructuredOutput tool and keeps asking the model until it calls it, so a session that ends
+  in a plain message never ends; the paper's contract is the report file.
 """
 
 from __future__ import annotations

@@ -12,9 +12,15 @@ from reb_ray.agents.toolchain import PINS
 from reb_ray.llm.apis import ANTHROPIC
 from reb_ray.llm.scripted import script_from
 from reb_ray.llm.usage import REPORTED_FIELDS
-from tests.agents.llm_session import REPORT, VENV, build_script, run_session, transcript_events
+from tests.agents.llm_session import BUILD, REPORT, build_script, run_session, transcript_events
 
 MODEL = "claude-sonnet-4-5"
+#: The report contract's shape, enough for claude's --json-schema (what is checked is the mechanism).
+SCHEMA = {"type": "object", "required": list(REPORT), "properties": {
+    "python_path": {"type": "string"}, "python_version": {"type": ["string", "null"]},
+    "torch_version": {"type": ["string", "null"]}, "cuda_available": {"type": ["boolean", "null"]},
+    "gpu_count": {"type": ["integer", "null"]}, "ddp_expected_ok": {"type": ["boolean", "null"]},
+    "env_tool": {"type": "string"}, "env_name": {"type": ["string", "null"]}, "notes": {"type": ["string", "null"]}}}
 
 
 def expected_usage(script: dict) -> dict:
@@ -83,6 +89,20 @@ def test_without_a_report_file_the_report_is_forced_from_the_result_text(docker_
 
 
 @pytest.mark.docker
+def test_given_a_json_schema_the_report_is_its_structured_output(docker_client, sandbox_image, installed_toolchain,
+                                                                 real_key):
+    # --json-schema (opt-in through extra_args) offers a StructuredOutput tool; the session ends
+    # when the model calls it, and the result event carries the object.
+    script = {"model": MODEL, "turns": [{"kind": "tool", "command": BUILD},
+                                        {"kind": "tool", "tool": "StructuredOutput", "arguments": REPORT}]}
+    s = run_session(docker_client, sandbox_image, "claude_code", MODEL, script, probes=False,
+                    extra_args=("--json-schema", json.dumps(SCHEMA)))
+    assert s.run.exit_code == 0, s.run.output[-3000:]
+    assert transcript_events(s.run)[-1]["structured_output"] == REPORT and s.endpoint["position"] == 2
+    assert s.run.report_source == "forced_from_output" and json.loads(s.report) == REPORT
+
+
+@pytest.mark.docker
 def test_its_max_turns_ends_the_session_and_the_limit_says_so(docker_client, sandbox_image, installed_toolchain,
                                                               real_key):
     s = run_session(docker_client, sandbox_image, "claude_code", MODEL, build_script(MODEL), max_turns=1,
@@ -98,3 +118,13 @@ def test_a_hanging_endpoint_hits_the_agent_timeout(docker_client, sandbox_image,
     assert s.run.timed_out and s.run.limit == "agent_timeout_s=20" and s.run.exit_code != 0
     assert 20 <= s.run.wall_time_s < 60 and s.report is None and s.run.report_source is None
     assert s.endpoint["position"] == 2  # the hang was reached: the CLI was waiting on the model
+
+
+@pytest.mark.docker
+def test_a_cli_that_fails_is_a_run_with_a_non_zero_exit_code(docker_client, sandbox_image, installed_toolchain,
+                                                              real_key):
+    s = run_session(docker_client, sandbox_image, "claude_code", MODEL,
+                    {"model": MODEL, "turns": [{"kind": "error", "status": 401}]}, probes=False)
+    assert s.run.exit_code not in (0, None) and not s.run.timed_out and s.run.limit is None
+    result = transcript_events(s.run)[-1]
+    assert result["type"] == "result" and result["is_error"] and s.run.report_source is None

@@ -99,3 +99,13 @@ def test_a_toolchain_without_codex_is_an_infra_error(docker_client, sandbox_imag
     with pytest.raises(InfraError) as err:
         run_session(docker_client, sandbox_image, "codex", MODEL, build_script(MODEL), toolchain=empty, probes=False)
     assert err.value.category == "infra_toolchain" and "codex" in str(err.value) and "not installed" in str(err.value)
+
+
+@pytest.mark.docker
+def test_a_cli_that_fails_is_a_run_with_a_non_zero_exit_code(docker_client, sandbox_image, installed_toolchain,
+                                                              real_key):
+    s = run_session(docker_client, sandbox_image, "codex", MODEL, {"model": MODEL, "turns": [{"kind": "error", "status": 401}]},
+                    probes=False)
+    assert s.run.exit_code not in (0, None) and not s.run.timed_out and s.run.limit is None
+    assert s.run.reported_usage is None and s.run.report_source is None  # no turn completed: usage unknown
+    assert transcript_events(s.run)[-1]["type"] == "turn.failed" and "401" in s.run.output
