@@ -65,22 +65,24 @@ class ClaudeSession(CliSession):
                 self.last_text = text
 
     def reported_usage(self) -> dict | None:
-        if self.result is None:
+        result = self.result
+        if result is None:
             return None
-        usage = self.result.get("usage") if isinstance(self.result.get("usage"), dict) else {}
+        usage = result["usage"] if isinstance(result.get("usage"), dict) else {}
         uncached, read, write = (as_count(usage.get(k)) for k in
                                  ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
         total = None if uncached is None else uncached + (read or 0) + (write or 0)
-        cost = self.result.get("total_cost_usd")
+        cost = result.get("total_cost_usd")
         cost = float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0 else None
         return usage_dict(total, read, write, as_count(usage.get("output_tokens")), None, cost)
 
     def final_report(self) -> dict | None:
-        if self.result is not None:
-            if isinstance(self.result.get("structured_output"), dict):
-                return self.result["structured_output"]
-            if isinstance(self.result.get("result"), str):
-                return last_json_object(self.result["result"])
+        result = self.result
+        if result is not None:
+            if isinstance(result.get("structured_output"), dict):
+                return result["structured_output"]
+            if isinstance(result.get("result"), str):
+                return last_json_object(result["result"])
         return last_json_object(self.last_text) if self.last_text else None
 
     def limit(self, llm: LlmAccess) -> str | None:
@@ -95,8 +97,8 @@ class ClaudeCodeAgent(LlmCliAgent):
     name = "claude_code"
     cli = "claude"
 
-    def cli_args(self, ctx: AgentContext, llm: LlmAccess) -> list[str]:
-        args = ["-p", ctx.prompt.text, "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions"]
+    def cli_args(self, prompt: str, llm: LlmAccess) -> list[str]:
+        args = ["-p", prompt, "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions"]
         if llm.model:
             args += ["--model", llm.model]
         if llm.max_turns is not None:

@@ -72,7 +72,7 @@ class CodexSession(CliSession):
 
         def total(key: str) -> int | None:
             values = [as_count(u.get(key)) for u in self.turns]
-            return None if any(v is None for v in values) else sum(values)
+            return None if any(v is None for v in values) else sum(v for v in values if v is not None)
 
         return usage_dict(total("input_tokens"), total("cached_input_tokens"), None, total("output_tokens"),
                           total("reasoning_output_tokens"))
@@ -87,10 +87,9 @@ class CodexAgent(LlmCliAgent):
     name = "codex"
     cli = "codex"
 
-    def cli_args(self, ctx: AgentContext, llm: LlmAccess) -> list[str]:
+    def cli_args(self, prompt: str, llm: LlmAccess) -> list[str]:
         extra = list(self.spec.extra_args) if self.spec else []
-        return ["exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
-                ctx.prompt.text, *extra]
+        return ["exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", prompt, *extra]
 
     def cli_env(self, ctx: AgentContext, llm: LlmAccess, home: str) -> dict[str, str]:
         return {"CODEX_HOME": home, KEY_ENV: llm.api_key}

@@ -76,8 +76,8 @@ class LlmCliAgent(Agent):
     cli: str = ""
 
     @abc.abstractmethod
-    def cli_args(self, ctx: AgentContext, llm: LlmAccess) -> list[str]:
-        """The CLI's arguments (the spec's `extra_args` last)."""
+    def cli_args(self, prompt: str, llm: LlmAccess) -> list[str]:
+        """The CLI's arguments for the task `prompt` (the spec's `extra_args` last)."""
 
     @abc.abstractmethod
     def cli_env(self, ctx: AgentContext, llm: LlmAccess, home: str) -> dict[str, str]:
@@ -111,7 +111,7 @@ class LlmCliAgent(Agent):
         secrets = set(self.credential_names())
         env = {**(self.spec.env if self.spec else {}), **{k: v for k, v in ctx.env.items() if k not in secrets},
                "PATH": SYSTEM_PATH, **self.cli_env(ctx, llm, home)}
-        result = sandbox.exec(["sh", "-c", _LAUNCH, "reb-ray-agent", stderr_file, cli, *self.cli_args(ctx, llm)],
+        result = sandbox.exec(["sh", "-c", _LAUNCH, "reb-ray-agent", stderr_file, cli, *self.cli_args(ctx.prompt.text, llm)],
                               timeout=ctx.timeout_s, env=env, workdir=ctx.repo_dir, sink=events)
         events.close()
         finish = sandbox.exec(["sh", "-c", _FINISH, "finish", stderr_file, home, ctx.report_path, str(STDERR_TAIL_BYTES)],
