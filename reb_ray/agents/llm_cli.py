@@ -1,7 +1,7 @@
 """What the codex and claude_code runners share: one LLM CLI session inside the sandbox.
 
-A run is five steps, each one exec or copy (so the phase's overhead beyond the model session
-stays a few hundred milliseconds; benchmarks/agent_overhead.py measures it):
+A run is five steps, each one exec or copy (so the phase's overhead beyond the model session,
+CLI start-up included, stays under a second: benchmarks/agent_overhead.py measures it):
 
 1. `<toolchain>/bin/<cli> --version` (the row's `agent_version`; exit 127 from the wrapper
    means the toolchain part is not installed: InfraError `infra_toolchain`, never the agent's);

@@ -51,6 +51,7 @@ def test_the_report_comes_from_structured_output_then_the_result_text_then_the_l
 
 
 @pytest.mark.docker
+@pytest.mark.agent_cli
 def test_a_scripted_session_builds_the_environment_and_passes_c1(docker_client, sandbox_image, installed_toolchain,
                                                                    real_key):
     script = build_script(MODEL)
@@ -79,6 +80,7 @@ def test_a_scripted_session_builds_the_environment_and_passes_c1(docker_client, 
 
 
 @pytest.mark.docker
+@pytest.mark.agent_cli
 def test_without_a_report_file_the_report_is_forced_from_the_result_text(docker_client, sandbox_image,
                                                                           installed_toolchain, real_key):
     final = {"kind": "message", "text": f"Done. The report:\n{json.dumps(REPORT, indent=2)}\n"}
@@ -89,6 +91,7 @@ def test_without_a_report_file_the_report_is_forced_from_the_result_text(docker_
 
 
 @pytest.mark.docker
+@pytest.mark.agent_cli
 def test_given_a_json_schema_the_report_is_its_structured_output(docker_client, sandbox_image, installed_toolchain,
                                                                  real_key):
     # --json-schema (opt-in through extra_args) offers a StructuredOutput tool; the session ends
@@ -103,6 +106,7 @@ def test_given_a_json_schema_the_report_is_its_structured_output(docker_client, 
 
 
 @pytest.mark.docker
+@pytest.mark.agent_cli
 def test_its_max_turns_ends_the_session_and_the_limit_says_so(docker_client, sandbox_image, installed_toolchain,
                                                               real_key):
     s = run_session(docker_client, sandbox_image, "claude_code", MODEL, build_script(MODEL), max_turns=1,
@@ -112,6 +116,7 @@ def test_its_max_turns_ends_the_session_and_the_limit_says_so(docker_client, san
 
 
 @pytest.mark.docker
+@pytest.mark.agent_cli
 def test_a_hanging_endpoint_hits_the_agent_timeout(docker_client, sandbox_image, installed_toolchain, real_key):
     script = {"model": MODEL, "turns": [{"kind": "tool", "command": "echo started"}, {"kind": "hang"}]}
     s = run_session(docker_client, sandbox_image, "claude_code", MODEL, script, timeout_s=20, probes=False)
@@ -121,6 +126,7 @@ def test_a_hanging_endpoint_hits_the_agent_timeout(docker_client, sandbox_image,
 
 
 @pytest.mark.docker
+@pytest.mark.agent_cli
 def test_a_cli_that_fails_is_a_run_with_a_non_zero_exit_code(docker_client, sandbox_image, installed_toolchain,
                                                               real_key):
     s = run_session(docker_client, sandbox_image, "claude_code", MODEL,

@@ -48,6 +48,7 @@ def test_usage_is_summed_over_turns_and_unknown_when_a_turn_lacks_a_field():
 
 
 @pytest.mark.docker
+@pytest.mark.agent_cli
 def test_a_scripted_session_builds_the_environment_and_passes_c1(docker_client, sandbox_image, installed_toolchain,
                                                                    real_key):
     script = build_script(MODEL)
@@ -75,6 +76,7 @@ def test_a_scripted_session_builds_the_environment_and_passes_c1(docker_client, 
 
 
 @pytest.mark.docker
+@pytest.mark.agent_cli
 def test_without_a_report_file_the_report_is_forced_from_the_last_message(docker_client, sandbox_image,
                                                                           installed_toolchain, real_key):
     final = {"kind": "message", "text": f"Done. The report:\n{json.dumps(REPORT, indent=2)}\n"}
@@ -85,6 +87,7 @@ def test_without_a_report_file_the_report_is_forced_from_the_last_message(docker
 
 
 @pytest.mark.docker
+@pytest.mark.agent_cli
 def test_a_hanging_endpoint_hits_the_agent_timeout(docker_client, sandbox_image, installed_toolchain, real_key):
     script = {"model": MODEL, "turns": [{"kind": "tool", "command": "echo started"}, {"kind": "hang"}]}
     s = run_session(docker_client, sandbox_image, "codex", MODEL, script, timeout_s=20, probes=False)
@@ -102,6 +105,7 @@ def test_a_toolchain_without_codex_is_an_infra_error(docker_client, sandbox_imag
 
 
 @pytest.mark.docker
+@pytest.mark.agent_cli
 def test_a_cli_that_fails_is_a_run_with_a_non_zero_exit_code(docker_client, sandbox_image, installed_toolchain,
                                                               real_key):
     s = run_session(docker_client, sandbox_image, "codex", MODEL, {"model": MODEL, "turns": [{"kind": "error", "status": 401}]},
