@@ -55,8 +55,8 @@ def _llm_runner(spec: AgentSpec) -> Agent:
 def get_agent(spec: AgentSpec | str) -> Agent:
     """A new agent for `spec` (a name is read as shorthand: `kind`, `kind@model`, `package.module:Class`).
 
-    Kinds: heuristic, noop, command, or a class path. The LLM CLI kinds (codex, claude_code,
-    mini_swe_agent, nexau) raise RebRayError until their runners exist; so does an unknown kind.
+    Kinds: heuristic, noop, command, codex, claude_code, or a class path. The LLM CLI kinds whose
+    runner module does not exist yet (mini_swe_agent, nexau) raise RebRayError; so does an unknown kind.
     """
     if isinstance(spec, str):
         try:

@@ -15,3 +15,12 @@ def installed_toolchain(docker_client, sandbox_image):
     toolchain = Toolchain.current()
     install(["codex", "claude_code", "mini_swe_agent"], toolchain, image=sandbox_image, client=docker_client)
     return toolchain
+
+
+@pytest.fixture
+def real_key(monkeypatch) -> str:
+    """The "real" LLM key, in the driver's environment only (the proxy reads it from there)."""
+    from tests.agents.llm_session import REAL_KEY, REAL_KEY_ENV
+
+    monkeypatch.setenv(REAL_KEY_ENV, REAL_KEY)
+    return REAL_KEY

@@ -23,7 +23,17 @@ def test_builtin_command_and_class_path_kinds():
     assert cmd.credential_names() == ("MINE_KEY",) and not cmd.trusted
 
 
-@pytest.mark.parametrize("kind", ["codex", "claude_code", "mini_swe_agent", "nexau"])
+def test_codex_and_claude_code_get_their_runners():
+    from reb_ray.agents.claude_code import ClaudeCodeAgent
+    from reb_ray.agents.codex import CodexAgent
+
+    for shorthand, cls in (("codex@gpt-5.1-codex", CodexAgent), ("claude_code@claude-sonnet-4-5", ClaudeCodeAgent)):
+        agent = get_agent(shorthand)
+        assert type(agent) is cls and agent.name == shorthand and agent.uses_llm and agent.uses_toolchain
+        assert not agent.trusted and agent.spec.model == shorthand.split("@")[1]
+
+
+@pytest.mark.parametrize("kind", ["mini_swe_agent", "nexau"])
 def test_llm_kinds_without_a_runner_yet_fail_in_one_line(kind):
     with pytest.raises(RebRayError) as info:
         get_agent(f"{kind}@some-model")
@@ -50,6 +60,6 @@ def test_the_key_variable_is_passed_from_the_driver_environment(monkeypatch, tmp
 
 
 def test_a_sweep_with_a_kind_that_cannot_run_fails_before_any_trial(tmp_path):
-    config = SweepConfig(agents=["heuristic", "codex@gpt-5"], output=tmp_path)
-    with pytest.raises(RebRayError, match="codex runner is not available yet"):
+    config = SweepConfig(agents=["heuristic", "nexau@gpt-5"], output=tmp_path)
+    with pytest.raises(RebRayError, match="nexau runner is not available yet"):
         expand(config, image=None)

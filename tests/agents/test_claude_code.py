@@ -1,0 +1,136 @@
+"""The `claude_code` runner: the pinned Claude Code CLI for real, in a real Docker sandbox with the
+real toolchain mounted, against the real scripted endpoint behind the real metering proxy."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from reb_ray.agents.claude_code import ClaudeSession
+from reb_ray.agents.toolchain import PINS
+from reb_ray.llm.apis import ANTHROPIC
+from reb_ray.llm.scripted import script_from
+from reb_ray.llm.usage import REPORTED_FIELDS
+from tests.agents.llm_session import BUILD, REPORT, build_script, run_session, transcript_events
+
+MODEL = "claude-sonnet-4-5"
+#: The report contract's shape, enough for claude's --json-schema (what is checked is the mechanism).
+SCHEMA = {"type": "object", "required": list(REPORT), "properties": {
+    "python_path": {"type": "string"}, "python_version": {"type": ["string", "null"]},
+    "torch_version": {"type": ["string", "null"]}, "cuda_available": {"type": ["boolean", "null"]},
+    "gpu_count": {"type": ["integer", "null"]}, "ddp_expected_ok": {"type": ["boolean", "null"]},
+    "env_tool": {"type": "string"}, "env_name": {"type": ["string", "null"]}, "notes": {"type": ["string", "null"]}}}
+
+
+def expected_usage(script: dict) -> dict:
+    """What the Messages API can carry of the script's sums (no reasoning count)."""
+    total = script_from(script).total_usage().only(REPORTED_FIELDS[ANTHROPIC]).as_dict()
+    return {k: v for k, v in total.items() if v is not None}
+
+
+def test_the_result_usage_is_converted_to_input_including_cache_reads_and_writes():
+    session = ClaudeSession()
+    session.fold({"type": "result", "subtype": "success", "total_cost_usd": 0.25, "result": "ok",
+                  "usage": {"input_tokens": 100, "cache_read_input_tokens": 700, "cache_creation_input_tokens": 50,
+                            "output_tokens": 40, "output_tokens_details": {"thinking_tokens": 0}}})
+    assert session.reported_usage() == {"input_tokens": 850, "cached_input_tokens": 700, "cache_write_tokens": 50,
+                                        "output_tokens": 40, "cost_usd": 0.25}
+    assert ClaudeSession().reported_usage() is None  # no result event: unknown, never 0
+    assert session.final_report() is None  # "ok" holds no JSON object
+
+
+def test_the_report_comes_from_structured_output_then_the_result_text_then_the_last_assistant_text():
+    session = ClaudeSession()
+    session.fold({"type": "assistant", "message": {"content": [{"type": "text", "text": 'so far {"python_path": "/a"}'}]}})
+    assert session.final_report() == {"python_path": "/a"}  # no result yet (a killed CLI)
+    session.fold({"type": "result", "result": 'Done.\n{"python_path": "/b"}'})
+    assert session.final_report() == {"python_path": "/b"}
+    session.fold({"type": "result", "result": "Done.", "structured_output": {"python_path": "/c"}})
+    assert session.final_report() == {"python_path": "/c"}
+
+
+@pytest.mark.docker
+@pytest.mark.agent_cli
+def test_a_scripted_session_builds_the_environment_and_passes_c1(docker_client, sandbox_image, installed_toolchain,
+                                                                   real_key):
+    script = build_script(MODEL)
+    s = run_session(docker_client, sandbox_image, "claude_code", MODEL, script)
+    run = s.run
+    assert run.exit_code == 0 and not run.timed_out and run.limit is None, run.output[-3000:]
+    assert run.agent_version == PINS["claude_code"].version and run.report_source is None  # the agent's own file
+    assert json.loads(s.report) == REPORT
+    # The CLI's own usage equals the script's sums, and so does the proxy's meter; claude knows
+    # this model's list price, which agrees with our price table.
+    usage = dict(run.reported_usage)
+    assert usage.pop("cost_usd") == pytest.approx(s.meter["cost_usd"])
+    assert usage == expected_usage(script)
+    assert {k: s.meter[k] for k in usage} == usage and s.meter["requests"] == 3
+    # The transcript is claude's stream-json events: both Bash calls ran, without error.
+    events = transcript_events(run)
+    results = [b for e in events if e["type"] == "user" for b in e["message"]["content"] if b.get("type") == "tool_result"]
+    assert [r["is_error"] for r in results] == [False, False]
+    assert events[-1]["type"] == "result" and events[-1]["num_turns"] == 3
+    assert "Bash" in s.endpoint["requests"][0]["tools"]
+    # The real key: with the proxy only. The commands saw the stand-in (claude's own variable), HOME untouched.
+    assert s.env_seen is not None and real_key not in s.env_seen and "HOME=/root" in s.env_seen
+    assert s.key_hits == "" and real_key not in run.output + run.transcript.decode()
+    # The probes find what the agent built: C1 (the CPU stage) succeeds.
+    assert s.row["c1_status"] == "success" and s.row["c0_missing"] == 0, s.stages
+
+
+@pytest.mark.docker
+@pytest.mark.agent_cli
+def test_without_a_report_file_the_report_is_forced_from_the_result_text(docker_client, sandbox_image,
+                                                                          installed_toolchain, real_key):
+    final = {"kind": "message", "text": f"Done. The report:\n{json.dumps(REPORT, indent=2)}\n"}
+    s = run_session(docker_client, sandbox_image, "claude_code", MODEL,
+                    build_script(MODEL, write_report=False, final=final), probes=False)
+    assert s.run.exit_code == 0, s.run.output[-3000:]
+    assert s.run.report_source == "forced_from_output" and json.loads(s.report) == REPORT
+
+
+@pytest.mark.docker
+@pytest.mark.agent_cli
+def test_given_a_json_schema_the_report_is_its_structured_output(docker_client, sandbox_image, installed_toolchain,
+                                                                 real_key):
+    # --json-schema (opt-in through extra_args) offers a StructuredOutput tool; the session ends
+    # when the model calls it, and the result event carries the object.
+    script = {"model": MODEL, "turns": [{"kind": "tool", "command": BUILD},
+                                        {"kind": "tool", "tool": "StructuredOutput", "arguments": REPORT}]}
+    s = run_session(docker_client, sandbox_image, "claude_code", MODEL, script, probes=False,
+                    extra_args=("--json-schema", json.dumps(SCHEMA)))
+    assert s.run.exit_code == 0, s.run.output[-3000:]
+    assert transcript_events(s.run)[-1]["structured_output"] == REPORT and s.endpoint["position"] == 2
+    assert s.run.report_source == "forced_from_output" and json.loads(s.report) == REPORT
+
+
+@pytest.mark.docker
+@pytest.mark.agent_cli
+def test_its_max_turns_ends_the_session_and_the_limit_says_so(docker_client, sandbox_image, installed_toolchain,
+                                                              real_key):
+    s = run_session(docker_client, sandbox_image, "claude_code", MODEL, build_script(MODEL), max_turns=1,
+                    probes=False)
+    assert s.run.limit == "max_turns=1" and not s.run.timed_out, s.run.output[-3000:]
+    assert s.endpoint["position"] == 1 and s.report is None  # one model turn, the report never written
+
+
+@pytest.mark.docker
+@pytest.mark.agent_cli
+def test_a_hanging_endpoint_hits_the_agent_timeout(docker_client, sandbox_image, installed_toolchain, real_key):
+    script = {"model": MODEL, "turns": [{"kind": "tool", "command": "echo started"}, {"kind": "hang"}]}
+    s = run_session(docker_client, sandbox_image, "claude_code", MODEL, script, timeout_s=20, probes=False)
+    assert s.run.timed_out and s.run.limit == "agent_timeout_s=20" and s.run.exit_code != 0
+    assert 20 <= s.run.wall_time_s < 60 and s.report is None and s.run.report_source is None
+    assert s.endpoint["position"] == 2  # the hang was reached: the CLI was waiting on the model
+
+
+@pytest.mark.docker
+@pytest.mark.agent_cli
+def test_a_cli_that_fails_is_a_run_with_a_non_zero_exit_code(docker_client, sandbox_image, installed_toolchain,
+                                                              real_key):
+    s = run_session(docker_client, sandbox_image, "claude_code", MODEL,
+                    {"model": MODEL, "turns": [{"kind": "error", "status": 401}]}, probes=False)
+    assert s.run.exit_code not in (0, None) and not s.run.timed_out and s.run.limit is None
+    result = transcript_events(s.run)[-1]
+    assert result["type"] == "result" and result["is_error"] and s.run.report_source is None
