@@ -56,7 +56,9 @@ def _init_ray(address: str | None) -> None:
     # Workers must import reb_ray from the same place as the driver (a source checkout too).
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}}
-    ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False, runtime_env=env)
+    # No --address means a new local Ray, never whatever cluster this machine happens to run
+    # (Ray's own default for address=None is to join it).
+    ray.init(address=address or "local", include_dashboard=False, log_to_driver=False, configure_logging=False, runtime_env=env)
 
 
 def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
