@@ -26,6 +26,10 @@ request the agent's own end cut off (its time limit fired while it waited: `clie
 disconnected`) and the proxy's refusal past the trial's cost limit carry no category: those are
 the agent's limits.
 
+Tokens: the proxy's sums; when no response reported usage, 0 if every request was answered with
+an HTTP error (a 429 or 5xx bills nothing), else null with cost null (a request never answered
+or cut off may have been billed).
+
 Cost (`cost_usd`, `cost_source`): the proxy's tokens priced by the price table
 (`price_table`); when that is unknown (a response without usage) but the table prices the
 model, the CLI's own dollar figure (`agent_reported`); otherwise null (`unknown`): a model the
@@ -260,15 +264,23 @@ class TrialLlm:
         models = Counter(meter.get("models") or {})
         model = models.most_common(1)[0][0] if models else None
         cost, source = meter.get("cost_usd"), meter.get("cost_source")
+        tokens = {f: meter.get(f) for f in FIELDS}
+        sent = [entry for entry in self.log or [] if not entry.get("refused")]
+        if sent and all(v is None for v in tokens.values()):
+            if all((entry.get("status") or 0) >= 400 for entry in sent):
+                tokens = dict.fromkeys(FIELDS, 0)  # only error answers (429, 5xx, 402): nothing generated or billed
+            else:
+                cost = None  # a request unanswered or cut off may have been billed: unknown, not 0
         if cost is None and reported_cost is not None:
             from reb_ray.llm.prices import price_table
 
-            if price_table().lookup(model or self.agent_spec.model) is not None:
+            prices = price_table(str(self.spec.config.prices_file) if self.spec.config.prices_file else None)
+            if prices.lookup(model or self.agent_spec.model) is not None:
                 cost, source = float(reported_cost), "agent_reported"
         failures = meter.get("failures") or {}
         last = meter.get("last_error") or {}
         return {
-            "llm_requests": meter.get("requests"), **{f: meter.get(f) for f in FIELDS},
+            "llm_requests": meter.get("requests"), **tokens,
             "cost_usd": cost, "cost_source": source if cost is not None else "unknown",
             "price_version": meter.get("price_version"), "llm_model": model,
             "llm_rate_limited": failures.get(RATE_LIMIT), "llm_unavailable": failures.get(UNAVAILABLE),

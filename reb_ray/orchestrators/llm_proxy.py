@@ -36,11 +36,18 @@ class ProxyActor:
     instead of raising, so the caller can raise InfraError with its category."""
 
     def __init__(self, provider: str, network: str, prices_file: str | None) -> None:
+        import threading
+
         self._args = (provider, network, prices_file)
         self._server = None
         self._error: tuple[str, str] | None = None
+        self._lock = threading.Lock()  # calls run on up to max_concurrency threads: one server
 
     def _start(self):
+        with self._lock:
+            return self._start_locked()
+
+    def _start_locked(self):
         if self._server is None and self._error is None:
             from reb_ray.errors import RebRayError
             from reb_ray.llm.prices import price_table
