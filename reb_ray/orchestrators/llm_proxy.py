@@ -3,9 +3,10 @@ node's workers, sweep-scoped.
 
 The first trial of an LLM agent on a node creates `reb-ray-llm-proxy-<node_id>` there (hard
 node affinity, no CPU reserved, `get_if_exists`, so every later trial on the node finds the
-same one). It is detached because its creator, a trial's actor, is killed after its trial;
-the driver removes every proxy of its namespace when the run ends (`stop_proxies`), so a
-proxy lives as long as one sweep run. It hosts a `ProxyServer` bound where the sandboxes
+same one), in the namespace `reb-ray-llm-<job id>` (the driver's job: two sweeps on one cluster
+never share a proxy). It is detached because its creator, a trial's actor, is killed after its
+trial; the driver removes every proxy of its job when the run ends (`stop_proxies`), so a proxy
+lives as long as one sweep run (a driver killed with SIGKILL leaves them until `ray stop`). It hosts a `ProxyServer` bound where the sandboxes
 reach it (the Docker network's gateway, 172.17.0.1 on the default bridge; loopback for the
 local sandbox); trials register over Ray (`RayProxyClient`, a
 reb_ray.llm.trial_access.ProxyClient).
@@ -28,6 +29,11 @@ from reb_ray.llm.meter import TrialLimits
 
 NAME_PREFIX = "reb-ray-llm-proxy-"
 CALL_TIMEOUT_S = 60.0
+
+
+def namespace() -> str:
+    """The Ray namespace of this job's proxies (the same in the driver and all its workers)."""
+    return f"reb-ray-llm-{ray.get_runtime_context().get_job_id()}"
 
 
 @ray.remote(num_cpus=0, max_concurrency=64)
@@ -112,7 +118,7 @@ class RayProxyClient:
             if os.environ.get("PYTHONPATH"):  # the job's source checkout, as its workers import it
                 env.setdefault("PYTHONPATH", os.environ["PYTHONPATH"])
             self._actor = ProxyActor.options(
-                name=NAME_PREFIX + node_id, get_if_exists=True, lifetime="detached",
+                name=NAME_PREFIX + node_id, namespace=namespace(), get_if_exists=True, lifetime="detached",
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False),
                 runtime_env={"env_vars": env},
             ).remote(self._provider, self._network, self._prices)
@@ -143,13 +149,15 @@ def stop_proxies() -> list[str]:
     Never raises."""
     stopped = []
     try:
-        names = [n for n in ray.util.list_named_actors() if isinstance(n, str) and n.startswith(NAME_PREFIX)]
+        ours = namespace()
+        names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+                 if a.get("namespace") == ours and str(a.get("name", "")).startswith(NAME_PREFIX)]
     except Exception:  # noqa: BLE001 - cleanup must not hide the run's result
         return stopped
     for name in names:
         try:
-            ray.kill(ray.get_actor(name))
+            ray.kill(ray.get_actor(name, namespace=ours))
             stopped.append(name)
         except (ValueError, ray.exceptions.RayError):
             pass
-    return stopped
+    return sorted(stopped)

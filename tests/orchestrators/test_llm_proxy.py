@@ -12,7 +12,7 @@ from reb_ray.errors import InfraError
 from reb_ray.llm.apis import ANTHROPIC
 from reb_ray.llm.meter import TrialLimits
 from reb_ray.llm.scripted import ScriptedEndpoint, script_from
-from reb_ray.orchestrators.llm_proxy import NAME_PREFIX, RayProxyClient, stop_proxies
+from reb_ray.orchestrators.llm_proxy import NAME_PREFIX, RayProxyClient, namespace, stop_proxies
 from tests.llm.clients import post, request_body
 
 KEY_ENV = "REB_TEST_PROXY_ACTOR_KEY"
@@ -41,6 +41,14 @@ def _finish_here(client: RayProxyClient, trial_key: str) -> tuple[dict, list[dic
     return client.finish(trial_key)
 
 
+def _proxies() -> list[str]:
+    """Named actors alive in this job's proxy namespace."""
+    import time
+
+    time.sleep(0.5)  # a killed actor leaves the list a moment later
+    return [a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == namespace()]
+
+
 def test_one_proxy_per_node_holds_the_key_the_trial_workers_never_do(ray_local):
     client = RayProxyClient({KEY_ENV: KEY}, provider="local", network="bridge")
     assert KEY not in repr(client)
@@ -48,7 +56,7 @@ def test_one_proxy_per_node_holds_the_key_the_trial_workers_never_do(ray_local):
         first, second = ray.get([_register_here.remote(client, f"s/t{i}/1", endpoint.url) for i in (1, 2)])
         assert first["url"] == second["url"] and first["url"].startswith("http://127.0.0.1:")  # one proxy on the node
         assert first["key"] != second["key"] and not first["worker_has_key"]
-        assert ray.util.list_named_actors() == [NAME_PREFIX + first["node_id"]]
+        assert _proxies() == [NAME_PREFIX + first["node_id"]]
         answer = post(first["url"], ANTHROPIC, request_body(ANTHROPIC, False), first["key"])
         assert answer.status == 200 and endpoint.session(KEY) is not None  # the proxy swapped the real key in
         meter, log = ray.get(_finish_here.remote(client, "s/t1/1"))
@@ -58,7 +66,7 @@ def test_one_proxy_per_node_holds_the_key_the_trial_workers_never_do(ray_local):
         ray.get(_finish_here.remote(client, "s/t1/1"))
     assert err.value.category == "infra_llm_proxy"
     assert stop_proxies() == [NAME_PREFIX + first["node_id"]]
-    assert ray.util.list_named_actors() == []
+    assert _proxies() == []
 
 
 def test_a_key_the_driver_lacks_is_an_auth_failure_of_the_trial(ray_local):
