@@ -68,7 +68,7 @@ def commands(transcript: bytes) -> list[Command]:
                     continue
                 if block.get("type") == "tool_use":
                     given = block.get("input") or {}
-                    text = given.get("command") if isinstance(given.get("command"), str) else json.dumps(given)
+                    text = str(given["command"]) if isinstance(given.get("command"), str) else json.dumps(given)
                     call = Command(f"{block.get('name')}: {text}" if block.get("name") != "Bash" else text)
                     claude_calls[str(block.get("id"))] = call
                     found.append(call)
