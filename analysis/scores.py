@@ -63,7 +63,10 @@ c5_not_run; c5_underclaims_sum (claims below what was observed, counted apart);
 stages_missing_assets_sum (stages left unmeasured because an asset was missing: the trials
 column `stages_missing_assets`, None when no trial records it); infra_errors (infra_error
 attempts of the pair, every attempt, retried ones included); reruns (current trials that a
-`--rerun` produced).
+`--rerun` produced); cost_usd_sum (USD: the sum of the trials' `cost_usd` over scored trials
+that know it, the proxy's tokens priced by the price table; None when none does, never 0 for
+unknown) and cost_valid_jobs (how many knew it: a sum over fewer trials than job_count leaves
+some cost out). Cost per successful stage is issue 14's.
 """
 
 from __future__ import annotations
@@ -92,6 +95,7 @@ OUR_COLUMNS = [
     "agent", "c0_not_run",
     *(f"{name}_{extra}" for _, name in STAGES for extra in ("success_over_measured", "hardware", "not_run")),
     "c5_not_run", "c5_underclaims_sum", "stages_missing_assets_sum", "infra_errors", "reruns",
+    "cost_usd_sum", "cost_valid_jobs",
 ]
 COLUMNS = RELEASE_COLUMNS + OUR_COLUMNS
 
@@ -169,7 +173,8 @@ def _group(sweep_id: str | None, agent: str | None, scored: list[dict], infra_er
     out["env_size_avg_gb"] = round(sum(sizes) / len(sizes) / 2**30, 3) if sizes else None
     out["env_valid_jobs"] = len(sizes)
 
-    # Tokens are not recorded yet: the columns may be absent, and unknown stays None.
+    # Tokens come from the node's metering proxy (LLM agents); unknown stays None, and an
+    # older table may lack the columns.
     out["agent_tokens_input_sum"] = _sum(r.get("input_tokens") for r in scored)
     out["agent_tokens_output_sum"] = _sum(r.get("output_tokens") for r in scored)
     totals = [r["input_tokens"] + r["output_tokens"] for r in scored
@@ -177,6 +182,9 @@ def _group(sweep_id: str | None, agent: str | None, scored: list[dict], infra_er
     out["agent_tokens_total_sum"] = sum(totals) if totals else None
     out["agent_tokens_total_avg"] = round(sum(totals) / len(totals), 3) if totals else None
 
+    costs = _known(r.get("cost_usd") for r in scored)
+    out["cost_usd_sum"] = round(sum(costs), 6) if costs else None
+    out["cost_valid_jobs"] = len(costs)
     out["stages_missing_assets_sum"] = _sum(r.get("stages_missing_assets") for r in scored)
     out["reruns"] = sum(bool(r.get("rerun")) for r in scored)
     return {c: out[c] for c in COLUMNS}

@@ -15,11 +15,13 @@ from reb_ray.results.read import read_trials
 from .scores import STAGES, summarize
 
 HEADERS = ("agent", "trials", "C0 missing/total", "C0 not run", "C1", "C2", "C3", "C4", "C5 lies",
-           "no assets", "agent s", "env GiB", "infra")
+           "no assets", "agent s", "env GiB", "tokens", "cost $", "infra")
 
 LEGEND = ("C1-C4: success/measured (measured = success + the agent's failures); hwN: N failed for\n"
           "lack of hardware, nrN: N applicable but not run: neither counts against the agent.\n"
-          "no assets: stages left unmeasured by a missing asset. infra: infra_error attempts, never scored.")
+          "no assets: stages left unmeasured by a missing asset. infra: infra_error attempts, never scored.\n"
+          "tokens: input + output tokens the LLM proxy counted; cost $: their price-table cost (USD),\n"
+          "'(k/n)' when only k of the n trials know theirs.")
 
 
 def _fmt(value: Any, spec: str = "") -> str:
@@ -51,14 +53,26 @@ def _cells(row: dict) -> list[str]:
         _fmt(row["stages_missing_assets_sum"]),
         _fmt(row["agent_wall_time_avg_sec"], ".2f"),
         _fmt(row["env_size_avg_gb"], ".3f"),
+        _fmt(row["agent_tokens_total_sum"]),
+        cost_cell(row),
         str(row["infra_errors"]),
     ]
+
+
+def cost_cell(row: dict) -> str:
+    """The terminal cell of cost: cost_usd_sum in USD (4 decimals), "-" when unknown, and
+    " (k/n)" when only k of the n scored trials know their cost."""
+    if row["cost_usd_sum"] is None:
+        return "-"
+    cell = f"{row['cost_usd_sum']:.4f}"
+    return cell if row["cost_valid_jobs"] == row["job_count"] else f"{cell} ({row['cost_valid_jobs']}/{row['job_count']})"
 
 
 def format_summary(rows: list[dict]) -> str:
     """Plain-text table of `summarize` rows, one block per sweep headed `sweep <id>`, then
     LEGEND. Columns: HEADERS; agent s = agent_wall_time_avg_sec (seconds, 2 decimals), env GiB =
-    env_size_avg_gb (2**30 bytes, 3 decimals), C5 lies = c5_total_sum. Unknown prints "-".
+    env_size_avg_gb (2**30 bytes, 3 decimals), C5 lies = c5_total_sum, tokens =
+    agent_tokens_total_sum, cost $ = `cost_cell` (cost_usd_sum, USD). Unknown prints "-".
     No rows gives "no trials".
     """
     if not rows:

@@ -6,7 +6,10 @@ host where the trial runs (memory stays bounded whatever the command prints):
 
     <output>/artifacts/sweep_id=<id>/<URI-encoded trial_id>/<attempt>/<stage>.log.gz
 
-Rows carry the path relative to `<output>` (`stages.log_path`, `trials.agent_log_path`). A file
+An LLM agent's trajectory goes beside them (reb_ray/llm/trial_access.py): the CLI's own
+transcript `trajectory.jsonl.gz` and the proxy's request log `llm_requests.jsonl.gz`.
+Rows carry the path relative to `<output>` (`stages.log_path`, `trials.agent_log_path`,
+`trials.trajectory_path`, `trials.llm_log_path`). A file
 is written under a hidden `.part` name and renamed when its exec ends, so the path in a row
 never names a torn file. Each attempt may write at most `budget_bytes` compressed bytes over
 all its logs (default 64 MiB, exceeded by at most one compressor buffer); past it a log is cut
@@ -65,8 +68,8 @@ class LogArtifact:
     log and is kept in `error`. Call `close` when the exec returned (idempotent).
     """
 
-    def __init__(self, artifacts: TrialArtifacts, name: str, secrets: list[bytes]) -> None:
-        self.path = f"{artifacts.rel_dir}/{name}.log.gz"
+    def __init__(self, artifacts: TrialArtifacts, name: str, secrets: list[bytes], suffix: str = ".log.gz") -> None:
+        self.path = f"{artifacts.rel_dir}/{name}{suffix}"
         self._final = artifacts.output_dir / self.path
         self._final.parent.mkdir(parents=True, exist_ok=True)
         self._part = self._final.with_name(f".{self._final.name}.part")
@@ -155,9 +158,20 @@ class TrialArtifacts:
         self.spent = 0  # compressed bytes written by this attempt's logs so far
         self._secrets = [s.encode() for s in (redactor.secrets if redactor else [])]
 
-    def log(self, name: str) -> LogArtifact:
-        """A new log file for `name` (use as a context manager, or close it)."""
-        return LogArtifact(self, name, self._secrets)
+    def log(self, name: str, suffix: str = ".log.gz") -> LogArtifact:
+        """A new log file `<name><suffix>` (use as a context manager, or close it)."""
+        return LogArtifact(self, name, self._secrets, suffix)
+
+    def write(self, name: str, data: bytes, suffix: str = ".jsonl.gz") -> str | None:
+        """Writes `data` whole as `<name><suffix>` (masked, within the budget, CUT_MARK past
+        it); returns its path relative to the output directory, or None when it could not be
+        written (an I/O error: unknown, never a torn file)."""
+        try:
+            with self.log(name, suffix) as artifact:
+                artifact.write(data)
+        except OSError:
+            return None
+        return artifact.path if artifact.error is None else None
 
 
 def search_log(path: Path, patterns: list[str], chunk_bytes: int = 1024 * 1024) -> dict[str, bool]:

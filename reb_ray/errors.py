@@ -36,3 +36,6 @@ class InfraError(RebRayError):
     def __init__(self, category: str, message: str) -> None:
         super().__init__(message)
         self.category = category
+
+    def __reduce__(self):  # picklable with its category (it may cross a Ray call)
+        return type(self), (self.category, str(self))

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from reb_ray.llm.budget import RetryBackoff, SweepBudget
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.orchestrators.expand import expand
 from reb_ray.results.parquet_sink import ParquetSink
@@ -16,7 +17,10 @@ from reb_ray.trial import TrialOutcome
 
 @dataclass
 class SweepResult:
-    """What a sweep did: its id, attempts written, trials skipped by resume, wall seconds."""
+    """What a sweep did: its id, attempts written, trials skipped by resume, wall seconds.
+
+    With `--max-cost-usd`: `budget` says what the sweep's rows record as spent (earlier runs
+    included), `not_launched` how many trials the spent budget left unlaunched (0: none)."""
 
     sweep_id: str
     attempts: int = 0
@@ -25,6 +29,8 @@ class SweepResult:
     skipped: int = 0
     wall_time_s: float = 0.0
     outcomes: list[TrialOutcome] = field(default_factory=list)
+    budget: SweepBudget | None = None
+    not_launched: int = 0
 
 
 def _prepare_sandbox(config: SweepConfig) -> str | None:
@@ -70,6 +76,11 @@ def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
     image = _prepare_sandbox(config)
     specs, skipped = expand(config, image)
     result = SweepResult(sweep_id=config.resolved_sweep_id(), skipped=skipped)
+    if config.max_cost_usd is not None:  # what earlier runs of the sweep spent counts (a resume continues)
+        result.budget = SweepBudget.from_rows(config.max_cost_usd, config.output.resolve(), result.sweep_id)
+        if result.budget.reached:
+            result.not_launched = len(specs)
+            return result
     if not specs:
         return result
     start = time.monotonic()
@@ -77,7 +88,8 @@ def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
     cluster_cpus = int(ray.cluster_resources().get("CPU", 1))
     max_concurrent = config.max_concurrent or max(1, int(cluster_cpus // config.cpus_per_trial))
     sink = ParquetSink(config.output)
-    orchestrator = RayOrchestrator(max_concurrent, config.cpus_per_trial, docker_image=image)
+    orchestrator = RayOrchestrator(max_concurrent, config.cpus_per_trial, docker_image=image, budget=result.budget,
+                                   backoff=RetryBackoff(config.llm_retry_backoff_s, config.llm_retry_backoff_max_s))
     counts = {"running": 0, "done": 0, "failed": 0}
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TextColumn("running {task.fields[running]}  agent-failed {task.fields[failed]}  infra-retried {task.fields[infra]}"), TimeElapsedColumn(),
@@ -104,5 +116,6 @@ def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
                             infra=result.infra_errors)
 
         orchestrator.run(specs, on_outcome, on_start)
+    result.not_launched = len(orchestrator.not_launched)
     result.wall_time_s = time.monotonic() - start
     return result

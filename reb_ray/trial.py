@@ -1,10 +1,12 @@
 """The life of one trial attempt (ARCHITECTURE.md "Life of a trial"), with no Ray in sight.
 
-`run_trial(spec, gpus)` checks the node, places the repository, runs the agent phase, stops
-what the agent left running and records whether it modified tracked files, runs the hidden
-probes (reb_ray/probe_phase.py), and returns one `trials` row plus its `stages` rows with the
-agent's credentials masked. It always returns: infrastructure failures become an `infra_error`
-row (retried by the orchestrator), agent failures a `scored` row. The sandbox and the host
+`run_trial(spec, gpus)` checks the node, places the repository, registers an LLM agent with
+the node's metering proxy, runs the agent phase, reads the trial's meter, stops what the agent
+left running and records whether it modified tracked files, runs the hidden probes
+(reb_ray/probe_phase.py), and returns one `trials` row plus its `stages` rows with the agent's
+credentials masked. It always returns: infrastructure failures become an `infra_error` row
+(retried by the orchestrator; an agent that failed because of its LLM endpoint is one,
+reb_ray/llm/trial_access.py), agent failures a `scored` row. The sandbox and the host
 workspace are removed on every path.
 """
 
@@ -21,6 +23,7 @@ from reb_ray.agents.toolchain_mount import NoSlot, toolchain_slot
 from reb_ray.artifacts import TrialArtifacts
 from reb_ray.assets import missing_by_stage
 from reb_ray.errors import InfraError, RebRayError
+from reb_ray.llm.trial_access import ProxyClient, TrialLlm
 from reb_ray.models.report import Report, parse_report
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.placement import place_repo
@@ -87,12 +90,15 @@ def _preflight(spec: TrialSpec) -> None:
                          "or sweep with --skip-missing-assets to measure the stages that need none")
 
 
-def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: str | None = None) -> TrialOutcome:
+def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: str | None = None,
+              llm_proxy: ProxyClient | None = None) -> TrialOutcome:
     """Run one attempt. `gpus` are the physical GPU ids assigned to it (may be empty).
 
     `no_gpus_reason` says why this node cannot give the sandbox GPUs (its Docker lacks the
     NVIDIA runtime: reb_ray/sandbox/gpu_check.py); then the sandbox gets none, the CPU stages
     run, and the GPU stages are `insufficient_hardware` with that reason (never retried).
+    `llm_proxy` is the node's metering proxy for an LLM agent (the orchestrator's); None starts
+    a private one in this process, which reads the real key from this process's environment.
     """
     gpus = [] if no_gpus_reason else (gpus or [])
     rec = TrialRecorder(spec)
@@ -100,6 +106,7 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
     rec.artifacts = TrialArtifacts(spec.config.output.resolve(), spec.sweep_id, spec.trial_id, spec.attempt, redactor)
     t0 = time.monotonic()
     sandbox: Sandbox | None = None
+    llm: TrialLlm | None = None
     slot = NoSlot()
     workspace = Path(tempfile.mkdtemp(prefix="reb-ray-trial-"))
     try:
@@ -117,10 +124,15 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
         sandbox.put(placed.path, repo_dir)
         baseline = tracked_state(sandbox, repo_dir)  # what the agent is not charged for (issue 9, item 16)
         report_path = REPORT_PATH if sandbox.provider == "docker" else f"{sandbox.workdir}/../report/report.json"
-        ctx = AgentContext(repo_dir, report_path, spec.config.agent_timeout_s, {**pip_env, **spec.credentials},
-                           prompt=render_prompt(spec.task, report_path, repo_dir), toolchain=slot.sandbox_path)
-        _agent_phase(rec, sandbox, agent, ctx)
+        # An LLM agent reaches its model only through the node's proxy, with a stand-in key:
+        # its real key never enters the sandbox (reb_ray/llm/trial_access.py).
+        llm = TrialLlm(agent, spec, llm_proxy, sandbox.provider).open()
+        ctx = AgentContext(repo_dir, report_path, spec.config.agent_timeout_s, {**pip_env, **llm.sandbox_credentials()},
+                           prompt=render_prompt(spec.task, report_path, repo_dir), toolchain=slot.sandbox_path,
+                           llm=llm.access)
+        _agent_phase(rec, sandbox, agent, ctx, llm)
         report = _between_phases(rec, sandbox, report_path, repo_dir, baseline)
+        llm.judge(report)  # failed because of its LLM endpoint (429, 5xx, auth, budget): infra (F16)
         slot.detach()  # gone before any probe runs: not on their PATH, not in the env size
         probe_t0 = time.monotonic()
         run_probe_phase(rec, sandbox, spec, repo_dir, report, gpus)
@@ -135,6 +147,8 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
     except Exception as exc:  # a harness bug must not be scored against the agent
         rec.infra("infra_harness", f"{type(exc).__name__}: {exc}")
     finally:
+        if llm is not None:
+            rec.row.update(llm.close(rec.artifacts))  # an error path: still unregistered, its tokens kept
         if sandbox is not None:
             try:
                 sandbox.close()
@@ -146,11 +160,14 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
     return rec.outcome(redactor)
 
 
-def _agent_phase(rec: TrialRecorder, sandbox: Sandbox, agent: Agent, ctx: AgentContext) -> None:
+def _agent_phase(rec: TrialRecorder, sandbox: Sandbox, agent: Agent, ctx: AgentContext, llm: TrialLlm) -> None:
     # Every exec of the agent streams into one full-log artifact, whatever the agent's code does.
     with rec.full_log("agent") as log:
         tapped = TappedSandbox(sandbox, log)
         run = agent.run(tapped, ctx)
+    # Tokens, cost and request log from the proxy; the transcript stored. A per-trial cost
+    # limit that stopped the agent becomes run.limit (the agent's own limit).
+    rec.row.update(llm.finish(run, rec.artifacts))
     rec.row.update(agent_exit_code=run.exit_code, agent_timed_out=run.timed_out, agent_wall_time_s=run.wall_time_s,
                    agent_output_tail=run.output[-DEFAULT_HEAD_BYTES:], agent_limit=run.limit,
                    agent_log_path=log.path if log is not None and log.error is None else None,

@@ -153,3 +153,131 @@ class ChattyAgent(_Scripted):
     def run(self, sandbox, ctx: AgentContext) -> AgentRun:
         sandbox.exec(["echo", "chatty: first step"], env=ctx.env)
         return super().run(sandbox, ctx)
+
+
+# The in-sandbox client of the LLM test agents: the image's python3 and urllib, a tool loop of at
+# most 5 requests against ctx.llm (Anthropic Messages or OpenAI Chat Completions, not streamed),
+# each tool call run with sh. It writes its transcript (reb-ray's generic JSON Lines shape:
+# {"type": "command", "command", "exit_code", "output"} ...) and its own usage sums, and the
+# report only when the model ended with a message; any HTTP error ends it at once (exit 3).
+LLM_CLIENT = r'''
+import json, os, subprocess, sys, urllib.error, urllib.request
+api, report, out_dir = sys.argv[1:4]
+base, key, model = os.environ["REB_LLM_BASE"], os.environ["REB_LLM_KEY"], os.environ.get("REB_LLM_MODEL", "")
+os.makedirs(out_dir, exist_ok=True)
+transcript = open(os.path.join(out_dir, "transcript.jsonl"), "w")
+usage = {"input_tokens": 0, "cached_input_tokens": 0, "cache_write_tokens": 0, "output_tokens": 0, "reasoning_tokens": 0}
+def log(event):
+    transcript.write(json.dumps(event) + "\n"); transcript.flush()
+def done(code):
+    json.dump(usage if api == "anthropic" else {**usage, "cache_write_tokens": None},
+              open(os.path.join(out_dir, "usage.json"), "w"))
+    sys.exit(code)
+if api == "anthropic":
+    path, headers = "/v1/messages", {"x-api-key": key, "anthropic-version": "2023-06-01"}
+    tools = [{"name": "Bash", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}]
+else:
+    path, headers = "/v1/chat/completions", {"Authorization": "Bearer " + key}
+    tools = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object",
+             "properties": {"command": {"type": "string"}}, "required": ["command"]}}}]
+messages = [{"role": "user", "content": "Build the environment."}]
+for turn in range(5):
+    body = {"model": model, "messages": messages, "tools": tools, **({"max_tokens": 1000} if api == "anthropic" else {})}
+    request = urllib.request.Request(base + path, data=json.dumps(body).encode(),
+                                     headers={**headers, "Content-Type": "application/json"})
+    log({"type": "request", "turn": turn, "path": path})
+    try:
+        with urllib.request.urlopen(request, timeout=600) as response:
+            answer = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        log({"type": "error", "status": exc.code, "body": exc.read().decode(errors="replace")[:300]})
+        print("llm error", exc.code, flush=True)
+        done(3)
+    if api == "anthropic":
+        u = answer["usage"]
+        read, written = u.get("cache_read_input_tokens") or 0, u.get("cache_creation_input_tokens") or 0
+        usage["input_tokens"] += u["input_tokens"] + read + written
+        usage["cached_input_tokens"] += read
+        usage["cache_write_tokens"] += written
+        usage["output_tokens"] += u["output_tokens"]
+        call = next((b for b in answer["content"] if b["type"] == "tool_use"), None)
+        command = call["input"]["command"] if call else None
+    else:
+        u = answer["usage"]
+        usage["input_tokens"] += u["prompt_tokens"]
+        usage["cached_input_tokens"] += (u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+        usage["output_tokens"] += u["completion_tokens"]
+        usage["reasoning_tokens"] += (u.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
+        message = answer["choices"][0]["message"]
+        call = (message.get("tool_calls") or [None])[0]
+        command = json.loads(call["function"]["arguments"])["command"] if call else None
+    log({"type": "response", "turn": turn, "tool_call": command is not None})
+    if command is None:
+        break
+    proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
+    output = (proc.stdout + proc.stderr)[-2000:]
+    log({"type": "command", "command": command, "exit_code": proc.returncode, "output": output})
+    if api == "anthropic":
+        messages += [{"role": "assistant", "content": answer["content"]},
+                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": output}]}]
+    else:
+        messages += [message, {"role": "tool", "tool_call_id": call["id"], "content": output}]
+else:
+    done(4)  # out of turns
+os.makedirs(os.path.dirname(report), exist_ok=True)
+json.dump({"python_path": "/usr/bin/python3", "python_version": None, "torch_version": None, "cuda_available": None,
+           "gpu_count": None, "ddp_expected_ok": None, "env_tool": "system", "env_name": None, "notes": "scripted"},
+          open(report, "w"))
+print("llm agent: report written", flush=True)
+done(0)
+'''
+
+
+class LlmScriptAgent(Agent):
+    """A small real LLM agent (`uses_llm`): runs LLM_CLIENT with the image's python3 inside the
+    sandbox against ctx.llm (Anthropic Messages), and returns its transcript and usage sums as
+    the CLI runners do (AgentRun.transcript, reported_usage)."""
+
+    uses_llm = True
+    api = "anthropic"
+    out_dir = "/tmp/llm-agent"
+
+    def run(self, sandbox, ctx: AgentContext) -> AgentRun:
+        import json
+
+        assert ctx.llm is not None, "the trial passes ctx.llm to an agent with uses_llm"
+        started = time.monotonic()
+        env = {**ctx.env, "REB_LLM_BASE": ctx.llm.base_url, "REB_LLM_KEY": ctx.llm.api_key,
+               "REB_LLM_MODEL": ctx.llm.model or ""}
+        result = sandbox.exec(["python3", "-c", LLM_CLIENT, self.api, ctx.report_path, self.out_dir],
+                              timeout=ctx.timeout_s, env=env)
+        self.after(sandbox, env)
+        run = AgentRun.from_exec(result, ctx.timeout_s, started)
+        try:
+            run.transcript = sandbox.read_bytes(f"{self.out_dir}/transcript.jsonl")
+            run.reported_usage = json.loads(sandbox.read_bytes(f"{self.out_dir}/usage.json"))
+        except (FileNotFoundError, ValueError):
+            pass  # killed by its time limit before it wrote them
+        return run
+
+    def after(self, sandbox, env: dict) -> None:
+        """A hook run in the sandbox after the client (the spy looks around)."""
+
+
+class LlmChatAgent(LlmScriptAgent):
+    """LlmScriptAgent speaking OpenAI Chat Completions."""
+
+    api = "openai_chat"
+
+
+class LlmSpyAgent(LlmScriptAgent):
+    """LlmScriptAgent that then prints its environment and searches the whole sandbox (files and
+    every process's environment) for the test's real-key prefix `sk-REALKEY-`."""
+
+    def after(self, sandbox, env: dict) -> None:
+        # The pattern is written so that it does not match itself (a grep's own command line).
+        sandbox.exec(["sh", "-c", "echo '--- spy env'; env; echo '--- spy search'; "
+                      "grep -rIl -E 'sk-REAL[K]EY-' / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev "
+                      "2>/dev/null | sed 's/^/spy: FOUND /'; "
+                      "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -E 'sk-REAL[K]EY-' "
+                      "| sed 's/^/spy: FOUND in environ /'; echo '--- spy done'"], timeout=120, env=env)

@@ -20,7 +20,8 @@ from reb_ray.models.sweep import SweepConfig
 
 # Config keys whose command-line flag is spelled differently.
 _FLAG_NAMES = {"agent_timeout_s": "--agent-timeout", "repo_mirrors": "--repo-mirror", "wheelhouses": "--wheelhouse",
-               "assets_dir": "--assets", "pip_cache": "--no-pip-cache", "shm_size_bytes": "--shm-size-gb"}
+               "assets_dir": "--assets", "pip_cache": "--no-pip-cache", "shm_size_bytes": "--shm-size-gb",
+               "prices_file": "--prices"}
 
 
 def load_config(path: Path | None, overrides: dict) -> SweepConfig:
@@ -80,6 +81,8 @@ def sweep(
     max_attempts: Optional[int] = typer.Option(None, help="Attempts per trial in this run when infrastructure fails (default 2)."),
     agent_timeout: Optional[float] = typer.Option(None, help="Agent phase limit in seconds."),
     toolchains_dir: Optional[Path] = typer.Option(None, help="Agent toolchains directory (default ~/.cache/reb-ray/toolchains; see `reb-ray agents install`)."),
+    max_cost_usd: Optional[float] = typer.Option(None, "--max-cost-usd", help="Sweep budget in USD: launch no new trial once the cost recorded in the sweep's rows reaches it (a resume counts what was spent)."),
+    prices: Optional[Path] = typer.Option(None, "--prices", help="A price table over the shipped one (see `reb-ray llm prices`); a path on every node."),
     sweep_id: Optional[str] = typer.Option(None, help="Sweep id (default: derived from suite, tasks, agents, trials)."),
     rerun: bool = typer.Option(False, "--rerun", help="Run trials again even if already scored."),
     config: Optional[Path] = typer.Option(None, "--config", help="sweep.toml with defaults; flags override it."),
@@ -96,10 +99,14 @@ def sweep(
         "wheelhouses": wheelhouse or None, "sandbox": sandbox, "assets_dir": assets, "skip_missing_assets": skip_missing_assets or None, "unsafe_local": unsafe_local or None,
         "pip_cache": False if no_pip_cache else None, "agent_timeout_s": agent_timeout, "max_attempts": max_attempts,
         "shm_size_bytes": int(shm_size_gb * 1024**3) if shm_size_gb else None, "sweep_id": sweep_id,
-        "rerun": rerun or None, "toolchains_dir": toolchains_dir,
+        "rerun": rerun or None, "toolchains_dir": toolchains_dir, "max_cost_usd": max_cost_usd, "prices_file": prices,
     }
     cfg = load_config(config, overrides)
     result = run_sweep(cfg, show_progress=not quiet)
     typer.echo(f"sweep {result.sweep_id}: {result.attempts} attempt(s) run, {result.skipped} already scored, "
                f"{result.infra_errors} infra error(s), {result.wall_time_s:.1f} s; results in {cfg.output}")
+    if result.budget is not None:
+        stop = (f"; budget reached: {result.not_launched} trial(s) not launched (run again with a larger "
+                "--max-cost-usd to continue)" if result.not_launched else "")
+        typer.echo(f"cost: {result.budget.describe()}{stop}")
     typer.echo(format_summary(summarize(read_trials(cfg.output, result.sweep_id))))

@@ -11,7 +11,12 @@ Categories (owner infra, never the agent's):
   with 400 "credit balance is too low").
 
 Other statuses (400 bad request, 404, 413) are the request's own problem: no category. Retry
-policy belongs to the orchestrator; rate limits and unavailability are the retryable ones.
+policy belongs to the orchestrator; rate limits and unavailability are the retryable ones,
+with backoff; auth and budget are never retried (`NOT_RETRIED`): the next attempt would fail
+the same way.
+
+The harness's own part has one more: `infra_llm_proxy`, the node's proxy could not be started,
+reached or could not register the trial (retried like any infra failure, without backoff).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ AUTH = "infra_llm_auth"
 BUDGET = "infra_llm_budget"
 CATEGORIES = (RATE_LIMIT, UNAVAILABLE, AUTH, BUDGET)
 RETRYABLE = frozenset({RATE_LIMIT, UNAVAILABLE})
+NOT_RETRIED = frozenset({AUTH, BUDGET})
+PROXY = "infra_llm_proxy"
 
 _MONEY = re.compile(r"insufficient[_ ]quota|quota|budget|billing|credit balance|credits?\b|payment", re.I)
 

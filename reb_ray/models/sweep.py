@@ -60,6 +60,15 @@ class SweepConfig(BaseModel):
     shm_size_bytes: int = 16 * GiB  # /dev/shm of each sandbox (F09: Docker's 64 MB breaks DataLoader/NCCL)
     toolchains_dir: Path | None = None  # agent toolchains (reb-ray agents install); default ~/.cache/reb-ray/toolchains
     c4_cpu_gloo: bool = False  # test switch: run C4 on CPU with gloo when no GPUs exist
+    # LLM agents (issue 10). The sweep's budget in USD: no new trial is launched once the cost
+    # recorded in its rows (every attempt, earlier runs included) reaches it. Not part of the
+    # sweep id: a resume with a larger budget continues the same sweep.
+    max_cost_usd: float | None = Field(None, gt=0)
+    # Backoff before retrying an attempt that failed for a rate limit or an unavailable endpoint:
+    # base * 2**(n-1) seconds for its n-th such retry, at least the endpoint's Retry-After, capped.
+    llm_retry_backoff_s: float = Field(10.0, ge=0)
+    llm_retry_backoff_max_s: float = Field(300.0, ge=0)
+    prices_file: Path | None = None  # a user price table over the shipped one (reb_ray/llm/prices.py)
     rerun: bool = False
     sweep_id: str | None = None
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 
 from reb_ray.agents import get_agent
+from reb_ray.llm.prices import price_table
+from reb_ray.llm.trial_access import check_llm_agent
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.models.task import load_suite, select_tasks
 from reb_ray.results.read import last_attempts, scored_trial_ids
@@ -13,12 +15,17 @@ from reb_ray.results.read import last_attempts, scored_trial_ids
 def expand(config: SweepConfig, image: str | None) -> tuple[list[TrialSpec], int]:
     """(trial specs to run, number skipped because already scored). Agents x tasks x trials.
 
-    Raises RebRayError for an agent that cannot run (an unknown kind, a runner not available yet) and TaskSpecError for a bad suite or pattern.
+    Raises RebRayError for an agent that cannot run (an unknown kind, a runner not available
+    yet, an LLM agent without its key or, under a cost limit, without a price: check_llm_agent),
+    LLMFileError for a bad --prices file, and TaskSpecError for a bad suite or pattern.
     """
     credentials = {}
     for name in config.agents:
         agent = get_agent(config.agent_spec(name))
         credentials[name] = {k: os.environ[k] for k in agent.credential_names() if k in os.environ}
+        if agent.uses_llm:  # its key, endpoint and prices, before any trial starts
+            check_llm_agent(config.agent_spec(name), price_table(str(config.prices_file) if config.prices_file else None),
+                            config.max_cost_usd)
     tasks = select_tasks(load_suite(config.suite, config.tasks_root), config.tasks)
     # Trials write their log artifacts under the output directory from wherever their worker
     # runs (reb_ray.artifacts): a relative path must mean the driver's.

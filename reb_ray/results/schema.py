@@ -108,6 +108,32 @@ TRIALS_SCHEMA = pa.schema(
         ("agent_model", pa.string()),  # the spec's model, null when none was given
         ("agent_version", pa.string()),  # the agent program's version (a CLI's --version), null when unknown
         ("report_source", pa.string()),  # REPORT_SOURCES: who wrote the report file, or none
+        # -- LLM metering (issue 10): counted by the node's proxy from the responses' own usage
+        # fields (reb_ray/llm/trial_access.py); every one null when the agent uses no LLM
+        ("llm_requests", pa.int64()),  # requests the agent sent through the proxy (refused ones included)
+        ("input_tokens", pa.int64()),  # prompt tokens, cache reads and writes included (reb_ray.llm.usage)
+        ("cached_input_tokens", pa.int64()),  # of those, read from the prompt cache
+        ("cache_write_tokens", pa.int64()),  # of those, written to the prompt cache
+        ("output_tokens", pa.int64()),  # generated tokens, reasoning included
+        ("reasoning_tokens", pa.int64()),  # of those, reasoning
+        ("cost_usd", pa.float64()),  # USD; null when unknown (a model the price table lacks), never 0
+        ("cost_source", pa.string()),  # COST_SOURCES: price_table | agent_reported | unknown
+        ("price_version", pa.string()),  # the price table that priced it (e.g. 2026-12-01)
+        ("llm_model", pa.string()),  # the model most responses named (the spec's may be null)
+        ("llm_rate_limited", pa.int64()),  # requests answered infra_llm_rate_limit (429)
+        ("llm_unavailable", pa.int64()),  # requests that failed infra_llm_unavailable (5xx, unreachable, cut off)
+        ("llm_auth_failures", pa.int64()),  # requests that failed infra_llm_auth
+        ("llm_budget_failures", pa.int64()),  # requests the upstream refused for quota or budget
+        ("llm_in_flight", pa.int64()),  # requests still unanswered when the agent phase ended
+        ("llm_failure_category", pa.string()),  # the infra_llm_* category of the last failed request
+        ("llm_last_error", pa.string()),  # that request: "category: HTTP status: message"
+        ("llm_retry_after_s", pa.float64()),  # its Retry-After, seconds (the orchestrator's backoff honours it)
+        ("agent_reported_input_tokens", pa.int64()),  # the CLI's own usage report, kept beside the proxy's
+        ("agent_reported_output_tokens", pa.int64()),
+        ("agent_reported_cost_usd", pa.float64()),  # the CLI's own dollar figure (its guess for unknown models)
+        ("trajectory_path", pa.string()),  # the CLI's transcript (JSON Lines, gzip), relative to the output dir
+        ("llm_log_path", pa.string()),  # the proxy's meter and request log (JSON Lines, gzip), same
+        ("sweep_max_cost_usd", pa.float64()),  # the sweep's --max-cost-usd when this attempt ran (null: none)
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

@@ -26,3 +26,31 @@ def connect(timeout: float = 120.0) -> docker.DockerClient:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise DockerUnavailable(f"Docker daemon not reachable ({reason[:160]}): {HOW_TO_START}") from None
     return client
+
+
+def network_gateway(client: docker.DockerClient, network: str) -> str | None:
+    """The host's address on Docker network `network`, where its containers reach services of
+    the node (the LLM proxy): the network's IPAM gateway, else the first host address of its
+    subnet (Docker's default bridge often lists only the subnet: 172.17.0.0/16 -> 172.17.0.1).
+
+    `host` gives 127.0.0.1 (the container shares the node's loopback); `none` gives None (no
+    way out). Raises DockerUnavailable when the daemon does not answer or the network does not
+    exist.
+    """
+    import ipaddress
+
+    if network == "host":
+        return "127.0.0.1"
+    if network == "none":
+        return None
+    try:
+        configs = client.networks.get(network).attrs.get("IPAM", {}).get("Config") or []
+    except DockerException as exc:
+        raise DockerUnavailable(f"Docker network {network!r}: {str(exc).splitlines()[0][:160]}") from None
+    for config in configs:
+        if config.get("Gateway"):
+            return config["Gateway"]
+        subnet = config.get("Subnet")
+        if subnet and ipaddress.ip_network(subnet).version == 4:
+            return str(next(ipaddress.ip_network(subnet).hosts()))
+    raise DockerUnavailable(f"Docker network {network!r} has no IPv4 gateway or subnet for the node's LLM proxy")

@@ -21,18 +21,21 @@ def row(agent: str, task: str, attempt: int, status: str, sweep: str = "s1", **v
 ROWS = [
     # alpha t1: an infra attempt, then scored. C3 is the agent's failure, C4 the hardware's.
     row("alpha", "t1", 1, "infra_error", failure_owner="infra", failure_category="infra_sandbox",
-        c0_missing=99, c0_total=10, agent_wall_time_s=1000.0, env_size_bytes=99 * GiB),
+        c0_missing=99, c0_total=10, agent_wall_time_s=1000.0, env_size_bytes=99 * GiB,
+        input_tokens=9999, output_tokens=999, cost_usd=9.0),
     row("alpha", "t1", 2, "scored", c0_status="failure", c0_missing=2, c0_total=10,
         c1_status="success", c2_status="success", c3_status="failure", c3_failure_category="runtime",
         c4_status="failure", c4_failure_category="insufficient_hardware", c5_status="failure",
         c5_path=0, c5_version=1, c5_capability=1, c5_underclaims=0,
-        agent_wall_time_s=100.0, env_size_bytes=2 * GiB, stages_missing_assets=0, rerun=False),
+        agent_wall_time_s=100.0, env_size_bytes=2 * GiB, stages_missing_assets=0, rerun=False,
+        input_tokens=1000, output_tokens=100, cost_usd=0.5, cost_source="price_table"),
     # alpha t2: no report (the agent's): C0 counts every import as missing, C1 fails as deps;
     # C3's asset is missing (--skip-missing-assets): not run, infra-owned, unmeasured.
     row("alpha", "t2", 1, "scored", c0_status="failure", c0_missing=20, c0_total=20,
         c1_status="failure", c1_failure_category="deps", c2_status="success",
         c3_status="not_run", c3_failure_category="infra_assets_missing", c4_status="skipped",
-        c5_status="not_run", agent_wall_time_s=None, env_size_bytes=None, stages_missing_assets=1),
+        c5_status="not_run", agent_wall_time_s=None, env_size_bytes=None, stages_missing_assets=1,
+        input_tokens=200, output_tokens=20, cost_usd=None, cost_source="unknown"),  # a model the price table lacks
     # alpha t3: scored, then --rerun scored again (current), then a rerun attempt lost to infra,
     # which does not erase the score. C0 did not run: its missing count is unknown.
     row("alpha", "t3", 1, "scored", c0_status="success", c0_missing=0, c0_total=30, c1_status="failure",
@@ -43,7 +46,8 @@ ROWS = [
         c1_status="success", c2_status="skipped", c3_status="skipped",
         c4_status="failure", c4_failure_category="insufficient_hardware", c5_status="success",
         c5_path=1, c5_version=0, c5_capability=0, c5_underclaims=2,
-        agent_wall_time_s=50.123, env_size_bytes=1_000_000_000, stages_missing_assets=0, rerun=True),
+        agent_wall_time_s=50.123, env_size_bytes=1_000_000_000, stages_missing_assets=0, rerun=True,
+        input_tokens=300, output_tokens=None, cost_usd=0.25, cost_source="price_table"),
     row("alpha", "t3", 3, "infra_error", failure_owner="infra", failure_category="infra_daemon", rerun=True),
     # alpha t4: interrupted only: neither scored nor an infra error.
     row("alpha", "t4", 1, "interrupted", c0_missing=7, c0_total=7, c1_status="success"),

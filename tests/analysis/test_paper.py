@@ -47,8 +47,10 @@ ALPHA = {
     "agent_time_valid_jobs": "2",
     "env_size_avg_gb": "1.466",  # (2 GiB + 1e9 bytes) / 2 = 1573741824 bytes = 1.46566 GiB
     "env_valid_jobs": "2",
-    "agent_tokens_input_sum": "", "agent_tokens_output_sum": "", "agent_tokens_total_sum": "",
-    "agent_tokens_total_avg": "",  # tokens are not recorded: unknown, never 0
+    "agent_tokens_input_sum": "1500",  # 1000 + 200 + 300 (t1's infra attempt never counts)
+    "agent_tokens_output_sum": "120",  # 100 + 20; t3's output count is unknown
+    "agent_tokens_total_sum": "1320",  # (1000 + 100) + (200 + 20): the trials that know both
+    "agent_tokens_total_avg": "660.0",  # over those 2
     "agent": "alpha", "c0_not_run": "1",
     "c1_cpu_success_over_measured": "2/3", "c1_cpu_hardware": "0", "c1_cpu_not_run": "0",
     "c2_cuda_success_over_measured": "2/2", "c2_cuda_hardware": "0", "c2_cuda_not_run": "0",
@@ -60,10 +62,12 @@ ALPHA = {
     "stages_missing_assets_sum": "1",  # t2
     "infra_errors": "2",  # t1 attempt 1, t3 attempt 3
     "reruns": "1",  # t3 attempt 2
+    "cost_usd_sum": "0.75",  # 0.5 + 0.25; t2's model has no price: unknown, left out, never 0
+    "cost_valid_jobs": "2",
 }
 BETA = {c: "" for c in COLUMNS} | {
     "run_id": "s1", "baseline": "beta", "agent": "beta", "job_count": "0", "infra_errors": "2", "reruns": "0",
-    "c0_not_run": "0", "c5_not_run": "0", "agent_time_valid_jobs": "0", "env_valid_jobs": "0",
+    "c0_not_run": "0", "c5_not_run": "0", "agent_time_valid_jobs": "0", "env_valid_jobs": "0", "cost_valid_jobs": "0",
     **{f"{n}_{k}": "0" for n in ("c1_cpu", "c2_cuda", "c3_single_gpu", "c4_multi_gpu")
        for k in ("denom", "success", "failed", "skipped", "hardware", "not_run")},
 }

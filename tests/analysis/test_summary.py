@@ -32,9 +32,12 @@ def test_cells_by_hand():
         "C4": "- hw2",  # both applicable C4 stages lacked GPUs: nothing against the agent
         "C5 lies": "3", "no assets": "1",
         "agent s": "75.06", "env GiB": "1.466",  # rounded, never raw floats
+        "tokens": "1320",  # input + output of the trials that know both
+        "cost $": "0.7500 (2/3)",  # t2's model has no price: 2 of 3 trials know their cost
         "infra": "2",
     }
-    assert cells["beta"] == dict(zip(HEADERS, ["beta", "0", "-/-", "0", "-", "-", "-", "-", "-", "-", "-", "-", "2"]))
+    assert cells["beta"] == dict(zip(HEADERS, ["beta", "0", "-/-", "0", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
+                                               "2"]))
     assert format_summary([]) == "no trials"
 
 

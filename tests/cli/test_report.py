@@ -33,7 +33,13 @@ def _expected_cells(row: dict[str, str]) -> dict[str, str]:
     cells = {"agent": row["agent"], "trials": row["job_count"],
              "C0 missing/total": f"{dash(row['c0_missing_sum'])}/{dash(row['c0_total_sum'])}",
              "C0 not run": row["c0_not_run"], "C5 lies": dash(row["c5_total_sum"]),
-             "no assets": dash(row["stages_missing_assets_sum"]), "infra": row["infra_errors"]}
+             "no assets": dash(row["stages_missing_assets_sum"]), "infra": row["infra_errors"],
+             "tokens": dash(row["agent_tokens_total_sum"])}
+    if row["cost_usd_sum"]:
+        known = "" if row["cost_valid_jobs"] == row["job_count"] else f" ({row['cost_valid_jobs']}/{row['job_count']})"
+        cells["cost $"] = f"{float(row['cost_usd_sum']):.4f}{known}"
+    else:
+        cells["cost $"] = "-"
     for header, name in (("C1", "c1_cpu"), ("C2", "c2_cuda"), ("C3", "c3_single_gpu"), ("C4", "c4_multi_gpu")):
         cell = "-" if row[f"{name}_denom"] == "0" else dash(row[f"{name}_success_over_measured"])
         cell += f" hw{row[f'{name}_hardware']}" if row[f"{name}_hardware"] != "0" else ""
@@ -62,6 +68,7 @@ def test_report_terminal_python_m_analysis_and_csv_agree(tmp_path):
                 assert shown[header] == "-"
     # the hand-made run has known values in these cells: the comparison is not vacuous
     assert terminal["alpha"]["agent s"] == "75.06" and terminal["alpha"]["C4"] == "- hw2"
+    assert terminal["alpha"]["cost $"] == "0.7500 (2/3)" and terminal["alpha"]["tokens"] == "1320"
 
 
 def test_report_csv_into_a_missing_directory_is_one_line(tmp_path):

@@ -46,3 +46,13 @@ def test_skip_missing_assets_from_flag_or_config_file(tmp_path):
     cfg = tmp_path / "sweep.toml"
     cfg.write_text("skip_missing_assets = true\n")
     assert load_config(cfg, {}).skip_missing_assets is True
+
+
+def test_max_cost_usd_and_prices_flags_and_the_budget_is_not_the_sweeps_identity(tmp_path):
+    cfg = tmp_path / "sweep.toml"
+    cfg.write_text('agents = ["noop"]\nmax_cost_usd = 5.0\nllm_retry_backoff_s = 1.0\n')
+    config = load_config(cfg, {"prices_file": tmp_path / "prices.toml"})
+    assert (config.max_cost_usd, config.llm_retry_backoff_s, config.prices_file) == (5.0, 1.0, tmp_path / "prices.toml")
+    assert config.resolved_sweep_id() == load_config(None, {"agents": ["noop"], "max_cost_usd": 50.0}).resolved_sweep_id()
+    with pytest.raises(RebRayError, match=r"^flags: --max-cost-usd = -1\.0: "):
+        load_config(None, {"max_cost_usd": -1.0})

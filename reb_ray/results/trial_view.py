@@ -1,0 +1,168 @@
+"""What one trial did, from its rows and stored artifacts alone (`reb-ray trial show`, issue 10
+item 8): a trial is debuggable without running it again.
+
+`show_trial(output_dir, trial_id)` prints, for the trial's current attempt (or `attempt`): its
+status and whose failure it was, every attempt's outcome, the agent (kind, model, version,
+exit code, time, the limit that fired), the LLM side (requests, failures, tokens, cost and the
+CLI's own figures), the commands it ran with their exit codes (from the stored transcript,
+reb_ray/llm/transcript.py; else the end of the agent's full log), its report, and every stage
+(status, category, reason).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pyarrow.compute as pc
+
+from reb_ray.errors import RebRayError
+from reb_ray.llm.transcript import commands
+from reb_ray.results.read import latest_attempts, read_stages, read_trials
+
+MAX_COMMANDS = 200  # commands shown (the first ones; the rest are counted)
+LOG_TAIL_LINES = 30  # lines of the agent log shown when the transcript has no commands
+READ_LIMIT = 64 * 1024 * 1024  # bytes of an artifact read back
+
+
+def _fmt(value, spec: str = "") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _read_artifact(output_dir: Path, rel: str | None) -> tuple[bytes | None, str | None]:
+    """(content, None) of a gzip artifact, or (None, why not)."""
+    if not rel:
+        return None, "not stored"
+    try:
+        with gzip.open(output_dir / rel, "rb") as f:
+            return f.read(READ_LIMIT), None
+    except (OSError, EOFError) as exc:
+        return None, f"{output_dir / rel}: {type(exc).__name__}: {exc}"
+
+
+def _pick(output_dir: Path, trial_id: str, sweep_id: str | None, attempt: int | None) -> tuple[dict, list[dict]]:
+    """(the chosen attempt's row, every attempt's row, by attempt) or RebRayError naming what exists."""
+    table = read_trials(output_dir, sweep_id)
+    rows = table.filter(pc.equal(table["trial_id"], trial_id))
+    if rows.num_rows == 0:
+        known = sorted({t for t in table["trial_id"].to_pylist() if t})
+        hint = f"; trials there: {', '.join(known[:8])}{' ...' if len(known) > 8 else ''}" if known else ""
+        raise RebRayError(f"no trial {trial_id!r} under {output_dir}{f' in sweep {sweep_id}' if sweep_id else ''}{hint}")
+    sweeps = sorted(set(rows["sweep_id"].to_pylist()))
+    if len(sweeps) > 1:
+        raise RebRayError(f"trial {trial_id!r} is in sweeps {', '.join(sweeps)}: choose one with --sweep-id")
+    attempts = sorted(rows.to_pylist(), key=lambda r: r["attempt"] or 0)
+    if attempt is None:
+        return latest_attempts(rows).to_pylist()[0], attempts
+    chosen = [r for r in attempts if r["attempt"] == attempt]
+    if not chosen:
+        raise RebRayError(f"trial {trial_id!r} has no attempt {attempt}; it has {', '.join(str(r['attempt']) for r in attempts)}")
+    return chosen[-1], attempts
+
+
+def _usd(value: float | None) -> str:
+    return "-" if value is None else f"${value:.6f}"
+
+
+def _llm_lines(row: dict) -> list[str]:
+    if row.get("llm_requests") is None:
+        return ["llm      none recorded (the agent uses no LLM, or the attempt ended before its agent phase)"]
+    return [
+        f"llm      {row['llm_requests']} request(s) through the proxy; failed: rate-limited {_fmt(row['llm_rate_limited'])}, "
+        f"unavailable {_fmt(row['llm_unavailable'])}, auth {_fmt(row['llm_auth_failures'])}, "
+        f"budget {_fmt(row['llm_budget_failures'])}; in flight at the end {_fmt(row['llm_in_flight'])}",
+        f"tokens   input {_fmt(row['input_tokens'])} (cached {_fmt(row['cached_input_tokens'])}, cache write "
+        f"{_fmt(row['cache_write_tokens'])}), output {_fmt(row['output_tokens'])} (reasoning {_fmt(row['reasoning_tokens'])}); "
+        f"model {_fmt(row['llm_model'])}",
+        f"cost     {_usd(row['cost_usd'])} ({_fmt(row['cost_source'])}, "
+        f"prices {_fmt(row['price_version'])}); the agent's own figures: input {_fmt(row['agent_reported_input_tokens'])}, "
+        f"output {_fmt(row['agent_reported_output_tokens'])}, cost {_fmt(row['agent_reported_cost_usd'])}",
+        f"last LLM error  {_fmt(row['llm_last_error'])}",
+    ]
+
+
+def _command_lines(output_dir: Path, row: dict) -> list[str]:
+    data, why = _read_artifact(output_dir, row.get("trajectory_path"))
+    found = commands(data) if data else []
+    if found:
+        lines = [f"commands ({len(found)}, from the transcript {row['trajectory_path']}):"]
+        for i, cmd in enumerate(found[:MAX_COMMANDS]):
+            status = (f"exit {cmd.exit_code}" if cmd.exit_code is not None
+                      else "failed" if cmd.failed else "ok" if cmd.failed is False else "exit ?")
+            lines.append(f"  [{i}] $ {cmd.command.strip()[:300]}")
+            output = " | ".join(line for line in cmd.output.strip().splitlines()[:3])
+            lines.append(f"      {status}" + (f"  {output[:200]}" if output else ""))
+        if len(found) > MAX_COMMANDS:
+            lines.append(f"  ... {len(found) - MAX_COMMANDS} more")
+        return lines
+    log, log_why = _read_artifact(output_dir, row.get("agent_log_path"))
+    head = f"commands: none in a transcript ({why or 'it names none'}); "
+    if log is None:
+        tail = (row.get("agent_output_tail") or "").splitlines()[-LOG_TAIL_LINES:]
+        return [head + f"the agent log is {log_why}; the row's output tail:", *(f"  {line}" for line in tail)]
+    tail = log.decode("utf-8", errors="replace").splitlines()[-LOG_TAIL_LINES:]
+    return [head + f"the last {len(tail)} lines of the agent log {row['agent_log_path']}:", *(f"  {line}" for line in tail)]
+
+
+def _report_lines(stages: list[dict], row: dict) -> list[str]:
+    report = next((s for s in stages if s["stage"] == "report"), None)
+    head = f"report   {_fmt(row.get('report_status'))} (source {_fmt(row.get('report_source'))})"
+    if report is None or not report.get("raw"):
+        return [head + (f": {report['reason']}" if report and report.get("reason") else "")]
+    try:
+        text = json.dumps(json.loads(report["raw"]), indent=None)
+    except ValueError:
+        text = report["raw"]
+    return [head + ":", f"  {text[:2000]}"]
+
+
+def _stage_lines(stages: list[dict]) -> list[str]:
+    lines = ["stages:"]
+    for s in stages:  # in the order the attempt recorded them
+        parts = [f"  {s['stage']:<10} {s['status']:<8}", _fmt(s.get("failure_category"))]
+        if s.get("exit_code") is not None:
+            parts.append(f"exit {s['exit_code']}")
+        if s.get("duration_s") is not None:
+            parts.append(f"{s['duration_s']:.1f} s")
+        if s.get("reason"):
+            parts.append(str(s["reason"])[:300])
+        lines.append("  ".join(parts))
+    return lines
+
+
+def _attempt(row: dict) -> str:
+    category = row.get("failure_category")
+    return f"{row['attempt']} {row['status']}" + (f" {category}" if category else "")
+
+
+def _files(row: dict) -> str:
+    named = [(name, row.get(key)) for name, key in (("agent log", "agent_log_path"), ("transcript", "trajectory_path"),
+                                                    ("request log", "llm_log_path"))]
+    return "files    " + (", ".join(f"{name} {path}" for name, path in named if path) or "none stored")
+
+
+def show_trial(output_dir: Path, trial_id: str, sweep_id: str | None = None, attempt: int | None = None) -> str:
+    """The text `reb-ray trial show` prints (module docstring). Raises RebRayError for a trial or
+    attempt that is not there (naming what is) or an unreadable results shard."""
+    output_dir = Path(output_dir)
+    row, attempts = _pick(output_dir, trial_id, sweep_id, attempt)
+    stage_table = read_stages(output_dir, row["sweep_id"])
+    stages = [s for s in stage_table.filter(pc.equal(stage_table["trial_id"], trial_id)).to_pylist()
+              if s["attempt"] == row["attempt"]]
+    lines = [
+        f"trial {trial_id} of sweep {row['sweep_id']}: attempt {row['attempt']} ({len(attempts)} recorded), "
+        f"task {row['task_id']}, node {_fmt(row['node'])}",
+        f"status   {row['status']}; failure owner {_fmt(row['failure_owner'])}, category {_fmt(row['failure_category'])}"
+        + (f"; reason: {row['failure_reason']}" if row.get("failure_reason") else ""),
+        "attempts " + "; ".join(_attempt(r) for r in attempts),
+        f"agent    {row['agent']} (kind {_fmt(row['agent_kind'])}, model {_fmt(row['agent_model'])}, version "
+        f"{_fmt(row['agent_version'])}); exit {_fmt(row['agent_exit_code'])} after {_fmt(row['agent_wall_time_s'], '.1f')} s; "
+        f"limit fired: {_fmt(row['agent_limit'])}",
+        *_llm_lines(row),
+        *_command_lines(output_dir, row),
+        *_report_lines(stages, row),
+        *_stage_lines(stages),
+        _files(row),
+    ]
+    return "\n".join(lines)
