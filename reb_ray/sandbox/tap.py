@@ -68,8 +68,8 @@ class TappedSandbox(Sandbox):
     def size(self, timeout: float = 60.0) -> SandboxSize:
         return self._inner.size(timeout)
 
-    def kill_leftovers(self) -> None:
-        self._inner.kill_leftovers()
+    def kill_leftovers(self) -> list[str] | None:
+        return self._inner.kill_leftovers()
 
     def close(self) -> None:
         self._inner.close()
