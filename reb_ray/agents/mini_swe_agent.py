@@ -53,11 +53,6 @@ When the report is written and you are done, run exactly `echo {SUBMIT}` as its 
 """
 
 
-def _raw(text: str) -> str:
-    """`text` as a literal inside mini's Jinja templates."""
-    return "{% raw %}" + text.replace("{% endraw %}", "{% endraw %}{{ '{% endraw %}' }}{% raw %}") + "{% endraw %}"
-
-
 class MiniSweAgent(Agent):
     """Runs `mini` from the toolchain; see the module docstring. Not trusted."""
 
@@ -71,7 +66,7 @@ class MiniSweAgent(Agent):
         max_cost = self.spec.max_cost_usd if self.spec is not None else None
         return {
             "run": {"task": ctx.prompt.task.rstrip() + _ENDING},
-            "agent": {"system_template": _raw(ctx.prompt.system), "instance_template": "{{ task }}",
+            "agent": {"system_template": rs.jinja_literal(ctx.prompt.system), "instance_template": "{{ task }}",
                       "mode": "yolo", "confirm_exit": False, "output_path": trajectory,
                       "step_limit": ctx.llm.max_turns or 0, "cost_limit": max_cost or 0.0},
             "environment": {"cwd": ctx.repo_dir, "timeout": max(1, min(COMMAND_TIMEOUT_S, int(timeout_s)))},

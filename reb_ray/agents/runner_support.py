@@ -73,6 +73,12 @@ def remove_dir(sandbox: Sandbox, path: str) -> None:
         pass
 
 
+def jinja_literal(text: str) -> str:
+    """`text` as a literal inside a Jinja template (both CLIs render their system prompt with
+    Jinja; our prompt's braces must reach the model as written)."""
+    return "{% raw %}" + text.replace("{% endraw %}", "{% endraw %}{{ '{% endraw %}' }}{% raw %}") + "{% endraw %}"
+
+
 def json_lines(records: list[dict]) -> bytes:
     """One compact JSON object per line."""
     return b"".join(json.dumps(r, separators=(",", ":"), default=str).encode() + b"\n" for r in records)

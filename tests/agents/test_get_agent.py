@@ -23,7 +23,7 @@ def test_builtin_command_and_class_path_kinds():
     assert cmd.credential_names() == ("MINE_KEY",) and not cmd.trusted
 
 
-@pytest.mark.parametrize("kind", ["codex", "claude_code", "mini_swe_agent", "nexau"])
+@pytest.mark.parametrize("kind", ["codex", "claude_code"])
 def test_llm_kinds_without_a_runner_yet_fail_in_one_line(kind):
     with pytest.raises(RebRayError) as info:
         get_agent(f"{kind}@some-model")
