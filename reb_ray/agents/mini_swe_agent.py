@@ -82,10 +82,10 @@ class MiniSweAgent(Agent):
         timeout = rs.time_left(ctx, started)
         # JSON is YAML: no quoting rules of our own.
         sandbox.write_bytes(config_file, json.dumps(self.config(ctx, trajectory, timeout), indent=1).encode())
-        env = {**(self.spec.env if self.spec else {}), **ctx.env, "PATH": SYSTEM_PATH,
-               "OPENAI_BASE_URL": f"{llm.base_url}/v1", "OPENAI_API_KEY": llm.api_key,
-               "MSWEA_CONFIGURED": "true", "MSWEA_GLOBAL_CONFIG_DIR": f"{work}/home", "MSWEA_CONFIG_DIR": work,
-               "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        env = rs.cli_env(self, ctx, {"PATH": SYSTEM_PATH, "OPENAI_BASE_URL": f"{llm.base_url}/v1",
+                                     "OPENAI_API_KEY": llm.api_key, "MSWEA_CONFIGURED": "true",
+                                     "MSWEA_GLOBAL_CONFIG_DIR": f"{work}/home", "MSWEA_CONFIG_DIR": work,
+                                     "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
         argv = [f"{ctx.toolchain}/bin/mini", "-c", "mini.yaml", "-c", config_file, "-y", "--exit-immediately",
                 "-o", trajectory, *(self.spec.extra_args if self.spec else [])]
         # cwd = the work dir: `-c mini.yaml` must resolve to the builtin file, never one in the repository.

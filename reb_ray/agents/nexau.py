@@ -86,8 +86,7 @@ class NexauAgent(Agent):
         sandbox.write_bytes(f"{work}/agent.yaml", json.dumps(self.config(ctx, work), indent=1).encode())
         sandbox.write_bytes(f"{work}/prompt.md", ctx.prompt.task.encode())
         events_file = f"{work}/events.jsonl"
-        env = {**(self.spec.env if self.spec else {}), **ctx.env, "PATH": SYSTEM_PATH, "HOME": f"{work}/home",
-               "PYTHONDONTWRITEBYTECODE": "1"}
+        env = rs.cli_env(self, ctx, {"PATH": SYSTEM_PATH})
         argv = [python, f"{work}/driver.py", f"{work}/agent.yaml", f"{work}/prompt.md", events_file,
                 *(self.spec.extra_args if self.spec else [])]
         result = sandbox.exec(argv, timeout=rs.time_left(ctx, started), env=env, workdir=work)

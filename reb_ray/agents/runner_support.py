@@ -33,6 +33,16 @@ def time_left(ctx: AgentContext, started: float) -> float:
     return max(1.0, ctx.timeout_s - (time.monotonic() - started) - AFTER_CLI_S)
 
 
+def cli_env(agent, ctx: AgentContext, extra: dict[str, str]) -> dict[str, str]:
+    """The CLI's environment: the spec's `env`, the trial's `ctx.env` without the agent's
+    credential variables (an LLM agent reaches its model only through the proxy with the
+    stand-in key: the real key must never enter the sandbox, whatever the caller passed), and
+    `extra` (the runner's own variables, which win)."""
+    drop = set(agent.credential_names())
+    spec_env = agent.spec.env if agent.spec is not None else {}
+    return {**spec_env, **{k: v for k, v in ctx.env.items() if k not in drop}, **extra}
+
+
 def require_llm(ctx: AgentContext, agent_name: str, kind: str):
     """`ctx.llm` with a model, or RebRayError naming what is missing (a harness or spec error,
     raised before any agent time is spent)."""

@@ -34,7 +34,8 @@ def _turn(command: str, n: int) -> dict:
 def build_turns(final: list[str]) -> list[dict]:
     """Create a venv, install numpy into it, then `final` (which writes the report, or not)."""
     steps = [f"python3 -m venv {ENV}", f"{ENV}/bin/pip install -q -r requirements.txt",
-             f"{ENV}/bin/python -c 'import numpy; print(numpy.__version__)'; pwd; command -v mini || echo toolchain-not-on-path", *final]
+             f"{ENV}/bin/python -c 'import numpy; print(numpy.__version__)'; pwd; command -v mini || echo toolchain-not-on-path; "
+             "echo key=$OPENAI_API_KEY", *final]
     return [_turn(command, n) for n, command in enumerate(steps)]
 
 
@@ -64,6 +65,7 @@ def session(docker_client, sandbox_image, installed_toolchain, monkeypatch):
 
 def test_a_scripted_session_builds_the_env_and_the_probes_pass(session):
     s = session(build_turns([WRITE_REPORT, SUBMIT]))
+    s.ctx.env["OPENAI_API_KEY"] = REAL_KEY  # what a caller passing the spec's key variable would hand over
     run = s.run()
     assert (run.exit_code, run.timed_out, run.limit) == (0, False, None), run.output[-3000:]
     assert run.agent_version == "2.4.6" and run.report_source is None  # the agent's own file
@@ -82,6 +84,7 @@ def test_a_scripted_session_builds_the_env_and_the_probes_pass(session):
     # It ran inside the sandbox: the repository root as cwd, the toolchain off the commands' PATH.
     assert len(tools) == 5 and all('"returncode": 0' in m["content"] for m in tools[:4]), tools
     assert "/work/repo" in tools[2]["content"] and "toolchain-not-on-path" in tools[2]["content"]
+    assert f"key={s.key}" in tools[2]["content"]  # the stand-in, never the real key
     session_seen = s.endpoint_session()
     assert session_seen["requests"][0]["tools"] == ["bash"]
     assert REAL_KEY not in run.output and REAL_KEY.encode() not in run.transcript

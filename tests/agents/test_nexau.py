@@ -40,7 +40,8 @@ def _usage(n: int) -> dict:
 def build_turns(final: list[dict]) -> list[dict]:
     """Create a venv, install numpy, check it (shell tool calls NexAU executes), then `final`."""
     steps = [f"python3 -m venv {ENV}", f"{ENV}/bin/pip install -q -r requirements.txt",
-             f"{ENV}/bin/python -c 'import numpy; print(numpy.__version__)'; pwd; command -v nexau || echo toolchain-not-on-path"]
+             f"{ENV}/bin/python -c 'import numpy; print(numpy.__version__)'; pwd; command -v nexau || echo toolchain-not-on-path; "
+             "echo key=${OPENAI_API_KEY:-unset}; ls -d ~/.nexau 2>/dev/null || echo no-nexau-home"]
     turns = [{"kind": "tool", "tool": SHELL, "command": c, "text": f"Step {n}.", "usage": _usage(n)} for n, c in enumerate(steps)]
     return turns + [{**turn, "usage": _usage(len(steps) + i)} for i, turn in enumerate(final)]
 
@@ -107,6 +108,7 @@ def test_reported_usage_converts_nexau_counts_and_skips_a_torn_line():
 @pytest.mark.docker
 def test_a_scripted_session_builds_the_env_and_the_probes_pass(session, nexau_toolchain):
     s = session(build_turns([WRITE_REPORT, DONE]), nexau_toolchain)
+    s.ctx.env["OPENAI_API_KEY"] = REAL_KEY  # what a caller passing the spec's key variable would hand over
     run = s.run()
     assert (run.exit_code, run.timed_out, run.limit) == (0, False, None), run.output[-3000:]
     assert run.agent_version == "0.4.1" and run.report_source is None
@@ -119,7 +121,8 @@ def test_a_scripted_session_builds_the_env_and_the_probes_pass(session, nexau_to
     tools = [e for e in events if e["type"] == "tool"]
     assert [t["name"] for t in tools] == [SHELL, SHELL, SHELL, "write_file"]
     assert '"exit_code": 0' in tools[1]["output"] and "/work/repo" in tools[2]["output"]
-    assert "toolchain-not-on-path" in tools[2]["output"]
+    assert "toolchain-not-on-path" in tools[2]["output"] and "key=unset" in tools[2]["output"]  # the real key stays out
+    assert "no-nexau-home" in tools[2]["output"]
     assert events[-1] == {"type": "end", "stop_reason": "NO_MORE_TOOL_CALLS", "response": DONE["text"]}
     assert REAL_KEY.encode() not in run.transcript and REAL_KEY not in run.output
     assert s.sandbox.exec(["test", "-e", "/work/.reb-ray-agent/nexau"], timeout=30).exit_code == 1
