@@ -30,6 +30,8 @@ scratch directory `/tmp/nexau_bash_tool_results` is removed with the work direct
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -80,11 +82,13 @@ class NexauAgent(Agent):
         if installed.exit_code != 0:
             raise InfraError("infra_toolchain", f"nexau is not installed in the agent toolchain: run `{NEXAU_INSTALL_HINT}` on this node")
         work = rs.work_dir(ctx, KIND)
-        for file in FILES.iterdir():
-            if file.suffix in (".py", ".yaml"):
-                sandbox.write_bytes(f"{work}/{file.name}", file.read_bytes())
-        sandbox.write_bytes(f"{work}/agent.yaml", json.dumps(self.config(ctx, work), indent=1).encode())
-        sandbox.write_bytes(f"{work}/prompt.md", ctx.prompt.task.encode())
+        with tempfile.TemporaryDirectory() as tmp:  # one copy into the sandbox, not six
+            for file in FILES.iterdir():
+                if file.suffix in (".py", ".yaml"):
+                    shutil.copy(file, tmp)
+            Path(tmp, "agent.yaml").write_text(json.dumps(self.config(ctx, work), indent=1))
+            Path(tmp, "prompt.md").write_text(ctx.prompt.task)
+            sandbox.put(tmp, work)
         events_file = f"{work}/events.jsonl"
         env = rs.cli_env(self, ctx, {"PATH": SYSTEM_PATH})
         argv = [python, f"{work}/driver.py", f"{work}/agent.yaml", f"{work}/prompt.md", events_file,
@@ -101,8 +105,7 @@ class NexauAgent(Agent):
             run.limit = f"max_turns={llm.max_turns}" if llm.max_turns else f"max_iterations={MAX_ITERATIONS}"
         if rs.force_report(sandbox, ctx.report_path, [end.get("response"), _last_text(events)]):
             run.report_source = "forced_from_output"
-        rs.remove_dir(sandbox, work)
-        rs.remove_dir(sandbox, SCRATCH)
+        rs.remove_dir(sandbox, work, SCRATCH)
         run.wall_time_s = time.monotonic() - started
         return run
 

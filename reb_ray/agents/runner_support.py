@@ -75,10 +75,11 @@ def force_report(sandbox: Sandbox, report_path: str, candidates: list[str | None
     return False
 
 
-def remove_dir(sandbox: Sandbox, path: str) -> None:
-    """Remove the runner's work directory (best effort: a failure leaves a few files behind)."""
+def remove_dir(sandbox: Sandbox, *paths: str) -> None:
+    """Remove the runner's work directory (and the CLI's scratch `paths`) in one exec; best
+    effort: a failure leaves a few files behind."""
     try:
-        sandbox.exec(["rm", "-rf", path], timeout=60)
+        sandbox.exec(["rm", "-rf", "--", *paths], timeout=60)
     except RebRayError:
         pass
 
