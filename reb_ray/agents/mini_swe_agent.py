@@ -74,9 +74,9 @@ class MiniSweAgent(Agent):
         }
 
     def run(self, sandbox: Sandbox, ctx: AgentContext) -> AgentRun:
-        assert ctx.prompt is not None and ctx.toolchain is not None, "run_trial sets the prompt and mounts the toolchain"
         started = time.monotonic()
-        llm = rs.require_llm(ctx, self.name, KIND)
+        llm = rs.require_llm(ctx, self.name, KIND, sandbox)
+        assert ctx.prompt is not None and ctx.toolchain is not None, "run_trial sets the prompt and mounts the toolchain"
         work = rs.work_dir(ctx, KIND)
         trajectory, config_file = f"{work}/trajectory.json", f"{work}/config.yaml"
         timeout = rs.time_left(ctx, started)

@@ -74,9 +74,9 @@ class NexauAgent(Agent):
         }
 
     def run(self, sandbox: Sandbox, ctx: AgentContext) -> AgentRun:
-        assert ctx.prompt is not None and ctx.toolchain is not None, "run_trial sets the prompt and mounts the toolchain"
         started = time.monotonic()
-        llm = rs.require_llm(ctx, self.name, KIND)
+        llm = rs.require_llm(ctx, self.name, KIND, sandbox)
+        assert ctx.prompt is not None and ctx.toolchain is not None, "run_trial sets the prompt and mounts the toolchain"
         python = f"{ctx.toolchain}/{NEXAU_PART}/venv/bin/python"
         installed = sandbox.exec(["test", "-f", f"{ctx.toolchain}/{NEXAU_PART}/MANIFEST.json", "-a", "-x", python], timeout=60)
         if installed.exit_code != 0:

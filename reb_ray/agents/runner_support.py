@@ -15,6 +15,7 @@ import time
 
 from reb_ray.agents.base import AgentContext
 from reb_ray.agents.command import last_json_object
+from reb_ray.agents.toolchain import TOOLCHAIN_SANDBOX_PATH
 from reb_ray.errors import RebRayError
 from reb_ray.sandbox import Sandbox
 
@@ -43,9 +44,13 @@ def cli_env(agent, ctx: AgentContext, extra: dict[str, str]) -> dict[str, str]:
     return {**spec_env, **{k: v for k, v in ctx.env.items() if k not in drop}, **extra}
 
 
-def require_llm(ctx: AgentContext, agent_name: str, kind: str):
+def require_llm(ctx: AgentContext, agent_name: str, kind: str, sandbox: Sandbox):
     """`ctx.llm` with a model, or RebRayError naming what is missing (a harness or spec error,
-    raised before any agent time is spent)."""
+    raised before any agent time is spent). The Python CLIs' venvs are built for the toolchain's
+    sandbox path, so they run in the docker sandbox only."""
+    if sandbox.provider != "docker":
+        raise RebRayError(f"agent {agent_name!r}: kind {kind} runs in the docker sandbox only (its toolchain "
+                          f"venv is built for {TOOLCHAIN_SANDBOX_PATH})")
     if ctx.llm is None:
         raise RebRayError(f"agent {agent_name!r}: the {kind} runner needs the trial's LLM access (ctx.llm)")
     if not ctx.llm.model:

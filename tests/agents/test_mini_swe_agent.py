@@ -135,3 +135,25 @@ def test_reported_usage_reads_the_trajectory_and_leaves_unknowns_null():
     assert reported_usage(unpriced)["cost_usd"] is None
     assert reported_usage({"messages": [{"role": "system"}]}) is None
 
+
+
+def test_outside_docker_it_fails_in_one_line():
+    from reb_ray.agents import get_agent
+    from reb_ray.agents.base import AgentContext, LlmAccess
+    from reb_ray.errors import RebRayError
+    from reb_ray.sandbox import SandboxConfig, open_sandbox
+
+    agent = get_agent("mini_swe_agent@gpt-5-mini")
+    with open_sandbox("local", SandboxConfig(sweep_id="test", trial_id="mini-local"), trusted=True) as local:
+        ctx = AgentContext("/tmp/repo", "/tmp/report.json", 10, llm=LlmAccess("http://127.0.0.1:1", "sk-x", "gpt-5-mini"))
+        with pytest.raises(RebRayError, match="kind mini_swe_agent runs in the docker sandbox only"):
+            agent.run(local, ctx)
+
+
+def test_without_a_model_it_fails_before_starting(session):
+    from reb_ray.errors import RebRayError
+
+    s = session(build_turns([SUBMIT]), model=None)
+    with pytest.raises(RebRayError, match=r"kind mini_swe_agent needs a model \(`mini_swe_agent@MODEL`"):
+        s.run()
+    assert s.meter()["requests"] == 0
