@@ -51,3 +51,28 @@ def make_sandbox(provider, request):
     yield make
     for sandbox in made:
         sandbox.close()
+
+
+# Tests marked `nexau_src` need a NexAU source checkout (NexAU is not on PyPI), named by
+# REB_RAY_NEXAU_SRC. Without one they are deselected by design, never skipped silently: pytest
+# counts them as deselected and the summary names them and the variable that runs them.
+NEXAU_SRC_ENV = "REB_RAY_NEXAU_SRC"
+_NOT_RUN_BY_DESIGN: list[str] = []
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get(NEXAU_SRC_ENV):
+        return
+    keep = [item for item in items if item.get_closest_marker("nexau_src") is None]
+    dropped = [item for item in items if item.get_closest_marker("nexau_src") is not None]
+    if dropped:
+        _NOT_RUN_BY_DESIGN[:] = [item.nodeid for item in dropped]
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _NOT_RUN_BY_DESIGN:
+        terminalreporter.write_line(f"not run by design: {len(_NOT_RUN_BY_DESIGN)} nexau_src tests "
+                                    f"(set {NEXAU_SRC_ENV} to a NexAU checkout to run them): "
+                                    + ", ".join(n.rsplit("::", 1)[-1] for n in _NOT_RUN_BY_DESIGN))

@@ -43,13 +43,7 @@ def _llm_runner(spec: AgentSpec) -> Agent:
     import importlib
 
     module, _, cls = LLM_RUNNERS[spec.kind].partition(":")
-    try:
-        return getattr(importlib.import_module(f"reb_ray.agents.{module}"), cls)()
-    except ModuleNotFoundError as exc:
-        if exc.name != f"reb_ray.agents.{module}":
-            raise
-        raise RebRayError(f"agent {spec.name!r}: the {spec.kind} runner is not available yet; "
-                          f"run the CLI through kind 'command' meanwhile") from None
+    return getattr(importlib.import_module(f"reb_ray.agents.{module}"), cls)()
 
 
 def get_agent(spec: AgentSpec | str) -> Agent:

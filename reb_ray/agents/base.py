@@ -112,6 +112,8 @@ class Agent(abc.ABC):
     #: Whether the agent talks to an LLM: then the trial registers it with the node's metering
     #: proxy and passes `ctx.llm` (reb_ray/llm/proxy.py).
     uses_llm: bool = False
+    #: Whether the spec must name a model (the CLI has no default of its own).
+    requires_model: bool = False
     #: The spec this agent was built from (set by get_agent).
     spec: "AgentSpec | None" = None
 

@@ -10,6 +10,8 @@ sweep, `$REB_RAY_CACHE_DIR` moves the whole cache), and reused by every trial:
     node/bin/node             the node runtime (part `node`)
     codex/, claude_code/      npm prefixes (node_modules/...) of the two CLIs
     mini_swe_agent-py3.11/    a venv made with the sandbox image's own python 3.11
+    nexau/                    NexAU from a source checkout, with its own Python >= 3.12
+                              (reb_ray/agents/toolchain_nexau.py; only with --nexau-src)
     <part>/MANIFEST.json      what was installed, when, in how many seconds and bytes
 
 Inside a sandbox the toolchain is at TOOLCHAIN_SANDBOX_PATH (read-only, agent phase only:
@@ -60,6 +62,9 @@ PINS: dict[str, Pin] = {
 }
 #: Kinds that `reb-ray agents install` builds by default.
 INSTALLABLE = tuple(PINS)
+#: NexAU is not on PyPI: installed from a user-given source checkout into this part.
+NEXAU_PART = "nexau"
+NEXAU_INSTALL_HINT = "reb-ray agents install --kinds nexau --nexau-src DIR"
 
 
 def node_version() -> str:
@@ -115,6 +120,11 @@ v=$({image_python} -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev
 [ -n "$v" ] && [ -f "$here/mini_swe_agent-py$v/MANIFEST.json" ] || {{ {missing_mini}; }}
 exec "$here/mini_swe_agent-py$v/bin/mini" "$@"
 """,
+    "nexau": """#!/bin/sh
+here=$(dirname "$0")/..
+[ -f "$here/nexau/MANIFEST.json" ] || {{ {missing_nexau}; }}
+exec "$here/nexau/venv/bin/nexau" "$@"
+""",
 }
 
 
@@ -126,6 +136,7 @@ def wrapper_texts() -> dict[str, str]:
         "missing_claude": _MISSING.format(what=f"claude-code {PINS['claude_code'].version}", kind="claude_code"),
         "missing_mini": _MISSING.format(what=f"mini-swe-agent {PINS['mini_swe_agent'].version} for python $v",
                                         kind="mini_swe_agent"),
+        "missing_nexau": 'echo "reb-ray toolchain: nexau is not installed in $here: run \\`%s\\`" >&2; exit 127' % NEXAU_INSTALL_HINT,
     }
     return {name: text.format(image_python=IMAGE_PYTHON, **missing) for name, text in _WRAPPERS.items()}
 
@@ -163,6 +174,8 @@ class Toolchain:
             return ["node", kind]
         if kind == "mini_swe_agent":
             return [f"mini_swe_agent-{python_tag(python)}"] if python else self.mini_swe_agent_parts()[:1] or ["mini_swe_agent"]
+        if kind == "nexau":
+            return [NEXAU_PART]
         return []
 
     def installed(self, kind: str, python: str | None = None) -> bool:

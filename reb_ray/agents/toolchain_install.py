@@ -11,6 +11,8 @@
   throwaway container (label `reb-ray.managed=true`, removed on every path) with the part's
   temporary directory mounted read-write at its final sandbox path, then
   `pip install mini-swe-agent==VERSION`; `pip freeze` goes into its manifest.
+- `nexau`: NexAU from a source checkout with a copied Python >= 3.12, built the same way
+  (reb_ray/agents/toolchain_nexau.py); only when asked for (`--nexau-src DIR`).
 
 Each part is built under `<toolchains_root>/.building/`, measured, and renamed into the
 toolchain directory; an installed part is never rebuilt (idempotent), so CI pays once.
@@ -31,6 +33,7 @@ from typing import Callable, Sequence
 from reb_ray.agents.toolchain import (
     IMAGE_PYTHON,
     INSTALLABLE,
+    NEXAU_PART,
     NODE_MIN_MAJOR,
     PINS,
     TOOLCHAIN_SANDBOX_PATH,
@@ -128,16 +131,18 @@ def image_python_version(client, image: str) -> str:
     return out.strip().splitlines()[-1]
 
 
-def _run_container(client, image: str, argv: list[str], mounts: dict[str, str], timeout_s: float) -> str:
-    """Run `argv` in a throwaway container of `image` (host dir -> sandbox dir mounts, rw);
-    its output. Raises RebRayError on a non-zero exit or a timeout; the container is removed."""
+def _run_container(client, image: str, argv: list[str], mounts: dict[str, str], timeout_s: float,
+                   read_only: tuple[str, ...] = ()) -> str:
+    """Run `argv` in a throwaway container of `image` (host path -> sandbox path mounts, rw
+    except those whose sandbox path is in `read_only`); its output. Raises RebRayError on a
+    non-zero exit or a timeout; the container is removed."""
     from docker.errors import DockerException
 
     from reb_ray.models.sweep import HOST_CA_BUNDLE
     from reb_ray.sandbox.docker_sandbox import CONTAINER_CA_BUNDLE
     from reb_ray.sandbox.ownership import container_labels
 
-    volumes = {host: {"bind": inside, "mode": "rw"} for host, inside in mounts.items()}
+    volumes = {host: {"bind": inside, "mode": "ro" if inside in read_only else "rw"} for host, inside in mounts.items()}
     env = {"PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     if HOST_CA_BUNDLE.exists():
         volumes[str(HOST_CA_BUNDLE)] = {"bind": CONTAINER_CA_BUNDLE, "mode": "ro"}
@@ -206,15 +211,26 @@ def _install_part(toolchain: Toolchain, part: str, build: Callable[[Path], dict]
 
 
 def install(kinds: Sequence[str] = INSTALLABLE, toolchain: Toolchain | None = None, image: str | None = None,
-            client=None, progress: Callable[[str], None] = lambda _msg: None) -> list[PartReport]:
+            client=None, progress: Callable[[str], None] = lambda _msg: None, *, nexau_src: Path | None = None,
+            nexau_python: Path | None = None) -> list[PartReport]:
     """Install what `kinds` need into `toolchain` (default: Toolchain.current()); skip what is there.
 
-    mini_swe_agent needs Docker and the sandbox image `image` (default: the minimal profile's).
-    Raises UnknownName for a kind that has nothing to install, RebRayError when a part fails.
+    mini_swe_agent and nexau need Docker and the sandbox image `image` (default: the minimal
+    profile's); nexau needs `nexau_src`, a NexAU source checkout, and a Python >= 3.12
+    (`nexau_python`, else found: reb_ray/agents/toolchain_nexau.py). Raises UnknownName for a
+    kind that has nothing to install, RebRayError when a part fails or nexau is already
+    installed from another commit.
     """
+    valid = [*PINS, NEXAU_PART]
     for kind in kinds:
-        if kind not in PINS:
-            raise UnknownName("installable agent kind", kind, list(PINS))
+        if kind not in valid:
+            raise UnknownName("installable agent kind", kind, valid)
+    if "nexau" in kinds:
+        from reb_ray.agents.toolchain_nexau import check_source
+
+        if nexau_src is None:
+            raise RebRayError("nexau is installed from a source checkout: give --nexau-src DIR (a clone of nex-agi/NexAU)")
+        check_source(Path(nexau_src))  # before anything is built
     toolchain = toolchain or Toolchain.current()
     toolchain.ensure_root()
     reports: list[PartReport] = []
@@ -227,7 +243,7 @@ def install(kinds: Sequence[str] = INSTALLABLE, toolchain: Toolchain | None = No
             progress(kind)
             reports.append(_install_part(toolchain, kind, lambda tmp, kind=kind: _build_npm(kind, tmp)))
             cli_version(toolchain, kind)  # the installed CLI really starts (through its wrapper)
-    if "mini_swe_agent" in wanted:
+    if "mini_swe_agent" in wanted or "nexau" in kinds:
         if client is None:
             from reb_ray.sandbox.docker_client import connect
 
@@ -236,7 +252,24 @@ def install(kinds: Sequence[str] = INSTALLABLE, toolchain: Toolchain | None = No
             from reb_ray.sandbox.image import require_image
 
             image = require_image(client)
+    if "mini_swe_agent" in wanted:
         part = f"mini_swe_agent-{python_tag(image_python_version(client, image))}"
         progress(part)
         reports.append(_install_part(toolchain, part, lambda tmp: _build_mini(tmp, part, client, image)))
+    if "nexau" in kinds:
+        reports.append(_install_nexau(toolchain, Path(nexau_src), nexau_python, client, image, progress))
     return reports
+
+
+def _install_nexau(toolchain: Toolchain, src: Path, python: Path | None, client, image: str,
+                   progress: Callable[[str], None]) -> PartReport:
+    from reb_ray.agents.toolchain_nexau import build_nexau, find_python, source_commit
+
+    present = toolchain.manifest(NEXAU_PART)
+    commit = source_commit(src)
+    if present is not None and commit and present.get("source_commit") and present["source_commit"] != commit:
+        raise RebRayError(f"nexau in {toolchain.part_dir(NEXAU_PART)} is from commit {present['source_commit'][:12]}, "
+                          f"not {commit[:12]} of {src}: remove that directory to install this one")
+    host_python = find_python(python) if present is None else None
+    progress(NEXAU_PART)
+    return _install_part(toolchain, NEXAU_PART, lambda tmp: build_nexau(tmp, src, host_python, client, image))

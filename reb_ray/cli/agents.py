@@ -9,42 +9,34 @@ from typing import Optional
 
 import typer
 
-from reb_ray.agents.toolchain import PINS, Toolchain, node_version
+from reb_ray.agents.toolchain import NEXAU_INSTALL_HINT, NEXAU_PART, PINS, Toolchain, node_version
 
 app = typer.Typer(no_args_is_help=True, help="Agent kinds and the agent toolchain (pinned CLIs, installed once per node).")
 
 _DIR_HELP = "Toolchains directory (default ~/.cache/reb-ray/toolchains; $REB_RAY_CACHE_DIR moves it)."
 
 
-def _runner_available(kind: str) -> bool:
-    from reb_ray.agents import get_agent
-    from reb_ray.errors import RebRayError
-    from reb_ray.models.agent import AgentSpec
-
-    try:
-        get_agent(AgentSpec(name=kind, kind=kind, command=["true"] if kind == "command" else None))
-    except RebRayError:
-        return False
-    return True
-
-
 def kind_rows(toolchain: Toolchain) -> list[dict]:
-    """One row per agent kind: pinned package and version, whether its runner exists, whether
+    """One row per agent kind: pinned package and version, whether
     its programs are installed in `toolchain` (True/False; None for kinds that install nothing)."""
     from reb_ray.models.agent import KINDS
 
     rows = []
+    nexau_version = None
     for kind in KINDS:
         pin = PINS.get(kind)
         if pin is not None:
             installed: bool | None = toolchain.installed(kind)
             where = ", ".join(toolchain.parts_of(kind)) if installed else None
-        elif kind == "nexau":
-            installed, where = False, None  # installed from a source checkout (not yet)
+        elif kind == "nexau":  # installed from a source checkout: its version is in the manifest
+            manifest = toolchain.manifest(NEXAU_PART)
+            installed, where = manifest is not None, NEXAU_PART if manifest else None
+            nexau_version = manifest.get("version") if manifest else None
         else:
             installed, where = None, None
-        rows.append({"kind": kind, "package": pin.package if pin else None, "version": pin.version if pin else None,
-                     "runner": _runner_available(kind), "installed": installed, "parts": where})
+        version = pin.version if pin else nexau_version if kind == "nexau" else None
+        rows.append({"kind": kind, "package": pin.package if pin else "nexau" if kind == "nexau" else None, "version": version,
+                     "installed": installed, "parts": where})
     return rows
 
 
@@ -53,7 +45,7 @@ def list_kinds(
     toolchains_dir: Optional[Path] = typer.Option(None, "--dir", help=_DIR_HELP),
     as_json: bool = typer.Option(False, "--json", help="JSON Lines: one object per kind."),
 ) -> None:
-    """Agent kinds, their pinned versions, whether each runner exists and whether it is installed."""
+    """Agent kinds, their pinned versions and whether each is installed."""
     toolchain = Toolchain.current(toolchains_dir)
     rows = kind_rows(toolchain)
     if as_json:
@@ -62,10 +54,14 @@ def list_kinds(
         return
     typer.echo(f"toolchain {toolchain.path} (node {node_version()})")
     for row in rows:
-        pinned = f"{row['package']}@{row['version']}" if row["package"] else ("source checkout" if row["kind"] == "nexau" else "built in")
+        if row["kind"] == "nexau":
+            pinned = f"nexau {row['version']} (source checkout)" if row["version"] else "nexau (source checkout)"
+        else:
+            pinned = f"{row['package']}@{row['version']}" if row["package"] else "built in"
         installed = {True: "installed", False: "not installed", None: "-"}[row["installed"]]
-        runner = "" if row["runner"] else "  (runner not available yet)"
-        typer.echo(f"  {row['kind']:<15} {pinned:<36} {installed}{runner}")
+        if row["kind"] == "nexau" and not row["installed"]:
+            installed += f" ({NEXAU_INSTALL_HINT})"
+        typer.echo(f"  {row['kind']:<15} {pinned:<36} {installed}")
 
 
 @app.command("install")
@@ -73,27 +69,31 @@ def install(
     kinds: Optional[str] = typer.Option(None, help=f"Comma-separated kinds to install (default: {','.join(PINS)})."),
     toolchains_dir: Optional[Path] = typer.Option(None, "--dir", help=_DIR_HELP),
     image_profile: Optional[str] = typer.Option(None, help="Sandbox image whose python builds the mini-swe-agent venv (default minimal)."),
+    nexau_src: Optional[Path] = typer.Option(None, help="A NexAU source checkout (nex-agi/NexAU): also installs kind nexau."),
+    nexau_python: Optional[Path] = typer.Option(None, help="A self-contained Python >= 3.12 for NexAU (default: found on PATH or in ~/.pyenv)."),
 ) -> None:
     """Install the pinned agent programs into this node's toolchain; what is there is kept.
 
     Prints each part's time and size. Needs npm registry access (codex, claude_code), and PyPI
-    access plus Docker and the sandbox image (mini_swe_agent).
+    access plus Docker and the sandbox image (mini_swe_agent, nexau).
     """
     from reb_ray.agents.toolchain_install import install as run_install
 
     wanted = [k.strip() for k in kinds.split(",") if k.strip()] if kinds is not None else list(PINS)
     if not wanted:
         raise typer.BadParameter("--kinds is empty")
+    if nexau_src is not None and "nexau" not in wanted:
+        wanted.append("nexau")
     toolchain = Toolchain.current(toolchains_dir)
     image = client = None
-    if "mini_swe_agent" in wanted:
+    if "mini_swe_agent" in wanted or "nexau" in wanted:
         from reb_ray.sandbox.docker_client import connect
         from reb_ray.sandbox.image import DEFAULT_PROFILE, require_image
 
         client = connect()
         image = require_image(client, image_profile or DEFAULT_PROFILE)
     start = time.monotonic()
-    reports = run_install(wanted, toolchain, image=image, client=client)
+    reports = run_install(wanted, toolchain, image=image, client=client, nexau_src=nexau_src, nexau_python=nexau_python)
     for r in reports:
         size = f"{r.bytes / 1e6:.0f} MB" if r.bytes is not None else "size unknown"
         what = f"installed in {r.seconds:.1f} s" if r.status == "installed" else "already installed"

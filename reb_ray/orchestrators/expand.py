@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from reb_ray.agents import get_agent
+from reb_ray.errors import RebRayError
 from reb_ray.llm.prices import price_table
 from reb_ray.llm.trial_access import check_llm_agent
 from reb_ray.models.sweep import SweepConfig, TrialSpec
@@ -15,14 +16,17 @@ from reb_ray.results.read import last_attempts, scored_trial_ids
 def expand(config: SweepConfig, image: str | None) -> tuple[list[TrialSpec], int]:
     """(trial specs to run, number skipped because already scored). Agents x tasks x trials.
 
-    Raises RebRayError for an agent that cannot run (an unknown kind, a runner not available
-    yet, an LLM agent without its key or, under a cost limit, without a price: check_llm_agent),
+    Raises RebRayError for an agent that cannot run (an unknown kind, a kind that needs a model
+    and names none, an LLM agent without its key or, under a cost limit, without a price: check_llm_agent),
     LLMFileError for a bad --prices file, and TaskSpecError for a bad suite or pattern.
     """
     credentials = {}
     for name in config.agents:
         agent = get_agent(config.agent_spec(name))
         credentials[name] = {k: os.environ[k] for k in agent.credential_names() if k in os.environ}
+        if agent.requires_model and not config.agent_spec(name).model:
+            raise RebRayError(f"agent {name!r}: kind {config.agent_spec(name).kind} needs a model "
+                              f"(`{config.agent_spec(name).kind}@MODEL` or `model = ...` in its table)")
         if agent.uses_llm:  # its key, endpoint and prices, before any trial starts
             check_llm_agent(config.agent_spec(name), price_table(str(config.prices_file) if config.prices_file else None),
                             config.max_cost_usd)

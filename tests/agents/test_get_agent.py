@@ -23,21 +23,17 @@ def test_builtin_command_and_class_path_kinds():
     assert cmd.credential_names() == ("MINE_KEY",) and not cmd.trusted
 
 
-def test_codex_and_claude_code_get_their_runners():
+def test_every_llm_kind_gets_its_runner():
     from reb_ray.agents.claude_code import ClaudeCodeAgent
     from reb_ray.agents.codex import CodexAgent
+    from reb_ray.agents.mini_swe_agent import MiniSweAgent
+    from reb_ray.agents.nexau import NexauAgent
 
-    for shorthand, cls in (("codex@gpt-5.1-codex", CodexAgent), ("claude_code@claude-sonnet-4-5", ClaudeCodeAgent)):
+    for shorthand, cls in (("codex@gpt-5.1-codex", CodexAgent), ("claude_code@claude-sonnet-4-5", ClaudeCodeAgent),
+                           ("mini_swe_agent@gpt-5-mini", MiniSweAgent), ("nexau@gpt-5-mini", NexauAgent)):
         agent = get_agent(shorthand)
         assert type(agent) is cls and agent.name == shorthand and agent.uses_llm and agent.uses_toolchain
         assert not agent.trusted and agent.spec.model == shorthand.split("@")[1]
-
-
-@pytest.mark.parametrize("kind", ["mini_swe_agent", "nexau"])
-def test_llm_kinds_without_a_runner_yet_fail_in_one_line(kind):
-    with pytest.raises(RebRayError) as info:
-        get_agent(f"{kind}@some-model")
-    assert f"the {kind} runner is not available yet" in str(info.value) and "\n" not in str(info.value)
 
 
 def test_bad_names_fail_in_one_line():
@@ -59,7 +55,12 @@ def test_the_key_variable_is_passed_from_the_driver_environment(monkeypatch, tmp
     assert "sk-test-1234" not in specs[0].model_dump_json()  # never serialised
 
 
-def test_a_sweep_with_a_kind_that_cannot_run_fails_before_any_trial(tmp_path):
-    config = SweepConfig(agents=["heuristic", "nexau@gpt-5"], output=tmp_path)
-    with pytest.raises(RebRayError, match="nexau runner is not available yet"):
+def test_a_sweep_with_an_agent_that_cannot_run_fails_before_any_trial(tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    config = SweepConfig(agents=["heuristic", "nexau"], output=tmp_path)
+    with pytest.raises(RebRayError, match="agent 'nexau': kind nexau needs a model") as info:
+        expand(config, image=None)
+    assert "\n" not in str(info.value)
+    config = SweepConfig(agents=["heuristic", "codex@gpt-5"], output=tmp_path)
+    with pytest.raises(RebRayError, match="its key variable OPENAI_API_KEY is not set"):
         expand(config, image=None)

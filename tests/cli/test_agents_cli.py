@@ -26,10 +26,12 @@ def test_list_shows_every_kind_with_its_pin_and_state(tmp_path):
     assert list(rows) == ["codex", "claude_code", "mini_swe_agent", "nexau", "command", "heuristic", "noop"]
     for kind, pin in PINS.items():
         assert (rows[kind]["package"], rows[kind]["version"], rows[kind]["installed"]) == (pin.package, pin.version, False)
-    assert {k for k, r in rows.items() if r["runner"]} == {"command", "heuristic", "noop"}
     assert rows["heuristic"]["installed"] is None
+    assert (rows["nexau"]["package"], rows["nexau"]["version"], rows["nexau"]["installed"]) == ("nexau", None, False)
     text = run("agents", "list", "--dir", str(tmp_path)).stdout
     assert str(tmp_path / toolchain_key()) in text and "@openai/codex@0.171.0" in text and "not installed" in text
+    nexau = next(line for line in text.splitlines() if line.strip().startswith("nexau"))
+    assert "not installed (reb-ray agents install --kinds nexau --nexau-src DIR)" in nexau
 
 
 def test_install_builds_reports_and_is_idempotent(tmp_path):
@@ -47,3 +49,13 @@ def test_install_of_a_kind_with_nothing_to_install_is_one_line():
     res = run("agents", "install", "--kinds", "heuristic")
     assert res.returncode == 2 and res.stderr.count("\n") == 1
     assert res.stderr.startswith("error: unknown installable agent kind 'heuristic'; valid: claude_code, codex, mini_swe_agent")
+
+
+def test_nexau_needs_a_source_checkout_one_line(tmp_path):
+    res = run("agents", "install", "--kinds", "nexau", "--dir", str(tmp_path))
+    assert res.returncode == 2 and res.stderr.count("\n") == 1
+    assert "nexau is installed from a source checkout: give --nexau-src DIR" in res.stderr
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "pyproject.toml").write_text('[project]\nname = "other"\n')
+    res = run("agents", "install", "--nexau-src", str(tmp_path / "src"), "--kinds", "nexau", "--dir", str(tmp_path))
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "names project 'other', not 'nexau'" in res.stderr
