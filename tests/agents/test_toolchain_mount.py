@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -17,8 +18,11 @@ from reb_ray.sandbox import SandboxConfig, open_sandbox
 pytestmark = pytest.mark.docker
 
 
-def _slot_mounts() -> list[str]:
-    return [line for line in Path("/proc/self/mountinfo").read_text().splitlines() if "/.slots/" in line]
+def _slot_mounts(root: Path | None = None) -> list[str]:
+    """Slot mounts under toolchains root `root`, or (None) this process's slots anywhere: other
+    sweeps on the machine may hold slots of their own meanwhile."""
+    mark = f"{root}/.slots/" if root is not None else f"/.slots/{os.getpid()}-"
+    return [line for line in Path("/proc/self/mountinfo").read_text().splitlines() if mark in line]
 
 
 def test_the_slot_shows_the_toolchain_until_it_is_detached(tmp_path, sandbox_image):
@@ -28,7 +32,7 @@ def test_the_slot_shows_the_toolchain_until_it_is_detached(tmp_path, sandbox_ima
     try:
         config = SandboxConfig(image=sandbox_image, sweep_id="test", trial_id="toolchain-slot", propagated_mounts=slot.mounts)
         with open_sandbox("docker", config) as sandbox:
-            assert sandbox.exec(["ls", f"{TOOLCHAIN_SANDBOX_PATH}/bin"], timeout=30).output.split() == ["claude", "codex", "mini", "node"]
+            assert sandbox.exec(["ls", f"{TOOLCHAIN_SANDBOX_PATH}/bin"], timeout=30).output.split() == ["claude", "codex", "mini", "nexau", "node"]
             write = sandbox.exec(["touch", f"{TOOLCHAIN_SANDBOX_PATH}/bin/x"], timeout=30)
             assert write.exit_code != 0 and "Read-only file system" in write.output
             slot.detach()
@@ -50,13 +54,13 @@ def test_slots_of_dead_owners_are_released(tmp_path):
     _mount("mount", "--bind", str(slot), str(slot))
     _mount("mount", "--bind", "-o", "ro", str(toolchain.path), str(slot / "toolchain"))
     assert reap_slots(tmp_path) == [slot]
-    assert not slot.exists() and _slot_mounts() == [] and (toolchain.path / "bin" / "node").is_file()
+    assert not slot.exists() and _slot_mounts(tmp_path) == [] and (toolchain.path / "bin" / "node").is_file()
     mine = ToolchainSlot(toolchain).open()
     try:
         assert reap_slots(tmp_path) == [] and mine.slot.exists()  # a live owner's slot stays
     finally:
         mine.close()
-    assert _slot_mounts() == []
+    assert _slot_mounts(tmp_path) == []
 
 
 # The agent: proves the CLIs run in the agent phase, then reports either its own venv or (second
