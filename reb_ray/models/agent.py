@@ -93,6 +93,10 @@ class AgentSpec(BaseModel):
     @field_validator("key_env")
     @classmethod
     def _key_env(cls, value: str | None) -> str | None:
+        # `key_env = ""`: no key at all (TOML has no null), for an endpoint that needs none, e.g.
+        # a local server; the trial's stand-in key then reaches it, one per trial.
+        if value == "":
+            return None
         if value is not None and not _ENV_NAME.match(value):
             raise PydanticCustomError("env_name", "not an environment variable name")
         return value

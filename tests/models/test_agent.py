@@ -22,6 +22,8 @@ def test_shorthand_gives_kind_model_and_the_vendor_defaults():
     assert (codex.base_url, codex.key_env) == ("https://api.openai.com/v1", "OPENAI_API_KEY")
     plain = AgentSpec.from_shorthand("heuristic")
     assert (plain.name, plain.kind, plain.model, plain.key_env) == ("heuristic", "heuristic", None, None)
+    # key_env = "": no key (TOML has no null), not the vendor's variable.
+    assert AgentSpec(name="local", kind="codex", base_url="http://127.0.0.1:8000", key_env="").key_env is None
     cls = AgentSpec.from_shorthand("tests.scripted_agents:SilentAgent")
     assert cls.kind == cls.name == "tests.scripted_agents:SilentAgent"
 
