@@ -18,11 +18,13 @@ import time
 from pathlib import Path
 
 from reb_ray.agents import REPORT_PATH, Agent, AgentContext, get_agent
+from reb_ray.agents.base import AgentRun
 from reb_ray.agents.prompt import render_prompt
 from reb_ray.agents.toolchain_mount import NoSlot, toolchain_slot
 from reb_ray.artifacts import TrialArtifacts
 from reb_ray.assets import missing_by_stage
 from reb_ray.errors import InfraError, RebRayError
+from reb_ray.grading.unmeasured import PROBE_STAGES, agent_failed
 from reb_ray.llm.trial_access import ProxyClient, TrialLlm
 from reb_ray.models.report import Report, parse_report
 from reb_ray.models.sweep import TrialSpec
@@ -31,13 +33,15 @@ from reb_ray.probe_phase import ASSETS_MOUNT, run_probe_phase
 from reb_ray.redact import Redactor
 from reb_ray.repo_state import changed_since, tracked_state
 from reb_ray.sandbox import ExecResult, Sandbox, SandboxConfig, open_sandbox
+from reb_ray.sandbox import package_cache
+from reb_ray.sandbox.limits import default_memory_bytes, limit_setting, watch_limits
 from reb_ray.sandbox.output import DEFAULT_HEAD_BYTES
 from reb_ray.sandbox.tap import TappedSandbox
 from reb_ray.trial_record import TrialOutcome, TrialRecorder
 
 WHEELHOUSE_MOUNT = "/opt/reb-ray/wheelhouse"
 LEFTOVERS_KEPT, LEFTOVER_CHARS = 20, 200  # bounds of `leftover_commands` in the trials row
-PIP_CACHE_MOUNT = "/root/.cache/pip"
+PIP_CACHE_MOUNT = package_cache.CACHE_MOUNT
 
 __all__ = ["TrialOutcome", "run_trial"]
 
@@ -51,21 +55,25 @@ def _sandbox_config(spec: TrialSpec, gpus: list[str]) -> tuple[SandboxConfig, di
         # Mounted from the start (Docker cannot add a mount later); read-only, and only the
         # probe phase gets the variables that point at it.
         mounts[str(cfg.assets_dir)] = ASSETS_MOUNT
-    rw_mounts: dict[str, str] = {}
     pip_env: dict[str, str] = {}
-    if cfg.wheelhouses:
-        pip_env["PIP_FIND_LINKS"] = " ".join(mounts[str(w)] for w in cfg.wheelhouses) if docker else " ".join(map(str, cfg.wheelhouses))
+    find_links = [mounts[str(w)] for w in cfg.wheelhouses] if docker else [str(w) for w in cfg.wheelhouses]
     if cfg.pip_cache:
+        # The node's wheel cache: read-only find-links, filled by the harness after trials
+        # (reb_ray/sandbox/package_cache.py); each trial's own ~/.cache/pip dies with it.
         cfg.pip_cache_dir.mkdir(parents=True, exist_ok=True)
         if docker:
-            rw_mounts[str(cfg.pip_cache_dir)] = PIP_CACHE_MOUNT
-        pip_env["PIP_CACHE_DIR"] = PIP_CACHE_MOUNT if docker else str(cfg.pip_cache_dir)
+            mounts[str(cfg.pip_cache_dir)] = PIP_CACHE_MOUNT
+        find_links.append(PIP_CACHE_MOUNT if docker else str(cfg.pip_cache_dir))
     else:
         pip_env["PIP_NO_CACHE_DIR"] = "1"
+    if find_links:
+        pip_env["PIP_FIND_LINKS"] = " ".join(find_links)
+    memory = cfg.memory_bytes or default_memory_bytes(cfg.cpus_per_trial, cfg.max_concurrent)
     config = SandboxConfig(
-        image=spec.image, gpus=gpus, cpus=cfg.cpus_per_trial if docker else None, memory_bytes=cfg.memory_bytes,
+        image=spec.image, gpus=gpus, cpus=cfg.cpus_per_trial if docker else None, memory_bytes=memory if docker else None,
+        pids_limit=cfg.pids_limit if docker else None, disk_quota_bytes=cfg.disk_quota_bytes if docker else None,
         shm_size_bytes=cfg.shm_size_bytes, network=cfg.network, ca_bundle=cfg.ca_bundle if docker else None,
-        mounts=mounts, rw_mounts=rw_mounts, sweep_id=spec.sweep_id, trial_id=spec.trial_id, attempt=spec.attempt,
+        mounts=mounts, sweep_id=spec.sweep_id, trial_id=spec.trial_id, attempt=spec.attempt,
     )
     return config, pip_env
 
@@ -119,7 +127,9 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
         config, pip_env = _sandbox_config(spec, gpus)
         config.propagated_mounts.update(slot.mounts)
         sandbox = open_sandbox(spec.config.sandbox, config, trusted=agent.trusted, allow_unsafe=spec.config.unsafe_local)
-        rec.row["sandbox_shm_bytes"] = config.shm_size_bytes if sandbox.provider == "docker" else None
+        rec.row.update(sandbox_shm_bytes=config.shm_size_bytes if sandbox.provider == "docker" else None,
+                       sandbox_pids_limit=config.pids_limit, sandbox_memory_bytes=config.memory_bytes,
+                       sandbox_disk_quota_bytes=config.disk_quota_bytes)
         repo_dir = f"{sandbox.workdir}/repo"
         sandbox.put(placed.path, repo_dir)
         baseline = tracked_state(sandbox, repo_dir)  # what the agent is not charged for (issue 9, item 16)
@@ -130,12 +140,16 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
         ctx = AgentContext(repo_dir, report_path, spec.config.agent_timeout_s, {**pip_env, **llm.sandbox_credentials()},
                            prompt=render_prompt(spec.task, report_path, repo_dir), toolchain=slot.sandbox_path,
                            llm=llm.access)
-        _agent_phase(rec, sandbox, agent, ctx, llm)
+        ended_by = _agent_phase(rec, sandbox, agent, ctx, llm)
         report = _between_phases(rec, sandbox, report_path, repo_dir, baseline)
         llm.judge(report)  # failed because of its LLM endpoint (429, 5xx, auth, budget): infra (F16)
         slot.detach()  # gone before any probe runs: not on their PATH, not in the env size
         probe_t0 = time.monotonic()
-        run_probe_phase(rec, sandbox, spec, repo_dir, report, gpus)
+        if ended_by:  # a sandbox limit stopped the agent (reb_ray/sandbox/limits.py): nothing is probed
+            rec.apply(agent_failed(spec.task, PROBE_STAGES, *ended_by))
+        else:
+            run_probe_phase(rec, sandbox, spec, repo_dir, report, gpus)
+            _fill_package_cache(rec, spec, config, sandbox, report)
         if no_gpus_reason:
             rec.explain_hardware(no_gpus_reason)
         rec.row["probe_wall_time_s"] = time.monotonic() - probe_t0
@@ -160,11 +174,26 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
     return rec.outcome(redactor)
 
 
-def _agent_phase(rec: TrialRecorder, sandbox: Sandbox, agent: Agent, ctx: AgentContext, llm: TrialLlm) -> None:
+def _agent_phase(rec: TrialRecorder, sandbox: Sandbox, agent: Agent, ctx: AgentContext,
+                 llm: TrialLlm) -> tuple[str, str] | None:
+    """Run the agent under the sandbox's limit watch; returns (category, reason) of a sandbox
+    limit that ended the phase (pids_limit, disk_quota, oom), else None."""
     # Every exec of the agent streams into one full-log artifact, whatever the agent's code does.
-    with rec.full_log("agent") as log:
+    started = time.monotonic()
+    with rec.full_log("agent") as log, watch_limits(sandbox) as watch:
         tapped = TappedSandbox(sandbox, log)
-        run = agent.run(tapped, ctx)
+        try:
+            run = agent.run(tapped, ctx)
+        except RebRayError:
+            if watch.fired is None:
+                raise
+            run = AgentRun(exit_code=None, timed_out=False, wall_time_s=time.monotonic() - started, output="")
+    ended_by = watch.verdict(run.exit_code, run.timed_out)
+    if ended_by:
+        run.limit = limit_setting(ended_by[0], sandbox.config)
+        ended_by = (ended_by[0], f"{run.limit}: {ended_by[1]}")
+    rec.row.update(sandbox_limit_fired=ended_by[0] if ended_by else None, sandbox_oom_kills=watch.oom_kills,
+                   sandbox_disk_peak_bytes=watch.disk_peak_bytes)
     # Tokens, cost and request log from the proxy; the transcript stored. A per-trial cost
     # limit that stopped the agent becomes run.limit (the agent's own limit).
     rec.row.update(llm.finish(run, rec.artifacts))
@@ -174,8 +203,25 @@ def _agent_phase(rec: TrialRecorder, sandbox: Sandbox, agent: Agent, ctx: AgentC
                    agent_version=run.agent_version, report_source=run.report_source)
     result = ExecResult(exit_code=run.exit_code, timed_out=run.timed_out, duration_s=run.wall_time_s, output=run.output)
     status = "success" if run.exit_code == 0 and not run.timed_out else "failure"
-    rec.stage("agent", status, result=result, reason=run.limit, failure_category="timeout" if run.timed_out else None,
+    category = ended_by[0] if ended_by else "timeout" if run.timed_out else None
+    rec.stage("agent", status, result=result, reason=run.limit, failure_category=category,
               log=log, total_bytes=max(tapped.total_bytes, len(run.output.encode())))
+    return ended_by
+
+
+def _fill_package_cache(rec: TrialRecorder, spec: TrialSpec, config: SandboxConfig, sandbox: Sandbox,
+                        report: Report | None) -> None:
+    """Add the wheels of what the reported interpreter holds to the node's cache, downloaded
+    from the index by the harness (reb_ray/sandbox/package_cache.py); never fails the trial."""
+    if not spec.config.pip_cache or sandbox.provider != "docker" or report is None:
+        return
+    listed = package_cache.installed(sandbox, report.python_path)
+    if listed is None:
+        return
+    try:
+        rec.row["pip_cache_filled"] = len(package_cache.fill(spec.config.pip_cache_dir, config, *listed))
+    except RebRayError:
+        pass  # the cache stays as it was: slower later trials, never a different result
 
 
 def _between_phases(rec: TrialRecorder, sandbox: Sandbox, report_path: str, repo_dir: str,

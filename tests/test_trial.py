@@ -14,13 +14,59 @@ def _spec(**config) -> TrialSpec:
     return TrialSpec(sweep_id="s", agent="noop", task=load_suite("demo")[0], trial_index=0, config=SweepConfig(**config))
 
 
-def test_pip_cache_is_shared_by_default_and_wheelhouses_are_find_links(tmp_path):
+def test_pip_cache_is_read_only_find_links_after_the_wheelhouses(tmp_path):
+    """Issue 11: the node's cache is never writable by a trial (it was mounted read-write)."""
     cache, wheels = tmp_path / "pip", tmp_path / "wheels"
     wheels.mkdir()
     config, env = _sandbox_config(_spec(pip_cache_dir=cache, wheelhouses=[wheels]), gpus=["3"])
-    assert config.rw_mounts == {str(cache): PIP_CACHE_MOUNT} and env["PIP_CACHE_DIR"] == PIP_CACHE_MOUNT
-    assert config.mounts == {str(wheels): "/opt/reb-ray/wheelhouse/0"}
-    assert env["PIP_FIND_LINKS"] == "/opt/reb-ray/wheelhouse/0" and config.gpus == ["3"]
+    assert config.rw_mounts == {} and "PIP_CACHE_DIR" not in env
+    assert config.mounts == {str(wheels): "/opt/reb-ray/wheelhouse/0", str(cache): PIP_CACHE_MOUNT}
+    assert env["PIP_FIND_LINKS"] == f"/opt/reb-ray/wheelhouse/0 {PIP_CACHE_MOUNT}" and config.gpus == ["3"]
+
+
+def test_sandbox_limits_are_on_by_default(tmp_path):
+    from reb_ray.sandbox.limits import default_memory_bytes
+
+    config, _env = _sandbox_config(_spec(wheelhouses=[], pip_cache=False), gpus=[])
+    assert config.pids_limit == 4096 and config.disk_quota_bytes == 50 * 1024**3
+    assert config.memory_bytes == default_memory_bytes(1.0, None)
+    config, _env = _sandbox_config(_spec(wheelhouses=[], pip_cache=False, pids_limit=100, memory_bytes=2**30,
+                                         disk_quota_bytes=2**31), gpus=[])
+    assert (config.pids_limit, config.memory_bytes, config.disk_quota_bytes) == (100, 2**30, 2**31)
+
+
+def test_a_fork_bomb_is_the_agents_pids_limit_failure(sandbox_image):
+    """Issue 11 item 1: the row records the limits and which fired; the trial ends as the agent's."""
+    from reb_ray.trial import run_trial
+
+    config = SweepConfig(wheelhouses=[], pip_cache=False, pids_limit=128)
+    task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
+    row = run_trial(TrialSpec(sweep_id="forkbomb", agent="tests.scripted_agents:ForkBombAgent", task=task, trial_index=0,
+                              config=config, image=sandbox_image)).trial
+    assert (row["status"], row["failure_owner"], row["failure_category"]) == ("scored", "agent", "pids_limit")
+    assert row["sandbox_limit_fired"] == "pids_limit" and row["agent_limit"] == "pids_limit=128"
+    assert row["sandbox_pids_limit"] == 128 and row["sandbox_disk_quota_bytes"] == 50 * 1024**3
+    assert row["sandbox_memory_bytes"] > 0 and row["agent_wall_time_s"] < 120
+
+
+def test_a_poisoned_cache_never_reaches_the_next_trial(sandbox_image, tmp_path):
+    """Issue 11 item 3: one trial writes a fake wheel everywhere pip reads; the next sees none of it."""
+    from reb_ray.trial import run_trial
+
+    cache = tmp_path / "cache"
+    config = SweepConfig(wheelhouses=[], pip_cache_dir=cache)
+    task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
+
+    def trial(agent: str) -> dict:
+        return run_trial(TrialSpec(sweep_id="poison", agent=f"tests.scripted_agents:{agent}", task=task, trial_index=0,
+                                   config=config, image=sandbox_image)).trial
+
+    poisoner = trial("PoisonCacheAgent")
+    assert "poisoned /root/.cache/pip" in poisoner["agent_output_tail"]  # its own cache: allowed, and discarded
+    assert f"poisoned {PIP_CACHE_MOUNT}" not in poisoner["agent_output_tail"]
+    assert list(cache.rglob("numpy-9.9.9*")) == []
+    spy = trial("CacheSpyAgent")
+    assert "spy-done" in spy["agent_output_tail"] and "numpy-9.9.9" not in spy["agent_output_tail"]
 
 
 def test_no_pip_cache_flag_turns_it_off(tmp_path):

@@ -21,7 +21,7 @@ from reb_ray.models.sweep import SweepConfig
 # Config keys whose command-line flag is spelled differently.
 _FLAG_NAMES = {"agent_timeout_s": "--agent-timeout", "repo_mirrors": "--repo-mirror", "wheelhouses": "--wheelhouse",
                "assets_dir": "--assets", "pip_cache": "--no-pip-cache", "shm_size_bytes": "--shm-size-gb",
-               "prices_file": "--prices"}
+               "prices_file": "--prices", "memory_bytes": "--memory-gb", "disk_quota_bytes": "--disk-quota-gb"}
 
 
 def load_config(path: Path | None, overrides: dict) -> SweepConfig:
@@ -78,6 +78,9 @@ def sweep(
     unsafe_local: bool = typer.Option(False, "--unsafe-local", help="Allow non-built-in agents in the local sandbox."),
     no_pip_cache: bool = typer.Option(False, "--no-pip-cache", help="Do not share the per-node pip cache with sandboxes."),
     shm_size_gb: Optional[float] = typer.Option(None, help="/dev/shm of each sandbox in GiB (default 16; Docker's own 64 MB breaks DataLoader and NCCL)."),
+    memory_gb: Optional[float] = typer.Option(None, help="Memory limit of each sandbox in GiB (default: the node's memory x 0.8 / its trial slots); an OOM kill is the agent's `oom`."),
+    pids_limit: Optional[int] = typer.Option(None, help="Processes and threads per sandbox (default 4096); a fork bomb at it is the agent's `pids_limit`."),
+    disk_quota_gb: Optional[float] = typer.Option(None, help="Writable-layer size per sandbox in GiB, watched during the agent phase (default 50); past it the agent is stopped: `disk_quota`."),
     max_attempts: Optional[int] = typer.Option(None, help="Attempts per trial in this run when infrastructure fails (default 2)."),
     agent_timeout: Optional[float] = typer.Option(None, help="Agent phase limit in seconds."),
     toolchains_dir: Optional[Path] = typer.Option(None, help="Agent toolchains directory (default ~/.cache/reb-ray/toolchains; see `reb-ray agents install`)."),
@@ -99,6 +102,8 @@ def sweep(
         "wheelhouses": wheelhouse or None, "sandbox": sandbox, "assets_dir": assets, "skip_missing_assets": skip_missing_assets or None, "unsafe_local": unsafe_local or None,
         "pip_cache": False if no_pip_cache else None, "agent_timeout_s": agent_timeout, "max_attempts": max_attempts,
         "shm_size_bytes": int(shm_size_gb * 1024**3) if shm_size_gb else None, "sweep_id": sweep_id,
+        "memory_bytes": None if memory_gb is None else int(memory_gb * 1024**3), "pids_limit": pids_limit,
+        "disk_quota_bytes": None if disk_quota_gb is None else int(disk_quota_gb * 1024**3),
         "rerun": rerun or None, "toolchains_dir": toolchains_dir, "max_cost_usd": max_cost_usd, "prices_file": prices,
     }
     cfg = load_config(config, overrides)

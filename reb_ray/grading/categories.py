@@ -34,7 +34,8 @@ in the trials row tells that case apart.
 Agent categories: deps, system_deps (a native library missing from the OS), native_ext_abi, missing_compiled_ext, assets, oom, timeout,
 entrypoint_not_found, runtime; and, for stages the agent left nothing to measure with
 (reb_ray/grading/unmeasured.py): missing_report, invalid_report, sandbox_broken_by_agent,
-interpreter_missing, interpreter_broken. Hardware: insufficient_hardware (decided by the caller from the
+interpreter_missing, interpreter_broken; and, when a sandbox limit ended the agent phase
+(reb_ray/sandbox/limits.py): pids_limit, disk_quota, oom. Hardware: insufficient_hardware (decided by the caller from the
 GPU count, never from logs). Infrastructure (`infra_*`, never scored against the agent, retried):
 infra_shm (a /dev/shm too small: field case F09), infra_disk_full (ENOSPC), infra_assets (above),
 plus the kinds the harness raises itself: infra_assets_missing, infra_daemon, infra_clone,
@@ -51,6 +52,8 @@ SCAN_BYTES = 16 * 1024
 
 AGENT_CATEGORIES = ("deps", "system_deps", "native_ext_abi", "missing_compiled_ext", "assets", "oom", "timeout",
                     "entrypoint_not_found", "runtime", "sandbox_broken_by_agent",
+                    # a sandbox limit ended the agent phase (reb_ray/sandbox/limits.py; oom above too)
+                    "pids_limit", "disk_quota",
                     # why no stage could be measured (reb_ray.grading.unmeasured.AGENT_GATES)
                     "missing_report", "invalid_report", "interpreter_missing", "interpreter_broken")
 HARDWARE_CATEGORIES = ("insufficient_hardware",)

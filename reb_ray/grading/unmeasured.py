@@ -36,7 +36,9 @@ MISSING_REPORT, INVALID_REPORT = "missing_report", "invalid_report"
 INTERPRETER_MISSING, INTERPRETER_BROKEN = "interpreter_missing", "interpreter_broken"
 SANDBOX_BROKEN = "sandbox_broken_by_agent"
 #: Categories that say the agent is why no stage could be measured (all agent categories).
-AGENT_GATES = (MISSING_REPORT, INVALID_REPORT, SANDBOX_BROKEN, INTERPRETER_MISSING, INTERPRETER_BROKEN)
+#: A sandbox limit that ended the agent phase (reb_ray/sandbox/limits.py): nothing is probed.
+LIMIT_GATES = ("pids_limit", "disk_quota", "oom")
+AGENT_GATES = (MISSING_REPORT, INVALID_REPORT, SANDBOX_BROKEN, INTERPRETER_MISSING, INTERPRETER_BROKEN, *LIMIT_GATES)
 ASSETS_MISSING = "infra_assets_missing"
 
 #: Trials-row columns of each stage, nulled when the stage was not measured (a re-grade of an

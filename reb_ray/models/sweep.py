@@ -45,11 +45,16 @@ class SweepConfig(BaseModel):
     unsafe_local: bool = False
     image_profile: str = "minimal"
     pip_cache: bool = True
-    pip_cache_dir: Path = Path.home() / ".cache" / "reb-ray" / "pip"
+    # The node's wheel cache, read-only to trials and filled by the harness (reb_ray/sandbox/package_cache.py).
+    pip_cache_dir: Path = Path.home() / ".cache" / "reb-ray" / "wheels"
     ca_bundle: Path | None = HOST_CA_BUNDLE if HOST_CA_BUNDLE.exists() else None
     network: str = "bridge"
     cpus_per_trial: float = Field(1.0, gt=0)
-    memory_bytes: int | None = None
+    # Sandbox limits (issue 11; reb_ray/sandbox/hardening.py, limits.py). memory_bytes None: the
+    # node's memory x 0.8 / its sandbox slots (limits.default_memory_bytes), decided on the node.
+    memory_bytes: int | None = Field(None, gt=0)
+    pids_limit: int = Field(4096, ge=64)
+    disk_quota_bytes: int = Field(50 * GiB, gt=0)  # the writable layer, watched during the agent phase
     agent_timeout_s: float = Field(1800.0, gt=0)
     max_attempts: int = Field(2, ge=1, description="attempts per trial when infra fails")
     min_free_bytes: int = 2 * GiB

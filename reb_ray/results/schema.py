@@ -134,6 +134,14 @@ TRIALS_SCHEMA = pa.schema(
         ("trajectory_path", pa.string()),  # the CLI's transcript (JSON Lines, gzip), relative to the output dir
         ("llm_log_path", pa.string()),  # the proxy's meter and request log (JSON Lines, gzip), same
         ("sweep_max_cost_usd", pa.float64()),  # the sweep's --max-cost-usd when this attempt ran (null: none)
+        # -- sandbox limits (issue 11; reb_ray/sandbox/limits.py); null for the local provider
+        ("sandbox_pids_limit", pa.int64()),  # processes and threads the sandbox may hold
+        ("sandbox_memory_bytes", pa.int64()),  # its memory (and memory+swap) limit
+        ("sandbox_disk_quota_bytes", pa.int64()),  # writable-layer size past which the agent is stopped
+        ("sandbox_limit_fired", pa.string()),  # the limit that ended the agent phase: pids_limit | disk_quota | oom
+        ("sandbox_oom_kills", pa.int64()),  # processes the OOM killer killed during the agent phase
+        ("sandbox_disk_peak_bytes", pa.int64()),  # largest writable-layer size the watch saw in the agent phase
+        ("pip_cache_filled", pa.int64()),  # wheels the harness added to the node's package cache after this trial
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

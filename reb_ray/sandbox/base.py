@@ -14,6 +14,7 @@ from typing import Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
+from reb_ray.sandbox.hardening import DEFAULT_PIDS_LIMIT
 from reb_ray.sandbox.output import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, OutputSink
 
 GiB = 1024**3
@@ -70,7 +71,9 @@ class SandboxConfig(BaseModel):
     workdir: str = "/work"
     gpus: list[str] = Field(default_factory=list)
     cpus: float | None = None
-    memory_bytes: int | None = None
+    memory_bytes: int | None = None  # memory and memory+swap limit; None: none
+    pids_limit: int | None = DEFAULT_PIDS_LIMIT  # processes and threads (reb_ray/sandbox/hardening.py)
+    disk_quota_bytes: int | None = None  # writable layer, watched in the agent phase (reb_ray/sandbox/limits.py)
     shm_size_bytes: int = 16 * GiB
     network: str = "bridge"
     ca_bundle: Path | None = None

@@ -2,7 +2,8 @@
 
 Rules (ARCHITECTURE.md "Life of a trial", step 2): an init process as PID 1 (the image's tini),
 a large /dev/shm (16 GiB default; the Docker default of 64 MB breaks DataLoader workers and
-NCCL, field case F09), never privileged, labels naming sweep/trial/attempt/owner, GPUs given
+NCCL, field case F09), never privileged and with reduced privileges and a pids limit
+(reb_ray/sandbox/hardening.py), labels naming sweep/trial/attempt/owner, GPUs given
 as physical ids mapped to a device request (inside, devices count from 0), and the host's
 CUDA_VISIBLE_DEVICES never forwarded.
 """
@@ -35,6 +36,7 @@ from reb_ray.sandbox.base import (
     to_argv,
 )
 from reb_ray.sandbox.docker_client import connect
+from reb_ray.sandbox.hardening import hardening_kwargs
 from reb_ray.sandbox.output import OutputCapture, OutputSink
 from reb_ray.sandbox.ownership import container_labels
 
@@ -115,11 +117,11 @@ def container_create_kwargs(config: SandboxConfig, name: str) -> dict[str, Any]:
         "detach": True,
         "labels": container_labels(config.sweep_id, config.trial_id, config.attempt, config.labels),
         "shm_size": config.shm_size_bytes,
-        "privileged": False,
         "network_mode": config.network,
         "working_dir": config.workdir,
         "environment": env,
         "volumes": volumes,
+        **hardening_kwargs(config.pids_limit, config.memory_bytes),
     }
     if config.propagated_mounts:
         kwargs["mounts"] = [Mount(target=inside, source=str(Path(host).resolve()), type="bind", read_only=True,
@@ -128,8 +130,6 @@ def container_create_kwargs(config: SandboxConfig, name: str) -> dict[str, Any]:
         kwargs["device_requests"] = [DeviceRequest(device_ids=list(config.gpus), capabilities=[["gpu"]])]
     if config.cpus is not None:
         kwargs["nano_cpus"] = int(config.cpus * 1e9)
-    if config.memory_bytes is not None:
-        kwargs["mem_limit"] = config.memory_bytes
     return kwargs
 
 
@@ -165,6 +165,19 @@ class DockerSandbox(Sandbox):
         self.id: str = self._container.id
 
     # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def client(self) -> docker.DockerClient:
+        """The daemon client this sandbox was created with."""
+        return self._client
+
+    def stop(self) -> None:
+        """SIGKILL the container's init, ending every process in it (a limit fired: the
+        files stay readable with `get`, `exec` raises SandboxGone). Never raises."""
+        try:
+            self._client.api.kill(self.id)
+        except DockerException:
+            pass
+
     def _remove_by_name(self, name: str) -> None:
         try:
             self._client.containers.get(name).remove(force=True, v=True)
