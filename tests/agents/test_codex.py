@@ -69,7 +69,8 @@ def test_a_scripted_session_builds_the_environment_and_passes_c1(docker_client, 
     assert "exec_command" in s.endpoint["requests"][0]["tools"]
     # The real key: with the proxy only. Not in the agent's commands' environment, nowhere on disk.
     assert s.env_seen is not None and real_key not in s.env_seen
-    assert KEY_ENV not in s.env_seen and "PIP_CACHE_DIR=/root/.cache/pip" in s.env_seen, s.env_seen
+    # ... while the trial's pip settings do reach them (the node's read-only wheel cache as find-links).
+    assert KEY_ENV not in s.env_seen and "/opt/reb-ray/pip-cache" in s.env_seen, s.env_seen
     assert s.key_hits == "" and real_key not in run.output + run.transcript.decode()
     # The probes find what the agent built: C1 (the CPU stage) succeeds.
     assert s.row["c1_status"] == "success" and s.row["c0_missing"] == 0, s.stages

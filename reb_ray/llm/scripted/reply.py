@@ -4,10 +4,16 @@ The shell tool is found among the tools the request offers (claude offers `Bash`
 `{"command"}`, codex `exec_command` with `{"cmd", ...}`, mini-swe-agent `bash` with
 `{"command"}`), and the command goes into its command argument by name; an argument typed as
 an array (codex's older `shell` tool) gets `["bash", "-lc", COMMAND]`.
+
+codex's `exec_command` returns after `yield_time_ms` (at most 30 s) with the command still
+running in a session; a model then waits on it with `write_stdin`. So a scripted command asks
+for the longest yield, and `poll_call` is what the endpoint answers while a command still runs:
+a model waiting for its install, not a new turn of the script.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +23,9 @@ from reb_ray.llm.scripted.script import ScriptUsage, ToolTurn
 SHELL_TOOLS = {ANTHROPIC: ("Bash", "bash"), RESPONSES: ("exec_command", "shell", "shell_command", "bash"),
                CHAT: ("bash", "exec_command", "shell")}
 COMMAND_ARGUMENTS = ("command", "cmd")
+#: codex's cap on one wait of a running command (codex-rs unified exec, MAX_YIELD_TIME_MS).
+MAX_YIELD_MS = 30_000
+_RUNNING = re.compile(r"Process running with session ID (\d+)")
 
 
 class ScriptMismatch(Exception):
@@ -57,7 +66,19 @@ def tool_call(turn: ToolTurn, offered: dict[str, dict | None], api: str) -> Tool
     argument = next((a for a in COMMAND_ARGUMENTS if a in properties), "command")
     kind = (properties.get(argument) or {}).get("type") if isinstance(properties.get(argument), dict) else None
     value: Any = ["bash", "-lc", turn.command] if kind == "array" else turn.command
-    return ToolCall(name, {argument: value})
+    arguments = {argument: value}
+    if "yield_time_ms" in properties:
+        arguments["yield_time_ms"] = MAX_YIELD_MS
+    return ToolCall(name, arguments)
+
+
+def poll_call(last_tool_result: str | None, offered: dict[str, dict | None]) -> ToolCall | None:
+    """A `write_stdin` wait on the command the last tool result says is still running (codex's
+    unified exec), or None when nothing runs or the request offers no `write_stdin`."""
+    running = _RUNNING.search(last_tool_result or "")
+    if running is None or "write_stdin" not in offered:
+        return None
+    return ToolCall("write_stdin", {"session_id": int(running.group(1)), "chars": "", "yield_time_ms": MAX_YIELD_MS})
 
 
 def pieces(text: str, n: int) -> list[str]:

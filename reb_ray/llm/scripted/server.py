@@ -23,9 +23,9 @@ from reb_ray.llm.apis import ANTHROPIC, CHAT, RESPONSES, error_body
 from reb_ray.llm.background import BackgroundServer
 from reb_ray.llm.registry import key_of
 from reb_ray.llm.scripted import wire_anthropic, wire_chat, wire_responses
-from reb_ray.llm.scripted.reply import Reply, ScriptMismatch, tool_call
+from reb_ray.llm.scripted.reply import Reply, ScriptMismatch, ToolCall, poll_call, tool_call
 from reb_ray.llm.scripted.script import (DEFAULT_ERROR_MESSAGES, AnyTurn, ErrorTurn, HangTurn, MessageTurn, Script,
-                                         ToolTurn)
+                                         ScriptUsage, ToolTurn)
 
 _WIRES = {ANTHROPIC: wire_anthropic, RESPONSES: wire_responses, CHAT: wire_chat}
 _ROUTES = {"messages": ANTHROPIC, "responses": RESPONSES, "chat/completions": CHAT}
@@ -156,6 +156,9 @@ class ScriptedEndpoint:
         stream = body.get("stream") is True
         entry = {"api": api, "path": request.path_qs, "stream": stream, "model": body.get("model"),
                  "tools": sorted(offered), "tool_result": _clip(wire.last_tool_result(body))}
+        poll = poll_call(wire.last_tool_result(body), offered) if api == RESPONSES else None
+        if poll is not None:  # the model waits on its running command: no turn of the script
+            return await self._send(api, request, body, self._poll_reply(key_of(request.headers), entry, poll), stream)
         index, script, turn = self._next(key_of(request.headers), entry)
         if turn is None:
             return _error(api, 400, f"scripted endpoint: script exhausted after {index} turns")
@@ -175,6 +178,23 @@ class ScriptedEndpoint:
         except ScriptMismatch as exc:
             entry["error"] = str(exc)
             return _error(api, 400, f"scripted endpoint: turn {index}: {exc}")
+        return await self._send(api, request, body, reply, stream)
+
+    def _poll_reply(self, key: str, entry: dict, call: ToolCall) -> Reply:
+        """A wait with no usage (the script's sums stay what the script says), recorded in the
+        session's requests as a poll."""
+        with self._lock:
+            session = self._sessions.get(key)
+            if session is None:
+                session = self._sessions[key] = Session(self._scripts_by_key.get(key, self.script))
+            session.requests.append(dict(entry, turn=None, poll=True))
+            polls = sum(1 for r in session.requests if r.get("poll"))
+            script = session.script
+        return Reply(text="", tool=call, usage=ScriptUsage(), model=script.model, ident=f"poll{polls:06d}",
+                     created=script.created, chunks=script.stream_chunks)
+
+    async def _send(self, api: str, request: web.Request, body: dict, reply: Reply, stream: bool) -> web.StreamResponse:
+        wire = _WIRES[api]
         if not stream:
             return web.json_response(wire.body(reply))
         options = body.get("stream_options")

@@ -58,7 +58,7 @@ def streamed_tool_call(api: str, events: list[tuple[str | None, str]]) -> tuple[
 @pytest.mark.parametrize("api", APIS)
 def test_streamed_and_json_answers_carry_the_same_tool_call(api, endpoint):
     expected = {ANTHROPIC: ("Bash", {"command": "echo hi > /tmp/x"}),
-                RESPONSES: ("exec_command", {"cmd": "echo hi > /tmp/x"}),
+                RESPONSES: ("exec_command", {"cmd": "echo hi > /tmp/x", "yield_time_ms": 30_000}),
                 CHAT: ("bash", {"command": "echo hi > /tmp/x"})}[api]
     whole = post(endpoint.url, api, request_body(api, False), "json-session")
     streamed = post(endpoint.url, api, request_body(api, True), "stream-session")
@@ -197,3 +197,21 @@ def test_scripts_by_key_and_models_route():
     assert special["choices"][0]["message"]["content"] == "other" and special["model"] == "other-model"
     assert ordinary["choices"][0]["finish_reason"] == "tool_calls"
     assert listed["data"][0]["id"] == "claude-sonnet-4-5"
+
+
+def test_a_command_codex_reports_still_running_is_waited_on_without_a_turn_of_the_script(endpoint):
+    """codex's exec_command returns after its yield time (at most 30 s) with the command still
+    running in a session; the scripted model waits on it with write_stdin (no usage, no turn
+    consumed) before its next turn, as a model waiting for an install does."""
+    first = post(endpoint.url, RESPONSES, request_body(RESPONSES, False), "k")
+    name, arguments = tool_call_of(RESPONSES, first.json())
+    assert name == "exec_command" and arguments["yield_time_ms"] == 30_000
+    running = [{"type": "function_call_output", "call_id": "c0",
+                "output": "Chunk ID: a\nWall time: 30.0 seconds\nProcess running with session ID 7\nOutput:\n"}]
+    wait = post(endpoint.url, RESPONSES, request_body(RESPONSES, False, input=running), "k")
+    assert tool_call_of(RESPONSES, wait.json()) == ("write_stdin", {"session_id": 7, "chars": "", "yield_time_ms": 30_000})
+    assert wait.json()["usage"]["input_tokens"] == 0 and endpoint.session("k")["position"] == 1
+    done = [{"type": "function_call_output", "call_id": "c1", "output": "Process exited with code 0\nOutput:\nok\n"}]
+    second = post(endpoint.url, RESPONSES, request_body(RESPONSES, False, input=done), "k")
+    assert tool_call_of(RESPONSES, second.json()) == ("exec_command", {"cmd": "cat /tmp/x", "yield_time_ms": 30_000})
+    assert endpoint.session("k")["position"] == 2
