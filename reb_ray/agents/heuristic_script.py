@@ -34,6 +34,9 @@ except ImportError:  # pragma: no cover - exercised by monkeypatching in tests
 
 PIP = ["-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
 PIP_TIMEOUT_S = 1800
+#: Where the trial mounts the node's read-only package cache (reb_ray.sandbox.package_cache.CACHE_MOUNT;
+#: a test keeps the two equal).
+PACKAGE_CACHE = "/opt/reb-ray/pip-cache"
 _REQ = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*\(?([^;()]*)\)?\s*(;.*)?$")
 _STR = re.compile(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'')
 
@@ -286,11 +289,15 @@ def wheel_compatible(filename: str, py: tuple, machine: str) -> bool:
 
 
 def find_links_wheels(py: tuple, machine: str = "") -> dict:
-    """canonical name -> [(version, filename)] of compatible wheels in PIP_FIND_LINKS dirs."""
+    """canonical name -> [(version, filename)] of compatible wheels in PIP_FIND_LINKS dirs.
+
+    The node's package cache (PACKAGE_CACHE) is left out: it holds whatever earlier trials
+    installed (Debian's setuptools of a noop trial, say), a cache and not a choice of versions;
+    pinning to it broke torch's `setuptools>=77`. Only the wheelhouses choose versions."""
     machine, found = machine or platform.machine(), {}
     for entry in os.environ.get("PIP_FIND_LINKS", "").split():
         folder = Path(entry[len("file://"):] if entry.startswith("file://") else entry)
-        if "://" in entry and not entry.startswith("file://") or not folder.is_dir():
+        if "://" in entry and not entry.startswith("file://") or not folder.is_dir() or str(folder) == PACKAGE_CACHE:
             continue
         for wheel in sorted(folder.glob("*.whl")):
             parts = wheel.name.split("-")

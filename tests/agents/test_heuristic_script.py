@@ -209,6 +209,20 @@ def test_pinning_picks_a_compatible_find_links_wheel(hs, tmp_path, monkeypatch):
     assert hs.find_links_wheels((3, 10), "aarch64") == {"foo-bar": [("1.0", "Foo_Bar-1.0-py3-none-any.whl")]}
 
 
+def test_the_node_package_cache_never_chooses_versions(hs, tmp_path, monkeypatch):
+    """The demo's torch-tiny failed: a noop trial's Debian setuptools 66.1.1 landed in the node's
+    package cache, and pinning to it contradicted torch's setuptools>=77."""
+    from reb_ray.sandbox.package_cache import CACHE_MOUNT
+
+    assert hs.PACKAGE_CACHE == CACHE_MOUNT
+    cache, wheels = tmp_path / "cache", tmp_path / "wheels"
+    write(cache / "setuptools-66.1.1-py3-none-any.whl", "")
+    write(wheels / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "")
+    monkeypatch.setattr(hs, "PACKAGE_CACHE", str(cache))
+    monkeypatch.setenv("PIP_FIND_LINKS", "%s %s" % (cache, wheels))
+    assert sorted(hs.find_links_wheels((3, 11), "x86_64")) == ["torch"]
+
+
 def test_pin_lines_and_constraints_keep_transitive_torch_local(hs):
     wheels = {"torch": [("2.13.0+cpu", "t1.whl"), ("2.12.0+cpu", "t2.whl")], "foo-bar": [("1.0", "f.whl")]}
     lines = hs.pin_lines(["numpy", "torch>=2", "-e /r[x]", "torch"], wheels)
