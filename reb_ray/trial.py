@@ -215,11 +215,10 @@ def _fill_package_cache(rec: TrialRecorder, spec: TrialSpec, config: SandboxConf
     from the index by the harness (reb_ray/sandbox/package_cache.py); never fails the trial."""
     if not spec.config.pip_cache or sandbox.provider != "docker" or report is None:
         return
-    listed = package_cache.installed(sandbox, report.python_path)
-    if listed is None:
-        return
-    try:
-        rec.row["pip_cache_filled"] = len(package_cache.fill(spec.config.pip_cache_dir, config, *listed))
+    try:  # a sandbox the agent stopped (F15a) has nothing to list: the trial's verdict stands
+        listed = package_cache.installed(sandbox, report.python_path)
+        if listed is not None:
+            rec.row["pip_cache_filled"] = len(package_cache.fill(spec.config.pip_cache_dir, config, *listed))
     except RebRayError:
         pass  # the cache stays as it was: slower later trials, never a different result
 
