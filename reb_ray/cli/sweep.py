@@ -36,7 +36,9 @@ def load_config(path: Path | None, overrides: dict) -> SweepConfig:
         except OSError as exc:
             raise RebRayError(f"{path}: cannot read the config file ({exc.strerror})") from None
         except tomllib.TOMLDecodeError as exc:
-            raise RebRayError(f"{path}: not valid TOML ({exc})") from None
+            hint = ("; with [agents.NAME] tables leave out `agents = [...]`: the tables are the agents, in order "
+                    "(pick among them with --agents)") if "('agents'" in str(exc) else ""
+            raise RebRayError(f"{path}: not valid TOML ({exc}){hint}") from None
     if isinstance(data.get("agents"), dict):  # [agents.NAME] tables: the specs, in the file's order
         data["agent_specs"] = {**data.get("agent_specs", {}), **data["agents"]}
         data["agents"] = list(data["agents"])

@@ -56,3 +56,12 @@ def test_max_cost_usd_and_prices_flags_and_the_budget_is_not_the_sweeps_identity
     assert config.resolved_sweep_id() == load_config(None, {"agents": ["noop"], "max_cost_usd": 50.0}).resolved_sweep_id()
     with pytest.raises(RebRayError, match=r"^flags: --max-cost-usd = -1\.0: "):
         load_config(None, {"max_cost_usd": -1.0})
+
+
+def test_an_agents_list_beside_agents_tables_says_what_to_do(tmp_path):
+    path = tmp_path / "sweep.toml"
+    path.write_text('agents = ["mini"]\n[agents.mini]\nkind = "mini_swe_agent"\nmodel = "gpt-5-mini"\n')
+    with pytest.raises(RebRayError) as info:
+        load_config(path, {})
+    message = str(info.value)
+    assert message.startswith(f"{path}: not valid TOML") and "leave out `agents = [...]`" in message and "\n" not in message
