@@ -10,6 +10,10 @@ shapes are read, one event per line, others ignored:
 - claude `-p --output-format stream-json`: an `assistant` message's `tool_use` block (its
   `input.command`, or the whole input for other tools) and the `tool_result` with the same id in
   a later `user` message; claude gives no exit code, only `is_error`.
+- Chat Completions messages (mini-swe-agent's trajectory): `{"type": "message", "role":
+  "assistant", "tool_calls": [{"id": ..., "function": {"name": ..., "arguments": "{...}"}}]}`
+  and the `{"role": "tool", "tool_call_id": ...}` message answering it, its exit code in
+  `extra.returncode` (or the `returncode` of its JSON content).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ def commands(transcript: bytes) -> list[Command]:
     not JSON objects are skipped; an empty list when none of the shapes occurs."""
     found: list[Command] = []
     claude_calls: dict[str, Command] = {}
+    chat_calls: dict[str, Command] = {}
     for line in transcript.decode("utf-8", errors="replace").splitlines():
         try:
             event = json.loads(line)
@@ -62,6 +67,14 @@ def commands(transcript: bytes) -> list[Command]:
             code = item.get("exit_code")
             found.append(Command(str(item.get("command")), code, None if code is None else code != 0,
                                  _text(item.get("aggregated_output"))[:OUTPUT_CHARS]))
+        elif kind == "message" and event.get("role") == "assistant" and isinstance(event.get("tool_calls"), list):
+            for call in event["tool_calls"]:
+                function = call.get("function") if isinstance(call, dict) else None
+                if isinstance(function, dict):
+                    chat_calls[str(call.get("id"))] = _chat_call(function)
+                    found.append(chat_calls[str(call.get("id"))])
+        elif kind == "message" and event.get("role") == "tool" and str(event.get("tool_call_id")) in chat_calls:
+            _chat_result(chat_calls[str(event.get("tool_call_id"))], event)
         elif kind in ("assistant", "user") and isinstance(event.get("message"), dict):
             for block in event["message"].get("content") or []:
                 if not isinstance(block, dict):
@@ -77,3 +90,32 @@ def commands(transcript: bytes) -> list[Command]:
                     call.failed = bool(block.get("is_error"))
                     call.output = _text(block.get("content"))[:OUTPUT_CHARS]
     return found
+
+
+def _chat_call(function: dict) -> Command:
+    """A Chat Completions tool call: its `command` argument, or the tool's name and arguments."""
+    try:
+        given = json.loads(function.get("arguments") or "{}")
+    except ValueError:
+        given = function.get("arguments")
+    if isinstance(given, dict) and isinstance(given.get("command"), str):
+        return Command(given["command"])
+    return Command(f"{function.get('name')}: {given if isinstance(given, str) else json.dumps(given)}")
+
+
+def _chat_result(call: Command, event: dict) -> None:
+    """Fill `call` from the tool message answering it (mini-swe-agent keeps the exit code in
+    `extra.returncode`, and also in the JSON of its content)."""
+    extra = event.get("extra") if isinstance(event.get("extra"), dict) else {}
+    code, output = extra.get("returncode"), extra.get("raw_output")
+    if code is None or output is None:
+        try:
+            content = json.loads(_text(event.get("content")))
+        except ValueError:
+            content = {}
+        if isinstance(content, dict):
+            code = code if code is not None else content.get("returncode")
+            output = output if output is not None else content.get("output")
+    call.exit_code = code if isinstance(code, int) else None
+    call.failed = None if call.exit_code is None else call.exit_code != 0
+    call.output = _text(output if output is not None else event.get("content"))[:OUTPUT_CHARS]

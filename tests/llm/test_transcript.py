@@ -52,3 +52,22 @@ def test_claude_stream_json_tool_use_and_results():
 
 def test_nothing_recognisable_is_no_commands():
     assert commands(b"") == [] and commands(_lines({"type": "message", "text": "hi"})) == []
+
+
+def test_mini_swe_agent_chat_messages_and_their_tool_results():
+    """mini-swe-agent's trajectory, as its runner stores it (a real one's shape, trimmed)."""
+    data = _lines({"type": "info", "trajectory_format": "mini-swe-agent-1.1"},
+                  {"type": "message", "role": "system", "content": "You are ..."},
+                  {"type": "message", "role": "assistant", "content": "Building the venv.", "tool_calls": [
+                      {"id": "call_0", "type": "function",
+                       "function": {"name": "bash", "arguments": json.dumps({"command": "pip install numpy"})}}]},
+                  {"type": "message", "role": "tool", "tool_call_id": "call_0",
+                   "content": json.dumps({"returncode": 0, "output": "ok\n"}),
+                   "extra": {"raw_output": "ok\n", "returncode": 0}},
+                  {"type": "message", "role": "assistant", "content": None, "tool_calls": [
+                      {"id": "call_1", "type": "function",
+                       "function": {"name": "bash", "arguments": json.dumps({"command": "python train.py"})}}]},
+                  {"type": "message", "role": "tool", "tool_call_id": "call_1",
+                   "content": json.dumps({"returncode": 2, "output": "no such file\n"})})
+    assert commands(data) == [Command("pip install numpy", 0, False, "ok\n"),
+                              Command("python train.py", 2, True, "no such file\n")]
