@@ -76,3 +76,24 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"not run by design: {len(_NOT_RUN_BY_DESIGN)} nexau_src tests "
                                     f"(set {NEXAU_SRC_ENV} to a NexAU checkout to run them): "
                                     + ", ".join(n.rsplit("::", 1)[-1] for n in _NOT_RUN_BY_DESIGN))
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    """A local Ray for one test module (never a cluster that happens to run on this machine)."""
+    import ray
+
+    ray.init(address="local", num_cpus=3, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def real_key(monkeypatch, request) -> str:
+    """A fresh fake "real" LLM key in the driver's environment, under the requesting module's
+    `KEY_ENV`; its `sk-REALKEY-` prefix is what the leak searches look for."""
+    import uuid
+
+    key = f"sk-REALKEY-{uuid.uuid4().hex}"
+    monkeypatch.setenv(request.module.KEY_ENV, key)
+    return key

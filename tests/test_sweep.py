@@ -27,15 +27,6 @@ EXPECTED = {
 }
 
 
-@pytest.fixture(scope="module")
-def ray_local():
-    import ray
-
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
-
-
 def _unique() -> str:
     """A sweep id no other sweep on this machine uses (container labels are machine-wide)."""
     import uuid

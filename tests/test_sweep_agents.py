@@ -41,22 +41,6 @@ FALSE_CLAIM = {**CODEX_REPORT, "torch_version": "2.5.1", "cuda_available": True,
 STORM = 8
 
 
-@pytest.fixture(scope="module")
-def ray_local():
-    import ray
-
-    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
-
-
-@pytest.fixture
-def real_key(monkeypatch) -> str:
-    key = f"sk-REALKEY-{uuid.uuid4().hex}"
-    monkeypatch.setenv(KEY_ENV, key)
-    return key
-
-
 @pytest.fixture
 def endpoints():
     """start(script) -> a running scripted endpoint (one per agent: the session is per key)."""

@@ -38,23 +38,6 @@ SESSION = [
 ]
 
 
-@pytest.fixture(scope="module")
-def ray_local():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
-
-
-@pytest.fixture
-def real_key(monkeypatch) -> str:
-    """A fresh "real" key in the driver's environment; its prefix is what the spy searches for."""
-    key = f"sk-REALKEY-{uuid.uuid4().hex}"
-    monkeypatch.setenv(KEY_ENV, key)
-    return key
-
-
 @pytest.fixture
 def endpoints():
     """A factory of running scripted endpoints (stopped after the test)."""

@@ -44,15 +44,6 @@ _WRITE = 'mkdir -p "$(dirname "$2")" && printf "%s" "$3" > "$2"'
 _PRINT = 'echo "agent: done, report follows"; printf "%s\\n" "$3"'
 
 
-@pytest.fixture(scope="module")
-def ray_local():
-    import ray
-
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
-
-
 @pytest.mark.docker
 def test_command_agents_in_a_real_sweep(tmp_path, monkeypatch, docker_client, sandbox_image, ray_local):
     from reb_ray.sweep import run_sweep
