@@ -225,8 +225,7 @@ def _fill_package_cache(rec: TrialRecorder, spec: TrialSpec, config: SandboxConf
 
 def _between_phases(rec: TrialRecorder, sandbox: Sandbox, report_path: str, repo_dir: str,
                     baseline: dict[str, str] | None) -> Report | None:
-    """Stop everything the agent left running, copy the report out, record repo changes."""
-    stopped = sandbox.kill_leftovers()  # first: nothing left running can change the report as it is read
+    """Copy the report out, stop everything the agent left running, record repo changes."""
     try:
         data: bytes | None = sandbox.read_regular(report_path, MAX_REPORT_BYTES + 1)
     except FileNotFoundError:
@@ -235,6 +234,7 @@ def _between_phases(rec: TrialRecorder, sandbox: Sandbox, report_path: str, repo
         data, unreadable = b"", str(exc)[:300]
     else:
         unreadable = None
+    stopped = sandbox.kill_leftovers()
     rec.row.update(leftover_processes=None if stopped is None else len(stopped),
                    leftover_commands=None if stopped is None else [c[:LEFTOVER_CHARS] for c in stopped[:LEFTOVERS_KEPT]])
     status, report, reason = ("invalid_report", None, unreadable) if unreadable else parse_report(data)

@@ -308,9 +308,3 @@ class CacheSpyAgent(_Scripted):
 
     script = ('for d in $PIP_FIND_LINKS /root/.cache/pip ${PIP_CACHE_DIR:-}; do find "$d" -name "*.whl" 2>/dev/null '
               '| sed "s/^/seen /"; done; echo spy-done; ' + _SYSTEM_REPORT)
-
-
-class SymlinkReportAgent(_Scripted):
-    """Makes its report a symlink to the container's /etc/shadow (a read out of the contract path)."""
-
-    script = 'mkdir -p "$(dirname "$1")" && ln -s /etc/shadow "$1"'

@@ -200,17 +200,3 @@ def test_rows_keep_all_evidence_of_a_chatty_trial(provider, tmp_path, request):
     assert key not in log and len(log) > 307200
     assert agent["output_truncated"] is True and agent["output_dropped_bytes"] == len(log.encode()) - 2 * 8192 + len(key) - 3
     assert stages["c0"]["log_path"] is None and stages["c0"]["output_truncated"] is None  # no command output of its own
-
-
-@pytest.mark.parametrize("provider", ["docker", "local"])
-def test_a_report_that_is_a_symlink_is_invalid_and_the_trial_is_scored(provider, request):
-    """Issue 11 item 5: a symlinked report never crashes the trial (it did: AbsoluteLinkError)."""
-    from reb_ray.trial import run_trial
-
-    image = request.getfixturevalue("sandbox_image") if provider == "docker" else None
-    config = SweepConfig(sandbox=provider, unsafe_local=True, wheelhouses=[], pip_cache=False)
-    task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
-    row = run_trial(TrialSpec(sweep_id=f"symlink-{provider}", agent="tests.scripted_agents:SymlinkReportAgent",
-                              task=task, trial_index=0, config=config, image=image)).trial
-    assert (row["status"], row["report_status"], row["failure_owner"]) == ("scored", "invalid_report", "agent")
-    assert row["c0_status"] == "failure" and row["c0_missing"] == row["c0_total"]
