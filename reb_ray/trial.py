@@ -26,7 +26,7 @@ from reb_ray.assets import missing_by_stage
 from reb_ray.errors import InfraError, RebRayError
 from reb_ray.grading.unmeasured import PROBE_STAGES, agent_failed
 from reb_ray.llm.trial_access import ProxyClient, TrialLlm
-from reb_ray.models.report import MAX_REPORT_BYTES, Report, parse_report
+from reb_ray.models.report import Report, parse_report
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.placement import place_repo
 from reb_ray.probe_phase import ASSETS_MOUNT, run_probe_phase
@@ -227,17 +227,13 @@ def _between_phases(rec: TrialRecorder, sandbox: Sandbox, report_path: str, repo
                     baseline: dict[str, str] | None) -> Report | None:
     """Copy the report out, stop everything the agent left running, record repo changes."""
     try:
-        data: bytes | None = sandbox.read_regular(report_path, MAX_REPORT_BYTES + 1)
+        data: bytes | None = sandbox.read_bytes(report_path)
     except FileNotFoundError:
         data = None
-    except ValueError as exc:  # a symlink out of the sandbox, a FIFO, a device, a directory
-        data, unreadable = b"", str(exc)[:300]
-    else:
-        unreadable = None
     stopped = sandbox.kill_leftovers()
     rec.row.update(leftover_processes=None if stopped is None else len(stopped),
                    leftover_commands=None if stopped is None else [c[:LEFTOVER_CHARS] for c in stopped[:LEFTOVERS_KEPT]])
-    status, report, reason = ("invalid_report", None, unreadable) if unreadable else parse_report(data)
+    status, report, reason = parse_report(data)
     rec.row.update(report_status=status, report_python_path=report.python_path if report else None,
                    report_source=rec.row.get("report_source") or ("agent_file" if data is not None else "none"))
     rec.stage("report", "success" if report else "failure", reason=reason, failure_category=None if report else status,

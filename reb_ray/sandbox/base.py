@@ -178,28 +178,6 @@ class Sandbox(abc.ABC):
             self.get(src, path)
             return path.read_bytes()
 
-    def read_regular(self, src: str, limit: int) -> bytes:
-        """Contents of sandbox file `src`, which an agent controls: at most `limit` bytes.
-
-        Raises FileNotFoundError when absent, ValueError (one line) when `src` is not a regular
-        file (a symlink, FIFO, device, directory: reading one could leave the sandbox, hang or
-        never end) or holds more than `limit` bytes. The default checks on a host-side path
-        (the local provider); Docker checks the archive's stat before copying anything.
-        """
-        import stat as stat_mod
-
-        host = Path(src) if src.startswith("/") else Path(self.workdir) / src
-        try:
-            st = host.lstat()
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{src} not found in sandbox") from None
-        if not stat_mod.S_ISREG(st.st_mode):
-            raise ValueError(f"{src}: not a regular file")
-        if st.st_size > limit:
-            raise ValueError(f"{src}: too large: {st.st_size} bytes > {limit}")
-        with host.open("rb") as f:
-            return f.read(limit + 1)[:limit]
-
     @abc.abstractmethod
     def size(self, timeout: float = 60.0) -> SandboxSize:
         """Bytes written into the sandbox so far; `timeout` seconds before the fallback method."""

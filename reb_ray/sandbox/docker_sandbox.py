@@ -26,8 +26,6 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest, Mount
 
 from reb_ray.errors import ImageMissing, RebRayError
-
-_GO_MODE_TYPE = (1 << 31) | (1 << 27) | (1 << 26) | (1 << 25) | (1 << 24) | (1 << 21) | (1 << 19)
 from reb_ray.sandbox.base import (
     EXEC_MARKER_ENV,
     KILL_GRACE_S,
@@ -326,20 +324,6 @@ class DockerSandbox(Sandbox):
                 shutil.rmtree(dest)
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(str(entry), str(dest))
-
-    def read_regular(self, src: str, limit: int) -> bytes:
-        src = posixpath.join(self.workdir, src) if not src.startswith("/") else src
-        try:
-            stat = self._client.api.get_archive(self.id, src)[1]  # the stream is not read
-        except NotFound:
-            raise FileNotFoundError(f"{src} not found in sandbox {self.id[:12]}") from None
-        # Go's os.FileMode: any type bit (dir, symlink, device, pipe, socket, char device,
-        # irregular) means not a regular file; see https://pkg.go.dev/io/fs#FileMode.
-        if int(stat.get("mode", 0)) & _GO_MODE_TYPE or stat.get("linkTarget"):
-            raise ValueError(f"{src}: not a regular file")
-        if int(stat.get("size", 0)) > limit:
-            raise ValueError(f"{src}: too large: {stat.get('size')} bytes > {limit}")
-        return self.read_bytes(src)[:limit]
 
     def _must(self, argv: list[str]) -> None:
         result = self.exec(argv, timeout=60)

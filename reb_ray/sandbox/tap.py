@@ -65,9 +65,6 @@ class TappedSandbox(Sandbox):
     def read_bytes(self, src: str) -> bytes:
         return self._inner.read_bytes(src)
 
-    def read_regular(self, src: str, limit: int) -> bytes:
-        return self._inner.read_regular(src, limit)
-
     def size(self, timeout: float = 60.0) -> SandboxSize:
         return self._inner.size(timeout)
 
