@@ -27,7 +27,7 @@ odd_paths = st.sampled_from(["/proc/self/exe", "/proc/self/fd/0", "/usr/bin/pyth
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def check(data: bytes | None) -> tuple[str, Report | None, str | None]:
+def check_report(data: bytes | None) -> tuple[str, Report | None, str | None]:
     status, report, reason = parse_report(data)
     assert status in ("ok", "missing_report", "invalid_report")
     if status == "ok":
@@ -50,19 +50,19 @@ def check(data: bytes | None) -> tuple[str, Report | None, str | None]:
 @SETTINGS
 @given(st.binary(max_size=2000))
 def test_any_bytes(data: bytes) -> None:
-    check(data)
+    check_report(data)
 
 
 @SETTINGS
 @given(st.dictionaries(st.sampled_from(KEYS) | st.text(max_size=8), json_values, max_size=12))
 def test_wrong_types(fields: dict) -> None:
-    check(json.dumps({**GOOD, **fields}).encode())
+    check_report(json.dumps({**GOOD, **fields}).encode())
 
 
 @SETTINGS
 @given(odd_paths, st.sampled_from([b"", b"\xef\xbb\xbf", b"\xff\xfe"]))
 def test_odd_python_path(path: str, prefix: bytes) -> None:
-    status, _, _ = check(prefix + json.dumps({**GOOD, "python_path": path}).encode())
+    status, _, _ = check_report(prefix + json.dumps({**GOOD, "python_path": path}).encode())
     if any(ord(ch) < 32 for ch in path) or len(path) > 4096 or not path:
         assert status == "invalid_report"
 
@@ -71,36 +71,36 @@ def test_odd_python_path(path: str, prefix: bytes) -> None:
 @given(json_values)
 def test_non_object_top_level(value: object) -> None:
     if not isinstance(value, dict):
-        status, _, reason = check(json.dumps(value).encode())
+        status, _, reason = check_report(json.dumps(value).encode())
         assert status == "invalid_report" and "object" in reason
 
 
 def test_deep_nesting_is_invalid_not_recursion_error() -> None:
-    assert check(b"[" * 100_000 + b"]" * 100_000)[0] == "invalid_report"
+    assert check_report(b"[" * 100_000 + b"]" * 100_000)[0] == "invalid_report"
     deep_extra = b'{"python_path": "/usr/bin/python3", "env_tool": "x", "deep": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
-    assert check(deep_extra)[0] == "invalid_report"
+    assert check_report(deep_extra)[0] == "invalid_report"
 
 
 def test_huge_int_and_nan() -> None:
-    assert check(b'{"gpu_count": ' + b"9" * 5000 + b"}")[0] == "invalid_report"
-    assert check(json.dumps({**GOOD, "gpu_count": 10**400}).encode())[0] == "ok"  # a valid int, just big
-    assert check(json.dumps({**GOOD, "gpu_count": float("nan")}).encode())[0] == "invalid_report"
-    assert check(json.dumps({**GOOD, "python_version": float("inf")}).encode())[0] == "invalid_report"
+    assert check_report(b'{"gpu_count": ' + b"9" * 5000 + b"}")[0] == "invalid_report"
+    assert check_report(json.dumps({**GOOD, "gpu_count": 10**400}).encode())[0] == "ok"  # a valid int, just big
+    assert check_report(json.dumps({**GOOD, "gpu_count": float("nan")}).encode())[0] == "invalid_report"
+    assert check_report(json.dumps({**GOOD, "python_version": float("inf")}).encode())[0] == "invalid_report"
 
 
 def test_huge_string_is_too_large() -> None:
-    status, _, reason = check(json.dumps({**GOOD, "notes": "x" * (20 << 20)}).encode())
+    status, _, reason = check_report(json.dumps({**GOOD, "notes": "x" * (20 << 20)}).encode())
     assert status == "invalid_report" and reason.startswith("too large")
-    assert check(json.dumps({**GOOD, "notes": "x" * (MAX_REPORT_BYTES // 2)}).encode())[0] == "ok"
+    assert check_report(json.dumps({**GOOD, "notes": "x" * (MAX_REPORT_BYTES // 2)}).encode())[0] == "ok"
 
 
 def test_reason_is_one_line_for_a_long_bad_key() -> None:
-    status, _, reason = check(json.dumps({**GOOD, "gpu_count": "\n\x1b[31m" * 10_000}).encode())
+    status, _, reason = check_report(json.dumps({**GOOD, "gpu_count": "\n\x1b[31m" * 10_000}).encode())
     assert status == "invalid_report"
 
 
 def test_duplicate_keys_last_wins_and_non_utf8_is_replaced() -> None:
-    assert check(b'{"python_path": "\\n", "python_path": "/usr/bin/python3", "env_tool": "x", "python_version": null,'
+    assert check_report(b'{"python_path": "\\n", "python_path": "/usr/bin/python3", "env_tool": "x", "python_version": null,'
                  b' "torch_version": null, "cuda_available": null, "gpu_count": null, "ddp_expected_ok": null,'
                  b' "env_name": null, "notes": "\xff\xfe"}')[0] == "ok"
-    assert check(None) == ("missing_report", None, "report file not written")
+    assert check_report(None) == ("missing_report", None, "report file not written")
