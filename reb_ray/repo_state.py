@@ -9,7 +9,7 @@ changed again, or put back, is.
 from __future__ import annotations
 
 from reb_ray.errors import RebRayError
-from reb_ray.sandbox import Sandbox
+from reb_ray.sandbox import Sandbox, UnreadableFile
 
 # Writes "HASH<TAB>PATH" to file $2 for each tracked file that differs from HEAD: the git blob
 # hash of its current content, or "missing" when it is gone ("unreadable" when it cannot be
@@ -49,7 +49,7 @@ def tracked_state(sandbox: Sandbox, repo_dir: str, timeout: float = 120) -> dict
             return {}
         data = sandbox.read_bytes(listing) if result.ok else None
         sandbox.exec(["rm", "-f", listing, f"{listing}.z"], timeout=60)
-    except (RebRayError, FileNotFoundError):
+    except (RebRayError, FileNotFoundError, UnreadableFile):  # the agent may have planted a link or FIFO there
         return None
     if data is None:
         return None

@@ -26,13 +26,13 @@ from reb_ray.assets import missing_by_stage
 from reb_ray.errors import InfraError, RebRayError
 from reb_ray.grading.unmeasured import PROBE_STAGES, agent_failed
 from reb_ray.llm.trial_access import ProxyClient, TrialLlm
-from reb_ray.models.report import Report, parse_report
+from reb_ray.models.report import MAX_REPORT_BYTES, Report, parse_report
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.placement import place_repo
 from reb_ray.probe_phase import ASSETS_MOUNT, run_probe_phase
 from reb_ray.redact import Redactor
 from reb_ray.repo_state import changed_since, tracked_state
-from reb_ray.sandbox import ExecResult, Sandbox, SandboxConfig, open_sandbox
+from reb_ray.sandbox import ExecResult, Sandbox, SandboxConfig, UnreadableFile, open_sandbox
 from reb_ray.sandbox import package_cache
 from reb_ray.sandbox.limits import default_memory_bytes, limit_setting, watch_limits
 from reb_ray.sandbox.output import DEFAULT_HEAD_BYTES
@@ -225,17 +225,26 @@ def _fill_package_cache(rec: TrialRecorder, spec: TrialSpec, config: SandboxConf
 
 def _between_phases(rec: TrialRecorder, sandbox: Sandbox, report_path: str, repo_dir: str,
                     baseline: dict[str, str] | None) -> Report | None:
-    """Copy the report out, stop everything the agent left running, record repo changes."""
-    try:
-        data: bytes | None = sandbox.read_bytes(report_path)
-    except FileNotFoundError:
-        data = None
+    """Stop everything the agent left running, copy the report out, record repo changes.
+
+    Leftovers are stopped first so nothing swaps the report while it is read; a report that is
+    not a regular file (a symlink, FIFO, directory) or is over MAX_REPORT_BYTES is the agent's
+    invalid_report, never a harness error.
+    """
     stopped = sandbox.kill_leftovers()
     rec.row.update(leftover_processes=None if stopped is None else len(stopped),
                    leftover_commands=None if stopped is None else [c[:LEFTOVER_CHARS] for c in stopped[:LEFTOVERS_KEPT]])
-    status, report, reason = parse_report(data)
+    data, written = None, True
+    try:
+        data = sandbox.read_bytes(report_path, limit=MAX_REPORT_BYTES)
+        status, report, reason = parse_report(data)
+    except FileNotFoundError:
+        written = False
+        status, report, reason = parse_report(None)
+    except UnreadableFile as exc:
+        status, report, reason = "invalid_report", None, str(exc)
     rec.row.update(report_status=status, report_python_path=report.python_path if report else None,
-                   report_source=rec.row.get("report_source") or ("agent_file" if data is not None else "none"))
+                   report_source=rec.row.get("report_source") or ("agent_file" if written else "none"))
     rec.stage("report", "success" if report else "failure", reason=reason, failure_category=None if report else status,
               raw=data.decode(errors="replace") if data else None)
     _record_repo_changes(rec, sandbox, repo_dir, baseline)

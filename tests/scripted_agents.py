@@ -308,3 +308,21 @@ class CacheSpyAgent(_Scripted):
 
     script = ('for d in $PIP_FIND_LINKS /root/.cache/pip ${PIP_CACHE_DIR:-}; do find "$d" -name "*.whl" 2>/dev/null '
               '| sed "s/^/seen /"; done; echo spy-done; ' + _SYSTEM_REPORT)
+
+
+class SymlinkReportAgent(_Scripted):
+    """Makes the report a symlink out of the sandbox's files (to the process environment)."""
+
+    script = 'mkdir -p "$(dirname "$1")" && ln -sf /proc/self/environ "$1"'
+
+
+class FifoReportAgent(_Scripted):
+    """Makes the report a FIFO nobody writes: a reader that opens it would block forever."""
+
+    script = 'mkdir -p "$(dirname "$1")" && rm -f "$1" && mkfifo "$1"'
+
+
+class DirectoryReportAgent(_Scripted):
+    """Makes the report a directory holding a large file."""
+
+    script = 'mkdir -p "$1" && head -c 5000000 /dev/zero > "$1/x"'

@@ -200,3 +200,23 @@ def test_rows_keep_all_evidence_of_a_chatty_trial(provider, tmp_path, request):
     assert key not in log and len(log) > 307200
     assert agent["output_truncated"] is True and agent["output_dropped_bytes"] == len(log.encode()) - 2 * 8192 + len(key) - 3
     assert stages["c0"]["log_path"] is None and stages["c0"]["output_truncated"] is None  # no command output of its own
+
+
+@pytest.mark.parametrize("provider", ["docker", "local"])
+@pytest.mark.parametrize("agent, why", [("SymlinkReportAgent", "symlink"), ("FifoReportAgent", "regular file"),
+                                        ("DirectoryReportAgent", "regular file")])
+def test_a_report_that_is_not_a_regular_file_is_the_agents_invalid_report(provider, agent, why, request):
+    """Issue 11 item 5: a symlink out of the sandbox, a FIFO or a directory at the report path is
+    a scored invalid_report naming what it was; never a harness error, never a hang."""
+    from reb_ray.trial import run_trial
+
+    image = request.getfixturevalue("sandbox_image") if provider == "docker" else None
+    config = SweepConfig(sandbox=provider, unsafe_local=True, wheelhouses=[], pip_cache=False)
+    task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
+    out = run_trial(TrialSpec(sweep_id=f"bad-report-{provider}", agent=f"tests.scripted_agents:{agent}", task=task,
+                              trial_index=0, config=config, image=image))
+    row = out.trial
+    assert (row["status"], row["report_status"], row["report_source"]) == ("scored", "invalid_report", "agent_file")
+    report = next(s for s in out.stages if s["stage"] == "report")
+    assert report["status"] == "failure" and why in report["reason"]
+    assert "environ" not in (report.get("raw") or "") and row["c1_status"] == "failure"

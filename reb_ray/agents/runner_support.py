@@ -17,7 +17,7 @@ from reb_ray.agents.base import AgentContext
 from reb_ray.agents.command import last_json_object
 from reb_ray.agents.toolchain import TOOLCHAIN_SANDBOX_PATH
 from reb_ray.errors import RebRayError
-from reb_ray.sandbox import Sandbox
+from reb_ray.sandbox import Sandbox, UnreadableFile
 
 #: Seconds kept for the runner's own steps (reading the trajectory, forcing the report) after
 #: the CLI's exec, within the agent phase's `timeout_s`.
@@ -59,10 +59,11 @@ def require_llm(ctx: AgentContext, agent_name: str, kind: str, sandbox: Sandbox)
 
 
 def read_optional(sandbox: Sandbox, path: str) -> bytes | None:
-    """The sandbox file's bytes, or None when it does not exist."""
+    """The sandbox file's bytes, or None when it does not exist or is not a regular file within
+    Sandbox.read_bytes's default limit (the agent can plant a symlink or FIFO at any path)."""
     try:
         return sandbox.read_bytes(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, UnreadableFile):
         return None
 
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 import posixpath
 import re
 
+from reb_ray.grading.record_types import PROBE_RECORD_INVALID, conform, malformed_reason
+
 MISSING_RULE = "reportMissingImports"
 SOURCE_RULE = "reportMissingModuleSource"
 _MESSAGE = re.compile(r'^Import "(?P<name>[^"]+)" could not be resolved')
@@ -34,6 +36,17 @@ C0_KEYS = (
     "c0_status", "c0_missing", "c0_missing_modules", "c0_missing_source", "c0_missing_source_modules",
     "c0_guarded_modules", "c0_repo_path_modules", "c0_editable_hooks", "c0_total", "pyright_version", "reason", "failure_category",
 )
+
+
+_DIAGNOSTIC = {"rule": str, "message": str, "file": str, "range": {"start": {"line": int}}}
+#: The fields of probes/c0_probe.py's record that the grader reads, and their JSON types.
+RECORD_SHAPE = {
+    "pyright_version": str, "editable_hook_installs": [str], "error": str, "python_ok": bool, "python_error": str,
+    "python": str, "pyright_timed_out": bool, "pyright_error": str, "pyright_exit_code": int, "pyright_stderr_tail": str,
+    "pyright": {"generalDiagnostics": [_DIAGNOSTIC]}, "search_paths_real": [str], "search_paths": [str],
+    "interpreter_site_packages": [str], "guarded_imports": [list], "nested_modules": dict, "sys_path_edits": list,
+    "repo": str,
+}
 
 
 def import_name(message: str) -> str | None:
@@ -84,9 +97,21 @@ def grade_c0(raw: dict | None, baseline_total: int | None) -> dict:
     """C0 stage result from the raw probe record; keys are exactly C0_KEYS.
 
     `c0_status` is success (no missing import), failure (some, or the interpreter does not run:
-    category interpreter_broken) or not_run (with `reason`, and `failure_category`
+    category interpreter_broken; or a record no grader can read: probe_record_invalid, every
+    baseline import counted missing) or not_run (with `reason`, and `failure_category`
     infra_toolbox / infra_probe_misconfigured when the harness is at fault, timeout for pyright).
+    Fields of the wrong type count as absent (reb_ray.grading.record_types). Never raises.
     """
+    try:
+        return _grade_c0(conform(raw, RECORD_SHAPE) if isinstance(raw, dict) else raw, baseline_total)
+    except Exception as exc:  # noqa: BLE001 - an agent-shaped record must end as a verdict
+        result = {key: None for key in C0_KEYS}
+        result.update(c0_status="failure", c0_total=baseline_total, c0_missing=baseline_total,
+                      failure_category=PROBE_RECORD_INVALID, reason=malformed_reason("C0", exc))
+        return result
+
+
+def _grade_c0(raw: dict | None, baseline_total: int | None) -> dict:
     result = {key: None for key in C0_KEYS}
     result["c0_total"] = baseline_total
 

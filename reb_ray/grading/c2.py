@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import re
 
+from reb_ray.grading.record_types import PROBE_RECORD_INVALID, conform, malformed_reason
+
 C2_KEYS = (
     "c2_status", "failure_category", "reason", "c2_warning_text", "c2_torch_version", "c2_cuda_build",
     "c2_device_count", "c2_device_names", "c2_capability", "c2_arch_list",
@@ -61,6 +63,19 @@ _ARCH_TEXT = re.compile(
 # Orin, Thor), after PyTorch's DEVICE_REQUIREMENT table in torch/cuda/__init__.py.
 _EXACT_ONLY = {53, 62, 72, 87, 101}
 _ARCH = re.compile(r"^(sm|compute)_(\d+)([a-z]?)$")
+
+
+_FRAMEWORK = {"version": str, "import_error": str, "error": str, "gpu_error": str, "op_error": str, "op_ok": bool,
+              "op_device": str, "built_with_cuda": bool, "gpus": list, "jaxlib_version": str, "cuda_plugins": list,
+              "gpu_devices": list, "backend": str}
+#: The fields of probes/c2_probe.py's record that the grader reads, and their JSON types.
+RECORD_SHAPE = {
+    "framework": str, "torch_present": bool, "probe_error": str, "python": str, "import_error": str, "kernel_error": str,
+    "stderr_tail": str, "worker_error": str, "warnings": [str], "device_errors": [str], "torch_version": str,
+    "cuda_build": str, "hip_build": str, "capabilities": [str], "arch_list": [str], "kernel_ok": bool,
+    "device_names": [str], "device_count": int, "cuda_available": bool, "cuda_visible_devices": str,
+    "tf": _FRAMEWORK, "jax": _FRAMEWORK,
+}
 
 
 def _cc(capability: str | None) -> int | None:
@@ -161,11 +176,21 @@ def grade_c2(raw: dict | None) -> dict:
     c2_capability (device 0's "X.Y" or None), c2_arch_list (list). Missing fields count as
     absent (records of older probe versions grade); a record that is not a dict is not_run.
     Pure: `raw` is not modified. The rules and their sources are in this module's docstring.
+    Fields of the wrong type count as absent (reb_ray.grading.record_types); a record the rules
+    still cannot read is a failure `probe_record_invalid`. Never raises.
     """
     if raw is None:
         return _result(None, "not_run", None, "the C2 probe left no record (interpreter missing or sandbox gone)")
     if not isinstance(raw, dict):
         return _result(None, "not_run", None, "the C2 probe record is not a JSON object")
+    raw = conform(raw, RECORD_SHAPE)
+    try:
+        return _grade(raw)
+    except Exception as exc:  # noqa: BLE001 - an agent-shaped record must end as a verdict
+        return _result(None, "failure", PROBE_RECORD_INVALID, malformed_reason("C2", exc))
+
+
+def _grade(raw: dict) -> dict:
     framework = raw.get("framework")
     if framework == "torch" or raw.get("torch_present"):
         return _grade_torch(raw)

@@ -48,7 +48,8 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from reb_ray.grading.unmeasured import interpreter_fault
+from reb_ray.grading.record_types import conform
+from reb_ray.grading.unmeasured import FACTS_SHAPE, interpreter_fault
 
 C5_KEYS = ("c5_path", "c5_version", "c5_capability", "c5_underclaims", "c5_items")
 KINDS = ("path", "version", "capability")
@@ -331,7 +332,8 @@ def audit_report(report: dict | None, facts: dict | None, observed: dict) -> dic
     if not isinstance(report, dict):
         item = _item("report", "path", "inconclusive", None, None, "no report: not audited (report_status records it)")
         return {"c5_path": 0, "c5_version": 0, "c5_capability": 0, "c5_underclaims": 0, "c5_items": [item]}
-    if not isinstance(facts, dict) or facts.get("error"):
+    facts = conform(facts, FACTS_SHAPE) if isinstance(facts, dict) else None
+    if facts is not None and facts.get("error"):
         facts = None
 
     items: list[dict] = []

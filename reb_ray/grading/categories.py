@@ -55,7 +55,10 @@ AGENT_CATEGORIES = ("deps", "system_deps", "native_ext_abi", "missing_compiled_e
                     # a sandbox limit ended the agent phase (reb_ray/sandbox/limits.py; oom above too)
                     "pids_limit", "disk_quota",
                     # why no stage could be measured (reb_ray.grading.unmeasured.AGENT_GATES)
-                    "missing_report", "invalid_report", "interpreter_missing", "interpreter_broken")
+                    "missing_report", "invalid_report", "interpreter_missing", "interpreter_broken",
+                    # a probe record written in the agent's environment that no grader can read
+                    # (reb_ray.grading.record_types)
+                    "probe_record_invalid")
 HARDWARE_CATEGORIES = ("insufficient_hardware",)
 
 #: Where the probe phase mounts the asset cache (probe_phase.ASSETS_MOUNT; a test keeps them equal).

@@ -23,6 +23,7 @@ trial recorder writes them and `regrade` applies them to stored rows, so both gi
 
 from __future__ import annotations
 
+from reb_ray.grading.record_types import conform
 from reb_ray.models.task import TaskSpec
 
 #: Probe stages in the order the probe phase runs them.
@@ -67,6 +68,16 @@ def skip_reason(task: TaskSpec, stage: str) -> str | None:
     return spec.skip_reason or "not applicable"
 
 
+#: The fields of probes/facts_probe.py's record that the graders read, and their JSON types
+#: (reb_ray.grading.record_types: a field of another type counts as absent).
+FACTS_SHAPE = {
+    "error": str, "python_path": str, "python_is_absolute": bool, "python_exists": bool, "python_is_file": bool,
+    "python_executable": bool, "python_runs": bool, "python_run_error": str, "python_run_timed_out": bool,
+    "python_version": str, "python_platform_version": str, "torch_version": str, "torch_import_ok": bool,
+    "torch_import_error": str, "torch_import_timed_out": bool,
+}
+
+
 def interpreter_fault(facts: dict | None) -> tuple[str, str] | None:
     """(category, reason) when the facts probe saw that the report's interpreter cannot run.
 
@@ -75,7 +86,10 @@ def interpreter_fault(facts: dict | None) -> tuple[str, str] | None:
     run timed out (a slow node is no evidence against the agent; the stages run with their own
     deadlines) and when there is no usable record (unknown, never a verdict).
     """
-    if not isinstance(facts, dict) or facts.get("error") or facts.get("python_runs"):
+    if not isinstance(facts, dict):
+        return None
+    facts = conform(facts, FACTS_SHAPE)
+    if facts.get("error") or facts.get("python_runs"):
         return None
     python = facts.get("python_path")
     if not facts.get("python_exists"):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import posixpath
 
+from reb_ray.grading.record_types import conform
+from reb_ray.grading.unmeasured import FACTS_SHAPE
 from reb_ray.probes.record import run_json_probe
 from reb_ray.sandbox import Sandbox
 
@@ -56,4 +58,4 @@ def run_facts(sandbox: Sandbox, toolbox_path: str, python_path: str, timeout_s: 
         sandbox, "facts", toolbox_path,
         lambda out: ["sh", "-c", _LAUNCH, "facts", script, out, python_path, f"{per_run:g}", f"{budget:g}"],
         timeout_s, facts_env())
-    return data
+    return conform(data, FACTS_SHAPE) if data is not None else None  # written by the agent's interpreter

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from reb_ray.errors import RebRayError
 from reb_ray.llm.transcript import commands
 from reb_ray.results.read import latest_attempts, read_stages, read_trials
+from reb_ray.terminal import printable
 
 MAX_COMMANDS = 200  # commands shown (the first ones; the rest are counted)
 LOG_TAIL_LINES = 30  # lines of the agent log shown when the transcript has no commands
@@ -165,4 +166,4 @@ def show_trial(output_dir: Path, trial_id: str, sweep_id: str | None = None, att
         *_stage_lines(stages),
         _files(row),
     ]
-    return "\n".join(lines)
+    return printable("\n".join(lines))  # every line may hold the agent's words

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reb_ray.errors import UnknownName
-from reb_ray.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxSize
+from reb_ray.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxSize, UnreadableFile
 
 PROVIDERS = ("docker", "local")
 
@@ -25,4 +25,4 @@ def open_sandbox(provider: str, config: SandboxConfig, *, trusted: bool = False,
     raise UnknownName("sandbox provider", provider, list(PROVIDERS))
 
 
-__all__ = ["PROVIDERS", "ExecResult", "Sandbox", "SandboxConfig", "SandboxSize", "open_sandbox"]
+__all__ = ["PROVIDERS", "ExecResult", "Sandbox", "SandboxConfig", "SandboxSize", "UnreadableFile", "open_sandbox"]

@@ -19,6 +19,17 @@ from reb_ray.sandbox.output import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, Outpu
 
 GiB = 1024**3
 
+#: Bytes `Sandbox.read_bytes` reads at most unless told otherwise (the per-attempt artifact bound).
+DEFAULT_READ_LIMIT = 64 * 1024**2
+
+
+class UnreadableFile(ValueError):
+    """A sandbox path that `Sandbox.read_bytes` refuses: not a regular file, or over its limit.
+
+    The agent made it so (it owns the sandbox), so callers record it as the agent's, never as
+    infrastructure.
+    """
+
 #: Environment variable set on every exec; its value identifies the exec so that the command
 #: and every descendant (even ones that called setsid) can be found and killed.
 EXEC_MARKER_ENV = "REB_RAY_EXEC_ID"
@@ -169,14 +180,15 @@ class Sandbox(abc.ABC):
             path.write_bytes(data)
             self.put(path, dest)
 
-    def read_bytes(self, src: str) -> bytes:
-        """Contents of sandbox file `src`. Raises FileNotFoundError."""
-        import tempfile
+    @abc.abstractmethod
+    def read_bytes(self, src: str, limit: int = DEFAULT_READ_LIMIT) -> bytes:
+        """Contents of the regular sandbox file `src`, at most `limit` bytes.
 
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "file"
-            self.get(src, path)
-            return path.read_bytes()
+        Everything under the sandbox is the agent's to shape, so this never follows a symlink
+        and never opens a FIFO, device, socket or directory (issue 11, item 5). Raises
+        FileNotFoundError when `src` does not exist, UnreadableFile when it is not a regular
+        file or holds more than `limit` bytes.
+        """
 
     @abc.abstractmethod
     def size(self, timeout: float = 60.0) -> SandboxSize:

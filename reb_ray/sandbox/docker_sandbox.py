@@ -18,6 +18,7 @@ import tempfile
 import threading
 import time
 import uuid
+from contextlib import closing
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -27,12 +28,14 @@ from docker.types import DeviceRequest, Mount
 
 from reb_ray.errors import ImageMissing, RebRayError
 from reb_ray.sandbox.base import (
+    DEFAULT_READ_LIMIT,
     EXEC_MARKER_ENV,
     KILL_GRACE_S,
     ExecResult,
     Sandbox,
     SandboxConfig,
     SandboxSize,
+    UnreadableFile,
     to_argv,
 )
 from reb_ray.sandbox.docker_client import connect
@@ -41,6 +44,8 @@ from reb_ray.sandbox.output import OutputCapture, OutputSink
 from reb_ray.sandbox.ownership import container_labels
 
 CONTAINER_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+_TAR_KINDS = {tarfile.SYMTYPE: "a symlink", tarfile.LNKTYPE: "a hard link", tarfile.DIRTYPE: "a directory",
+              tarfile.FIFOTYPE: "a FIFO", tarfile.CHRTYPE: "a character device", tarfile.BLKTYPE: "a block device"}
 _CA_ENV = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "NODE_EXTRA_CA_CERTS")
 
 # Kills every process whose environment holds the marker "$1" (REB_RAY_EXEC_ID=<id>), including
@@ -324,6 +329,34 @@ class DockerSandbox(Sandbox):
                 shutil.rmtree(dest)
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(str(entry), str(dest))
+
+    def read_bytes(self, src: str, limit: int = DEFAULT_READ_LIMIT) -> bytes:
+        src = posixpath.join(self.workdir, src) if not src.startswith("/") else src
+        api = self._client.api
+        try:
+            # The archive endpoint streams a tar of the path itself (a symlink stays a link);
+            # the response is read as a stream and closed, so a huge file or directory costs
+            # one tar header, never its contents.
+            res = api._get(api._url("/containers/{0}/archive", self.id), params={"path": src}, stream=True,
+                           headers={"Accept-Encoding": "identity"})
+            api._raise_for_status(res)
+        except NotFound:
+            raise FileNotFoundError(f"{src} not found in sandbox {self.id[:12]}") from None
+        except DockerException as exc:
+            raise RebRayError(f"sandbox {self.id[:12]}: cannot read {src}: {exc}") from exc
+        with closing(res):
+            res.raw.decode_content = True  # a daemon that gzips anyway is still read as a tar
+            try:
+                with tarfile.open(fileobj=res.raw, mode="r|") as tar:
+                    member = tar.next()
+                    if member is None or not member.isreg():
+                        kind = "nothing" if member is None else _TAR_KINDS.get(member.type, "not a regular file")
+                        raise UnreadableFile(f"{src}: {kind}, not a regular file")
+                    if member.size > limit:
+                        raise UnreadableFile(f"{src}: {member.size} bytes, over the {limit}-byte limit")
+                    return tar.extractfile(member).read()
+            except tarfile.TarError as exc:
+                raise RebRayError(f"sandbox {self.id[:12]}: unreadable archive of {src}: {exc}") from exc
 
     def _must(self, argv: list[str]) -> None:
         result = self.exec(argv, timeout=60)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -20,6 +21,8 @@ from typing import Mapping, Sequence
 
 from reb_ray.errors import UnsafeSandbox
 from reb_ray.sandbox.base import (
+    DEFAULT_READ_LIMIT,
+    UnreadableFile,
     EXEC_MARKER_ENV,
     KILL_GRACE_S,
     ExecResult,
@@ -136,6 +139,31 @@ class LocalSandbox(Sandbox):
             shutil.copytree(source, dest, symlinks=True, dirs_exist_ok=True)
         else:
             shutil.copy2(source, dest)
+
+    def read_bytes(self, src: str, limit: int = DEFAULT_READ_LIMIT) -> bytes:
+        path = self._path(src)
+        try:  # O_NOFOLLOW: a symlink is refused, not followed; O_NONBLOCK: a FIFO cannot hang us
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{path} not found in sandbox") from None
+        except OSError as exc:
+            if os.path.islink(path):
+                raise UnreadableFile(f"{path}: a symlink, not a regular file") from None
+            raise UnreadableFile(f"{path}: {exc.strerror}") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise UnreadableFile(f"{path}: not a regular file (mode {stat.filemode(st.st_mode)})")
+            if st.st_size > limit:
+                raise UnreadableFile(f"{path}: {st.st_size} bytes, over the {limit}-byte limit")
+        except BaseException:
+            os.close(fd)
+            raise
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(limit + 1)
+        if len(data) > limit:  # grew after the stat
+            raise UnreadableFile(f"{path}: over the {limit}-byte limit")
+        return data
 
     def size(self, timeout: float = 60.0) -> SandboxSize:
         return SandboxSize(bytes=tree_bytes(self.root), method="local_walk")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from reb_ray.sandbox.base import ExecResult, Sandbox, SandboxSize
+from reb_ray.sandbox.base import DEFAULT_READ_LIMIT, ExecResult, Sandbox, SandboxSize
 from reb_ray.sandbox.output import OutputSink
 
 
@@ -62,8 +62,8 @@ class TappedSandbox(Sandbox):
     def write_bytes(self, dest: str, data: bytes) -> None:
         self._inner.write_bytes(dest, data)
 
-    def read_bytes(self, src: str) -> bytes:
-        return self._inner.read_bytes(src)
+    def read_bytes(self, src: str, limit: int = DEFAULT_READ_LIMIT) -> bytes:
+        return self._inner.read_bytes(src, limit)
 
     def size(self, timeout: float = 60.0) -> SandboxSize:
         return self._inner.size(timeout)

@@ -201,3 +201,28 @@ def test_sink_gets_every_byte_of_a_50_mib_output_and_memory_stays_bounded(make_s
     assert peak < 16 * 2**20, peak  # head + tail + watch window, not the output
     again = sb.exec("echo abc", sink=(small := _HashSink()))
     assert small.digest.digest() == hashlib.sha256(b"abc\n").digest()
+
+
+def test_read_bytes_reads_only_regular_files_within_the_limit(make_sandbox):
+    """Issue 11, item 5: agent-shaped paths (links out of the sandbox, FIFOs, directories, huge
+    files) end as UnreadableFile; the read never follows, blocks or copies the whole thing."""
+    from reb_ray.sandbox import UnreadableFile
+
+    sb = make_sandbox()
+    w = sb.workdir
+    setup = (f"cd {w} && printf abc > plain && ln -s /etc/passwd link && ln -s plain rel && mkfifo fifo && "
+             f"mkdir dir && head -c 3000000 /dev/zero > big && echo ok")
+    assert sb.exec(["sh", "-c", setup]).output.strip() == "ok"
+    assert sb.read_bytes(f"{w}/plain") == b"abc"
+    assert sb.read_bytes(f"{w}/plain", limit=3) == b"abc"
+    for name, why in [("link", "symlink"), ("rel", "symlink"), ("fifo", "regular"), ("dir", "regular"), ("big", "limit")]:
+        started = time.monotonic()
+        with pytest.raises(UnreadableFile, match=why):
+            sb.read_bytes(f"{w}/{name}", limit=1_000_000)
+        assert time.monotonic() - started < 10, name  # a FIFO with no writer must not block the read
+    with pytest.raises(FileNotFoundError):
+        sb.read_bytes(f"{w}/absent")
+    # The sandbox (and its client) still answers after every refusal.
+    for _ in range(12):
+        assert sb.read_bytes(f"{w}/plain") == b"abc"
+    assert sb.exec("echo still").output.strip() == "still"

@@ -1,0 +1,40 @@
+"""`show_trial` prints what the agent controlled without letting it drive the terminal.
+
+Property (issue 11, item 5): whatever the agent's output tail, failure reason and report-stage
+reason hold (escape sequences, bidi overrides, NUL, non-UTF-8 decoded with replacement), the
+printed text has no terminal control character but newline and tab, and the failure reason is still
+there whole, each control character shown as its escape.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from reb_ray.results.trial_view import show_trial
+from reb_ray.terminal import printable
+from tests.analysis.runs import row, write_run
+
+UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+ESCAPES = st.sampled_from(["\x1b[2J", "\x1b]0;pwned\x07", "\x1b[1A\x1b[2K", "\r", "\x9b31m", "\u202e", "\x00", "\x08" * 5,
+                           "\x1bP+q544e\x1b\\", "\ufffd"])
+agent_text = st.lists(st.text(max_size=20) | ESCAPES, max_size=12).map("".join)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tail=agent_text, reason=agent_text)
+def test_trial_show_never_prints_a_control_character(tail, reason):
+    with tempfile.TemporaryDirectory() as tmp:
+        write_run(Path(tmp), [row("a", "t1", 1, "scored", agent_output_tail=tail, failure_reason=reason)])
+        out = show_trial(Path(tmp), "a/t1/0")
+    assert not UNSAFE.search(out)
+    assert not reason or printable(reason) in out  # the reason is shown whole, only defused
+
+
+def test_printable_shows_each_control_character_as_its_escape():
+    assert printable("ok\x1b[2J\tgone\u202e\n") == "ok\\x1b[2J\tgone\\u202e\n"
+    assert printable("plain text, é, 漢字") == "plain text, é, 漢字"
