@@ -1,0 +1,1 @@
+"""The network policy of sandboxes (issue 11, item 4)."""
