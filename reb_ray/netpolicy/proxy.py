@@ -128,7 +128,7 @@ class EgressProxy:
         except OSError as exc:
             ready.set_exception(exc)
             return
-        self._session = aiohttp.ClientSession(
+        self._session = session = aiohttp.ClientSession(
             auto_decompress=False, trust_env=False, connector=aiohttp.TCPConnector(limit=0),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout_s))
         ready.set_result(server.sockets[0].getsockname()[1])
@@ -137,7 +137,7 @@ class EgressProxy:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self._session.close()
+        await session.close()
 
     # -- records -----------------------------------------------------------------------------
 
@@ -222,7 +222,7 @@ class EgressProxy:
             try:
                 infos = await asyncio.wait_for(asyncio.get_running_loop().getaddrinfo(
                     host, port, type=socket.SOCK_STREAM), self.connect_timeout_s)
-                addresses = list(dict.fromkeys(info[4][0] for info in infos))
+                addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
             except (OSError, asyncio.TimeoutError) as exc:
                 entry = self._record(peer, method, host, port, "allowed")
                 entry["error"] = f"cannot resolve {host}: {exc}"[:300]
@@ -285,9 +285,10 @@ class EgressProxy:
         if not addresses:
             await self._answer(conn, writer, 502, f"reb-ray egress proxy: {entry['error']}")
             return False
-        # Headers the client's Connection header names are hop-by-hop too.
+        # Headers the client's Connection header names are hop-by-hop too; Host is the checked
+        # URL's (RFC 9112 section 3.2.2: a proxy replaces it), never a different name for a CDN.
         dropped = {token.strip().lower() for name, value in request.headers if name == b"connection"
-                   for token in value.split(b",")}
+                   for token in value.split(b",")} | {b"host"}
         headers = [(k.decode(), v.decode("latin-1")) for k, v in request.headers
                    if k not in _HOP_BY_HOP and k not in dropped]
         has_body = any(k in (b"content-length", b"transfer-encoding") for k, _ in request.headers)

@@ -126,3 +126,11 @@ def test_records_are_bounded_but_counts_go_on(registry):
             assert conn.getresponse().status == 403
             conn.close()
         assert (egress.denied, len(egress.records()), egress.dropped_records) == (4, 2, 2)
+
+
+def test_the_host_header_is_the_checked_urls(proxy, registry):
+    """A plain request for an allowed URL cannot name another host to the server (a CDN routes
+    by Host: domain fronting); the proxy sends the URL's own."""
+    conn = _via(proxy)
+    conn.request("GET", f"http://127.0.0.1:{registry.port}/hello", headers={"Host": "evil.example.com"})
+    assert conn.getresponse().read() == f"hi from 127.0.0.1:{registry.port}".encode()
