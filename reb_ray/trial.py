@@ -1,6 +1,7 @@
 """The life of one trial attempt (ARCHITECTURE.md "Life of a trial"), with no Ray in sight.
 
-`run_trial(spec, gpus)` checks the node, places the repository, registers an LLM agent with
+`run_trial(spec, gpus)` checks the node, places the repository, puts a `registries` sandbox
+behind its own allow-listing egress proxy (reb_ray/netpolicy/), registers an LLM agent with
 the node's metering proxy, runs the agent phase, reads the trial's meter, stops what the agent
 left running and records whether it modified tracked files, runs the hidden probes
 (reb_ray/probe_phase.py), and returns one `trials` row plus its `stages` rows with the agent's
