@@ -1,6 +1,7 @@
 """The life of one trial attempt (ARCHITECTURE.md "Life of a trial"), with no Ray in sight.
 
-`run_trial(spec, gpus)` checks the node, places the repository, registers an LLM agent with
+`run_trial(spec, gpus)` checks the node, places the repository, puts a `registries` sandbox
+behind its own allow-listing egress proxy (reb_ray/netpolicy/), registers an LLM agent with
 the node's metering proxy, runs the agent phase, reads the trial's meter, stops what the agent
 left running and records whether it modified tracked files, runs the hidden probes
 (reb_ray/probe_phase.py), and returns one `trials` row plus its `stages` rows with the agent's
@@ -28,6 +29,7 @@ from reb_ray.grading.unmeasured import PROBE_STAGES, agent_failed
 from reb_ray.llm.trial_access import ProxyClient, TrialLlm
 from reb_ray.models.report import MAX_REPORT_BYTES, Report, parse_report
 from reb_ray.models.sweep import TrialSpec
+from reb_ray.netpolicy.trial_egress import TrialEgress
 from reb_ray.placement import place_repo
 from reb_ray.probe_phase import ASSETS_MOUNT, run_probe_phase
 from reb_ray.redact import Redactor
@@ -116,6 +118,7 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
     sandbox: Sandbox | None = None
     llm: TrialLlm | None = None
     slot = NoSlot()
+    egress = TrialEgress(spec.config)
     workspace = Path(tempfile.mkdtemp(prefix="reb-ray-trial-"))
     try:
         _preflight(spec)
@@ -126,7 +129,11 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
         slot = toolchain_slot(agent.uses_toolchain, spec.config.sandbox, spec.config.toolchains_dir).open()
         config, pip_env = _sandbox_config(spec, gpus)
         config.propagated_mounts.update(slot.mounts)
+        # `registries`: the node's internal network, egress only through this attempt's
+        # allow-listing proxy (reb_ray/netpolicy/).
+        config = egress.open(config)
         sandbox = open_sandbox(spec.config.sandbox, config, trusted=agent.trusted, allow_unsafe=spec.config.unsafe_local)
+        egress.attach(sandbox)
         rec.row.update(sandbox_shm_bytes=config.shm_size_bytes if sandbox.provider == "docker" else None,
                        sandbox_pids_limit=config.pids_limit, sandbox_memory_bytes=config.memory_bytes,
                        sandbox_disk_quota_bytes=config.disk_quota_bytes)
@@ -137,6 +144,7 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
         # An LLM agent reaches its model only through the node's proxy, with a stand-in key:
         # its real key never enters the sandbox (reb_ray/llm/trial_access.py).
         llm = TrialLlm(agent, spec, llm_proxy, sandbox.provider).open()
+        egress.allow_llm(llm.access)
         ctx = AgentContext(repo_dir, report_path, spec.config.agent_timeout_s, {**pip_env, **llm.sandbox_credentials()},
                            prompt=render_prompt(spec.task, report_path, repo_dir), toolchain=slot.sandbox_path,
                            llm=llm.access)
@@ -149,7 +157,8 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
             rec.apply(agent_failed(spec.task, PROBE_STAGES, *ended_by))
         else:
             run_probe_phase(rec, sandbox, spec, repo_dir, report, gpus)
-            _fill_package_cache(rec, spec, config, sandbox, report)
+            # The harness's own container fetches from the index on the sweep's open network.
+            _fill_package_cache(rec, spec, config.model_copy(update={"network": spec.config.network}), sandbox, report)
         if no_gpus_reason:
             rec.explain_hardware(no_gpus_reason)
         rec.row["probe_wall_time_s"] = time.monotonic() - probe_t0
@@ -169,6 +178,7 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
             except Exception as exc:  # noqa: BLE001 - a removal failure must not hide the result
                 rec.row["failure_reason"] = (rec.row.get("failure_reason") or "") + f" [close failed: {exc}]"
         slot.close()
+        rec.row.update(egress.close(rec.artifacts))  # after the sandbox: every connection it made is logged
         shutil.rmtree(workspace, ignore_errors=True)
     rec.row["trial_wall_time_s"] = time.monotonic() - t0
     return rec.outcome(redactor)

@@ -5,6 +5,7 @@ make their requests from inside the sandbox with the image's python3."""
 from __future__ import annotations
 
 import gzip
+import json
 import subprocess
 import sys
 import uuid
@@ -233,3 +234,26 @@ def test_max_cost_usd_stops_launching_and_a_resume_counts_what_was_spent(tmp_pat
     assert more.sweep_id == first.sweep_id  # the budget is not part of the sweep's identity
     assert (more.attempts, more.not_launched) == (1, 1)  # $0.0225 spent + one more trial reaches $0.04
     assert len(_rows(config)) == 2
+
+
+def test_an_llm_agent_under_the_registries_network_policy(tmp_path, sandbox_image, ray_local, real_key, endpoints):
+    """Issue 11 item 4: with `--network-policy registries` the agent still reaches its model
+    through the node's LLM proxy (on the internal network's gateway), its commands download
+    from PyPI through the egress proxy, and a host off the allow-list is refused and counted."""
+    from reb_ray.sweep import run_sweep
+
+    fetch = ("pip download -q --no-deps --no-cache-dir -d /tmp/dl six==1.16.0 && echo PIP-OK; python3 -c \"import "
+             "urllib.request as u; u.urlopen('https://example.com/', timeout=10)\" 2>&1 | tail -1")
+    session = endpoints([{"kind": "tool", "command": fetch, "usage": {"input_tokens": 1000, "output_tokens": 20}},
+                         REPORT_TURN])
+    config = _config(tmp_path, {"llm": _agent("LlmScriptAgent", session)}, network_policy="registries")
+    run_sweep(config, show_progress=False)
+    [row] = _rows(config)
+    assert row["status"] == "scored" and row["report_status"] == "ok", row["failure_reason"]
+    assert row["llm_requests"] == 2 and row["input_tokens"] == 1000 + 2100 and row["llm_failure_category"] is None
+    assert row["network_policy"] == "registries" and row["network_denied_count"] == 1
+    commands = [json.loads(line) for line in gzip.decompress((config.output / row["trajectory_path"]).read_bytes())
+                .decode().splitlines() if '"command"' in line and '"exit_code"' in line]
+    assert "PIP-OK" in commands[0]["output"] and "Tunnel connection failed: 403" in commands[0]["output"]
+    log = gzip.decompress((config.output / row["network_log_path"]).read_bytes()).decode()
+    assert '"host": "example.com", "port": 443, "decision": "denied"' in log

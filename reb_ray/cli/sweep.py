@@ -83,6 +83,7 @@ def sweep(
     memory_gb: Optional[float] = typer.Option(None, help="Memory limit of each sandbox in GiB (default: the node's memory x 0.8 / its trial slots); an OOM kill is the agent's `oom`."),
     pids_limit: Optional[int] = typer.Option(None, help="Processes and threads per sandbox (default 4096); a fork bomb at it is the agent's `pids_limit`."),
     disk_quota_gb: Optional[float] = typer.Option(None, help="Writable-layer size per sandbox in GiB, watched during the agent phase (default 50); past it the agent is stopped: `disk_quota`."),
+    network_policy: Optional[str] = typer.Option(None, "--network-policy", help="Sandbox egress: open (default) | registries: only package registries (`network_allow` in --config) and the node's LLM proxy, through an allow-listing proxy; refused connections are logged and counted (network_denied_count)."),
     max_attempts: Optional[int] = typer.Option(None, help="Attempts per trial in this run when infrastructure fails (default 2)."),
     agent_timeout: Optional[float] = typer.Option(None, help="Agent phase limit in seconds."),
     toolchains_dir: Optional[Path] = typer.Option(None, help="Agent toolchains directory (default ~/.cache/reb-ray/toolchains; see `reb-ray agents install`)."),
@@ -106,7 +107,7 @@ def sweep(
         "shm_size_bytes": int(shm_size_gb * 1024**3) if shm_size_gb else None, "sweep_id": sweep_id,
         "memory_bytes": None if memory_gb is None else int(memory_gb * 1024**3), "pids_limit": pids_limit,
         "disk_quota_bytes": None if disk_quota_gb is None else int(disk_quota_gb * 1024**3),
-        "rerun": rerun or None, "toolchains_dir": toolchains_dir, "max_cost_usd": max_cost_usd, "prices_file": prices,
+        "network_policy": network_policy, "rerun": rerun or None, "toolchains_dir": toolchains_dir, "max_cost_usd": max_cost_usd, "prices_file": prices,
     }
     cfg = load_config(config, overrides)
     result = run_sweep(cfg, show_progress=not quiet)

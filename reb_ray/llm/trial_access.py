@@ -223,7 +223,9 @@ class TrialLlm:
             return self
         spec = self.agent_spec
         if self._proxy is None:
-            self._own = LocalProxy(proxy_host(self._provider, self.spec.config.network))
+            from reb_ray.netpolicy.trial_egress import sandbox_network
+
+            self._own = LocalProxy(proxy_host(self._provider, sandbox_network(self.spec.config)))
             self._proxy = self._own
         limits = TrialLimits(max_cost_usd=spec.max_cost_usd, max_concurrency=spec.max_concurrent)
         key, url = self._proxy.register(self.key, upstream_of(spec), spec.key_env, limits, spec.model)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from reb_ray.models.agent import AgentSpec
+from reb_ray.netpolicy.allowlist import DEFAULT_ALLOW, parse_pattern
 from reb_ray.models.task import TaskSpec
 
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -49,6 +51,12 @@ class SweepConfig(BaseModel):
     pip_cache_dir: Path = Path.home() / ".cache" / "reb-ray" / "wheels"
     ca_bundle: Path | None = HOST_CA_BUNDLE if HOST_CA_BUNDLE.exists() else None
     network: str = "bridge"
+    # Egress of the sandboxes (issue 11, item 4; reb_ray/netpolicy/): `open` (the default: research
+    # repositories fetch from many hosts) or `registries`: only the hosts of `network_allow` (host
+    # patterns, reb_ray/netpolicy/allowlist.py; a list replaces the default) and the node's LLM proxy,
+    # through a per-trial allow-listing proxy; docker sandbox only.
+    network_policy: Literal["open", "registries"] = "open"
+    network_allow: list[str] = Field(default_factory=lambda: list(DEFAULT_ALLOW))
     cpus_per_trial: float = Field(1.0, gt=0)
     # Sandbox limits (issue 11; reb_ray/sandbox/hardening.py, limits.py). memory_bytes None: the
     # node's memory x 0.8 / its sandbox slots (limits.default_memory_bytes), decided on the node.
@@ -93,6 +101,28 @@ class SweepConfig(BaseModel):
             out[key] = spec
         return out
 
+    @field_validator("network_allow")
+    @classmethod
+    def _host_patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                parse_pattern(pattern)
+            except ValueError as exc:
+                raise PydanticCustomError("host_pattern", "{msg}", {"msg": str(exc)}) from None
+        return value
+
+    @field_validator("network_policy")
+    @classmethod
+    def _policy_needs_docker(cls, value: str, info: ValidationInfo) -> str:
+        sandbox, network = info.data.get("sandbox"), info.data.get("network")
+        if value == "registries" and sandbox != "docker":
+            raise PydanticCustomError("network_policy", "the {sandbox} sandbox shares the node's network, which no "
+                                      "proxy can restrict: `registries` needs the docker sandbox", {"sandbox": sandbox})
+        if value == "registries" and network in ("host", "none"):
+            raise PydanticCustomError("network_policy", "`registries` puts sandboxes on reb-ray's internal network; "
+                                      "it cannot be combined with network '{network}'", {"network": network})
+        return value
+
     @field_validator("agents")
     @classmethod
     def _known_agents(cls, value: list[str], info: ValidationInfo) -> list[str]:
@@ -115,7 +145,8 @@ class SweepConfig(BaseModel):
         """`sweep_id`, or `<suite>-<hash8>` of the trial-defining fields.
 
         An agent whose spec is more than its name says (a table, extra arguments, limits) adds
-        its identity (AgentSpec.identity: kind, model, arguments, limits; never the endpoint).
+        its identity (AgentSpec.identity: kind, model, arguments, limits; never the endpoint). A
+        network policy other than `open` adds itself and its allow-list (what a trial may fetch).
         """
         if self.sweep_id:
             return self.sweep_id
@@ -124,6 +155,8 @@ class SweepConfig(BaseModel):
                       if self.agent_spec(name).identity() != _shorthand_identity(name)}
         if identities:  # kept out otherwise, so sweeps of plain names keep their ids
             parts.append(identities)
+        if self.network_policy != "open":  # kept out for `open`, so existing sweeps keep their ids
+            parts.append({"network_policy": self.network_policy, "network_allow": sorted(self.network_allow)})
         key = json.dumps(parts, sort_keys=True)
         return f"{self.suite}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
 

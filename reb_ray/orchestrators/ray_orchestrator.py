@@ -82,7 +82,7 @@ def infra_outcome(spec: TrialSpec, category: str, message: str, *, node: str | N
         "failure_category": category, "failure_reason": f"{category}: {message}"[:2000],
         "node": node, "started_at": started_at, "finished_at": finished, "rerun": spec.rerun,
         "trial_wall_time_s": (finished - started_at).total_seconds() if started_at else None,
-        "sweep_max_cost_usd": spec.config.max_cost_usd,
+        "sweep_max_cost_usd": spec.config.max_cost_usd, "network_policy": spec.config.network_policy,
     }
     return TrialOutcome(row, [])
 
@@ -207,8 +207,12 @@ def _proxy_client(specs: list[TrialSpec]) -> RayProxyClient | None:
             env[key_env] = spec.credentials[key_env]
     if not any(uses.values()):
         return None
+    from reb_ray.netpolicy.trial_egress import sandbox_network
+
     config = specs[0].config
-    return RayProxyClient(env, config.sandbox, config.network, str(config.prices_file) if config.prices_file else None)
+    # Bound where the sandboxes are: the internal network's gateway under `registries`.
+    return RayProxyClient(env, config.sandbox, sandbox_network(config),
+                          str(config.prices_file) if config.prices_file else None)
 
 
 def _dead_actor_node_id(actor: ray.actor.ActorHandle) -> str | None:

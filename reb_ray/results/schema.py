@@ -142,6 +142,10 @@ TRIALS_SCHEMA = pa.schema(
         ("sandbox_oom_kills", pa.int64()),  # processes the OOM killer killed during the agent phase
         ("sandbox_disk_peak_bytes", pa.int64()),  # largest writable-layer size the watch saw in the agent phase
         ("pip_cache_filled", pa.int64()),  # wheels the harness added to the node's package cache after this trial
+        # -- network policy (issue 11, item 4; reb_ray/netpolicy/)
+        ("network_policy", pa.string()),  # open | registries (the sweep's --network-policy)
+        ("network_denied_count", pa.int64()),  # connections the egress proxy refused (null: policy open)
+        ("network_log_path", pa.string()),  # the egress proxy's connection log (JSON Lines, gzip), rel. to output
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

@@ -1,0 +1,57 @@
+"""What the `registries` network policy costs a download (issue 11, item 4).
+
+One sandbox per policy, created as trials create theirs (the host CA bundle mounted; under
+`registries` the node's internal network and the trial's egress proxy), then N times each
+(default 5), alternating the policies: `pip download --no-deps --no-cache-dir` of one small
+wheel from PyPI into a fresh directory. Prints the median, min and max seconds per policy, as
+the exec's host-measured wall time (pip's start-up included, container start not).
+
+Usage: python benchmarks/network_policy.py [N] [REQUIREMENT=six==1.16.0]
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+
+from reb_ray.models.sweep import SweepConfig
+from reb_ray.netpolicy.trial_egress import TrialEgress
+from reb_ray.sandbox import SandboxConfig
+from reb_ray.sandbox.docker_client import connect
+from reb_ray.sandbox.docker_sandbox import DockerSandbox
+from reb_ray.sandbox.image import require_image
+
+
+def main(n: int = 5, requirement: str = "six==1.16.0") -> None:
+    image = require_image(connect(), "minimal")
+    boxes, egresses = {}, {}
+    try:
+        for policy in ("open", "registries"):
+            config = SweepConfig(network_policy=policy)
+            egresses[policy] = TrialEgress(config)
+            base = SandboxConfig(image=image, ca_bundle=config.ca_bundle, sweep_id="bench", trial_id=f"netpolicy-{policy}")
+            boxes[policy] = DockerSandbox(egresses[policy].open(base))
+            egresses[policy].attach(boxes[policy])
+        times: dict[str, list[float]] = {"open": [], "registries": []}
+        for i in range(n):
+            for policy in (("open", "registries") if i % 2 == 0 else ("registries", "open")):
+                result = boxes[policy].exec(["python3", "-m", "pip", "download", "-q", "--no-deps", "--no-cache-dir",
+                                             "--disable-pip-version-check", "-d", f"/tmp/dl-{i}", requirement], timeout=300)
+                if not result.ok:
+                    raise SystemExit(f"{policy}: pip download failed: {result.output[-500:]}")
+                times[policy].append(result.duration_s)
+        for policy, values in times.items():
+            print(f"{policy:<11} pip download {requirement}: median {statistics.median(values):.3f} s "
+                  f"(min {min(values):.3f}, max {max(values):.3f}, n={n})")
+        proxy = egresses["registries"].proxy
+        print(f"registries: {proxy.allowed} connections allowed, {proxy.denied} denied")
+        print(f"overhead (median): {statistics.median(times['registries']) - statistics.median(times['open']):+.3f} s")
+    finally:
+        for box in boxes.values():
+            box.close()
+        for egress in egresses.values():
+            egress.close(None)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 5, *(sys.argv[2:3] or []))

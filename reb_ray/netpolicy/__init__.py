@@ -1,0 +1,7 @@
+"""The network policy of sandboxes (issue 11, item 4; docs/DECISIONS.md "Issue 11: network policy").
+
+`open` (the default) leaves a sandbox on the sweep's Docker network. `registries` puts it on
+the node's internal network (network.py), where the only way out is its trial's allow-listing
+egress proxy (proxy.py) to the hosts of the sweep's `network_allow` (allowlist.py) and the
+node's LLM proxy; trial_egress.py is the trial's side: set up, attach, log and count.
+"""

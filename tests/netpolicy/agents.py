@@ -1,0 +1,43 @@
+"""A small real agent for the network-policy tests: it tries every way out of its sandbox."""
+
+from __future__ import annotations
+
+import time
+
+from reb_ray.agents.base import Agent, AgentContext, AgentRun
+
+# Each attempt prints `net: NAME ok|reached|failed: ...`; the report names the system python.
+_SCRIPT = r"""
+echo "net: proxy=${HTTPS_PROXY:-none}"
+pip download -q --no-deps --no-cache-dir -d /tmp/dl six==1.16.0 >/tmp/pip.log 2>&1 && echo "net: pip-download ok" || { echo "net: pip-download failed"; tail -3 /tmp/pip.log; }
+apt-get update >/tmp/apt.log 2>&1 && echo "net: apt-update ok" || { echo "net: apt-update failed"; tail -3 /tmp/apt.log; }
+python3 - <<'PY'
+import os, socket, urllib.request
+def attempt(name, f):
+    try:
+        f()
+        print(f"net: {name} reached")
+    except Exception as exc:
+        print(f"net: {name} failed: {type(exc).__name__}: {exc}")
+attempt("https-via-proxy", lambda: urllib.request.urlopen("https://example.com/", timeout=10))
+attempt("http-via-proxy", lambda: urllib.request.urlopen("http://example.com/", timeout=10))
+attempt("direct-registry-ip", lambda: socket.create_connection((os.environ["REGISTRY_IP"], 443), timeout=5))
+attempt("direct-1.1.1.1", lambda: socket.create_connection(("1.1.1.1", 443), timeout=5))
+attempt("direct-dns", lambda: socket.getaddrinfo("pypi.org", 443))
+PY
+mkdir -p "$(dirname "$1")" && printf '{"python_path": "/usr/bin/python3", "python_version": null, "torch_version": null, "cuda_available": null, "gpu_count": null, "ddp_expected_ok": null, "env_tool": "system", "env_name": null, "notes": null}' > "$1"
+"""
+
+
+class NetworkProbeAgent(Agent):
+    """Downloads from PyPI and Debian, then tries a non-allowed host through the proxy and
+    every way around it (an allowed registry's own address, 1.1.1.1, outside DNS). The spec's
+    `env` gives REGISTRY_IP: the registry's address as the node resolves it."""
+
+    trusted = True
+
+    def run(self, sandbox, ctx: AgentContext) -> AgentRun:
+        started = time.monotonic()
+        env = {**(self.spec.env if self.spec is not None else {}), **ctx.env}
+        result = sandbox.exec(["sh", "-c", _SCRIPT, "agent", ctx.report_path], timeout=ctx.timeout_s, env=env)
+        return AgentRun.from_exec(result, ctx.timeout_s, started)
