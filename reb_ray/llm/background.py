@@ -2,7 +2,8 @@
 
 The proxy and the scripted endpoint are asyncio servers; trials, tests and the CLI are not.
 `BackgroundServer` owns a thread with its own event loop: `start()` returns once the socket
-is bound (port 0 picks a free one), `url` is where it listens, `stop()` closes it.
+is bound (port 0 picks a free one; `ports` a free one in that range), `url` is where it
+listens, `stop()` closes it.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ class BackgroundServer:
     """An aiohttp app built by `make_app()` (called inside the server's loop), on `host:port`."""
 
     def __init__(self, make_app: Callable[[], web.Application], host: str = "127.0.0.1", port: int = 0,
-                 name: str = "reb-ray-http") -> None:
-        self._make_app, self.host, self._port, self._name = make_app, host, port, name
+                 name: str = "reb-ray-http", ports: range | None = None) -> None:
+        self._make_app, self.host, self._port, self._name, self._ports = make_app, host, port, name, ports
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -49,6 +50,10 @@ class BackgroundServer:
             self._thread.join(timeout_s)
             self._thread = None
             raise RebRayError(f"{self._name}: cannot listen on {self.host}:{self._port}: {exc.strerror or exc}") from None
+        except RebRayError as exc:
+            self._thread.join(timeout_s)
+            self._thread = None
+            raise RebRayError(f"{self._name}: {exc}") from None
         return self
 
     def _serve(self, ready: concurrent.futures.Future) -> None:
@@ -61,7 +66,12 @@ class BackgroundServer:
             runner = web.AppRunner(self._make_app(), handler_cancellation=True, access_log=None,
                                    shutdown_timeout=2.0)
             loop.run_until_complete(runner.setup())
-            site = web.TCPSite(runner, self.host, self._port)
+            if self._ports is not None:  # a range a firewall opens (reb_ray/netpolicy/ports.py)
+                from reb_ray.netpolicy.ports import bind_in
+
+                site: web.BaseSite = web.SockSite(runner, bind_in(self.host, self._ports))
+            else:
+                site = web.TCPSite(runner, self.host, self._port)
             loop.run_until_complete(site.start())
             self._runner = runner
             ready.set_result(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]

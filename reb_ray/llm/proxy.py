@@ -58,12 +58,13 @@ class ProxyServer:
     between two reads of its answer (a hung endpoint is cut off after it, recorded as
     `infra_llm_unavailable`, answered 504). `prices` prices the meters (the shipped table by
     default). Bind `host` to an address the sandboxes reach (the Docker bridge gateway, or
-    0.0.0.0); the default is loopback only.
+    0.0.0.0); the default is loopback only. `ports`: listen at a free port of that range
+    instead of `port` (the internal network's, which its host guard opens: reb_ray/netpolicy/).
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, prices: PriceTable | None = None,
                  connect_timeout_s: float = 10.0, read_timeout_s: float = 600.0, log_size: int = LOG_SIZE,
-                 inject_stream_usage: bool = True) -> None:
+                 inject_stream_usage: bool = True, ports: range | None = None) -> None:
         self.prices = prices or price_table()
         self.connect_timeout_s, self.read_timeout_s = connect_timeout_s, read_timeout_s
         self.log_size, self.inject_stream_usage = log_size, inject_stream_usage
@@ -71,7 +72,7 @@ class ProxyServer:
         self._semaphores: dict[str, asyncio.Semaphore] = {}
         self._session: aiohttp.ClientSession | None = None
         self.unknown_key_requests = 0
-        self._server = BackgroundServer(self._make_app, host, port, name="reb-ray-llm-proxy")
+        self._server = BackgroundServer(self._make_app, host, port, name="reb-ray-llm-proxy", ports=ports)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

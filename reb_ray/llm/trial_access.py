@@ -114,12 +114,13 @@ def unregister_on(server: ProxyServer, trial_key: str, drain_s: float = DRAIN_S)
 
 class LocalProxy:
     """A ProxyServer in this process for one trial, bound on `host` (the sandbox's way to the
-    node); it reads the real key from this process's environment. `close()` stops it."""
+    node), inside `ports` when given; it reads the real key from this process's environment.
+    `close()` stops it."""
 
-    def __init__(self, host: str) -> None:
+    def __init__(self, host: str, ports: range | None = None) -> None:
         from reb_ray.llm.proxy import ProxyServer
 
-        self.server = ProxyServer(host=host)
+        self.server = ProxyServer(host=host, ports=ports)
         self._started = False
 
     def register(self, trial_key: str, upstream: str, real_key_env: str | None, limits: TrialLimits,
@@ -223,9 +224,10 @@ class TrialLlm:
             return self
         spec = self.agent_spec
         if self._proxy is None:
-            from reb_ray.netpolicy.trial_egress import sandbox_network
+            from reb_ray.netpolicy.trial_egress import proxy_ports, sandbox_network
 
-            self._own = LocalProxy(proxy_host(self._provider, sandbox_network(self.spec.config)))
+            network = sandbox_network(self.spec.config)
+            self._own = LocalProxy(proxy_host(self._provider, network), proxy_ports(network))
             self._proxy = self._own
         limits = TrialLimits(max_cost_usd=spec.max_cost_usd, max_concurrency=spec.max_concurrent)
         key, url = self._proxy.register(self.key, upstream_of(spec), spec.key_env, limits, spec.model)

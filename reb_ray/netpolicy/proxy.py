@@ -32,6 +32,7 @@ import h11
 
 from reb_ray.errors import RebRayError
 from reb_ray.netpolicy.allowlist import HostPolicy, normal_host
+from reb_ray.netpolicy.ports import bind_in
 
 HEAD_LIMIT = 64 * 1024  # bytes of one request head (request line + headers)
 RECORDS_KEPT = 10_000  # records kept per trial; beyond it only the counts go on
@@ -59,14 +60,15 @@ def _authority(target: str) -> tuple[str, int] | None:
 
 class EgressProxy:
     """The egress proxy of one trial (see module docstring), listening on `host:port` (port 0:
-    a free one). `client_ip`: the only address served (None: any, until `serve_only` sets it).
+    a free one), or at a free port of `ports` when given (the node's range the host guard
+    opens: ports.py). `client_ip`: the only address served (None: any, until `serve_only` sets it).
     `connect_timeout_s` bounds connecting to a registry; `idle_timeout_s` the wait for a
     request head. Raises RebRayError from `start()` when the address cannot be bound."""
 
     def __init__(self, policy: HostPolicy, host: str = "127.0.0.1", port: int = 0, *,
-                 connect_timeout_s: float = 30.0, idle_timeout_s: float = 300.0,
+                 ports: range | None = None, connect_timeout_s: float = 30.0, idle_timeout_s: float = 300.0,
                  records_kept: int = RECORDS_KEPT) -> None:
-        self.policy, self.host, self._port = policy, host, port
+        self.policy, self.host, self._port, self._ports = policy, host, port, ports
         self.connect_timeout_s, self.idle_timeout_s, self.records_kept = connect_timeout_s, idle_timeout_s, records_kept
         self.client_ip: str | None = None
         self.port: int | None = None
@@ -105,6 +107,10 @@ class EgressProxy:
             self._thread.join(timeout_s)
             self._thread = None
             raise RebRayError(f"egress proxy: cannot listen on {self.host}:{self._port}: {exc.strerror or exc}") from None
+        except RebRayError as exc:
+            self._thread.join(timeout_s)
+            self._thread = None
+            raise RebRayError(f"egress proxy: {exc}") from None
         return self
 
     def stop(self, timeout_s: float = 30.0) -> None:
@@ -124,8 +130,11 @@ class EgressProxy:
     async def _main(self, ready: concurrent.futures.Future) -> None:
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
         try:
-            server = await asyncio.start_server(self._serve, self.host, self._port, limit=HEAD_LIMIT)
-        except OSError as exc:
+            if self._ports is not None:
+                server = await asyncio.start_server(self._serve, sock=bind_in(self.host, self._ports), limit=HEAD_LIMIT)
+            else:
+                server = await asyncio.start_server(self._serve, self.host, self._port, limit=HEAD_LIMIT)
+        except (OSError, RebRayError) as exc:
             ready.set_exception(exc)
             return
         self._session = session = aiohttp.ClientSession(

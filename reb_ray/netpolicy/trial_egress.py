@@ -1,7 +1,9 @@
 """The network policy of one trial attempt, as reb_ray/trial.py uses it (issue 11, item 4).
 
 `open`: for `network_policy = "registries"` (docker sandbox), makes sure the node's internal
-network exists, starts this attempt's egress proxy on its gateway, and returns the sandbox
+network exists and the host guard covers it (hostguard.py: the sandbox reaches no service of
+the node but the proxies), starts this attempt's egress proxy on its gateway inside the
+node's proxy port range (ports.py), and returns the sandbox
 config moved onto that network with the proxy variables in its environment. `attach`: after
 the container started, the proxy serves its address only. `allow_llm`: the node's LLM proxy
 (`http://GATEWAY:PORT`) is allowed through the egress proxy too, for a client that ignores
@@ -22,7 +24,9 @@ from typing import TYPE_CHECKING
 
 from reb_ray.errors import RebRayError
 from reb_ray.netpolicy.allowlist import HostPolicy
-from reb_ray.netpolicy.network import NETWORK_NAME, ensure_network, proxy_env
+from reb_ray.netpolicy.hostguard import ensure_guard
+from reb_ray.netpolicy.network import BRIDGE_NAME, NETWORK_NAME, ensure_network, proxy_env
+from reb_ray.netpolicy.ports import sandbox_ports
 
 if TYPE_CHECKING:
     from reb_ray.agents.base import LlmAccess
@@ -40,6 +44,13 @@ def sandbox_network(config: SweepConfig) -> str:
     return NETWORK_NAME if config.network_policy == "registries" and config.sandbox == "docker" else config.network
 
 
+def proxy_ports(network: str) -> range | None:
+    """The ports a node proxy serving sandboxes on `network` binds inside: the node's range
+    (ports.py) on the internal network, whose host guard opens only it; None (any) elsewhere.
+    Raises RebRayError for a malformed range setting."""
+    return sandbox_ports() if network == NETWORK_NAME else None
+
+
 class TrialEgress:
     """The egress side of one attempt (module docstring). `policy` is the sweep's."""
 
@@ -51,15 +62,18 @@ class TrialEgress:
         self.gateway: str | None = None
 
     def open(self, config: SandboxConfig) -> SandboxConfig:
-        """The sandbox config to create the sandbox with. Raises RebRayError (infra) when the
-        network or the proxy cannot be made."""
+        """The sandbox config to create the sandbox with. Raises InfraError (`infra_network_guard`)
+        when the host guard cannot be installed, RebRayError (infra) when the network or the
+        proxy cannot be made."""
         if not self.active:
             return config
         from reb_ray.netpolicy.proxy import EgressProxy
         from reb_ray.sandbox.docker_client import connect
 
+        ports = sandbox_ports()
         self.gateway = ensure_network(connect(timeout=30))
-        self.proxy = EgressProxy(HostPolicy(self.allow), host=self.gateway).start()
+        ensure_guard(BRIDGE_NAME, self.gateway, ports)  # before any sandbox of this trial exists
+        self.proxy = EgressProxy(HostPolicy(self.allow), host=self.gateway, ports=ports).start()
         env = {**config.env, **proxy_env(self.proxy.url, self.gateway)}
         return config.model_copy(update={"network": NETWORK_NAME, "env": env})
 
@@ -97,8 +111,9 @@ class TrialEgress:
         summary = {"type": "summary", "policy": self.policy, "allow": self.allow, "proxy": proxy.url if proxy.port else None,
                    "client": proxy.client_ip, "allowed": proxy.allowed, "denied": proxy.denied,
                    "foreign": proxy.foreign, "records_dropped": proxy.dropped_records,
-                   "note": "connections that bypass the proxy never leave the sandbox (no route, no outside DNS); "
-                           "they fail there and are not seen here"}
+                   "note": "connections that bypass the proxy never leave the sandbox (no route, no outside DNS), "
+                           "and the node's own services refuse them (the host guard's chain "
+                           "REB-RAY-SANDBOX-IN); they fail there and are not seen here"}
         lines = [json.dumps(summary)] + [json.dumps({"type": "connection", **r}) for r in records]
         path = artifacts.write(NETWORK_LOG, ("\n".join(lines) + "\n").encode()) if artifacts is not None else None
         return {"network_denied_count": proxy.denied, "network_log_path": path}

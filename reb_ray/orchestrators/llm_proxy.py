@@ -59,10 +59,12 @@ class ProxyActor:
             from reb_ray.llm.prices import price_table
             from reb_ray.llm.proxy import ProxyServer
             from reb_ray.llm.trial_access import proxy_host
+            from reb_ray.netpolicy.trial_egress import proxy_ports
 
             provider, network, prices_file = self._args
             try:
-                self._server = ProxyServer(host=proxy_host(provider, network), prices=price_table(prices_file)).start()
+                self._server = ProxyServer(host=proxy_host(provider, network), prices=price_table(prices_file),
+                                           ports=proxy_ports(network)).start()
             except RebRayError as exc:
                 self._error = (PROXY, f"the node's LLM proxy cannot start: {exc}")
         return self._server

@@ -41,3 +41,34 @@ class NetworkProbeAgent(Agent):
         env = {**(self.spec.env if self.spec is not None else {}), **ctx.env}
         result = sandbox.exec(["sh", "-c", _SCRIPT, "agent", ctx.report_path], timeout=ctx.timeout_s, env=env)
         return AgentRun.from_exec(result, ctx.timeout_s, started)
+
+
+# The node as the sandbox sees it: its gateway (the proxy's host) and the port of a host
+# service (HOST_PORT, listening on all addresses); then a download through the egress proxy.
+_HOST_SCRIPT = r"""
+python3 - <<'PY'
+import os, socket, time, urllib.parse
+gateway = urllib.parse.urlsplit(os.environ["HTTPS_PROXY"]).hostname
+started = time.monotonic()
+try:
+    socket.create_connection((gateway, int(os.environ["HOST_PORT"])), timeout=10)
+    print("net: host-service reached")
+except OSError as exc:
+    print(f"net: host-service failed: {type(exc).__name__} after {time.monotonic() - started:.2f} s")
+PY
+pip download -q --no-deps --no-cache-dir -d /tmp/dl six==1.16.0 >/tmp/pip.log 2>&1 && echo "net: pip-download ok" || { echo "net: pip-download failed"; tail -3 /tmp/pip.log; }
+mkdir -p "$(dirname "$1")" && printf '{"python_path": "/usr/bin/python3", "python_version": null, "torch_version": null, "cuda_available": null, "gpu_count": null, "ddp_expected_ok": null, "env_tool": "system", "env_name": null, "notes": null}' > "$1"
+"""
+
+
+class HostServiceProbeAgent(Agent):
+    """Tries a service of its node (the spec's env HOST_PORT, at the gateway its proxy
+    variables name), then downloads from PyPI through its egress proxy."""
+
+    trusted = True
+
+    def run(self, sandbox, ctx: AgentContext) -> AgentRun:
+        started = time.monotonic()
+        env = {**(self.spec.env if self.spec is not None else {}), **ctx.env}
+        result = sandbox.exec(["sh", "-c", _HOST_SCRIPT, "agent", ctx.report_path], timeout=ctx.timeout_s, env=env)
+        return AgentRun.from_exec(result, ctx.timeout_s, started)

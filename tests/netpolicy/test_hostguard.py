@@ -1,0 +1,198 @@
+"""The host guard on the real node (issue 11 item 4): real iptables, real Docker, real sockets.
+
+A TCP service of the node listening on all addresses stands in for Ray's GCS (0.0.0.0:6379):
+a `registries` sandbox is refused by it at once, at the gateway and at the node's other
+address, while its egress proxy and the node's LLM proxy still serve it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlsplit
+
+import pytest
+
+from reb_ray.llm.proxy import ProxyServer
+from reb_ray.models.sweep import SweepConfig, TrialSpec
+from reb_ray.models.task import load_suite
+from reb_ray.netpolicy import hostguard
+from reb_ray.netpolicy.hostguard import CHAIN, IP6TABLES, ensure_guard, rejected_packets, remove_guard
+from reb_ray.netpolicy.network import BRIDGE_NAME, NETWORK_NAME
+from reb_ray.netpolicy.ports import sandbox_ports
+from reb_ray.netpolicy.trial_egress import TrialEgress, proxy_ports
+from reb_ray.sandbox import SandboxConfig
+from reb_ray.sandbox.docker_sandbox import DockerSandbox
+
+pytestmark = pytest.mark.docker
+
+JUMP = f"-A INPUT -i {BRIDGE_NAME} -j {CHAIN}"
+
+
+def _guard_lines(binary: str = "iptables") -> list[str]:
+    """Every line of the filter table that names the guard's chain."""
+    out = subprocess.run([binary, "-S"], capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if CHAIN in line]
+
+
+def _other_lines(binary: str = "iptables") -> list[str]:
+    out = subprocess.run([binary, "-S"], capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if CHAIN not in line]
+
+
+def _expected(gateway: str) -> list[str]:
+    return [f"-N {CHAIN}", JUMP, *hostguard.chain_rules(gateway, sandbox_ports())]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _leave_the_host_as_found():
+    """A node keeps its guard; a test machine gets back the rules it had."""
+    had = bool(_guard_lines())
+    yield
+    if not had:
+        remove_guard(BRIDGE_NAME)
+
+
+@pytest.fixture
+def host_service():
+    """A node service on all addresses, outside the proxies' range: (port, peers it accepted)."""
+    server = socket.create_server(("0.0.0.0", 0))
+    server.settimeout(0.2)
+    port, accepted, stop = server.getsockname()[1], [], threading.Event()
+    assert port not in sandbox_ports()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, peer = server.accept()
+            except TimeoutError:
+                continue
+            accepted.append(peer)
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield port, accepted
+    stop.set()
+    thread.join()
+    server.close()
+
+
+def _node_address() -> str:
+    """The node's own address on its outside interface (not the bridge's)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.1", 9))  # TEST-NET-1: nothing is sent, the route picks the source
+        return probe.getsockname()[0]
+
+
+_CONNECT = ("python3 -c \"import socket, sys, time\nfor host in sys.argv[2:]:\n t = time.monotonic()\n try:\n"
+            "  socket.create_connection((host, int(sys.argv[1])), timeout=10); print(host, 'reached')\n"
+            " except OSError as e: print(host, type(e).__name__, round(time.monotonic() - t, 2))\" ")
+
+
+def test_a_registries_sandbox_is_refused_by_host_services_and_reaches_its_proxies(sandbox_image, host_service):
+    port, accepted = host_service
+    node_ip = _node_address()
+    egress, llm, box = TrialEgress(SweepConfig(network_policy="registries")), None, None
+    try:
+        config = egress.open(SandboxConfig(image=sandbox_image, sweep_id="hostguard", trial_id="guard",
+                                                ca_bundle=SweepConfig().ca_bundle))  # the node's CA bundle, as trials get it
+        gateway = egress.gateway
+        llm = ProxyServer(host=gateway, ports=proxy_ports(NETWORK_NAME)).start()  # as the node's LLM proxy binds
+        box = DockerSandbox(config)
+        egress.attach(box)
+        before = rejected_packets()
+
+        tried = box.exec(_CONNECT + f"{port} {gateway} {node_ip}").output.split("\n")
+        results = {line.split()[0]: line.split()[1:] for line in tried if line.strip()}
+        for host in (gateway, node_ip):  # refused at once (a TCP reset), not a 10 s timeout
+            assert results[host][0] == "ConnectionRefusedError" and float(results[host][1]) < 1.0, tried
+        assert accepted == []
+        assert rejected_packets() >= before + 2
+
+        # The proxies it may use are inside the range the guard opens, and serve it.
+        assert egress.proxy.port in sandbox_ports() and urlsplit(llm.url).port in sandbox_ports()
+        answer = box.exec(f"python3 -c \"import urllib.request as u\ntry: u.urlopen('{llm.url}/v1/messages', "
+                          f"data=b'{{}}', timeout=10)\nexcept Exception as e: print(e)\"").output
+        assert "HTTP Error 401" in answer and llm.unknown_key_requests == 1  # reached; it knows no such key
+        pip = box.exec("pip download -q --no-deps --no-cache-dir -d /tmp/dl six==1.16.0 && echo PIP-OK")
+        assert "PIP-OK" in pip.output, pip.output
+        assert egress.proxy.allowed >= 1
+    finally:
+        if box is not None:
+            box.close()
+        egress.close(None)
+        if llm is not None:
+            llm.stop()
+
+
+def _trial(tmp_path, image: str, port: int) -> dict:
+    from reb_ray.trial import run_trial
+
+    spec = {"kind": "tests.netpolicy.agents:HostServiceProbeAgent", "env": {"HOST_PORT": str(port)}}
+    cfg = SweepConfig(output=tmp_path / "runs", wheelhouses=[], pip_cache=False, agents=["host"],
+                      agent_specs={"host": spec}, network_policy="registries")
+    task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
+    return run_trial(TrialSpec(sweep_id=f"hostguard-{uuid.uuid4().hex[:6]}", agent="host", task=task, trial_index=0,
+                               config=cfg, image=image)).trial
+
+
+def test_the_guard_holds_for_every_trial_and_is_never_doubled(sandbox_image, host_service, tmp_path, docker_client):
+    port, accepted = host_service
+    others, sweeps = _other_lines(), []
+    for _ in range(2):
+        row = _trial(tmp_path, sandbox_image, port)
+        sweeps.append(row["sweep_id"])
+        assert row["status"] == "scored" and row["report_status"] == "ok", row["failure_reason"]
+        out = row["agent_output_tail"]
+        assert "net: host-service failed: ConnectionRefusedError" in out and "net: pip-download ok" in out, out
+        gateway = docker_client.networks.get(NETWORK_NAME).attrs["IPAM"]["Config"][0]["Gateway"]
+        assert _guard_lines() == _expected(gateway)  # one chain, one jump, after every trial
+        if hostguard._kernel_has_ipv6():
+            assert _guard_lines("ip6tables") == [f"-N {CHAIN}", JUMP, *hostguard.chain_rules6()]
+    assert accepted == []
+    assert _other_lines() == others  # nothing else in the filter table changed
+    for sweep in sweeps:
+        assert docker_client.containers.list(all=True, filters={"label": f"reb-ray.sweep={sweep}"}) == []
+
+
+def test_concurrent_installs_and_a_tampered_chain_end_in_exactly_the_guard():
+    gateway, ports = "172.31.255.1", sandbox_ports()
+    remove_guard(BRIDGE_NAME)
+    assert _guard_lines() == []
+    others = _other_lines()
+    with ThreadPoolExecutor(8) as pool:  # eight trial starts on one node at once
+        list(pool.map(lambda _: ensure_guard(BRIDGE_NAME, gateway, ports), range(8)))
+    assert _guard_lines() == _expected(gateway)
+    # Someone appends an ACCEPT to the chain and doubles the jump: the next start repairs both.
+    subprocess.run(["iptables", "-A", CHAIN, "-j", "ACCEPT"], check=True)
+    subprocess.run(["iptables", "-A", "INPUT", "-i", BRIDGE_NAME, "-j", CHAIN], check=True)
+    ensure_guard(BRIDGE_NAME, gateway, ports)
+    assert _guard_lines() == _expected(gateway)
+    assert _other_lines() == others
+    if hostguard._kernel_has_ipv6():
+        assert rejected_packets(IP6TABLES) is not None
+
+
+def test_without_iptables_a_registries_trial_is_an_infra_failure(sandbox_image, tmp_path, monkeypatch, docker_client):
+    monkeypatch.setattr(hostguard, "IPTABLES", str(tmp_path / "no-iptables"))  # a node without it
+    row = _trial(tmp_path, sandbox_image, 9)
+    assert (row["status"], row["failure_owner"], row["failure_category"]) == ("infra_error", "infra", "infra_network_guard")
+    assert "no-iptables not found" in row["failure_reason"] and "\n" not in row["failure_reason"]
+    assert docker_client.containers.list(all=True, filters={"label": f"reb-ray.sweep={row['sweep_id']}"}) == []
+
+
+def test_as_a_user_without_root_the_guard_refuses_with_one_line():
+    script = ("from reb_ray.errors import InfraError\nfrom reb_ray.netpolicy.hostguard import ensure_guard\n"
+              "try:\n    ensure_guard('rebray-test9', '172.31.255.1', range(29000, 29001))\n"
+              "except InfraError as exc:\n    print(exc.category, exc)\n    raise SystemExit(3)\n")
+    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", script],
+                          capture_output=True, text=True, env={**os.environ, "TMPDIR": "/tmp"}, cwd=os.getcwd(),
+                          timeout=60)
+    assert done.returncode == 3, done.stderr
+    [line] = done.stdout.splitlines()
+    assert line.startswith("infra_network_guard iptables") and "root" in line
