@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from dataclasses import dataclass, field
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from reb_ray.errors import RebRayError
 from reb_ray.llm.budget import RetryBackoff, SweepBudget
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.orchestrators.expand import expand
 from reb_ray.results.parquet_sink import ParquetSink
 from reb_ray.trial import TrialOutcome
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -88,6 +92,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
     cluster_cpus = int(ray.cluster_resources().get("CPU", 1))
     max_concurrent = config.max_concurrent or max(1, int(cluster_cpus // config.cpus_per_trial))
     sink = ParquetSink(config.output)
+    wandb = _open_wandb(config, result.sweep_id)
     orchestrator = RayOrchestrator(max_concurrent, config.cpus_per_trial, docker_image=image, budget=result.budget,
                                    backoff=RetryBackoff(config.llm_retry_backoff_s, config.llm_retry_backoff_max_s))
     counts = {"running": 0, "done": 0, "failed": 0}
@@ -101,7 +106,9 @@ def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
             progress.update(bar, running=counts["running"])
 
         def on_outcome(outcome: TrialOutcome, retry: bool) -> None:
-            sink.write([outcome.trial], outcome.stages)
+            sink.write([outcome.trial], outcome.stages)  # Parquet first, always
+            if wandb is not None:
+                wandb.rows([outcome.trial], outcome.stages)
             counts["running"] -= 1
             result.attempts += 1
             result.outcomes.append(outcome)
@@ -115,7 +122,44 @@ def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
             progress.update(bar, completed=counts["done"], running=counts["running"], failed=counts["failed"],
                             infra=result.infra_errors)
 
-        orchestrator.run(specs, on_outcome, on_start)
+        try:
+            orchestrator.run(specs, on_outcome, on_start)
+        finally:
+            if wandb is not None:
+                _finish_wandb(wandb, config, result.sweep_id)
     result.not_launched = len(orchestrator.not_launched)
     result.wall_time_s = time.monotonic() - start
     return result
+
+
+def _open_wandb(config: SweepConfig, sweep_id: str):
+    """The sweep's W&B run (reb_ray/wandb_log.py), or None without --wandb. Raises RebRayError
+    when the `wandb` extra is not installed (before any trial runs)."""
+    if not config.wandb_project:
+        return None
+    try:
+        import wandb  # noqa: F401
+    except ImportError:
+        raise RebRayError("--wandb: the wandb package is not installed (pip install 'reb-ray[wandb]')") from None
+    from reb_ray.results.schema import STAGES_SCHEMA, TRIALS_SCHEMA
+    from reb_ray.wandb_log import WandbLog
+
+    return WandbLog(config.wandb_project, config.output.resolve(), sweep_id,
+                    config.model_dump(mode="json"), TRIALS_SCHEMA.names, STAGES_SCHEMA.names)
+
+
+def _finish_wandb(wandb, config: SweepConfig, sweep_id: str) -> None:
+    """Summary metrics per agent (the numbers `reb-ray report` prints) and the Parquet datasets."""
+    from analysis.scores import summarize
+    from reb_ray.results.read import read_trials
+
+    summary: dict = {}
+    try:
+        for row in summarize(read_trials(config.output, sweep_id)):
+            for key, value in row.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    summary[f"{row['agent']}/{key}"] = value
+    except RebRayError as exc:  # no rows yet: the run still finishes
+        log.warning("W&B summary skipped: %s", exc)
+    output = config.output.resolve()
+    wandb.finish(summary, datasets=[output / "trials", output / "stages"], timeout_s=config.wandb_timeout_s)

@@ -89,6 +89,8 @@ def sweep(
     toolchains_dir: Optional[Path] = typer.Option(None, help="Agent toolchains directory (default ~/.cache/reb-ray/toolchains; see `reb-ray agents install`)."),
     max_cost_usd: Optional[float] = typer.Option(None, "--max-cost-usd", help="Sweep budget in USD: launch no new trial once the cost recorded in the sweep's rows reaches it (a resume counts what was spent)."),
     prices: Optional[Path] = typer.Option(None, "--prices", help="A price table over the shipped one (see `reb-ray llm prices`); a path on every node."),
+    wandb: Optional[str] = typer.Option(None, "--wandb", help="Also log rows to this W&B project from the driver (needs the `wandb` extra; offline when no key is configured). Parquet is written first; a slow W&B is abandoned after --wandb-timeout seconds."),
+    wandb_timeout: Optional[float] = typer.Option(None, "--wandb-timeout", help="Seconds the sweep waits for W&B to finish (default 60)."),
     sweep_id: Optional[str] = typer.Option(None, help="Sweep id (default: derived from suite, tasks, agents, trials)."),
     rerun: bool = typer.Option(False, "--rerun", help="Run trials again even if already scored."),
     config: Optional[Path] = typer.Option(None, "--config", help="sweep.toml with defaults; flags override it."),
@@ -108,6 +110,7 @@ def sweep(
         "memory_bytes": None if memory_gb is None else int(memory_gb * 1024**3), "pids_limit": pids_limit,
         "disk_quota_bytes": None if disk_quota_gb is None else int(disk_quota_gb * 1024**3),
         "network_policy": network_policy, "rerun": rerun or None, "toolchains_dir": toolchains_dir, "max_cost_usd": max_cost_usd, "prices_file": prices,
+        "wandb_project": wandb, "wandb_timeout_s": wandb_timeout,
     }
     cfg = load_config(config, overrides)
     result = run_sweep(cfg, show_progress=not quiet)

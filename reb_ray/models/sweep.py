@@ -82,6 +82,10 @@ class SweepConfig(BaseModel):
     llm_retry_backoff_s: float = Field(10.0, ge=0)
     llm_retry_backoff_max_s: float = Field(300.0, ge=0)
     prices_file: Path | None = None  # a user price table over the shipped one (reb_ray/llm/prices.py)
+    # W&B (issue 14, item 7; reb_ray/wandb_log.py): the project the driver logs rows to, or None.
+    # Not part of the sweep id: where rows are mirrored does not change a trial.
+    wandb_project: str | None = None
+    wandb_timeout_s: float = Field(60.0, gt=0)  # the bound on W&B's finish; past it W&B is abandoned
     rerun: bool = False
     sweep_id: str | None = None
 
