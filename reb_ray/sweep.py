@@ -80,6 +80,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
     image = _prepare_sandbox(config)
     specs, skipped = expand(config, image)
     result = SweepResult(sweep_id=config.resolved_sweep_id(), skipped=skipped)
+    drift = _check_identity(config, image, result.sweep_id)
     if config.max_cost_usd is not None:  # what earlier runs of the sweep spent counts (a resume continues)
         result.budget = SweepBudget.from_rows(config.max_cost_usd, config.output.resolve(), result.sweep_id)
         if result.budget.reached:
@@ -106,6 +107,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
             progress.update(bar, running=counts["running"])
 
         def on_outcome(outcome: TrialOutcome, retry: bool) -> None:
+            outcome.trial["config_drift"] = drift or None
             sink.write([outcome.trial], outcome.stages)  # Parquet first, always
             if wandb is not None:
                 wandb.rows([outcome.trial], outcome.stages)
@@ -130,6 +132,16 @@ def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
     result.not_launched = len(orchestrator.not_launched)
     result.wall_time_s = time.monotonic() - start
     return result
+
+
+def _check_identity(config: SweepConfig, image: str | None, sweep_id: str) -> list[str]:
+    """The fields allowed to drift since the sweep's first run (reb_ray/sweep_identity.py);
+    raises RebRayError naming them when drift is not allowed."""
+    from reb_ray.models.task import load_suite, select_tasks
+    from reb_ray.sweep_identity import check_identity, scoring_identity
+
+    tasks = select_tasks(load_suite(config.suite, config.tasks_root), config.tasks)
+    return check_identity(config.output.resolve(), sweep_id, scoring_identity(config, image, tasks), config.allow_drift)
 
 
 def _open_wandb(config: SweepConfig, sweep_id: str):

@@ -93,6 +93,7 @@ def sweep(
     wandb_timeout: Optional[float] = typer.Option(None, "--wandb-timeout", help="Seconds the sweep waits for W&B to finish (default 60)."),
     sweep_id: Optional[str] = typer.Option(None, help="Sweep id (default: derived from suite, tasks, agents, trials)."),
     rerun: bool = typer.Option(False, "--rerun", help="Run trials again even if already scored."),
+    allow_drift: bool = typer.Option(False, "--allow-drift", help="Resume although scoring settings (agent model or CLI version, task specs, probes, image, timeouts, limits) changed since the sweep's first run; the changed fields are recorded in `config_drift`."),
     config: Optional[Path] = typer.Option(None, "--config", help="sweep.toml with defaults; flags override it."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ) -> None:
@@ -110,7 +111,7 @@ def sweep(
         "memory_bytes": None if memory_gb is None else int(memory_gb * 1024**3), "pids_limit": pids_limit,
         "disk_quota_bytes": None if disk_quota_gb is None else int(disk_quota_gb * 1024**3),
         "network_policy": network_policy, "rerun": rerun or None, "toolchains_dir": toolchains_dir, "max_cost_usd": max_cost_usd, "prices_file": prices,
-        "wandb_project": wandb, "wandb_timeout_s": wandb_timeout,
+        "wandb_project": wandb, "wandb_timeout_s": wandb_timeout, "allow_drift": allow_drift or None,
     }
     cfg = load_config(config, overrides)
     result = run_sweep(cfg, show_progress=not quiet)

@@ -87,6 +87,9 @@ class SweepConfig(BaseModel):
     wandb_project: str | None = None
     wandb_timeout_s: float = Field(60.0, gt=0)  # the bound on W&B's finish; past it W&B is abandoned
     rerun: bool = False
+    # Resume with scoring settings that differ from the sweep's first run (reb_ray/sweep_identity.py);
+    # the drifted fields are recorded in the identity file and in each new row's `config_drift`.
+    allow_drift: bool = False
     sweep_id: str | None = None
 
     @field_validator("agent_specs", mode="before")

@@ -146,6 +146,8 @@ TRIALS_SCHEMA = pa.schema(
         ("network_policy", pa.string()),  # open | registries (the sweep's --network-policy)
         ("network_denied_count", pa.int64()),  # connections the egress proxy refused (null: policy open)
         ("network_log_path", pa.string()),  # the egress proxy's connection log (JSON Lines, gzip), rel. to output
+        # -- resume identity (issue 13, item 7; reb_ray/sweep_identity.py)
+        ("config_drift", pa.list_(pa.string())),  # scoring fields changed since the sweep's first run (--allow-drift); null: none
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

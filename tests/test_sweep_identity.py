@@ -1,0 +1,58 @@
+"""Resume identity and drift (issue 13 item 7, field case F18), on real sweeps (local sandbox)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from reb_ray.errors import RebRayError
+from reb_ray.models.sweep import SweepConfig
+from reb_ray.results.read import read_trials
+from reb_ray.sweep_identity import identity_path
+
+AGENT = {"kind": "noop", "model": "m-1"}
+
+
+def _config(output, **fields) -> SweepConfig:
+    base = dict(sweep_id="ident", output=output, sandbox="local", wheelhouses=[], pip_cache=False,
+                agent_specs={"coder": AGENT}, agents=["coder"], tasks="numpy-trainer")
+    return SweepConfig(**{**base, **fields})
+
+
+def test_volatile_fields_rerun_nothing_and_scoring_fields_refuse_in_one_line(tmp_path, ray_local):
+    from reb_ray.sweep import run_sweep
+
+    first = tmp_path / "a"
+    assert run_sweep(_config(first), show_progress=False).attempts == 1
+    # F18: a moved output directory, another endpoint port, another Ray concurrency: nothing runs again.
+    moved = tmp_path / "b"
+    shutil.move(first, moved)
+    again = run_sweep(_config(moved, max_concurrent=3, agent_specs={"coder": {**AGENT, "base_url": "http://127.0.0.1:4999/v1"}}),
+                      show_progress=False)
+    assert (again.attempts, again.skipped) == (0, 1)
+    # The agent's model counts: refused, naming it, and nothing recorded is lost.
+    with pytest.raises(RebRayError) as err:
+        run_sweep(_config(moved, agent_specs={"coder": {**AGENT, "model": "m-2"}}), show_progress=False)
+    message = str(err.value)
+    assert "agent.coder.model" in message and '"m-1" -> "m-2"' in message and "\n" not in message
+    with pytest.raises(RebRayError, match="agent_timeout_s"):
+        run_sweep(_config(moved, agent_timeout_s=99), show_progress=False)
+    assert len(read_trials(moved, "ident")) == 1
+
+
+def test_a_new_task_adds_trials_and_allowed_drift_is_recorded(tmp_path, ray_local):
+    from reb_ray.sweep import run_sweep
+
+    run_sweep(_config(tmp_path), show_progress=False)
+    grown = run_sweep(_config(tmp_path, tasks="numpy-trainer,torch-tiny"), show_progress=False)
+    assert (grown.attempts, grown.skipped) == (1, 1)  # the new task's trial only
+    drifted = run_sweep(_config(tmp_path, tasks="numpy-trainer,torch-tiny", agent_timeout_s=99, allow_drift=True,
+                                rerun=True), show_progress=False)
+    assert drifted.attempts == 2
+    rows = read_trials(tmp_path, "ident").to_pylist()
+    assert sorted(r["config_drift"] == ["agent_timeout_s"] for r in rows) == [False, False, True, True]
+    record = json.loads(identity_path(tmp_path, "ident").read_text())
+    assert record["identity"]["agent_timeout_s"] == 1800.0  # the first run stays the reference
+    assert record["history"][-1]["allowed_drift"] == ["agent_timeout_s"]
