@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from reb_ray.errors import RebRayError
 from reb_ray.results.parquet_sink import TRIALS_DIR
 from reb_ray.results.read import latest_attempts, read_stages, read_trials
+from reb_ray.results.schema import STAGES_SCHEMA
 
 Frame = Literal["arrow", "pandas", "polars"]
 FRAMES = ("arrow", "pandas", "polars")
@@ -101,15 +102,26 @@ def stages_of(stages: pa.Table, trials: pa.Table, stage: str | None = None) -> p
     return stages.filter(pc.fill_null(keep, False))
 
 
+_STAGE_KEYS = ["sweep_id", "trial_id", "attempt", "stage"]
+
+
 def load_stages(output_dir: Path | str, sweep_id: str | None = None, *, stage: str | None = None,
-                scored_only: bool = True, all_attempts: bool = False, to: Frame = "arrow") -> Any:
+                scored_only: bool = True, all_attempts: bool = False, columns: list[str] | None = None,
+                to: Frame = "arrow") -> Any:
     """The stages rows of the trials `load_trials` returns with the same arguments (their
     current attempts, scored only by default), of one `stage` or all.
 
-    Shape: STAGES_SCHEMA columns, one row per stage per attempt. `to` and errors: load_trials.
+    Shape: STAGES_SCHEMA columns, or only `columns` (in that order: reading a few columns skips
+    the log heads and tails), one row per stage per attempt. `to` and errors: load_trials; a
+    column STAGES_SCHEMA lacks raises RebRayError naming it.
     """
     if to not in FRAMES:
         raise RebRayError(f"to={to!r}: expected one of {', '.join(FRAMES)}")
+    unknown = [c for c in columns or [] if c not in STAGES_SCHEMA.names]
+    if unknown:
+        raise RebRayError(f"columns: {unknown[0]!r} is not a stages column")
     output_dir = _check_run(Path(output_dir))
     trials = load_trials(output_dir, sweep_id, scored_only=scored_only, all_attempts=all_attempts)
-    return _convert(stages_of(read_stages(output_dir, sweep_id), trials, stage), to)
+    read = None if columns is None else list(dict.fromkeys(_STAGE_KEYS + list(columns)))
+    stages = stages_of(read_stages(output_dir, sweep_id, columns=read), trials, stage)
+    return _convert(stages if columns is None else stages.select(columns), to)

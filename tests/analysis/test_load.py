@@ -59,6 +59,10 @@ def test_stages_follow_the_current_attempt(tmp_path):
     every = load_stages(run, stage="c1", all_attempts=True)
     assert every.num_rows == 3
     assert load_stages(run, to="pandas").shape[0] == 2 * 8  # c0..c5, env_size, agent per attempt
+    few = load_stages(run, stage="c1", columns=["status", "trial_id"])
+    assert few.column_names == ["status", "trial_id"] and sorted(few["status"].to_pylist()) == ["success", "success"]
+    with pytest.raises(RebRayError, match="'bogus' is not a stages column"):
+        load_stages(run, columns=["bogus"])
 
 
 def test_bad_input_is_one_line(tmp_path, fixture_run):
