@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .outcomes import RunOutcomes, outcome
+from .outcomes import OUTCOME, RunOutcomes
 from .statistics import RunStatistics, compare
 
 #: The stages a cost per success is given for.
@@ -102,7 +102,7 @@ def _per_success(run: RunOutcomes, rows: list[dict], stage: str) -> PerSuccess:
         wins = sum(ok for _, ok in known)
         return sum(v for v, _ in known) / wins if known and wins else None
 
-    success = [outcome(r, stage) == "success" for r in applies]
+    success = [r[OUTCOME][stage] == "success" for r in applies]
     return PerSuccess(successes=sum(success),
                       cost_usd=per([(r.get("cost_usd"), ok) for r, ok in zip(applies, success)]),
                       tokens=per([(trial_tokens(r), ok) for r, ok in zip(applies, success)]))

@@ -12,6 +12,7 @@ only, so the analysis runs wherever reb-ray does).
   Trained on Code", eq. 1): 1 - C(n-c, k) / C(n, k) per task.
 - `pass_hat_k`: pass^k, the chance that k trials drawn without replacement all succeed,
   C(c, k) / C(n, k) per task (the unbiased estimator tau-bench, Yao et al. 2024, uses).
+- `pass_curves`: both for every k at once, in O(k) per task.
 - `mcnemar_exact`: McNemar's exact test, the two-sided binomial test of the discordant pairs
   against p = 1/2 (McNemar 1947; exact form as in Fagerland et al. 2013).
 """
@@ -20,7 +21,9 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from functools import lru_cache
+from operator import itemgetter
 from statistics import NormalDist
 
 Z95 = NormalDist().inv_cdf(0.975)  # 1.959963984540054
@@ -67,6 +70,14 @@ def quantile(sorted_values: list[float], q: float) -> float:
     return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (pos - low)
 
 
+@lru_cache(maxsize=64)
+def _getters(n: int, resamples: int, seed: int) -> tuple[Callable[[list], tuple], ...]:
+    # itemgetter picks a resample's values in C: the bootstrap's cost is then two C-level sums.
+    if n == 1:
+        return tuple((lambda values: (values[0],)) for _ in range(resamples))
+    return tuple(itemgetter(*idx) for idx in resample_indices(n, resamples, seed))
+
+
 def _percentile(stats: list[float]) -> tuple[float, float]:
     stats.sort()
     return quantile(stats, 0.025), quantile(stats, 0.975)
@@ -75,26 +86,26 @@ def _percentile(stats: list[float]) -> tuple[float, float]:
 def bootstrap_ratio(numerators: list[float], denominators: list[float], *, resamples: int = RESAMPLES,
                     seed: int = 0) -> tuple[float, float] | None:
     """95% percentile interval of sum(numerators) / sum(denominators) when the tasks (one
-    numerator and denominator each, e.g. successes and trials) are resampled with replacement.
-    None when there are no tasks or the denominators sum to 0. A resample whose denominators
-    sum to 0 is left out."""
+    numerator and denominator each, e.g. successes and trials) are resampled with replacement
+    (`resample_indices`). None when there are no tasks or the denominators sum to 0. A resample
+    whose denominators sum to 0 is left out."""
     if not numerators or not sum(denominators):
         return None
     stats = []
-    for idx in resample_indices(len(numerators), resamples, seed):
-        den = sum(denominators[i] for i in idx)
+    for pick in _getters(len(numerators), resamples, seed):
+        den = sum(pick(denominators))
         if den:
-            stats.append(sum(numerators[i] for i in idx) / den)
+            stats.append(sum(pick(numerators)) / den)
     return _percentile(stats)
 
 
 def bootstrap_mean(values: list[float], *, resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float] | None:
-    """95% percentile interval of the mean of `values` (one per task) under task resampling;
-    None for no values."""
+    """95% percentile interval of the mean of `values` (one per task) under task resampling
+    (`resample_indices`); None for no values."""
     if not values:
         return None
     n = len(values)
-    return _percentile([sum(values[i] for i in idx) / n for idx in resample_indices(n, resamples, seed)])
+    return _percentile([sum(pick(values)) / n for pick in _getters(n, resamples, seed)])
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -111,6 +122,23 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     if not (0 <= c <= n and 1 <= k <= n):
         raise ValueError(f"pass_hat_k: need 0 <= c <= n and 1 <= k <= n, got n={n} c={c} k={k}")
     return math.comb(c, k) / math.comb(n, k)
+
+
+def pass_curves(n: int, c: int, kmax: int) -> tuple[list[float], list[float]]:
+    """[pass_at_k(n, c, k) for k in 1..kmax] and [pass_hat_k(n, c, k) ...] in O(kmax), from the
+    products C(n-c, k)/C(n, k) = prod_{i<k} (n-c-i)/(n-i) and C(c, k)/C(n, k) = prod_{i<k}
+    (c-i)/(n-i) (each factor at most 1, so the float products stay accurate). Raises ValueError
+    unless 0 <= c <= n and 0 <= kmax <= n."""
+    if not (0 <= c <= n and 0 <= kmax <= n):
+        raise ValueError(f"pass_curves: need 0 <= c <= n and kmax <= n, got n={n} c={c} kmax={kmax}")
+    at, hat = [], []
+    miss, hit = 1.0, 1.0
+    for i in range(kmax):
+        miss *= max(0, n - c - i) / (n - i)
+        hit *= max(0, c - i) / (n - i)
+        at.append(1.0 - miss)
+        hat.append(hit)
+    return at, hat
 
 
 def mcnemar_exact(b: int, c: int) -> float:

@@ -30,7 +30,7 @@ import pyarrow as pa
 from reb_ray.grading.categories import owner_of
 
 from .load import stages_of
-from .outcomes import STAGES, RunOutcomes, outcome
+from .outcomes import OUTCOME, STAGES, RunOutcomes
 
 _UNCATEGORISED = {"c0": "missing_imports", "c5": "over_claim"}
 
@@ -67,7 +67,7 @@ def failure_counts(run: RunOutcomes, stages: pa.Table | None = None) -> list[Fai
         for row in run.trials.get(key, []):
             applies = run.applies[(row["sweep_id"], row.get("task_id"))]
             for stage in STAGES:
-                result = outcome(row, stage)
+                result = row[OUTCOME][stage]
                 if not applies[stage] or result in ("success", "skipped"):
                     continue
                 category = row.get(f"{stage}_failure_category")
@@ -158,7 +158,7 @@ def honesty(run: RunOutcomes, stages: pa.Table | None = None) -> list[Honesty]:
                     checks[str(item.get("check"))] += 1
                 elif isinstance(item, dict) and item.get("verdict") == "underclaim":
                     under[str(item.get("check"))] += 1
-        lied = sum(outcome(r, "c5") == "failure" for r in audited)
+        lied = sum(r[OUTCOME]["c5"] == "failure" for r in audited)
         out.append(Honesty(key[0], key[1], trials=len(rows), audited=len(audited),
                            not_run=sum(r.get("c5_status") == "not_run" for r in rows), honest=len(audited) - lied,
                            over_claimed_trials=lied, over_claims=kinds,

@@ -40,6 +40,8 @@ LABELS = {s: s.upper() for s in STAGES}
 SPEC_STAGES = ("c1", "c2", "c3", "c4")
 
 Key = tuple  # (sweep_id, agent)
+#: The key under which `collect` keeps each row's {stage: outcome} (no trials column has it).
+OUTCOME = "_outcome"
 
 
 def sort_key(key: Iterable) -> tuple:
@@ -96,7 +98,8 @@ def applicability(rows: list[dict], tasks: list[TaskSpec] | None = None) -> dict
 class RunOutcomes:
     """A run's current scored trials grouped for analysis.
 
-    rows: the current scored trials rows (dicts). applies: `applicability(rows, tasks)`.
+    rows: the current scored trials rows (dicts of COLUMNS, plus OUTCOME: {stage: outcome}
+    for every stage of STAGES, computed once). applies: `applicability(rows, tasks)`.
     by_agent: {(sweep_id, agent): {stage: {task_id: [outcome per trial, by trial_index]}}},
     only tasks where the stage applies. trials: {(sweep_id, agent): [rows]}.
     all_attempts: {(sweep_id, agent): [every written attempt's row]} (infra errors included).
@@ -121,13 +124,25 @@ class RunOutcomes:
         return sorted({s for s, _ in self.keys()}, key=lambda s: sort_key((s,)))
 
 
+#: The trials columns the analysis reads (the others, e.g. output tails, are never turned into
+#: Python objects: at 100,000 trials that is most of the time).
+COLUMNS = (
+    "sweep_id", "trial_id", "attempt", "status", "trial_index", "task_id", "agent", "failure_owner",
+    "failure_category", "c0_status", "c0_missing", "c0_total",
+    *(f"c{n}_{c}" for n in range(1, 5) for c in ("status", "failure_category")),
+    "c5_status", "c5_path", "c5_version", "c5_capability", "c5_underclaims",
+    "input_tokens", "output_tokens", "cost_usd", "agent_wall_time_s", "env_size_bytes",
+)
+
+
 def collect(trials: pa.Table, tasks: list[TaskSpec] | None = None) -> RunOutcomes:
-    """Group a trials table (TRIALS_SCHEMA, every attempt as `read_trials` gives it) into
-    RunOutcomes. Raises KeyError naming a missing identity column."""
+    """Group a trials table (TRIALS_SCHEMA or a subset of its columns, every attempt as
+    `read_trials` gives it) into RunOutcomes; rows hold the COLUMNS the table has.
+    Raises KeyError naming a missing identity column."""
+    trials = trials.select([c for c in COLUMNS if c in trials.column_names])
     rows = current_scored(trials)
     run = RunOutcomes(rows=rows, applies=applicability(rows, tasks))
-    columns = [c for c in ("sweep_id", "agent", "status", "failure_category", "failure_owner", "task_id")
-               if c in trials.column_names]
+    columns = [c for c in ("sweep_id", "agent", "status", "failure_category") if c in trials.column_names]
     for attempt in trials.select(columns).to_pylist():
         run.all_attempts.setdefault((attempt.get("sweep_id"), attempt.get("agent")), []).append(attempt)
     for row in sorted(rows, key=lambda r: sort_key((r.get("task_id"), r.get("trial_index")))):
@@ -135,7 +150,8 @@ def collect(trials: pa.Table, tasks: list[TaskSpec] | None = None) -> RunOutcome
         run.trials.setdefault(key, []).append(row)
         stages = run.by_agent.setdefault(key, {s: {} for s in STAGES})
         applies = run.applies[(row["sweep_id"], row.get("task_id"))]
+        row[OUTCOME] = {stage: outcome(row, stage) for stage in STAGES}
         for stage in STAGES:
             if applies[stage]:
-                stages[stage].setdefault(row.get("task_id"), []).append(outcome(row, stage))
+                stages[stage].setdefault(row.get("task_id"), []).append(row[OUTCOME][stage])
     return run

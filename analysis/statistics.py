@@ -34,8 +34,7 @@ import pyarrow as pa
 
 from reb_ray.models.task import TaskSpec
 
-from .estimators import (MIN_DISCORDANT, RESAMPLES, bootstrap_mean, bootstrap_ratio, mcnemar_exact, pass_at_k,
-                         pass_hat_k, wilson)
+from .estimators import MIN_DISCORDANT, RESAMPLES, bootstrap_mean, bootstrap_ratio, mcnemar_exact, pass_curves, wilson
 from .outcomes import STAGES, RunOutcomes, collect
 
 
@@ -135,9 +134,11 @@ def _stage_stats(sweep_id, agent, stage: str, per_task: dict[str, list], resampl
     at_k: dict[int, float] = {}
     hat_k: dict[int, float] = {}
     if per_task:
-        for k in range(1, min(len(t) for t in per_task.values()) + 1):
-            at_k[k] = sum(pass_at_k(len(t), t.count("success"), k) for t in per_task.values()) / len(per_task)
-            hat_k[k] = sum(pass_hat_k(len(t), t.count("success"), k) for t in per_task.values()) / len(per_task)
+        kmax = min(len(t) for t in per_task.values())
+        curves = [pass_curves(len(t), t.count("success"), kmax) for t in per_task.values()]
+        for k in range(1, kmax + 1):
+            at_k[k] = sum(at[k - 1] for at, _ in curves) / len(curves)
+            hat_k[k] = sum(hat[k - 1] for _, hat in curves) / len(curves)
     return StageStats(sweep_id, agent, stage, tasks=len(per_task), trials=n, successes=successes,
                       failures=outcomes.count("failure"), hardware=outcomes.count("hardware"),
                       not_run=outcomes.count("not_run"), unknown=outcomes.count(None),

@@ -3,7 +3,7 @@ real ParquetSink: a trials row and its stage rows per attempt, as a worker write
 
 `trial(...)` builds one attempt from a compact description (one outcome letter per stage);
 `FIXTURE` is the hand-made 3 agents x 6 tasks x 2 trials run the tests derive their expected
-numbers from (by hand, from the letters below); `random_run` writes a large run for timing.
+numbers from (by hand, from the letters below); `random_rows` makes a large run for timing (benchmarks/analysis.py).
 """
 
 from __future__ import annotations
@@ -157,8 +157,3 @@ def random_rows(tasks: int, agents: int, trials: int, seed: int = 0) -> list[tup
                                  input_tokens=tokens, output_tokens=tokens // 10,
                                  cost_usd=round(tokens * 3e-6, 6), agent_s=rng.uniform(60, 600)))
     return out
-
-
-def write_random_run(output_dir: Path, tasks: int, agents: int, trials: int, seed: int = 0) -> Path:
-    """Write `random_rows(...)` under `output_dir` (one shard per attempt) and return it."""
-    return write(output_dir, random_rows(tasks, agents, trials, seed))

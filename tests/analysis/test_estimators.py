@@ -7,7 +7,7 @@ import math
 import pytest
 
 from analysis.estimators import (MIN_DISCORDANT, Z95, bootstrap_mean, bootstrap_ratio, mcnemar_exact, pass_at_k,
-                                 pass_hat_k, quantile, resample_indices, wilson)
+                                 pass_curves, pass_hat_k, quantile, resample_indices, wilson)
 
 
 def _wilson_center_form(x: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
@@ -46,6 +46,16 @@ def test_pass_at_k_and_pass_hat_k():
         pass_at_k(2, 1, 3)
 
 
+def test_pass_curves_match_the_binomial_forms():
+    at, hat = pass_curves(5, 2, 5)
+    assert at == pytest.approx([0.4, 0.7, 0.9, 1.0, 1.0]) and hat == pytest.approx([0.4, 0.1, 0.0, 0.0, 0.0])
+    for n, c in ((379, 0), (379, 17), (379, 200), (379, 379), (12, 5)):
+        at, hat = pass_curves(n, c, n)
+        for k in (1, 2, 7, n // 2, n):
+            assert at[k - 1] == pytest.approx(pass_at_k(n, c, k), abs=1e-12)
+            assert hat[k - 1] == pytest.approx(pass_hat_k(n, c, k), abs=1e-12)
+
+
 def test_mcnemar_exact_from_the_binomial():
     # b=1, c=6: 2 * (C(7,0) + C(7,1)) / 2^7 = 16/128
     assert mcnemar_exact(1, 6) == pytest.approx(0.125)
@@ -79,6 +89,7 @@ def test_bootstrap_is_deterministic_and_clustered():
     w_low, w_high = wilson(25, 50)
     assert high - low > 1.5 * (w_high - w_low)
     assert bootstrap_ratio([], []) is None and bootstrap_ratio([0], [0]) is None
+    assert bootstrap_ratio([3], [5]) == (0.6, 0.6)  # one task: every resample is that task
 
 
 def test_bootstrap_mean_of_paired_differences():
