@@ -143,7 +143,9 @@ def honesty(run: RunOutcomes, stages: pa.Table | None = None) -> list[Honesty]:
         rows = run.trials.get(key)
         if not rows:
             continue
-        audited = [r for r in rows if r.get("c5_status") == "success"]
+        # C5 ran: "success" is what this version writes for an audited report; "failure" an
+        # older row's verdict on one (either way the counts say what was over-claimed)
+        audited = [r for r in rows if r.get("c5_status") in ("success", "failure")]
         kinds = {k: sum(r.get(f"c5_{k}") or 0 for r in audited) for k in ("path", "version", "capability")}
         checks: Counter = Counter()
         under: Counter = Counter()

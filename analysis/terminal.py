@@ -15,6 +15,7 @@ from reb_ray.results.read import read_stages, read_trials
 
 from .analyze import STAGE_COLUMNS, Analysis, analyze
 from .cost import COST_STAGES, SUCCESS_STAGES
+from .estimators import MIN_DISCORDANT
 from .outcomes import LABELS, STAGES
 from .scores import summarize
 from .statistics import Interval, compare
@@ -122,7 +123,7 @@ def _comparisons(a: Analysis, sweep_id, agents: list) -> str | None:
                     f" [{100 * cmp.interval.low:+.0f}, {100 * cmp.interval.high:+.0f}], {cmp.tasks} tasks,"
                     f" {cmp.a_only}/{cmp.b_only} solved by one only, p={cmp.p_value:.3g}")
             if cmp.note:
-                text += f"; too few tasks to tell them apart ({cmp.a_only + cmp.b_only} differ, 6 needed)"
+                text += f"; too few tasks to tell them apart ({cmp.a_only + cmp.b_only} differ, {MIN_DISCORDANT} needed)"
             lines.append(text)
     return "\n".join(lines) if len(lines) > 1 else None
 
@@ -178,14 +179,16 @@ def _findings(a: Analysis, sweep_id) -> list[str]:
         if f.sweep_id == sweep_id:
             by_pair.setdefault((f.agent, f.baseline), []).append(f)
     for (agent, baseline), found in by_pair.items():
-        spend = " and ".join(
-            f"{f.ratio:.1f}x {baseline}'s tokens per trial ({f.spent:,.0f} vs {f.baseline_spent:,.0f})" if f.metric == "tokens"
-            else f"{f.ratio:.1f}x its cost per trial (${f.spent:.4f} vs ${f.baseline_spent:.4f})" if len(found) > 1
-            else f"{f.ratio:.1f}x {baseline}'s cost per trial (${f.spent:.4f} vs ${f.baseline_spent:.4f})"
-            for f in found)
+        spends = []
+        for f in found:
+            if f.metric == "tokens":
+                spends.append(f"{f.ratio:.1f}x {baseline}'s tokens per trial ({f.spent:,.0f} vs {f.baseline_spent:,.0f})")
+            else:
+                whose = "its" if spends else f"{baseline}'s"
+                spends.append(f"{f.ratio:.1f}x {whose} cost per trial (${f.spent:.4f} vs ${f.baseline_spent:.4f})")
         rates = ", ".join(f"{LABELS[s]} {_pct(x)} vs {_pct(y)}" for s, (x, y) in found[0].stages.items())
         verdict = "no better success" if found[0].worse_or_equal else "no significantly better success"
-        lines.append(f"FINDING: {agent} spent {spend} for {verdict} ({rates}).")
+        lines.append(f"FINDING: {agent} spent {' and '.join(spends)} for {verdict} ({rates}).")
     return lines
 
 
@@ -242,7 +245,9 @@ def format_analysis(a: Analysis) -> str:
             continue
         parts = [f"analysis of sweep {sweep_id}", *_findings(a, sweep_id), _rates(a, sweep_id, agents)]
         parts += [p for p in (_pass_k(a, sweep_id, agents), _comparisons(a, sweep_id, agents)) if p]
-        parts += [_costs(a, sweep_id), *_frontiers(a, sweep_id), _failures(a, sweep_id, agents), _honesty(a, sweep_id)]
+        # every agent of the sweep: one whose attempts all failed for infrastructure shows them here
+        parts += [_costs(a, sweep_id), *_frontiers(a, sweep_id), _failures(a, sweep_id, a.stats.run.agents(sweep_id)),
+                  _honesty(a, sweep_id)]
         blocks.append("\n\n".join(parts))
     return "\n\n".join(blocks) if blocks else "no scored trials to analyse"
 

@@ -75,3 +75,13 @@ def test_unreadable_audit_items_are_counted(tmp_path):
     run_dir = write(tmp_path / "run", [(row, stages)])
     (h,) = honesty(run_statistics(read_trials(run_dir)).run, read_stages(run_dir))
     assert (h.over_claims["capability"], h.checks, h.items_unread) == (1, {}, 1)
+
+
+def test_an_older_c5_failure_row_counts_as_audited(tmp_path):
+    from .runs import write_run
+
+    # runs.ROWS: alpha t1 (C5 status failure, one version and one capability lie), t2 (C5 not
+    # run), t3 (audited, a path lie)
+    (h, *_) = honesty(run_statistics(read_trials(write_run(tmp_path / "run"))).run)
+    assert (h.agent, h.audited, h.not_run, h.honest, h.over_claimed_trials) == ("alpha", 2, 1, 0, 2)
+    assert h.over_claims == {"path": 1, "version": 1, "capability": 1} and h.under_claims == 2

@@ -66,3 +66,20 @@ def test_comparisons_say_when_tasks_are_too_few(text):
     lines = [line for line in text.splitlines() if line.startswith("  C1 frugal vs")]
     assert [line.split(":")[0].strip() for line in lines] == ["C1 frugal vs spender", "C1 frugal vs weak"]
     assert all("too few tasks to tell them apart" in line for line in lines)
+
+
+def test_analyze_run_reads_the_run_once_for_everything(tmp_path):
+    from analysis.analyze import analyze_run
+
+    a = analyze_run(write_fixture(tmp_path / "run"))
+    assert [(f.metric, f.agent) for f in a.findings] == [("tokens", "spender"), ("cost_usd", "spender")]
+    assert {h.agent: h.checks for h in a.honesty}["weak"] == {"python_path": 2}  # from the C5 stage rows
+    assert a.unscored == {("syn", "weak"): {("infra_error", "infra_sandbox"): 1}}
+    assert a.stats.stage("syn", "frugal", "c1").successes == 3
+
+
+def test_an_agent_that_never_scored_shows_its_attempts(tmp_path):
+    from .runs import write_run
+
+    text = format_report(write_run(tmp_path / "run"))  # runs.ROWS: beta has only infra errors
+    assert "  beta: never scored: infra_error infra_clone 2" in text.splitlines()
