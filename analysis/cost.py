@@ -14,8 +14,8 @@ None, not $0.
   agent beats on both (as cheap or cheaper and at least as successful, one strictly); agents
   with unknown cost are left out and listed apart. The same on tokens per trial.
 - Findings (`token_findings`): an agent that spends at least FINDING_RATIO times another's mean
-  tokens (or cost) per trial without being better on any stage C1..C4 (a stage where the paired
-  comparison's interval lies wholly above 0). The paper's observation is the model: one agent
+  tokens (or cost) per trial without being better on any stage C1..C4 (a stage where the mean
+  paired difference is positive and its bootstrap interval lies wholly above 0). The paper's observation is the model: one agent
   spent about 20x another's tokens for no better success.
 """
 
@@ -190,8 +190,21 @@ class Finding:
     worse_or_equal: bool
 
 
+def _mean_difference(a: dict[str, list], b: dict[str, list]) -> float | None:
+    shared = set(a) & set(b)
+    if not shared:
+        return None
+    return sum(a[t].count("success") / len(a[t]) - b[t].count("success") / len(b[t]) for t in shared) / len(shared)
+
+
 def _better_somewhere(stats: RunStatistics, sweep_id, agent, baseline, seed: int) -> bool:
+    """Whether `agent` is better than `baseline` on some stage of SUCCESS_STAGES: a positive
+    mean paired difference whose bootstrap interval lies wholly above 0 (`compare`; the
+    bootstrap is skipped where the difference is not positive, which can never be better)."""
     for stage in SUCCESS_STAGES:
+        diff = _mean_difference(stats.run.by_agent[(sweep_id, agent)][stage], stats.run.by_agent[(sweep_id, baseline)][stage])
+        if diff is None or diff <= 0:
+            continue
         cmp = compare(stats.run, sweep_id, stage, agent, baseline, seed=seed)
         if cmp.interval is not None and cmp.interval.low > 0:
             return True
@@ -211,11 +224,15 @@ def token_findings(stats: RunStatistics, costs: list[AgentCost], ratio: float = 
             found = []
             for agent, spent in spend.items():
                 best = None
-                for baseline, base in spend.items():
-                    if agent == baseline or spent is None or not base or spent < ratio * base:
-                        continue
-                    if (best is None or spent / base > best[1]) and not _better_somewhere(stats, sweep_id, agent, baseline, seed):
+                # the most out-spent first: the first the agent is not better than is the one
+                candidates = sorted(((b, base) for b, base in spend.items() if b != agent and base),
+                                    key=lambda c: (c[1], str(c[0])))
+                for baseline, base in candidates:
+                    if spent is None or spent < ratio * base:
+                        break
+                    if not _better_somewhere(stats, sweep_id, agent, baseline, seed):
                         best = (baseline, spent / base)
+                        break
                 if best is None:
                     continue
                 rates = {}

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from bisect import bisect_left
 from functools import lru_cache
 from operator import itemgetter
 from statistics import NormalDist
@@ -52,13 +52,17 @@ def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None
     return max(0.0, low), min(1.0, high)
 
 
-@lru_cache(maxsize=64)
 def resample_indices(n: int, resamples: int, seed: int) -> tuple[tuple[int, ...], ...]:
     """`resamples` bootstrap resamples of range(n) (each n indices drawn with replacement),
     a function of (n, resamples, seed) alone."""
     rng = random.Random(f"reb-ray bootstrap {seed} {n}")
     population = range(n)
     return tuple(tuple(rng.choices(population, k=n)) for _ in range(resamples))
+
+
+@lru_cache(maxsize=32)
+def _sorted_resamples(n: int, resamples: int, seed: int) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(sorted(idx)) for idx in resample_indices(n, resamples, seed))
 
 
 def quantile(sorted_values: list[float], q: float) -> float:
@@ -70,12 +74,39 @@ def quantile(sorted_values: list[float], q: float) -> float:
     return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (pos - low)
 
 
-@lru_cache(maxsize=64)
-def _getters(n: int, resamples: int, seed: int) -> tuple[Callable[[list], tuple], ...]:
-    # itemgetter picks a resample's values in C: the bootstrap's cost is then two C-level sums.
+def _resampled_sums(numerators: list[float], denominators: list[float], resamples: int,
+                    seed: int) -> list[tuple[float, float]]:
+    """(sum of numerators, sum of denominators) of each resample of the tasks.
+
+    Tasks are put in the order of their (numerator, denominator) pairs and resample position j
+    picks the j-th; so a resample is fixed by how many of its draws fall in each run of equal
+    pairs. With few distinct pairs (the usual case: successes of a few trials per task) those
+    counts come from bisecting the resample's sorted draws, O(distinct x log tasks) per
+    resample instead of O(tasks); otherwise the draws' values are summed in C (itemgetter)."""
+    pairs = sorted(zip(numerators, denominators))
+    n = len(pairs)
+    starts = [j for j in range(n) if j == 0 or pairs[j] != pairs[j - 1]]
+    draws_of = _sorted_resamples(n, resamples, seed)
     if n == 1:
-        return tuple((lambda values: (values[0],)) for _ in range(resamples))
-    return tuple(itemgetter(*idx) for idx in resample_indices(n, resamples, seed))
+        return [pairs[0]] * resamples
+    if len(starts) * 8 > n:
+        nums, dens = [p[0] for p in pairs], [p[1] for p in pairs]
+        out = []
+        for draws in draws_of:
+            pick = itemgetter(*draws)
+            out.append((sum(pick(nums)), sum(pick(dens))))
+        return out
+    groups = [(end, pairs[start]) for start, end in zip(starts, [*starts[1:], n])]
+    out = []
+    for draws in draws_of:
+        before, num, den = 0, 0, 0
+        for end, (v_num, v_den) in groups:
+            upto = bisect_left(draws, end)
+            num += (upto - before) * v_num
+            den += (upto - before) * v_den
+            before = upto
+        out.append((num, den))
+    return out
 
 
 def _percentile(stats: list[float]) -> tuple[float, float]:
@@ -91,12 +122,7 @@ def bootstrap_ratio(numerators: list[float], denominators: list[float], *, resam
     whose denominators sum to 0 is left out."""
     if not numerators or not sum(denominators):
         return None
-    stats = []
-    for pick in _getters(len(numerators), resamples, seed):
-        den = sum(pick(denominators))
-        if den:
-            stats.append(sum(pick(numerators)) / den)
-    return _percentile(stats)
+    return _percentile([num / den for num, den in _resampled_sums(numerators, denominators, resamples, seed) if den])
 
 
 def bootstrap_mean(values: list[float], *, resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float] | None:
@@ -105,7 +131,7 @@ def bootstrap_mean(values: list[float], *, resamples: int = RESAMPLES, seed: int
     if not values:
         return None
     n = len(values)
-    return _percentile([sum(pick(values)) / n for pick in _getters(n, resamples, seed)])
+    return _percentile([num / n for num, _ in _resampled_sums(values, [1] * n, resamples, seed)])
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -237,12 +237,15 @@ class RunStatistics:
     stages: list[StageStats]
     c0: list[C0Stats]
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_index", {(s.sweep_id, s.agent, s.stage): s for s in self.stages})
+
     def stage(self, sweep_id, agent, stage: str) -> StageStats:
         """The StageStats of (sweep_id, agent, stage). Raises KeyError when absent."""
-        for s in self.stages:
-            if (s.sweep_id, s.agent, s.stage) == (sweep_id, agent, stage):
-                return s
-        raise KeyError(f"no statistics for sweep {sweep_id!r}, agent {agent!r}, stage {stage!r}")
+        try:
+            return self._index[(sweep_id, agent, stage)]
+        except KeyError:
+            raise KeyError(f"no statistics for sweep {sweep_id!r}, agent {agent!r}, stage {stage!r}") from None
 
 
 def run_statistics(trials: pa.Table, tasks: list[TaskSpec] | None = None, *, resamples: int = RESAMPLES,

@@ -97,3 +97,18 @@ def test_bootstrap_mean_of_paired_differences():
     low, high = bootstrap_mean([1.0] * 6 + [0.0] * 2)
     assert 0.375 <= low < 0.75 < high <= 1.0
     assert bootstrap_mean([]) is None
+
+
+@pytest.mark.parametrize("successes", [
+    [0, 1, 2, 2, 0, 1, 2, 0, 0, 2, 1, 2, 0, 0, 2, 1, 2, 0, 1, 2],  # three distinct values: counted by bisection
+    list(range(20)),  # all distinct: summed draw by draw
+])
+def test_bootstrap_equals_the_plain_resampling(successes):
+    """The fast paths compute what resampling the tasks literally gives: the sorted tasks,
+    picked by each resample's draws, summed, ratio, percentiles."""
+    trials = [2 + (s % 3) for s in successes]
+    pairs = sorted(zip(successes, trials))
+    stats = sorted(sum(pairs[d][0] for d in draws) / sum(pairs[d][1] for d in draws)
+                   for draws in resample_indices(len(pairs), 500, 3))
+    assert bootstrap_ratio(successes, trials, resamples=500, seed=3) == pytest.approx(
+        (quantile(stats, 0.025), quantile(stats, 0.975)), abs=1e-12)
