@@ -10,7 +10,8 @@ REPEATS, in seconds:
   task bootstrap intervals, pass@k, C0);
 - comparisons: every pair of agents on every stage (paired bootstrap + McNemar);
 - analysis: `analysis.analyze.analyze` (statistics, cost, frontiers, findings, failures, C5);
-- report: the whole terminal report text (`analysis.terminal.format_report`, reads included).
+- report: the whole terminal report text (`analysis.terminal.format_report`, reads included);
+- plots: the four PNGs of `analysis.plots.write_plots` (when matplotlib is installed).
 
 The shard layout is the sink's today (one file per attempt) unless --one-shard, which writes
 the whole run in one write call (one file per sweep: what a compacted sweep reads like).
@@ -94,6 +95,15 @@ def main(argv: list[str]) -> None:
         both.cpu = load_s.cpu + stats_s.cpu
         print(f"  load + statistics: {both:.3f}")
         print(f"  terminal report, reads included ({len(text.splitlines())} lines): {report_s:.3f}")
+        try:
+            import matplotlib  # noqa: F401  (the plots extra)
+        except ImportError:
+            return
+        from analysis.plots import write_plots
+
+        analysis = analyze(trials_t, stages_t)
+        plots_s, paths = best(lambda: write_plots(analysis, Path(tmp) / "plots"), 1)
+        print(f"  plots ({len(paths)} PNGs): {plots_s:.3f}")
 
 
 if __name__ == "__main__":
