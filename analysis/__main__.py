@@ -1,6 +1,6 @@
-"""`python -m analysis OUTPUT_DIR [--sweep-id ID] [--stages]`: print the per-agent summary
-table (the numbers of `reb-ray report`), and with --stages the outcome distribution of every
-stage per agent."""
+"""`python -m analysis OUTPUT_DIR [--sweep-id ID] [--stages]`: print what `reb-ray report`
+prints (the per-agent summary table, then the analysis: `analysis.terminal.format_report`), and
+with --stages the outcome distribution of every stage per agent."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 
 from reb_ray.errors import RebRayError
 
-from .summary import print_summary
+from .terminal import format_report
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse arguments, print the summary; return 0, or 1 after printing a RebRayError line."""
+    """Parse arguments, print the report; return 0, or 1 after printing a RebRayError line."""
     parser = argparse.ArgumentParser(prog="python -m analysis", description=__doc__)
     parser.add_argument("output_dir", type=Path, help="results directory holding trials/")
     parser.add_argument("--sweep-id", default=None, help="summarise only this sweep")
@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.output_dir}: no trials/ dataset here (is it a sweep's --output directory?)", file=sys.stderr)
         return 1
     try:
-        print_summary(args.output_dir, args.sweep_id)
+        print(format_report(args.output_dir, args.sweep_id))
         if args.stages:
             from reb_ray.results.read import read_trials
 

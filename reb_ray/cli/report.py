@@ -1,4 +1,4 @@
-"""`reb-ray report RUN_DIR [--sweep-id ID] [--csv FILE|-]`: the summary of a results directory."""
+"""`reb-ray report RUN_DIR [--sweep-id ID] [--csv FILE|-]`: the summary and analysis of a results directory."""
 
 from __future__ import annotations
 
@@ -13,23 +13,29 @@ def report(
     sweep_id: Optional[str] = typer.Option(None, help="Only this sweep."),
     csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write the paper-compatible CSV (the release's master_summary.csv columns, then ours); '-' prints it instead of the table."),
 ) -> None:
-    """Per (sweep, agent): C0 missing/total, C1-C4 success/measured with hardware apart, C5, time, env size.
+    """Per (sweep, agent): the summary table, then success rates with 95% intervals, pass@k,
+    paired comparisons, cost per success, findings, failures and the C5 audit.
 
-    The terminal table and the CSV print the same numbers (`analysis.scores.summarize`).
+    The terminal table and the CSV print the same numbers (`analysis.scores.summarize`); the
+    analysis below the table is `analysis.terminal.format_analysis`.
     """
+    from analysis.analyze import STAGE_COLUMNS, analyze
     from analysis.paper import to_csv
     from analysis.scores import summarize
     from analysis.summary import format_summary
+    from analysis.terminal import format_analysis
     from reb_ray.errors import RebRayError
-    from reb_ray.results.read import read_trials
+    from reb_ray.results.read import read_stages, read_trials
 
     if not (run_dir / "trials").is_dir():
         raise RebRayError(f"{run_dir}: no trials/ dataset here (is it a sweep's --output directory?)")
-    rows = summarize(read_trials(run_dir, sweep_id))
+    trials = read_trials(run_dir, sweep_id)
+    rows = summarize(trials)
     if csv_path == Path("-"):
         typer.echo(to_csv(rows), nl=False)
         return
-    typer.echo(format_summary(rows))
+    analysis = analyze(trials, read_stages(run_dir, sweep_id, columns=STAGE_COLUMNS))
+    typer.echo(format_summary(rows) + "\n\n" + format_analysis(analysis))
     if csv_path is not None:
         try:
             csv_path.write_text(to_csv(rows))

@@ -115,14 +115,15 @@ def read_trials(output_dir: Path, sweep_id: str | None = None) -> pa.Table:
     return _read(Path(output_dir) / TRIALS_DIR, TRIALS_SCHEMA, sweep_id)
 
 
-def read_stages(output_dir: Path, sweep_id: str | None = None) -> pa.Table:
+def read_stages(output_dir: Path, sweep_id: str | None = None, columns: list[str] | None = None) -> pa.Table:
     """All `stages` rows under `output_dir`, or one sweep's, as STAGES_SCHEMA.
 
-    Shape: one row per stage per written attempt, columns exactly STAGES_SCHEMA. A missing
+    Shape: one row per stage per written attempt, columns exactly STAGES_SCHEMA, or only
+    `columns` (in that order; the analysis reads a few, not every log head and tail). A missing
     directory gives an empty table of the schema. Raises RebRayError (one line naming the
     file) for an unreadable shard or one whose schema is foreign.
     """
-    return _read(Path(output_dir) / STAGES_DIR, STAGES_SCHEMA, sweep_id)
+    return _read(Path(output_dir) / STAGES_DIR, STAGES_SCHEMA, sweep_id, columns)
 
 
 def latest_attempts(table: pa.Table) -> pa.Table:

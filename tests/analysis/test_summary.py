@@ -61,4 +61,6 @@ def test_print_summary_and_main_read_parquet(tmp_path, capsys):
     assert table_rows(only_s0)["alpha"]["C0 missing/total"] == "1/10"
     capsys.readouterr()
     assert main([str(tmp_path), "--sweep-id", "s0"]) == 0
-    assert capsys.readouterr().out.strip() == only_s0
+    out = capsys.readouterr().out
+    assert out.startswith(only_s0 + "\n\nanalysis of sweep s0\n")  # the table, then the analysis
+    assert "analysis of sweep s1" not in out

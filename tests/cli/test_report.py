@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from analysis.summary import HEADERS
 from tests.analysis.runs import write_run
 
@@ -82,3 +84,42 @@ def test_report_csv_dash_prints_the_csv(tmp_path):
     assert _run("-c", "from reb_ray.cli import main; main()", "report", str(run_dir), "--csv", str(csv_file)).returncode == 0
     res = _run("-c", "from reb_ray.cli import main; main()", "report", str(run_dir), "--csv", "-")
     assert res.returncode == 0 and res.stdout == csv_file.read_text()
+
+
+def test_report_analysis_agrees_with_the_csv(tmp_path):
+    """Issue 14 item 8: the analysis under the table and the CSV show the same numbers where
+    they share one (stage successes over applicable trials, C0 missing / total, tokens, cost),
+    and the 20x-tokens finding is a line of the report."""
+    from tests.analysis.synthetic import write_fixture
+
+    run_dir, csv_file = write_fixture(tmp_path / "run"), tmp_path / "summary.csv"
+    report = _run("-c", "from reb_ray.cli import main; main()", "report", str(run_dir), "--csv", str(csv_file))
+    assert report.returncode == 0, report.stderr
+    rows = {r["agent"]: r for r in csv.DictReader(csv_file.open())}
+    blocks = report.stdout.split("\n\n")
+    rates = next(b for b in blocks if b.startswith("Success per stage")).splitlines()
+    costs = next(b for b in blocks if b.startswith("Cost and efficiency")).splitlines()
+    header = re.split(r"\s{2,}", next(line for line in rates if line.strip().startswith("agent")).strip())
+    assert header == ["agent", "C0 missing", "C1", "C2", "C3", "C4", "C5"]
+    seen = set()
+    for line in rates:
+        cells = re.split(r"\s{2,}", line.strip())
+        if cells[0] not in rows:
+            continue
+        row, shown = rows[cells[0]], dict(zip(header, cells))
+        seen.add(cells[0])
+        assert shown["C0 missing"].split()[0] == f"{row['c0_missing_sum']}/{row['c0_total_sum']}"
+        for label, name in (("C1", "c1_cpu"), ("C2", "c2_cuda"), ("C3", "c3_single_gpu"), ("C4", "c4_multi_gpu")):
+            assert shown[label].split()[0] == f"{row[f'{name}_success']}/{row[f'{name}_denom']}", (cells[0], label)
+    assert seen == {"frugal", "spender", "weak"}
+    for line in costs:
+        cells = re.split(r"\s{2,}", line.strip())
+        if cells[0] not in rows:
+            continue
+        row = rows[cells[0]]
+        if row["agent_tokens_total_sum"]:
+            assert float(cells[1].replace(",", "")) == float(row["agent_tokens_total_sum"]) / int(row["job_count"])
+            assert float(cells[2]) == pytest.approx(float(row["cost_usd_sum"]) / int(row["cost_valid_jobs"]), abs=5e-5)
+        else:
+            assert cells[1:3] == ["-", "-"] and row["cost_usd_sum"] == ""  # unknown on both sides, never 0
+    assert any(line.startswith("FINDING: spender spent 20.0x frugal's tokens") for line in report.stdout.splitlines())

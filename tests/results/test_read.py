@@ -59,3 +59,15 @@ def test_latest_attempts_edge_cases():
     assert latest_attempts(TRIALS_SCHEMA.empty_table()).num_rows == 0
     with pytest.raises(KeyError, match="attempt"):
         latest_attempts(table.drop_columns(["attempt"]))
+
+
+def test_read_stages_reads_only_the_columns_asked(tmp_path):
+    from reb_ray.results.read import read_stages
+
+    stage = {"sweep_id": "s1", "trial_id": "a/t1/0", "attempt": 1, "stage": "c5", "status": "success",
+             "raw": "{}", "log_head": "x" * 1000}
+    ParquetSink(tmp_path).write([], [stage, {**stage, "stage": "c1", "raw": None}])
+    table = read_stages(tmp_path, columns=["stage", "raw"])
+    assert table.column_names == ["stage", "raw"]
+    assert sorted(table.to_pylist(), key=lambda r: r["stage"]) == [{"stage": "c1", "raw": None}, {"stage": "c5", "raw": "{}"}]
+    assert read_stages(tmp_path / "missing", columns=["stage"]).column_names == ["stage"]

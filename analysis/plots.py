@@ -1,0 +1,220 @@
+"""Plots of an analysed run (issue 14, item 5), PNG via matplotlib's Agg backend (no display).
+
+Per sweep, four figures, each a function returning a matplotlib Figure (so its numbers can be
+checked) and written by `write_plots` under deterministic names (`plot_path`):
+
+- `pyramid`: success rate per stage C1..C4 and C5 per agent, bars with their 95% intervals
+  (`analysis.statistics`; error bars span the interval).
+- `cost_success`: mean cost per trial (USD; tokens per trial where no agent is priced) against
+  success rate, one panel per stage C1..C4, the Pareto frontier drawn as a step line
+  (`analysis.cost`); agents with unknown cost are named in the panel, not plotted at 0.
+- `failures`: non-successes per agent stacked by category over all stages C0..C5
+  (`analysis.failures`), owner in the legend label.
+- `heatmap`: agent x task, the highest stage C1..C4 that succeeded, averaged over the agent's
+  trials of the task (0: none did; blank: the agent has no scored trial of the task).
+
+matplotlib is an optional dependency (`pip install 'reb-ray[plots]'`); without it the
+functions raise RebRayError saying so. The PNG files carry no software version or date, so the
+same analysis and matplotlib version give the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+from reb_ray.errors import RebRayError
+
+from .analyze import Analysis
+from .outcomes import LABELS, OUTCOME, sort_key
+
+PLOTS = ("pyramid", "cost_success", "failures", "heatmap")
+PYRAMID_STAGES = ("c1", "c2", "c3", "c4", "c5")
+FRONTIER_STAGES = ("c1", "c2", "c3", "c4")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise RebRayError("plots need matplotlib: pip install 'reb-ray[plots]'") from exc
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_path(out_dir: Path, sweep_id: str | None, plot: str) -> Path:
+    """`out_dir/<sweep>-<plot>.png`: the sweep id with characters outside [A-Za-z0-9._-] as
+    "_" and, when that changed it, 8 hex digits of its SHA-256 appended (distinct sweeps never
+    share a name). Raises ValueError for a plot not in PLOTS."""
+    if plot not in PLOTS:
+        raise ValueError(f"unknown plot {plot!r}: expected one of {', '.join(PLOTS)}")
+    raw = "none" if sweep_id is None else sweep_id
+    safe = _UNSAFE.sub("_", raw)[:100] or "_"
+    if safe != raw:
+        safe += "-" + hashlib.sha256(raw.encode()).hexdigest()[:8]
+    return Path(out_dir) / f"{safe}-{plot}.png"
+
+
+def _agents(a: Analysis, sweep_id) -> list:
+    return [agent for agent in a.stats.run.agents(sweep_id) if (sweep_id, agent) in a.stats.run.by_agent]
+
+
+def pyramid(a: Analysis, sweep_id) -> Any:
+    """Grouped bars: x = stage, one bar per agent, height = success rate, error bar = the 95%
+    interval. A stage with no applicable trial for an agent has no bar."""
+    plt = _pyplot()
+    agents = _agents(a, sweep_id)
+    fig, ax = plt.subplots(figsize=(2 + 1.6 * len(PYRAMID_STAGES), 4.5))
+    width = 0.8 / max(1, len(agents))
+    for i, agent in enumerate(agents):
+        xs, heights, low, high = [], [], [], []
+        for j, stage in enumerate(PYRAMID_STAGES):
+            s = a.stats.stage(sweep_id, agent, stage)
+            if s.rate is None:
+                continue
+            xs.append(j - 0.4 + width * (i + 0.5))
+            heights.append(s.rate)
+            low.append(s.rate - s.interval.low)
+            high.append(s.interval.high - s.rate)
+        ax.bar(xs, heights, width, yerr=[low, high], capsize=3, label=str(agent))
+    ax.set_xticks(range(len(PYRAMID_STAGES)), [LABELS[s] for s in PYRAMID_STAGES])
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("success rate (95% interval)")
+    ax.set_title(f"sweep {sweep_id}: success per stage")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def _spend(a: Analysis, sweep_id) -> tuple[str, dict]:
+    costs = [c for c in a.costs if c.sweep_id == sweep_id]
+    if any(c.cost_per_trial is not None for c in costs):
+        return "cost_usd", {c.agent: c.cost_per_trial for c in costs}
+    return "tokens", {c.agent: c.tokens_per_trial for c in costs}
+
+
+def cost_success(a: Analysis, sweep_id) -> Any:
+    """One panel per stage C1..C4: x = mean cost per trial (USD, or tokens per trial when no
+    agent of the sweep is priced), y = success rate; the frontier's agents joined by a step
+    line; unknown-cost agents listed in the panel."""
+    plt = _pyplot()
+    metric, spend = _spend(a, sweep_id)
+    fig, axes = plt.subplots(1, len(FRONTIER_STAGES), figsize=(4 * len(FRONTIER_STAGES), 4), squeeze=False)
+    for ax, stage in zip(axes[0], FRONTIER_STAGES):
+        frontier = next(f for f in a.frontiers if (f.sweep_id, f.stage, f.metric) == (sweep_id, stage, metric))
+        known = [(agent, spend[agent], a.stats.stage(sweep_id, agent, stage).rate) for agent in _agents(a, sweep_id)
+                 if spend.get(agent) is not None and a.stats.stage(sweep_id, agent, stage).rate is not None]
+        for agent, x, y in known:
+            ax.scatter([x], [y], zorder=3)
+            ax.annotate(str(agent), (x, y), textcoords="offset points", xytext=(4, 4), fontsize="small")
+        front = [(spend[agent], a.stats.stage(sweep_id, agent, stage).rate) for agent in frontier.agents]
+        if front:
+            ax.step([x for x, _ in front], [y for _, y in front], where="post", linestyle="--", color="grey",
+                    marker="s", markerfacecolor="none", markersize=11, label="Pareto frontier")
+            ax.legend(fontsize="small", loc="lower right")
+        if frontier.unknown:
+            ax.text(0.02, 0.98, "unknown: " + ", ".join(map(str, frontier.unknown)), transform=ax.transAxes,
+                    va="top", fontsize="small")
+        ax.set_title(f"{LABELS[stage]}")
+        ax.set_xlabel("USD per trial" if metric == "cost_usd" else "tokens per trial")
+        ax.set_ylim(-0.02, 1.05)
+        ax.set_xlim(left=0)
+    axes[0][0].set_ylabel("success rate")
+    fig.suptitle(f"sweep {sweep_id}: cost vs success")
+    fig.tight_layout()
+    return fig
+
+
+def failures(a: Analysis, sweep_id) -> Any:
+    """Stacked bars, one per agent: its non-successes over C0..C5 by category (owner in the
+    label), largest categories at the bottom."""
+    plt = _pyplot()
+    agents = [str(x) for x in _agents(a, sweep_id)]
+    totals: dict[tuple, dict[str, int]] = {}
+    for f in a.failures:
+        if f.sweep_id == sweep_id:
+            totals.setdefault((f.owner, f.category), {}).setdefault(str(f.agent), 0)
+            totals[(f.owner, f.category)][str(f.agent)] += f.trials
+    order = sorted(totals, key=lambda k: (-sum(totals[k].values()), k))
+    fig, ax = plt.subplots(figsize=(2 + 1.2 * len(agents), 4.5))
+    bottom = [0] * len(agents)
+    for owner, category in order:
+        heights = [totals[(owner, category)].get(agent, 0) for agent in agents]
+        ax.bar(agents, heights, bottom=bottom, label=f"{category} ({owner})")
+        bottom = [b + h for b, h in zip(bottom, heights)]
+    ax.set_ylabel("stages not succeeded (C0..C5, trials)")
+    ax.set_title(f"sweep {sweep_id}: failures by category")
+    if order:
+        ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+def highest_stages(a: Analysis, sweep_id) -> tuple[list, list, list[list[float | None]]]:
+    """(agents, tasks, values): values[i][j] = the mean over agent i's trials of task j of the
+    highest stage number 1..4 whose outcome was success (0 when none), None when the agent has
+    no scored trial of the task."""
+    agents = _agents(a, sweep_id)
+    levels: dict[tuple, list[int]] = {}
+    for agent in agents:
+        for row in a.stats.run.trials.get((sweep_id, agent), []):
+            reached = [n for n in range(1, 5) if row[OUTCOME][f"c{n}"] == "success"]
+            levels.setdefault((agent, row.get("task_id")), []).append(max(reached, default=0))
+    tasks = sorted({t for _, t in levels}, key=lambda t: sort_key((t,)))
+    values = [[(sum(v) / len(v)) if (v := levels.get((agent, t))) else None for t in tasks] for agent in agents]
+    return agents, tasks, values
+
+
+def heatmap(a: Analysis, sweep_id) -> Any:
+    """Agent x task image of `highest_stages` (0..4), each cell annotated when the grid is
+    small enough to read."""
+    plt = _pyplot()
+    agents, tasks, values = highest_stages(a, sweep_id)
+    grid = [[float("nan") if v is None else v for v in row] for row in values]
+    fig, ax = plt.subplots(figsize=(min(30, 4 + 0.35 * len(tasks)), 2 + 0.4 * len(agents)))
+    image = ax.imshow(grid, vmin=0, vmax=4, cmap="viridis", aspect="auto")
+    ax.set_yticks(range(len(agents)), [str(x) for x in agents])
+    ax.set_xticks(range(len(tasks)), [str(t) for t in tasks], rotation=90, fontsize="x-small")
+    if len(tasks) * len(agents) <= 400:
+        for i, row in enumerate(values):
+            for j, v in enumerate(row):
+                if v is not None:
+                    ax.text(j, i, f"{v:.1f}", ha="center", va="center", fontsize="x-small",
+                            color="white" if v < 2 else "black")
+    fig.colorbar(image, ax=ax, label="highest stage (mean)")
+    ax.set_title(f"sweep {sweep_id}: highest stage reached")
+    fig.tight_layout()
+    return fig
+
+
+def write_plots(a: Analysis, out_dir: Path) -> list[Path]:
+    """Write every plot of every sweep with a scored trial as PNG under `out_dir` (created),
+    named by `plot_path`; returns the paths in sweep then PLOTS order. Raises RebRayError when
+    matplotlib is missing or `out_dir` cannot be written."""
+    plt = _pyplot()
+    out_dir = Path(out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RebRayError(f"plots directory {out_dir}: cannot create: {exc.strerror or exc}") from exc
+    makers = {"pyramid": pyramid, "cost_success": cost_success, "failures": failures, "heatmap": heatmap}
+    written = []
+    for sweep_id in a.stats.run.sweeps():
+        if not _agents(a, sweep_id):
+            continue
+        for plot in PLOTS:
+            fig = makers[plot](a, sweep_id)
+            path = plot_path(out_dir, sweep_id, plot)
+            try:
+                fig.savefig(path, format="png", dpi=100, metadata={"Software": None})
+            except OSError as exc:
+                raise RebRayError(f"plot {path}: cannot write: {exc.strerror or exc}") from exc
+            finally:
+                plt.close(fig)
+            written.append(path)
+    return written

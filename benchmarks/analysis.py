@@ -1,0 +1,110 @@
+"""Analysis time for a synthetic run (issue 14, "Measure"): load + statistics.
+
+Writes a synthetic run through the real ParquetSink (tests/analysis/synthetic.py: every trial
+with its stage rows, one shard per attempt as workers write them), then times, best of
+REPEATS, in seconds:
+
+- load: read_trials + read_stages (the analysis columns only), as `reb-ray report` reads;
+- current: `analysis.load.load_trials` (the latest scored attempt per trial);
+- statistics: `analysis.statistics.run_statistics` (grouping, rates with Wilson or 2,000-resample
+  task bootstrap intervals, pass@k, C0);
+- comparisons: every pair of agents on every stage (paired bootstrap + McNemar);
+- analysis: `analysis.analyze.analyze` (statistics, cost, frontiers, findings, failures, C5);
+- report: the whole terminal report text (`analysis.terminal.format_report`, reads included);
+- plots: the four PNGs of `analysis.plots.write_plots` (when matplotlib is installed).
+
+The shard layout is the sink's today (one file per attempt) unless --one-shard, which writes
+the whole run in one write call (one file per sweep: what a compacted sweep reads like).
+
+Usage: python benchmarks/analysis.py [TASKS AGENTS TRIALS] [--one-shard] (default 44 6 5: 1,320 trials)
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[0] = str(ROOT)  # this file is benchmarks/analysis.py: never let it shadow the analysis package
+
+from analysis.analyze import STAGE_COLUMNS, analyze  # noqa: E402
+from analysis.load import load_trials  # noqa: E402
+from analysis.statistics import all_comparisons, run_statistics  # noqa: E402
+from analysis.terminal import format_report  # noqa: E402
+from reb_ray.results.read import read_stages, read_trials  # noqa: E402
+from reb_ray.results.parquet_sink import ParquetSink  # noqa: E402
+from tests.analysis.synthetic import random_rows, write  # noqa: E402
+
+REPEATS = 3
+
+
+class Seconds(float):
+    """Wall seconds, printed with the process's CPU seconds beside them (the machine may be
+    shared: CPU time is what the analysis itself costs)."""
+
+    cpu: float = 0.0
+
+    def __format__(self, spec: str) -> str:
+        return f"{format(float(self), spec)} s wall, {format(self.cpu, spec)} s CPU"
+
+
+def best(fn, repeats: int = REPEATS):
+    """(fastest of `repeats` calls as Seconds, last result)."""
+    times, result = [], None
+    for _ in range(repeats):
+        t, c = time.perf_counter(), time.process_time()
+        result = fn()
+        sec = Seconds(time.perf_counter() - t)
+        sec.cpu = time.process_time() - c
+        times.append(sec)
+    return min(times), result
+
+
+def main(argv: list[str]) -> None:
+    one_shard = "--one-shard" in argv
+    numbers = [a for a in argv if not a.startswith("--")]
+    tasks, agents, trials = (int(x) for x in numbers[:3]) if len(numbers) >= 3 else (44, 6, 5)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "run"
+        t = time.perf_counter()
+        attempts = random_rows(tasks, agents, trials)
+        if one_shard:
+            ParquetSink(out).write([r for r, _ in attempts], [s for _, stages in attempts for s in stages])
+        else:
+            write(out, attempts)
+        del attempts
+        write_s = time.perf_counter() - t
+        n = tasks * agents * trials
+        print(f"synthetic run: {tasks} tasks x {agents} agents x {trials} trials = {n:,} trials"
+              f" (written in {write_s:.1f} s, {sum(1 for _ in out.rglob('*.parquet')):,} shards)"
+              + (" [--one-shard]" if one_shard else " [one shard per attempt]"))
+        load_s, (trials_t, stages_t) = best(lambda: (read_trials(out), read_stages(out, columns=STAGE_COLUMNS)))
+        current_s, current = best(lambda: load_trials(out))
+        stats_s, stats = best(lambda: run_statistics(trials_t))
+        cmp_s, cmps = best(lambda: all_comparisons(stats.run))
+        analysis_s, _ = best(lambda: analyze(trials_t, stages_t))
+        report_s, text = best(lambda: format_report(out), 1)
+        print(f"  load (trials {trials_t.num_rows:,} rows + stages {stages_t.num_rows:,} rows): {load_s:.3f}")
+        print(f"  load_trials (current scored, {current.num_rows:,} rows): {current_s:.3f}")
+        print(f"  statistics ({len(stats.stages)} agent-stage rates): {stats_s:.3f}")
+        print(f"  all paired comparisons ({len(cmps)}): {cmp_s:.3f}")
+        print(f"  analyze (statistics + cost + failures + C5): {analysis_s:.3f}")
+        both = Seconds(load_s + stats_s)
+        both.cpu = load_s.cpu + stats_s.cpu
+        print(f"  load + statistics: {both:.3f}")
+        print(f"  terminal report, reads included ({len(text.splitlines())} lines): {report_s:.3f}")
+        try:
+            import matplotlib  # noqa: F401  (the plots extra)
+        except ImportError:
+            return
+        from analysis.plots import write_plots
+
+        analysis = analyze(trials_t, stages_t)
+        plots_s, paths = best(lambda: write_plots(analysis, Path(tmp) / "plots"), 1)
+        print(f"  plots ({len(paths)} PNGs): {plots_s:.3f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
