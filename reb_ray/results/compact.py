@@ -25,10 +25,7 @@ the run lock exclusively (reb_ray.results.lock), so it never runs while a sink w
 from __future__ import annotations
 
 import itertools
-import json
 import os
-import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,16 +33,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reb_ray.errors import RebRayError
-from reb_ray.results.atomic import publish, temp_path
+from reb_ray.results.atomic import temp_path
 from reb_ray.results.index import INDEX_COLUMNS, index_path, index_table, read_fresh_index
+from reb_ray.results.journal import Step, commit, no_step, recover
 from reb_ray.results.layout import (
     INDEX_DIR,
-    JOURNAL_DIR,
     LEGACY_PREFIX,
     STAGES_DIR,
-    TMP_DIR,
     TRIALS_DIR,
-    fsync_dir,
     is_part,
     new_writer_id,
     part_files,
@@ -63,7 +58,7 @@ BATCH_ROWS = 65_536
 BATCH_BYTES = 64 * 1024 * 1024
 DATASETS = ((TRIALS_DIR, TRIALS_SCHEMA), (STAGES_DIR, STAGES_SCHEMA))
 
-Step = Callable[[str], None]
+__all__ = ["compact", "compact_if_idle", "recover", "CompactionResult", "SweepCompaction"]
 
 
 @dataclass
@@ -120,7 +115,7 @@ def compact(output_dir: Path, sweep_id: str | None = None, target_bytes: int = T
         if sweep_id is not None and sweep_id not in found:
             raise RebRayError(f"{output_dir}: no sweep {sweep_id!r} here; sweeps: {', '.join(found) or 'none'}")
         chosen = [sweep_id] if sweep_id is not None else found
-        return CompactionResult([_compact_sweep(output_dir, s, target_bytes, step or _no_step) for s in chosen])
+        return CompactionResult([_compact_sweep(output_dir, s, target_bytes, step or no_step) for s in chosen])
 
 
 def compact_if_idle(output_dir: Path, sweep_id: str) -> CompactionResult | None:
@@ -147,10 +142,6 @@ def count_files(output_dir: Path, sweep_id: str) -> int:
     index_dir = sweep_dir(output_dir / INDEX_DIR, sweep_id)
     indexes = [p for p in index_dir.iterdir() if is_part(p)] if index_dir.is_dir() else []
     return sum(len(part_files(output_dir / name, sweep_id)) for name, _ in DATASETS) + len(indexes)
-
-
-def _no_step(name: str) -> None:
-    pass
 
 
 def _legacy(path: Path) -> bool:
@@ -193,7 +184,7 @@ def _compact_sweep(output_dir: Path, sweep_id: str, target_bytes: int, step: Ste
         raise
     if inputs:
         step("written")
-        _commit(output_dir, inputs, outputs, step)
+        commit(output_dir, inputs, outputs, step)
     return SweepCompaction(sweep_id, before, count_files(output_dir, sweep_id), rows)
 
 
@@ -302,68 +293,3 @@ def _rewrite(output_dir: Path, dataset: str, schema: pa.Schema, sweep_id: str, i
 def _fsync_file(path: Path) -> None:
     with open(path, "rb") as f:
         os.fsync(f.fileno())
-
-
-def _commit(output_dir: Path, inputs: list[Path], outputs: list[tuple[Path, Path]], step: Step) -> None:
-    """Write the journal (the commit point), then finish it."""
-    rel = lambda p: str(Path(p).relative_to(output_dir))  # noqa: E731
-    journal = {"inputs": [rel(p) for p in inputs], "outputs": [[rel(t), rel(f)] for t, f in outputs]}
-    directory = output_dir / JOURNAL_DIR
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{uuid.uuid4().hex}.json"
-    tmp = temp_path(output_dir, path)
-    with open(tmp, "w") as f:
-        json.dump(journal, f)
-        f.flush()
-        os.fsync(f.fileno())
-    publish(tmp, path)
-    step("committed")
-    _finish(output_dir, path, journal, step)
-
-
-def _finish(output_dir: Path, path: Path, journal: dict, step: Step) -> None:
-    """Rename the journal's outputs into place, delete its inputs, delete it. Idempotent, so a
-    crash anywhere in here is finished by running it again (`recover`)."""
-    for i, (tmp_rel, final_rel) in enumerate(journal["outputs"]):
-        tmp, final = output_dir / tmp_rel, output_dir / final_rel
-        try:
-            publish(tmp, final)
-        except FileNotFoundError:
-            if not final.exists():  # neither name: the file is gone, which no crash can cause
-                raise RebRayError(f"compaction journal {path}: {tmp_rel} and {final_rel} are both missing") from None
-        step(f"renamed {i}")
-    parents = set()
-    for i, rel in enumerate(journal["inputs"]):
-        (output_dir / rel).unlink(missing_ok=True)
-        parents.add((output_dir / rel).parent)
-        step(f"removed {i}")
-    for parent in parents:
-        fsync_dir(parent)
-        if parent.name.startswith(LEGACY_PREFIX) and parent.is_dir() and not any(parent.iterdir()):
-            parent.rmdir()
-    path.unlink(missing_ok=True)
-    fsync_dir(path.parent)
-    step("done")
-
-
-def recover(output_dir: Path, remove_temps: bool = False) -> int:
-    """Finish every compaction whose journal was committed and whose process died; returns how
-    many. With `remove_temps` (only under the exclusive lock, when no sink is mid-write) also
-    delete leftover temporary files. Raises RebRayError for a journal that cannot be parsed."""
-    output_dir = Path(output_dir)
-    directory = output_dir / JOURNAL_DIR
-    done = 0
-    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
-        try:
-            journal = json.loads(path.read_text())
-        except FileNotFoundError:  # another writer finished it meanwhile
-            continue
-        except (OSError, ValueError) as exc:
-            raise RebRayError(f"compaction journal {path} is unreadable ({exc}); move it away and run reb-ray compact") from exc
-        _finish(output_dir, path, journal, _no_step)
-        done += 1
-    tmp_dir = output_dir / TMP_DIR
-    if remove_temps and tmp_dir.is_dir():
-        for leftover in tmp_dir.iterdir():
-            leftover.unlink(missing_ok=True)
-    return done

@@ -33,7 +33,8 @@ from reb_ray.results.atomic import write_atomic
 from reb_ray.results.index import index_path, index_table
 from reb_ray.results.layout import INDEX_DIR, STAGES_DIR, TRIALS_DIR, new_writer_id, part_name, sweep_dir, sweep_dir_name
 from reb_ray.results.lock import RunLock
-from reb_ray.results.schema import SCHEMA_VERSION, STAGES_SCHEMA, TRIALS_SCHEMA
+from reb_ray.results.rows import rows_to_table, split_by_sweep
+from reb_ray.results.schema import STAGES_SCHEMA, TRIALS_SCHEMA
 
 __all__ = ["ParquetSink", "rows_to_table", "sweep_dir_name", "flush_pending"]
 
@@ -41,51 +42,6 @@ DEFAULT_FLUSH_INTERVAL_S = 1.0
 DEFAULT_PART_ROWS = 250_000
 DEFAULT_PART_BYTES = 32 * 1024 * 1024
 DEFAULT_PART_AGE_S = 600.0
-
-def rows_to_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
-    """Convert row dicts to a table of exactly `schema`, filling `schema_version`.
-
-    A key missing from a row becomes null; a null or absent `schema_version` becomes
-    SCHEMA_VERSION. Raises ValueError naming the key when a row has a key that is not a column
-    of `schema`, when a row's `schema_version` differs from SCHEMA_VERSION, or when a value
-    cannot be converted to its column's type. An empty `rows` gives an empty table of `schema`.
-    """
-    names = set(schema.names)
-    filled: list[dict] = []
-    for i, row in enumerate(rows):
-        unknown = sorted(k for k in row if k not in names)
-        if unknown:
-            dataset = (schema.metadata or {}).get(b"reb_ray.dataset", b"?").decode()
-            raise ValueError(
-                f"row {i}: unknown key {unknown[0]!r} for the {dataset} schema"
-                + (f" (also {', '.join(map(repr, unknown[1:]))})" if len(unknown) > 1 else "")
-            )
-        version = row.get("schema_version")
-        if version is not None and version != SCHEMA_VERSION:
-            raise ValueError(
-                f"row {i}: schema_version {version!r} differs from this writer's {SCHEMA_VERSION}"
-            )
-        filled.append({**row, "schema_version": SCHEMA_VERSION})
-    try:
-        return pa.Table.from_pylist(filled, schema=schema)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise ValueError(f"cannot convert rows to the schema: {exc}") from exc
-
-
-def _group_by_sweep(rows: list[dict], dataset: str) -> dict[str, list[dict]]:
-    groups: dict[str, list[dict]] = {}
-    for i, row in enumerate(rows):
-        sweep_id = row.get("sweep_id")
-        if not isinstance(sweep_id, str) or not sweep_id:
-            raise ValueError(
-                f"{dataset} row {i}: sweep_id must be a non-empty string, got {sweep_id!r}"
-            )
-        for key in ("trial_id", "attempt"):
-            if row.get(key) is None:
-                raise ValueError(f"{dataset} row {i}: {key} is required")
-        groups.setdefault(sweep_id, []).append(row)
-    return groups
-
 
 @dataclass
 class _Part:
@@ -226,7 +182,9 @@ class _Writer:
         part.tables = [table]  # one chunk: the next rewrite does not walk every write's chunk
         stat = write_atomic(table, part.path, self.output_dir)
         if part.dataset == TRIALS_DIR:
-            write_atomic(index_table(table, stat), index_path(self.output_dir, part.path), self.output_dir)
+            index = index_path(self.output_dir, part.path)
+            assert index is not None  # a sink's parts are always in a sweep directory of trials/
+            write_atomic(index_table(table, stat), index, self.output_dir)
         part.dirty = False
 
     def flush(self) -> None:
@@ -309,8 +267,9 @@ class ParquetSink:
         """
         planned: list[tuple[str, str, pa.Table]] = []
         for rows, schema, dataset in ((trial_rows, TRIALS_SCHEMA, TRIALS_DIR), (stage_rows, STAGES_SCHEMA, STAGES_DIR)):
-            for sweep_id, group in _group_by_sweep(rows, dataset).items():
-                planned.append((dataset, sweep_id, rows_to_table(group, schema)))
+            if rows:
+                table = rows_to_table(rows, schema)
+                planned += [(dataset, sweep_id, part) for sweep_id, part in split_by_sweep(table, rows, dataset)]
         if not planned:
             return []
         return self._writer.add(planned)

@@ -40,7 +40,7 @@ def check_schema(path: Path, schema: pa.Schema) -> None:
     tagged = (found.metadata or {}).get(b"reb_ray.dataset")
     if tagged is not None and tagged != wanted:
         raise RebRayError(
-            f"results shard {path} belongs to dataset {tagged.decode()!r}, not {wanted.decode()!r};"
+            f"results shard {path} belongs to dataset {tagged.decode()!r}, not {(wanted or b'?').decode()!r};"
             " move or delete it"
         )
     for field in found:
