@@ -270,7 +270,7 @@ def _rewrite(output_dir: Path, dataset: str, schema: pa.Schema, sweep_id: str, i
             for table in batches(path, schema, BATCH_ROWS):
                 read += table.num_rows
                 buffer.append(table)
-                buffered += table.nbytes
+                buffered += table.get_total_buffer_size()
                 if sum(t.num_rows for t in buffer) >= BATCH_ROWS or buffered >= BATCH_BYTES:
                     drain()
                     buffered = 0

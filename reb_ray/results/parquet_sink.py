@@ -73,7 +73,10 @@ def flush_pending(output_dir: Path) -> None:
 
 class _Writer:
     """The sink's state, apart from the ParquetSink object so that its flusher thread and
-    finalizer can hold it without keeping the sink alive."""
+    finalizer can hold it without keeping the sink alive.
+
+    Two locks: `_cond` guards the buffers (held only briefly, so writes go on while a flush
+    writes files), `_flushing` makes flushes one at a time."""
 
     def __init__(self, output_dir: Path, flush_interval_s: float, part_rows: int, part_bytes: int,
                  part_age_s: float) -> None:
@@ -83,6 +86,7 @@ class _Writer:
         self.part_rows, self.part_bytes, self.part_age_s = part_rows, part_bytes, part_age_s
         self.writer_id = new_writer_id()
         self._cond = threading.Condition()
+        self._flushing = threading.Lock()
         self._parts: dict[tuple[str, str], _Part] = {}
         self._seq = 0
         self._last_flush = float("-inf")
@@ -108,21 +112,22 @@ class _Writer:
                 part = self._part(dataset, sweep_id)
                 part.tables.append(table)
                 part.rows += table.num_rows
-                part.nbytes += table.nbytes
+                part.nbytes += table.get_total_buffer_size()  # O(columns); .nbytes walks every buffer
                 part.dirty = True
                 full |= part.rows >= self.part_rows or part.nbytes >= self.part_bytes
                 if part.path not in paths:
                     paths.append(part.path)
-            if full or self._error is not None or time.monotonic() - self._last_flush >= self.flush_interval_s:
-                self._flush()
-            else:
+            now = full or self._error is not None or time.monotonic() - self._last_flush >= self.flush_interval_s
+            if not now:
                 self._schedule()
-            return paths
+        if now:
+            self.flush()
+        return paths
 
     def _open(self) -> None:
         """First write: hold the run lock shared (waits while a compaction runs) and finish any
         compaction that a crash interrupted after its commit point."""
-        from reb_ray.results.compact import recover
+        from reb_ray.results.journal import recover
 
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self._lock = RunLock(self.output_dir, exclusive=False, blocking=True)
@@ -138,6 +143,7 @@ class _Writer:
         return part
 
     def _schedule(self) -> None:
+        """Called with `_cond` held: make sure a flush happens by last flush + interval."""
         if self._due is None:
             self._due = self._last_flush + self.flush_interval_s
         if self._thread is None:
@@ -146,52 +152,65 @@ class _Writer:
         self._cond.notify_all()
 
     def _run(self) -> None:
-        with self._cond:
-            while not self._closed and self._due is not None:
-                delay = self._due - time.monotonic()
-                if delay > 0:
-                    self._cond.wait(delay)
-                    continue
-                try:
-                    self._flush()
-                except Exception:  # kept in self._error: the next write or close raises it
+        while True:
+            with self._cond:
+                while not self._closed and self._due is not None and self._due > time.monotonic():
+                    self._cond.wait(self._due - time.monotonic())
+                if self._closed or self._due is None:
+                    self._thread = None
+                    return
+            try:
+                self.flush()
+            except Exception:  # kept in self._error: the next write or close raises it
+                with self._cond:
                     self._due = None
-            self._thread = None
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
         """Write every dirty open part (trials and their index first, then stages), then close
-        the parts that are full or old. Called with the condition held."""
-        now = time.monotonic()
-        order = {TRIALS_DIR: 0, STAGES_DIR: 1}
-        try:
-            for part in sorted(self._parts.values(), key=lambda p: order[p.dataset]):
-                if part.dirty:
-                    self._write(part)
-        except BaseException as exc:
-            self._error = exc
-            raise
-        self._error = None
-        self._last_flush = now
-        self._due = None
-        for key, part in list(self._parts.items()):
-            if part.rows >= self.part_rows or part.nbytes >= self.part_bytes or now - part.opened >= self.part_age_s:
-                del self._parts[key]
+        the parts that are full or old. Raises OSError (also kept for the next write) when a
+        write fails; the rows stay buffered."""
+        with self._flushing:
+            started = time.monotonic()
+            with self._cond:
+                order = {TRIALS_DIR: 0, STAGES_DIR: 1}
+                dirty = sorted((p for p in self._parts.values() if p.dirty), key=lambda p: order[p.dataset])
+                snapshot = [(part, self._combined(part)) for part in dirty]
+                for part, _ in snapshot:
+                    part.dirty = False  # rows added from here on make it dirty again
+                self._due = None
+            try:
+                for part, table in snapshot:
+                    self._write(part, table)
+            except BaseException as exc:
+                with self._cond:
+                    for part, _ in snapshot:
+                        part.dirty = True
+                    self._error = exc
+                raise
+            with self._cond:
+                self._error = None
+                self._last_flush = started
+                for key, part in list(self._parts.items()):
+                    old = started - part.opened >= self.part_age_s
+                    if not part.dirty and (part.rows >= self.part_rows or part.nbytes >= self.part_bytes or old):
+                        del self._parts[key]  # closed: the next rows start a new part
+                if any(p.dirty for p in self._parts.values()):
+                    self._schedule()
 
-    def _write(self, part: _Part) -> None:
-        table = pa.concat_tables(part.tables).combine_chunks() if len(part.tables) > 1 else part.tables[0]
-        part.tables = [table]  # one chunk: the next rewrite does not walk every write's chunk
+    @staticmethod
+    def _combined(part: _Part) -> pa.Table:
+        """The part's rows as one table of one chunk (so a rewrite does not walk every write's
+        chunk); called with `_cond` held."""
+        if len(part.tables) > 1:
+            part.tables = [pa.concat_tables(part.tables).combine_chunks()]
+        return part.tables[0]
+
+    def _write(self, part: _Part, table: pa.Table) -> None:
         stat = write_atomic(table, part.path, self.output_dir)
         if part.dataset == TRIALS_DIR:
             index = index_path(self.output_dir, part.path)
             assert index is not None  # a sink's parts are always in a sweep directory of trials/
             write_atomic(index_table(table, stat), index, self.output_dir)
-        part.dirty = False
-
-    def flush(self) -> None:
-        """Write every buffered row now. Raises OSError when that fails."""
-        with self._cond:
-            if any(p.dirty for p in self._parts.values()):
-                self._flush()
 
     def close(self) -> None:
         """Flush, stop the flusher, release the run lock. Raises OSError when the last flush
@@ -199,17 +218,17 @@ class _Writer:
         with self._cond:
             if self._closed:
                 return
-            try:
-                if any(p.dirty for p in self._parts.values()):
-                    self._flush()
-            finally:
+        try:
+            self.flush()
+        finally:
+            with self._cond:
                 self._closed = True
                 self._cond.notify_all()
                 self._parts.clear()
                 if self._lock is not None:
                     self._lock.release()
                     self._lock = None
-                _LIVE.discard(self)
+            _LIVE.discard(self)
 
 
 class ParquetSink:

@@ -30,29 +30,32 @@ def rows_to_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
             raise ValueError(
                 f"row {i}: schema_version {version!r} differs from this writer's {SCHEMA_VERSION}"
             )
-    try:
-        table = pa.Table.from_pylist(rows, schema=schema)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise ValueError(f"cannot convert rows to the schema: {_which_value(rows, schema) or exc}") from exc
-    index = schema.get_field_index("schema_version")
-    version = pa.repeat(pa.scalar(SCHEMA_VERSION, schema.field(index).type), len(rows))
-    return table.set_column(index, schema.field(index), version)
-
-
-def _which_value(rows: list[dict], schema: pa.Schema) -> str | None:
-    """The first row and column whose value does not convert, as `row i, column 'c': value`."""
+    present = set().union(*rows)  # keys any row has; the other columns are all null
+    arrays = []
     for field in schema:
-        try:
-            pa.array([row.get(field.name) for row in rows], type=field.type)
-            continue
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            pass
+        name = field.name
+        if name == "schema_version":
+            arrays.append(pa.repeat(pa.scalar(SCHEMA_VERSION, field.type), len(rows)))
+        elif name in present:
+            arrays.append(_column(rows, field))
+        else:  # typed nulls, never a null-typed column (F12)
+            arrays.append(pa.nulls(len(rows), field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _column(rows: list[dict], field: pa.Field) -> pa.Array:
+    """One column's values as an array of its type; ValueError names the first bad value."""
+    name = field.name  # bound once: Field.name builds a new str on every access
+    try:
+        return pa.array([row.get(name) for row in rows], type=field.type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
         for i, row in enumerate(rows):
             try:
-                pa.array([row.get(field.name)], type=field.type)
-            except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-                return f"row {i}, column {field.name!r} ({field.type}): {row.get(field.name)!r}: {exc}"
-    return None
+                pa.array([row.get(name)], type=field.type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as inner:
+                raise ValueError(f"cannot convert rows to the schema: row {i}, column {name!r} ({field.type}):"
+                                 f" {row.get(name)!r}: {inner}") from exc
+        raise ValueError(f"cannot convert rows to the schema: column {name!r}: {exc}") from exc
 
 
 def split_by_sweep(table: pa.Table, rows: list[dict], dataset: str) -> list[tuple[str, pa.Table]]:
