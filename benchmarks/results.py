@@ -148,6 +148,8 @@ def main() -> None:
     n = args.trials
     work = args.dir or Path(tempfile.mkdtemp(prefix="reb-bench-results-"))
     out, single = work / "run", work / "one-file"
+    if work.exists() and any(work.iterdir()) and args.dir is not None:
+        raise SystemExit(f"--dir {work}: not empty (the sink appends: earlier rows would be counted twice)")
     single.mkdir(parents=True, exist_ok=True)
     print(f"{n} trials, {n * len(STAGES)} stage rows, under {work}")
 
