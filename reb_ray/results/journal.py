@@ -30,7 +30,9 @@ def no_step(name: str) -> None:
 
 def commit(output_dir: Path, inputs: list[Path], outputs: list[tuple[Path, Path]], step: Step) -> None:
     """Write the journal (the commit point), then finish it."""
-    rel = lambda p: str(Path(p).relative_to(output_dir))  # noqa: E731
+    def rel(path: Path) -> str:
+        return str(Path(path).relative_to(output_dir))
+
     journal = {"inputs": [rel(p) for p in inputs], "outputs": [[rel(t), rel(f)] for t, f in outputs]}
     directory = output_dir / JOURNAL_DIR
     directory.mkdir(parents=True, exist_ok=True)

@@ -43,6 +43,7 @@ DEFAULT_PART_ROWS = 250_000
 DEFAULT_PART_BYTES = 32 * 1024 * 1024
 DEFAULT_PART_AGE_S = 600.0
 
+
 @dataclass
 class _Part:
     """One open part file: its rows so far (as Arrow chunks) and whether the file lags them."""
