@@ -95,8 +95,8 @@ def test_buffered_rows_reach_disk_within_the_interval_without_another_call(tmp_p
     sink.write([trial(1)], [])
     sink.write([trial(2)], [stage(2)])
     deadline = time.monotonic() + 20  # the bound is 0.3 s; the margin is for a loaded machine
-    while len(on_disk(tmp_path)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    while (len(on_disk(tmp_path)) < 2 or not on_disk(tmp_path, "stages")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # a flush writes the trials part, then the stages part
     assert sorted(on_disk(tmp_path)) == ["agentA/task1/0", "agentA/task2/0"]
     assert on_disk(tmp_path, "stages") == ["agentA/task2/0"]
     sink.close()
