@@ -245,6 +245,7 @@ def _rewrite(output_dir: Path, dataset: str, schema: pa.Schema, sweep_id: str, i
         if trials:
             keys = pa.concat_tables(current.keys)
             final_index = index_path(output_dir, current.final)
+            assert final_index is not None  # outputs always go to a sweep directory of trials/
             tmp_index = temp_path(output_dir, final_index)
             pq.write_table(index_table(keys, current.tmp.stat()), tmp_index)
             _fsync_file(tmp_index)
