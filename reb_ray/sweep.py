@@ -13,6 +13,7 @@ from reb_ray.errors import RebRayError
 from reb_ray.llm.budget import RetryBackoff, SweepBudget
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.orchestrators.expand import expand
+from reb_ray.results.compact import CompactionResult, compact_if_idle
 from reb_ray.results.parquet_sink import ParquetSink
 from reb_ray.trial import TrialOutcome
 
@@ -24,7 +25,8 @@ class SweepResult:
     """What a sweep did: its id, attempts written, trials skipped by resume, wall seconds.
 
     With `--max-cost-usd`: `budget` says what the sweep's rows record as spent (earlier runs
-    included), `not_launched` how many trials the spent budget left unlaunched (0: none)."""
+    included), `not_launched` how many trials the spent budget left unlaunched (0: none).
+    `compaction`: the end-of-sweep compaction of the sweep's result files."""
 
     sweep_id: str
     attempts: int = 0
@@ -35,6 +37,7 @@ class SweepResult:
     outcomes: list[TrialOutcome] = field(default_factory=list)
     budget: SweepBudget | None = None
     not_launched: int = 0
+    compaction: CompactionResult | None = None  # None: nothing written, or another sink still writes there
 
 
 def _prepare_sandbox(config: SweepConfig) -> str | None:
@@ -127,8 +130,10 @@ def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
         try:
             orchestrator.run(specs, on_outcome, on_start)
         finally:
-            if wandb is not None:
-                _finish_wandb(wandb, config, result.sweep_id)
+            sink.close()  # every row on disk, the run lock released
+    result.compaction = compact_if_idle(config.output, result.sweep_id)  # a few files per sweep (issue 12)
+    if wandb is not None:  # after Parquet is whole and compacted: the artifact holds the final files
+        _finish_wandb(wandb, config, result.sweep_id)
     result.not_launched = len(orchestrator.not_launched)
     result.wall_time_s = time.monotonic() - start
     return result

@@ -337,3 +337,37 @@ def test_a_missing_asset_fails_fast_or_is_skipped_by_flag(tmp_path, docker_clien
     assert stages["c2"]["status"] == "skipped" and stages["c5"]["status"] == "success"
     assert _our_containers(docker_client, lenient.resolved_sweep_id()) == []
     _assert_regrades_to_itself(_regraded(tmp_path / "runs", tmp_path / "suites")[row["trial_id"]], row)
+
+
+SMALL_TASK = """
+id = "{id}"
+suite = "small"
+category = "1_cpu_only"
+source = {{ bundled = "repo" }}
+
+[stages.cpu]
+command = "echo cpu-ok"
+"""
+
+
+def test_a_sweep_ends_compacted_and_resumes_from_the_index(tmp_path, ray_local):
+    """Issue 12: the sweep's rows end in a few files (trials, stages, index), and the resume
+    that skips the scored trials reads the index."""
+    from reb_ray.results.index import read_index
+    from reb_ray.sweep import run_sweep
+
+    for n in range(4):
+        task_dir = tmp_path / "suites" / "small" / f"t{n}"
+        (task_dir / "repo").mkdir(parents=True)
+        (task_dir / "task.toml").write_text(SMALL_TASK.format(id=f"t{n}"))
+    config = SweepConfig(output=tmp_path / "runs", suite="small", tasks_root=tmp_path / "suites", agents=["noop"],
+                         sandbox="local", max_concurrent=2, sweep_id=_unique(), wheelhouses=[])
+    result = run_sweep(config, show_progress=False)
+    assert result.attempts == 4 and result.compaction is not None
+    (sweep,) = result.compaction.sweeps
+    assert sweep.files_after == 3
+    files = sorted(p.relative_to(config.output).parts[0] for p in config.output.glob("*/sweep-*/*.parquet"))
+    assert files == ["index", "stages", "trials"]
+    assert sorted(read_index(config.output, result.sweep_id)["trial_id"].to_pylist()) == [f"noop/t{n}/0" for n in range(4)]
+    again = run_sweep(config, show_progress=False)
+    assert (again.skipped, again.attempts, again.compaction) == (4, 0, None)

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from reb_ray import __version__
-from reb_ray.cli import agents, assets, doctor, image, llm, mirror, regrade, report, sandbox, sweep, tasks, trial
+from reb_ray.cli import agents, assets, compact, doctor, image, llm, mirror, regrade, report, sandbox, sweep, tasks, trial
 from reb_ray.errors import RebRayError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Evaluate environment-synthesis agents on Ray.")
@@ -15,6 +15,7 @@ app.command("doctor")(doctor.doctor)
 app.command("sweep")(sweep.sweep)
 app.command("regrade")(regrade.regrade)
 app.command("report")(report.report)
+app.command("compact")(compact.compact)
 app.command("mirror")(mirror.mirror)
 app.add_typer(image.app, name="image")
 app.add_typer(sandbox.app, name="sandbox")

@@ -6,7 +6,7 @@ import threading
 
 import pyarrow as pa
 
-from reb_ray.results.parquet_sink import rows_to_table
+from reb_ray.results.rows import rows_to_table
 from reb_ray.results.schema import STAGES_SCHEMA, TRIALS_SCHEMA
 
 

@@ -1,163 +1,264 @@
-"""Write `trials` and `stages` rows as atomic, uniquely named Parquet shards.
+"""Write `trials` and `stages` rows into rolled Parquet part files, each replaced atomically.
 
-Layout under the output directory (hive style, one directory per sweep)::
+Layout: reb_ray.results.layout (`<output>/trials/sweep-<id>/part-<writer>-<seq>.parquet`, the
+same for `stages`, and the resume index beside them, reb_ray.results.index).
 
-    <output_dir>/trials/sweep_id=<id>/part-<trial_id>-a<attempt>.parquet
-    <output_dir>/stages/sweep_id=<id>/part-<trial_id>-a<attempt>.parquet
+The rolling rule. Each sink is one writer with, per dataset and sweep, one *open part*: the
+rows written to it so far, kept in memory. A flush rewrites each open part with new rows as a
+whole file (temp in `.reb-ray/tmp`, fsync, rename over the previous version) and, for a trials
+part, its index file. An open part is closed (never rewritten again; the next rows start a new
+part) once it holds `part_rows` rows or `part_bytes` bytes of Arrow data, or is `part_age_s`
+seconds old. So a sweep of N trials leaves about N * row bytes / part_bytes files, not one per
+attempt, and `reb-ray compact` (run at every sweep's end) merges them into a few.
 
-The sweep directory value is URI-encoded (as pyarrow's hive partitioning expects), and every
-file still holds `sweep_id` as an ordinary column, so readers use the files alone
-(`reb_ray.results.read`) and need no partition discovery. Each shard is written to a hidden
-temporary name in its final directory, fsynced and renamed into place with `os.replace`, so a
-reader never sees a torn file and a crash leaves at most a hidden temp file that readers ignore.
+The crash bound. `write` flushes before it returns when the last flush is at least
+`flush_interval_s` old (so a lone trial end is on disk at once), else a background thread
+flushes at most `flush_interval_s` after the last flush: a crash (SIGKILL included) loses at
+most the rows of that interval, and never leaves a torn or half-renamed file. A reader in this
+process sees the rows at once (reb_ray.results.read flushes live sinks of its directory first).
+`close()` (or leaving a `with` block, or the process exiting normally) flushes the rest.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import re
-import uuid
-from collections.abc import Iterable
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from reb_ray.results.schema import SCHEMA_VERSION, STAGES_SCHEMA, TRIALS_SCHEMA
+from reb_ray.results.atomic import write_atomic
+from reb_ray.results.index import index_path, index_table
+from reb_ray.results.layout import INDEX_DIR, STAGES_DIR, TRIALS_DIR, new_writer_id, part_name, sweep_dir, sweep_dir_name
+from reb_ray.results.lock import RunLock
+from reb_ray.results.rows import rows_to_table, split_by_sweep
+from reb_ray.results.schema import STAGES_SCHEMA, TRIALS_SCHEMA
 
-TRIALS_DIR = "trials"
-STAGES_DIR = "stages"
-SHARD_PREFIX = "part-"
-SHARD_SUFFIX = ".parquet"
-TEMP_PREFIX = "."  # temp files are hidden; readers only read visible `part-*.parquet` files
-TEMP_SUFFIX = ".tmp"
+__all__ = ["ParquetSink", "rows_to_table", "sweep_dir_name", "flush_pending"]
 
-_MAX_NAME_CHARS = 120
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-
-def rows_to_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
-    """Convert row dicts to a table of exactly `schema`, filling `schema_version`.
-
-    A key missing from a row becomes null; a null or absent `schema_version` becomes
-    SCHEMA_VERSION. Raises ValueError naming the key when a row has a key that is not a column
-    of `schema`, when a row's `schema_version` differs from SCHEMA_VERSION, or when a value
-    cannot be converted to its column's type. An empty `rows` gives an empty table of `schema`.
-    """
-    names = set(schema.names)
-    filled: list[dict] = []
-    for i, row in enumerate(rows):
-        unknown = sorted(k for k in row if k not in names)
-        if unknown:
-            dataset = (schema.metadata or {}).get(b"reb_ray.dataset", b"?").decode()
-            raise ValueError(
-                f"row {i}: unknown key {unknown[0]!r} for the {dataset} schema"
-                + (f" (also {', '.join(map(repr, unknown[1:]))})" if len(unknown) > 1 else "")
-            )
-        version = row.get("schema_version")
-        if version is not None and version != SCHEMA_VERSION:
-            raise ValueError(
-                f"row {i}: schema_version {version!r} differs from this writer's {SCHEMA_VERSION}"
-            )
-        filled.append({**row, "schema_version": SCHEMA_VERSION})
-    try:
-        return pa.Table.from_pylist(filled, schema=schema)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise ValueError(f"cannot convert rows to the schema: {exc}") from exc
+DEFAULT_FLUSH_INTERVAL_S = 1.0
+DEFAULT_PART_ROWS = 250_000
+DEFAULT_PART_BYTES = 32 * 1024 * 1024
+DEFAULT_PART_AGE_S = 600.0
 
 
-def sweep_dir_name(sweep_id: str) -> str:
-    """Directory name of one sweep's partition: `sweep_id=<URI-encoded id>`."""
-    return f"sweep_id={quote(sweep_id, safe='')}"
+@dataclass
+class _Part:
+    """One open part file: its rows so far (as Arrow chunks) and whether the file lags them."""
+
+    dataset: str
+    path: Path
+    opened: float
+    tables: list[pa.Table] = field(default_factory=list)
+    rows: int = 0
+    nbytes: int = 0
+    dirty: bool = False
 
 
-def shard_name(keys: Iterable[tuple[str, int]]) -> str:
-    """Deterministic shard file name for the (trial_id, attempt) keys a shard holds.
-
-    One key gives `part-<sanitised trial_id>-a<attempt>.parquet`; characters outside
-    `[A-Za-z0-9._-]` become `_`, and when that (or truncation of a long id) changed the id an
-    8-hex-digit hash of the raw id is appended to the id part so distinct ids never share a
-    name. Several keys give `part-multi-<16 hex digits of a hash of the sorted keys>-n<count>
-    .parquet`. Raises ValueError when `keys` is empty.
-    """
-    unique = sorted(set(keys))
-    if not unique:
-        raise ValueError("a shard needs at least one (trial_id, attempt) key")
-    if len(unique) == 1:
-        trial_id, attempt = unique[0]
-        safe = _UNSAFE.sub("_", trial_id)[:_MAX_NAME_CHARS]
-        if safe != trial_id or not safe:
-            safe += "-" + hashlib.sha256(trial_id.encode()).hexdigest()[:8]
-        return f"{SHARD_PREFIX}{safe}-a{attempt}{SHARD_SUFFIX}"
-    digest = hashlib.sha256(repr(unique).encode()).hexdigest()[:16]
-    return f"{SHARD_PREFIX}multi-{digest}-n{len(unique)}{SHARD_SUFFIX}"
+_LIVE: weakref.WeakSet[_Writer] = weakref.WeakSet()
 
 
-def write_shard_atomic(table: pa.Table, path: Path) -> None:
-    """Write `table` to `path` as Parquet atomically: hidden temp file, fsync, os.replace.
-
-    The temp name is unique per process and call, in the same directory as `path`, so
-    concurrent writers never share a temp file; a failed write removes its temp file. An
-    existing file at `path` is replaced whole. Raises OSError / pyarrow errors from the write.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{TEMP_PREFIX}{path.name}.{os.getpid()}.{uuid.uuid4().hex}{TEMP_SUFFIX}")
-    try:
-        with open(tmp, "wb") as f:
-            pq.write_table(table, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
+def flush_pending(output_dir: Path) -> None:
+    """Flush every live sink of this process writing under `output_dir` (read-your-writes for
+    reb-ray's readers). A failing flush is left for that sink's next write or close to raise."""
+    target = Path(output_dir).resolve()
+    for writer in list(_LIVE):
+        if writer.resolved == target:
+            try:
+                writer.flush()
+            except Exception:
+                pass
 
 
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename in `directory` durable; best effort where directories cannot be opened."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+class _Writer:
+    """The sink's state, apart from the ParquetSink object so that its flusher thread and
+    finalizer can hold it without keeping the sink alive.
 
+    Two locks: `_cond` guards the buffers (held only briefly, so writes go on while a flush
+    writes files), `_flushing` makes flushes one at a time."""
 
-def _group_by_sweep(rows: list[dict], dataset: str) -> dict[str, list[dict]]:
-    groups: dict[str, list[dict]] = {}
-    for i, row in enumerate(rows):
-        sweep_id = row.get("sweep_id")
-        if not isinstance(sweep_id, str) or not sweep_id:
-            raise ValueError(
-                f"{dataset} row {i}: sweep_id must be a non-empty string, got {sweep_id!r}"
-            )
-        for key in ("trial_id", "attempt"):
-            if row.get(key) is None:
-                raise ValueError(f"{dataset} row {i}: {key} is required to name the shard")
-        groups.setdefault(sweep_id, []).append(row)
-    return groups
+    def __init__(self, output_dir: Path, flush_interval_s: float, part_rows: int, part_bytes: int,
+                 part_age_s: float) -> None:
+        self.output_dir = output_dir
+        self.resolved = output_dir.resolve()
+        self.flush_interval_s = flush_interval_s
+        self.part_rows, self.part_bytes, self.part_age_s = part_rows, part_bytes, part_age_s
+        self.writer_id = new_writer_id()
+        self._cond = threading.Condition()
+        self._flushing = threading.Lock()
+        self._parts: dict[tuple[str, str], _Part] = {}
+        self._seq = 0
+        self._last_flush = float("-inf")
+        self._due: float | None = None
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._lock: RunLock | None = None
+        self._closed = False
+        _LIVE.add(self)
+
+    def add(self, planned: list[tuple[str, str, pa.Table]]) -> list[Path]:
+        """Append converted tables (dataset, sweep_id, table) to their open parts; flush now or
+        schedule it (module docstring). Raises OSError when a flush now fails (the rows stay
+        buffered and the next flush retries them) and ValueError after close."""
+        with self._cond:
+            if self._closed:
+                raise ValueError(f"results sink for {self.output_dir} is closed")
+            if self._lock is None:
+                self._open()
+            paths: list[Path] = []
+            full = False
+            for dataset, sweep_id, table in planned:
+                part = self._part(dataset, sweep_id)
+                part.tables.append(table)
+                part.rows += table.num_rows
+                part.nbytes += table.get_total_buffer_size()  # O(columns); .nbytes walks every buffer
+                part.dirty = True
+                full |= part.rows >= self.part_rows or part.nbytes >= self.part_bytes
+                if part.path not in paths:
+                    paths.append(part.path)
+            now = full or self._error is not None or time.monotonic() - self._last_flush >= self.flush_interval_s
+            if not now:
+                self._schedule()
+        if now:
+            self.flush()
+        return paths
+
+    def _open(self) -> None:
+        """First write: hold the run lock shared (waits while a compaction runs) and finish any
+        compaction that a crash interrupted after its commit point."""
+        from reb_ray.results.journal import recover
+
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = RunLock(self.output_dir, exclusive=False, blocking=True)
+        recover(self.output_dir)
+
+    def _part(self, dataset: str, sweep_id: str) -> _Part:
+        part = self._parts.get((dataset, sweep_id))
+        if part is None:
+            self._seq += 1
+            name = part_name(self.writer_id, self._seq)
+            part = _Part(dataset, sweep_dir(self.output_dir / dataset, sweep_id) / name, time.monotonic())
+            self._parts[(dataset, sweep_id)] = part
+        return part
+
+    def _schedule(self) -> None:
+        """Called with `_cond` held: make sure a flush happens by last flush + interval."""
+        if self._due is None:
+            self._due = self._last_flush + self.flush_interval_s
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=f"reb-ray sink {self.writer_id}", daemon=True)
+            self._thread.start()
+        self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and self._due is not None and self._due > time.monotonic():
+                    self._cond.wait(self._due - time.monotonic())
+                if self._closed or self._due is None:
+                    self._thread = None
+                    return
+            try:
+                self.flush()
+            except Exception:  # kept in self._error: the next write or close raises it
+                with self._cond:
+                    self._due = None
+
+    def flush(self) -> None:
+        """Write every dirty open part (trials and their index first, then stages), then close
+        the parts that are full or old. Raises OSError (also kept for the next write) when a
+        write fails; the rows stay buffered."""
+        with self._flushing:
+            started = time.monotonic()
+            with self._cond:
+                order = {TRIALS_DIR: 0, STAGES_DIR: 1}
+                dirty = sorted((p for p in self._parts.values() if p.dirty), key=lambda p: order[p.dataset])
+                snapshot = [(part, self._combined(part)) for part in dirty]
+                for part, _ in snapshot:
+                    part.dirty = False  # rows added from here on make it dirty again
+                self._due = None
+            try:
+                for part, table in snapshot:
+                    self._write(part, table)
+            except BaseException as exc:
+                with self._cond:
+                    for part, _ in snapshot:
+                        part.dirty = True
+                    self._error = exc
+                raise
+            with self._cond:
+                self._error = None
+                self._last_flush = started
+                for key, part in list(self._parts.items()):
+                    old = started - part.opened >= self.part_age_s
+                    if not part.dirty and (part.rows >= self.part_rows or part.nbytes >= self.part_bytes or old):
+                        del self._parts[key]  # closed: the next rows start a new part
+                if any(p.dirty for p in self._parts.values()):
+                    self._schedule()
+
+    @staticmethod
+    def _combined(part: _Part) -> pa.Table:
+        """The part's rows as one table of one chunk (so a rewrite does not walk every write's
+        chunk); called with `_cond` held."""
+        if len(part.tables) > 1:
+            part.tables = [pa.concat_tables(part.tables).combine_chunks()]
+        return part.tables[0]
+
+    def _write(self, part: _Part, table: pa.Table) -> None:
+        stat = write_atomic(table, part.path, self.output_dir)
+        if part.dataset == TRIALS_DIR:
+            index = index_path(self.output_dir, part.path)
+            assert index is not None  # a sink's parts are always in a sweep directory of trials/
+            write_atomic(index_table(table, stat), index, self.output_dir)
+
+    def close(self) -> None:
+        """Flush, stop the flusher, release the run lock. Raises OSError when the last flush
+        fails (the lock is released all the same); a second call does nothing."""
+        with self._cond:
+            if self._closed:
+                return
+        try:
+            self.flush()
+        finally:
+            with self._cond:
+                self._closed = True
+                self._cond.notify_all()
+                self._parts.clear()
+                if self._lock is not None:
+                    self._lock.release()
+                    self._lock = None
+            _LIVE.discard(self)
 
 
 class ParquetSink:
-    """Appends rows to the `trials` and `stages` Parquet datasets under `output_dir`.
+    """Appends rows to the `trials` and `stages` Parquet datasets (and the resume index) under
+    `output_dir`, in rolled part files (module docstring: the rolling rule and the crash bound).
 
-    Each `write` call stores each non-empty row list as one shard per sweep, named from the
-    (trial_id, attempt) keys it holds (see `shard_name`), so writing the same attempt again
-    replaces its shard instead of duplicating rows, and workers writing different trials never
-    touch the same file. Write all rows of one attempt in one call: a second call for the same
-    single (trial_id, attempt) replaces the first call's shard.
+    `flush_interval_s` (seconds, >= 0; 0 flushes in every write) bounds how long a written row
+    may stay only in memory; `part_rows` (rows), `part_bytes` (bytes of Arrow data, which also
+    bounds the cost of one rewrite) and `part_age_s` (seconds) close an open part. Each sink is
+    one writer with its own file names, so sinks in several processes never share a file.
+    Use it as a context manager or call `close()`; an unclosed sink is flushed when it is
+    garbage-collected or the interpreter exits normally. Writing the same (trial_id, attempt)
+    twice stores two rows (resume numbers a new attempt after the last one recorded, so the
+    harness never does; `read.latest_attempts` keeps the one read last).
+    Raises ValueError for a non-positive part limit or a negative interval.
     """
 
-    def __init__(self, output_dir: Path) -> None:
+    def __init__(self, output_dir: Path, flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
+                 part_rows: int = DEFAULT_PART_ROWS, part_bytes: int = DEFAULT_PART_BYTES,
+                 part_age_s: float = DEFAULT_PART_AGE_S) -> None:
         """Use `output_dir` (created on the first write) as the results root."""
+        if flush_interval_s < 0 or part_rows < 1 or part_bytes < 1 or part_age_s <= 0:
+            raise ValueError(
+                f"ParquetSink: flush_interval_s={flush_interval_s}, part_rows={part_rows}, part_bytes={part_bytes},"
+                f" part_age_s={part_age_s}: the interval must be >= 0 and the part limits > 0"
+            )
         self.output_dir = Path(output_dir)
+        self._writer = _Writer(self.output_dir, flush_interval_s, part_rows, part_bytes, part_age_s)
+        self._finalizer = weakref.finalize(self, self._writer.close)
 
     @property
     def trials_dir(self) -> Path:
@@ -169,23 +270,42 @@ class ParquetSink:
         """Root of the `stages` dataset."""
         return self.output_dir / STAGES_DIR
 
-    def write(self, trial_rows: list[dict], stage_rows: list[dict]) -> list[Path]:
-        """Write trial rows (TRIALS_SCHEMA) and stage rows (STAGES_SCHEMA) as atomic shards.
+    @property
+    def index_dir(self) -> Path:
+        """Root of the resume index (reb_ray.results.index)."""
+        return self.output_dir / INDEX_DIR
 
-        Both lists are validated and converted before anything is written. Every row needs a
+    def write(self, trial_rows: list[dict], stage_rows: list[dict]) -> list[Path]:
+        """Add trial rows (TRIALS_SCHEMA) and stage rows (STAGES_SCHEMA); on disk within
+        `flush_interval_s` seconds (at once when the last flush is that old).
+
+        Both lists are validated and converted before anything is buffered. Every row needs a
         non-empty string `sweep_id`, a `trial_id` and an `attempt`; other missing keys are
-        null. Returns the shard paths written (none for empty lists). Raises ValueError for an
-        unknown key, a missing key column or an unconvertible value, and OSError on I/O failure.
+        null. Returns the part files that hold (or, until the next flush, will hold) the rows;
+        none for empty lists. Raises ValueError for an unknown key, a missing key column, an
+        unconvertible value or a closed sink, and OSError when a flush it runs fails.
         """
-        planned: list[tuple[pa.Table, Path]] = []
-        for rows, schema, root, dataset in (
-            (trial_rows, TRIALS_SCHEMA, self.trials_dir, TRIALS_DIR),
-            (stage_rows, STAGES_SCHEMA, self.stages_dir, STAGES_DIR),
-        ):
-            for sweep_id, group in _group_by_sweep(rows, dataset).items():
-                table = rows_to_table(group, schema)
-                name = shard_name((r["trial_id"], int(r["attempt"])) for r in group)
-                planned.append((table, root / sweep_dir_name(sweep_id) / name))
-        for table, path in planned:
-            write_shard_atomic(table, path)
-        return [path for _, path in planned]
+        planned: list[tuple[str, str, pa.Table]] = []
+        for rows, schema, dataset in ((trial_rows, TRIALS_SCHEMA, TRIALS_DIR), (stage_rows, STAGES_SCHEMA, STAGES_DIR)):
+            if rows:
+                table = rows_to_table(rows, schema)
+                planned += [(dataset, sweep_id, part) for sweep_id, part in split_by_sweep(table, rows, dataset)]
+        if not planned:
+            return []
+        return self._writer.add(planned)
+
+    def flush(self) -> None:
+        """Write every buffered row now. Raises OSError when that fails."""
+        self._writer.flush()
+
+    def close(self) -> None:
+        """Flush the rest and release the run lock; later writes raise ValueError. Raises
+        OSError when the last flush fails."""
+        self._finalizer.detach()
+        self._writer.close()
+
+    def __enter__(self) -> ParquetSink:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,8 +1,11 @@
 """Read the `trials` and `stages` Parquet datasets written by ParquetSink.
 
-Readers take the shard files themselves (`<root>/sweep_id=*/part-*.parquet`, hidden and
-temporary files ignored) with the explicit schema, so they need no partition discovery, never
-return null-typed columns, and fill columns an older shard lacks with nulls.
+Readers take the part files themselves (reb_ray.results.layout: both layouts, a pending
+compaction applied) with the explicit schema (reb_ray.results.scan), so they need no partition
+discovery, never return null-typed columns, and fill columns an older file lacks with nulls.
+Live sinks of this process writing to the same directory are flushed first, so a reader sees
+every row written before it was called. Resume reads the index (reb_ray.results.index), never
+whole rows.
 """
 
 from __future__ import annotations
@@ -11,96 +14,31 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 
-from reb_ray.errors import RebRayError
-from reb_ray.results.parquet_sink import (
-    SHARD_PREFIX,
-    SHARD_SUFFIX,
-    STAGES_DIR,
-    TRIALS_DIR,
-    sweep_dir_name,
-)
+from reb_ray.results.index import read_index
+from reb_ray.results.layout import STAGES_DIR, TRIALS_DIR, part_files
+from reb_ray.results.parquet_sink import flush_pending
+from reb_ray.results.scan import scan
 from reb_ray.results.schema import STAGES_SCHEMA, TRIALS_SCHEMA
+
+_LISTINGS = 3  # a compaction swapping files while we read: list again, at most this often
 
 
 def shard_files(root: Path, sweep_id: str | None = None) -> list[Path]:
-    """Sorted shard files of the dataset at `root`, of one sweep or of all sweeps.
-
-    Only visible `part-*.parquet` files in `sweep_id=<id>` directories count: temp files
-    (hidden, `*.tmp`) and anything else are ignored. A missing `root` gives [].
-    """
-    root = Path(root)
-    if sweep_id is not None:
-        dirs = [root / sweep_dir_name(sweep_id)]
-    elif root.is_dir():
-        dirs = sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("sweep_id="))
-    else:
-        dirs = []
-    files: list[Path] = []
-    for d in dirs:
-        if d.is_dir():
-            files.extend(
-                p
-                for p in d.iterdir()
-                if p.name.startswith(SHARD_PREFIX) and p.name.endswith(SHARD_SUFFIX) and p.is_file()
-            )
-    return sorted(files)
+    """The part files of the dataset at `root` (e.g. `<output>/trials`), of one sweep or all,
+    in read order (reb_ray.results.layout.part_files). A missing `root` gives []."""
+    return part_files(root, sweep_id)
 
 
-def _check_schema(path: Path, schema: pa.Schema) -> None:
-    """Raise RebRayError naming `path` when its footer is unreadable or its schema foreign."""
-    try:
-        found = pq.read_schema(path)
-    except (OSError, pa.ArrowException) as exc:
-        raise RebRayError(f"unreadable results shard {path}: {_one_line(exc)}") from exc
-    wanted = (schema.metadata or {}).get(b"reb_ray.dataset")
-    tagged = (found.metadata or {}).get(b"reb_ray.dataset")
-    if tagged is not None and tagged != wanted:
-        raise RebRayError(
-            f"results shard {path} belongs to dataset {tagged.decode()!r}, not {wanted.decode()!r};"
-            " move or delete it"
-        )
-    for field in found:
-        index = schema.get_field_index(field.name)
-        if index < 0:
-            raise RebRayError(
-                f"results shard {path} has foreign column {field.name!r}; it was not written"
-                " by this reb-ray version: move or delete it"
-            )
-        expected = schema.field(index).type
-        if field.type != expected and not pa.types.is_null(field.type):
-            raise RebRayError(
-                f"results shard {path} has column {field.name!r} of type {field.type},"
-                f" expected {expected}; move or delete it"
-            )
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
-def _read(
-    root: Path, schema: pa.Schema, sweep_id: str | None, columns: list[str] | None = None
-) -> pa.Table:
-    files = shard_files(root, sweep_id)
-    if not files:
-        table = schema.empty_table()
-        return table.select(columns) if columns is not None else table
-    for path in files:
-        _check_schema(path, schema)
-    dataset = ds.dataset([str(p) for p in files], schema=schema, format="parquet")
-    flt = ds.field("sweep_id") == sweep_id if sweep_id is not None else None
-    try:
-        return dataset.to_table(columns=columns, filter=flt)
-    except (OSError, pa.ArrowException) as exc:
-        for path in files:  # find the shard at fault so the message can name it
-            try:
-                pq.read_table(path)
-            except (OSError, pa.ArrowException) as inner:
-                raise RebRayError(f"unreadable results shard {path}: {_one_line(inner)}") from inner
-        raise RebRayError(f"cannot read results under {root}: {_one_line(exc)}") from exc
+def _read(root: Path, schema: pa.Schema, sweep_id: str | None, columns: list[str] | None = None) -> pa.Table:
+    flush_pending(root.parent)
+    for listing in range(_LISTINGS):
+        try:
+            return scan(part_files(root, sweep_id), schema, columns, sweep_id)
+        except FileNotFoundError:
+            if listing == _LISTINGS - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def read_trials(output_dir: Path, sweep_id: str | None = None) -> pa.Table:
@@ -127,7 +65,8 @@ def read_stages(output_dir: Path, sweep_id: str | None = None, columns: list[str
 
 
 def latest_attempts(table: pa.Table) -> pa.Table:
-    """The current attempt of every trial in `table` (TRIALS_SCHEMA rows): one row per
+    """The current attempt of every trial in `table` (TRIALS_SCHEMA rows, or any table with
+    their sweep_id, trial_id, attempt and status, such as the resume index): one row per
     (sweep_id, trial_id), in the table's order.
 
     The rule, the one every reader uses (summaries, `reb-ray report`, regrade, resume): a
@@ -156,26 +95,30 @@ def latest_attempts(table: pa.Table) -> pa.Table:
     return table.take(pa.array(sorted(i for _, i in best.values()), pa.int64()))
 
 
+def resume_index(output_dir: Path, sweep_id: str) -> pa.Table:
+    """Every recorded attempt of `sweep_id` as index rows (sweep_id, trial_id, attempt, status,
+    failure_owner; reb_ray.results.index), from the resume index, never whole rows."""
+    flush_pending(Path(output_dir))
+    return read_index(Path(output_dir), sweep_id)
+
+
 def scored_trial_ids(output_dir: Path, sweep_id: str) -> set[str]:
     """trial_ids of sweep `sweep_id` whose current attempt (`latest_attempts`) is "scored",
     i.e. with at least one scored attempt.
 
     Used by resume: those trials are done; trials with only infra_error / interrupted attempts
-    are not. Raises RebRayError like read_trials.
+    are not. Reads the resume index. Raises RebRayError like read_trials.
     """
-    table = _read(Path(output_dir) / TRIALS_DIR, TRIALS_SCHEMA, sweep_id, ["sweep_id", "trial_id", "attempt", "status"])
-    latest = latest_attempts(table)
+    latest = latest_attempts(resume_index(output_dir, sweep_id))
     scored = latest.filter(pc.equal(latest["status"], "scored"))
     return {t for t in scored["trial_id"].to_pylist() if t is not None}
 
 
 def last_attempts(output_dir: Path, sweep_id: str) -> dict[str, int]:
     """The highest attempt number recorded per trial_id of `sweep_id`, whatever its status
-    (resume numbers new attempts after it, so an earlier attempt's shard is never overwritten;
-    which attempt *counts* is `latest_attempts`' rule)."""
-    table = _read(Path(output_dir) / TRIALS_DIR, TRIALS_SCHEMA, sweep_id, ["trial_id", "attempt"])
-    last: dict[str, int] = {}
-    for trial_id, attempt in zip(table["trial_id"].to_pylist(), table["attempt"].to_pylist()):
-        if trial_id is not None and attempt is not None:
-            last[trial_id] = max(attempt, last.get(trial_id, 0))
-    return last
+    (resume numbers new attempts after it, so an earlier attempt's row is never duplicated;
+    which attempt *counts* is `latest_attempts`' rule). Reads the resume index."""
+    table = resume_index(output_dir, sweep_id)
+    known = pc.and_(pc.is_valid(table["trial_id"]), pc.is_valid(table["attempt"]))
+    grouped = table.filter(known).group_by("trial_id").aggregate([("attempt", "max")])
+    return dict(zip(grouped["trial_id"].to_pylist(), grouped["attempt_max"].to_pylist()))
