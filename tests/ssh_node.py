@@ -86,6 +86,7 @@ class SshNode:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait(timeout=30)
+        shutil.rmtree(self.ray_tmpdir, ignore_errors=True)
 
 
 def start_node(workdir: Path, hostname: str, ip: str = "127.0.0.1", timeout_s: float = 30) -> SshNode:

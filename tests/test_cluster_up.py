@@ -30,7 +30,7 @@ RAY = str(Path(sys.executable).parent / "ray")
 pytestmark = [
     pytest.mark.docker,
     pytest.mark.cluster_up,
-    pytest.mark.timeout(900),
+    pytest.mark.timeout(600),
     pytest.mark.skipif(bool(missing_tools()), reason=f"needs {', '.join(missing_tools())} (.ci/run installs them)"),
 ]
 
@@ -93,7 +93,7 @@ def _up_sweep_down(node: SshNode, config_path: Path, env: dict, docker_client, s
     Returns seconds: `up_s`, `first_trial_s` (from `ray up`'s start), `sweep_s`, `down_s`."""
     logs.mkdir()
     start = time.monotonic()
-    _run([RAY, "up", "-y", "--no-config-cache", str(config_path)], env, logs / "up.log", timeout=600)
+    _run([RAY, "up", "-y", "--no-config-cache", str(config_path)], env, logs / "up.log", timeout=420)
     up_s = time.monotonic() - start
     assert any("raylet" in c for c in node.processes().values()), "ray up finished but no raylet runs on the node"
 
@@ -119,6 +119,7 @@ def _up_sweep_down(node: SshNode, config_path: Path, env: dict, docker_client, s
     # reb-ray cluster status on the head: the node's line (slots from cluster.yaml's start command).
     status = subprocess.run([RAY, "exec", "--no-config-cache", str(config_path), "reb-ray cluster status"], env=env,
                             capture_output=True, text=True, timeout=300)
+    (logs / "status.log").write_text(status.stdout + status.stderr)
     lines = [line for line in status.stdout.splitlines() if f"  {node.hostname}  " in line]
     assert status.returncode == 0 and len(lines) == 1, status.stdout[-3000:] + status.stderr[-2000:]
     for part in ("  ok  ", "slots 16", "image ok", "docker ok", "trials running 0"):
