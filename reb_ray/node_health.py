@@ -75,26 +75,27 @@ def check_node(image: str, docker_timeout_s: float = 10) -> NodeHealth:
     problems = [] if gpus is not None else ["nvidia-smi failed"]
     try:
         client = connect(timeout=docker_timeout_s)
-        info = client.info()
+        root = client.info().get("DockerRootDir") or "/var/lib/docker"
+        present = _image_present(client, image)
+        trials = running_trials(client, host)
     except Exception as exc:  # noqa: BLE001 - RebRayError, docker's APIError, requests' errors: all the node's problem
         message = " ".join(str(exc).split())[:160]
         return NodeHealth(host, gpus, message, image, None, None, None, [*problems, f"docker: {message}"])
-    present = _image_present(client, image)
     if not present:
         problems.append(f"image {image} missing (reb-ray image build)")
-    free = _free_bytes(Path(info.get("DockerRootDir") or "/var/lib/docker"))
+    free = _free_bytes(Path(root))
     if free is not None and free < MIN_FREE_BYTES:
         problems.append(f"disk: {free / 1e9:.1f} GB free, sandboxes need >= {MIN_FREE_BYTES / 1e9:.0f} GB")
-    return NodeHealth(host, gpus, None, image, present, free, running_trials(client, host), problems)
+    return NodeHealth(host, gpus, None, image, present, free, trials, problems)
 
 
 def _image_present(client, image: str) -> bool:
-    import docker
+    from docker.errors import ImageNotFound
 
     try:
         client.images.get(image)
         return True
-    except docker.errors.ImageNotFound:
+    except ImageNotFound:
         return False
 
 

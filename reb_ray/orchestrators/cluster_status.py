@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 
 import ray
+from ray.exceptions import GetTimeoutError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from reb_ray.node_health import NodeHealth
@@ -70,10 +71,10 @@ def cluster_status(image: str, timeout_s: float = 60.0) -> list[NodeStatus]:
         health, error = None, None
         try:
             health = ray.get(ref, timeout=0)
-        except ray.exceptions.GetTimeoutError:
+        except GetTimeoutError:
             error = f"no answer within {timeout_s:.0f} s"
             ray.cancel(ref, force=True)
-        except ray.exceptions.RayError as exc:
+        except RayError as exc:
             error = (str(exc).strip().splitlines() or [type(exc).__name__])[-1][:200]
         statuses.append(NodeStatus(node["NodeID"], node["NodeManagerAddress"], resources.get("CPU", 0.0),
                                    int(resources.get("GPU", 0)), None if slots is None else int(slots), health, error))

@@ -19,4 +19,5 @@ def test_each_alive_node_reports_its_own_check(ray_local, sandbox_image):
     (node,) = statuses
     assert node.ok and node.error is None
     assert (node.cpus, node.gpus, node.slots) == (3.0, 0, None)  # a plain local Ray declares no reb_ray_slot
+    assert node.health is not None
     assert node.health.host == socket.gethostname() and node.health.image_present is True
