@@ -59,9 +59,10 @@ def gpu_models(timeout_s: float = 30) -> list[str] | None:
 
 
 def running_trials(client, host: str) -> int:
-    """Running containers labelled as our trials whose owner ran on `host`."""
+    """Running containers labelled as our trials whose owner ran on `host` (one removed while
+    listed is not counted)."""
     labels = [f"{MANAGED}=true", TRIAL, f"{OWNER_HOST}={host}"]
-    return len(client.containers.list(filters={"label": labels, "status": "running"}))
+    return len(client.containers.list(ignore_removed=True, filters={"label": labels, "status": "running"}))
 
 
 def check_node(image: str, docker_timeout_s: float = 10) -> NodeHealth:

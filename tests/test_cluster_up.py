@@ -143,7 +143,7 @@ def _run(argv: list[str], env: dict, log: Path, timeout: float) -> None:
 def _containers_of(node: SshNode, docker_client, label: str | None = None) -> list:
     """Our containers whose owner ran on the node (other sweeps on this machine have their own)."""
     labels = [f"{OWNER_HOST}={node.hostname}", "reb-ray.managed=true"] + ([label] if label else [])
-    return docker_client.containers.list(all=True, filters={"label": labels})
+    return docker_client.containers.list(all=True, ignore_removed=True, filters={"label": labels})
 
 
 def _remove_containers_of(node: SshNode) -> None:
