@@ -9,6 +9,9 @@ need_apt=()
 command -v dockerd >/dev/null 2>&1 || need_apt+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
 command -v git >/dev/null 2>&1 || need_apt+=(git)
+# `ray up cluster.yaml` reaches nodes by SSH and copies this checkout with rsync (both ends).
+command -v rsync >/dev/null 2>&1 || need_apt+=(rsync)
+command -v ssh >/dev/null 2>&1 || need_apt+=(openssh-client)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv python3-pip)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: apt-get install ${need_apt[*]}"

@@ -1,0 +1,163 @@
+"""`ray up` with the top-level cluster.yaml, for real (issue 13, item 2).
+
+A node on this machine (tests/ssh_node.py: sshd on 127.0.0.1, a fresh key, its own PID and host
+namespace) is the head. The test renders cluster.yaml with the values this machine needs (head
+IP, key, proxy command, free ports; every command unchanged), runs `ray up -y`, runs the demo
+sweep on the head with `--address auto` (docker sandbox, heuristic and noop agents), reads the
+rows back, runs `ray down -y`, and checks that no Ray process and no container of the node is
+left. Then once more with the node already set up (warm). It measures `ray up` to the first
+trial's sandbox running, cold and warm, and prints the seconds.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from reb_ray.results.read import latest_attempts, read_trials
+from reb_ray.sandbox.ownership import OWNER_HOST, TRIAL
+from tests.ssh_node import SshNode, free_port, missing_tools, start_node
+
+ROOT = Path(__file__).resolve().parents[1]
+RAY = str(Path(sys.executable).parent / "ray")
+
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.cluster_up,
+    pytest.mark.timeout(600),
+    pytest.mark.skipif(bool(missing_tools()), reason=f"needs {', '.join(missing_tools())} (.ci/run installs them)"),
+]
+
+
+def render_cluster_config(node: SshNode, name: str) -> dict:
+    """cluster.yaml with this machine's values: the node's IP, user, key and SSH proxy (Ray's
+    config has no SSH port), this checkout as the file mount, and free ports for what Ray would
+    otherwise bind at fixed ones (6379, 8265, 10001, 52365: other Rays here hold some of them)."""
+    config = yaml.safe_load((ROOT / "cluster.yaml").read_text())
+    config["cluster_name"] = name
+    config["provider"].update(head_ip=node.ip, worker_ips=[])
+    config["auth"] = {"ssh_user": node.user, "ssh_private_key": str(node.key), "ssh_proxy_command": node.proxy_command}
+    assert list(config["file_mounts"].values()) == ["."]
+    config["file_mounts"] = {target: str(ROOT) for target in config["file_mounts"]}
+    gcs = free_port()
+    ports = (f" --dashboard-port={free_port()} --ray-client-server-port={free_port()}"
+             f" --dashboard-agent-listen-port={free_port()}")
+    for key in ("head_start_ray_commands", "worker_start_ray_commands"):
+        commands = [c.replace(":6379", f":{gcs}").replace("--port=6379", f"--port={gcs}") for c in config[key]]
+        config[key] = [c + ports if c.startswith("ray start") else c for c in commands]
+    assert f"--port={gcs}" in " ".join(config["head_start_ray_commands"])
+    return config
+
+
+@pytest.fixture
+def node(tmp_path):
+    node = start_node(tmp_path / "node", hostname=f"reb-ct-{uuid.uuid4().hex[:8]}")
+    yield node
+    node.stop()  # kills whatever a failed test left in the namespace
+    _remove_containers_of(node)
+
+
+def test_ray_up_runs_the_demo_sweep_and_ray_down_leaves_nothing(node, tmp_path, docker_client):
+    name = f"reb-ray-test-{uuid.uuid4().hex[:8]}"
+    config_path = tmp_path / "cluster.yaml"
+    config_path.write_text(yaml.safe_dump(render_cluster_config(node, name)))
+    # `ray up`'s own lock and state files go here, not to this machine's shared /tmp/ray.
+    client_env = {**_env(), "RAY_TMPDIR": str(tmp_path / "client-ray")}
+
+    cold = _up_sweep_down(node, config_path, client_env, docker_client, "", "reb-runs", tmp_path / "cold")
+    trials = latest_attempts(read_trials(node.home / "reb-runs"))
+    rows = trials.select(["agent", "task_id", "status"]).to_pylist()
+    demo_tasks = sorted(p.name for p in (ROOT / "tasks" / "demo").iterdir() if (p / "task.toml").is_file())
+    assert sorted((r["agent"], r["task_id"]) for r in rows) == sorted(
+        (agent, task) for agent in ("heuristic", "noop") for task in demo_tasks)
+    assert {r["status"] for r in rows} == {"scored"}, rows
+
+    warm = _up_sweep_down(node, config_path, client_env, docker_client, f"--agents noop --tasks {demo_tasks[0]}",
+                          "reb-runs-warm", tmp_path / "warm")
+    warm_rows = latest_attempts(read_trials(node.home / "reb-runs-warm")).select(["agent", "status"]).to_pylist()
+    assert warm_rows == [{"agent": "noop", "status": "scored"}]
+    print(f"\nray up to first trial running: cold {cold['first_trial_s']:.1f} s (ray up {cold['up_s']:.1f} s), "
+          f"warm {warm['first_trial_s']:.1f} s (ray up {warm['up_s']:.1f} s); "
+          f"demo sweep {cold['sweep_s']:.1f} s; ray down {cold['down_s']:.1f} s")
+
+
+def _up_sweep_down(node: SshNode, config_path: Path, env: dict, docker_client, sweep_args: str, output: str,
+                   logs: Path) -> dict[str, float]:
+    """`ray up`, a sweep on the head, `ray down`, and the checks that nothing is left.
+    Returns seconds: `up_s`, `first_trial_s` (from `ray up`'s start), `sweep_s`, `down_s`."""
+    logs.mkdir()
+    start = time.monotonic()
+    _run([RAY, "up", "-y", "--no-config-cache", str(config_path)], env, logs / "up.log", timeout=420)
+    up_s = time.monotonic() - start
+    assert any("raylet" in c for c in node.processes().values()), "ray up finished but no raylet runs on the node"
+
+    with open(logs / "sweep.log", "wb") as sweep_log:
+        sweep = subprocess.Popen(
+            [RAY, "exec", "--no-config-cache", str(config_path),
+             f"reb-ray sweep --address auto --output ~/{output} {sweep_args}"],
+            env=env, stdout=sweep_log, stderr=subprocess.STDOUT)
+        try:
+            first_trial_s = None
+            while sweep.poll() is None and first_trial_s is None:
+                if _containers_of(node, docker_client, TRIAL):
+                    first_trial_s = time.monotonic() - start
+                time.sleep(0.2)
+            rc = sweep.wait(timeout=600)
+        finally:
+            if sweep.poll() is None:
+                sweep.kill()
+    sweep_s = time.monotonic() - start - up_s
+    assert rc == 0, (logs / "sweep.log").read_text()[-3000:]
+    assert first_trial_s is not None, "the sweep ended before any trial's sandbox was seen running"
+
+    # reb-ray cluster status on the head: the node's line (slots from cluster.yaml's start command).
+    status = subprocess.run([RAY, "exec", "--no-config-cache", str(config_path), "reb-ray cluster status"], env=env,
+                            capture_output=True, text=True, timeout=300)
+    (logs / "status.log").write_text(status.stdout + status.stderr)
+    lines = [line for line in status.stdout.splitlines() if f"  {node.hostname}  " in line]
+    assert status.returncode == 0 and len(lines) == 1, status.stdout[-3000:] + status.stderr[-2000:]
+    for part in ("  ok  ", "slots 16", "image ok", "docker ok", "trials running 0"):
+        assert part in lines[0], lines[0]
+
+    down = time.monotonic()
+    _run([RAY, "down", "-y", str(config_path)], env, logs / "down.log", timeout=300)
+    down_s = time.monotonic() - down
+    left = {pid: cmd for pid, cmd in node.processes().items() if not cmd.startswith("sshd")}
+    assert not left, f"ray down left processes on the node: {left}"
+    assert not _containers_of(node, docker_client), "containers of the node left after ray down"
+    return {"up_s": up_s, "first_trial_s": first_trial_s, "sweep_s": sweep_s, "down_s": down_s}
+
+
+def _run(argv: list[str], env: dict, log: Path, timeout: float) -> None:
+    with open(log, "wb") as out:
+        rc = subprocess.run(argv, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout).returncode
+    assert rc == 0, f"{' '.join(argv[:2])} exited {rc}: " + log.read_text()[-3000:]
+
+
+def _containers_of(node: SshNode, docker_client, label: str | None = None) -> list:
+    """Our containers whose owner ran on the node (other sweeps on this machine have their own)."""
+    labels = [f"{OWNER_HOST}={node.hostname}", "reb-ray.managed=true"] + ([label] if label else [])
+    return docker_client.containers.list(all=True, ignore_removed=True, filters={"label": labels})
+
+
+def _remove_containers_of(node: SshNode) -> None:
+    from reb_ray.sandbox.docker_client import connect
+
+    client = connect()
+    for container in _containers_of(node, client):
+        container.remove(force=True)
+
+
+def _env() -> dict:
+    import os
+
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.pop("RAY_ADDRESS", None)
+    return env
