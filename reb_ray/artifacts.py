@@ -16,14 +16,18 @@ all its logs (default 64 MiB, exceeded by at most one compressor buffer); past i
 and ends with CUT_MARK saying how many bytes were not kept. The agent's credentials are masked
 in the stream as in the rows (reb_ray.redact), also when a secret is split across chunks.
 
-Limitation: the file lies on the node that ran the trial; on a multi-node cluster without a
-shared filesystem it is not copied to the driver's output directory.
+The node that runs a trial writes its logs into a staging directory of its own; when the
+attempt ends they are either moved into `<output>` on that node (a trial run in-process) or
+carried back with the rows (`TrialOutcome.artifacts`, read by `collect`) and written by the
+driver with `store` before it writes the rows naming them (issue 13, item 5): a cluster needs no
+shared filesystem, and a row never names a file that is not there yet.
 """
 
 from __future__ import annotations
 
 import gzip
 import os
+import shutil
 from pathlib import Path
 from urllib.parse import quote
 
@@ -172,6 +176,58 @@ class TrialArtifacts:
         except OSError:
             return None
         return artifact.path if artifact.error is None else None
+
+
+def collect(staging: Path) -> dict[str, bytes]:
+    """{path relative to the output directory: bytes} of every finished log under `staging`
+    (hidden `.part` files of a crashed writer are left out). At most the attempt's budget
+    (TRIAL_BUDGET_BYTES) plus one compressor buffer per log. Raises OSError."""
+    files = {}
+    for path in sorted(Path(staging).rglob("*")):
+        if path.is_file() and not path.name.startswith("."):
+            files[path.relative_to(staging).as_posix()] = path.read_bytes()
+    return files
+
+
+def store(output_dir: Path, files: dict[str, bytes]) -> None:
+    """Write `files` (from `collect`) under `output_dir`, each atomically (a hidden temp name,
+    then rename). Refuses a path outside ARTIFACTS_DIR (ValueError): a path comes from a worker.
+    Raises OSError."""
+    root = Path(output_dir)
+    for rel, data in files.items():
+        parts = Path(rel).parts
+        if not parts or parts[0] != ARTIFACTS_DIR or ".." in parts or Path(rel).is_absolute():
+            raise ValueError(f"artifact path {rel!r} is not under {ARTIFACTS_DIR}/")
+        final = root / rel
+        final.parent.mkdir(parents=True, exist_ok=True)
+        part = final.with_name(f".{final.name}.part")
+        part.write_bytes(data)
+        os.replace(part, final)
+
+
+#: Row columns that name an artifact (cleared when the attempt's logs are lost).
+PATH_COLUMNS = ("log_path", "agent_log_path", "trajectory_path", "llm_log_path", "network_log_path")
+
+
+def deliver(outcome, staging: Path, output_dir: Path, ship: bool) -> None:
+    """End of an attempt: put the logs staged under `staging` in `outcome.artifacts` (`ship`,
+    for the driver to `store`) or `store` them in `output_dir` now; then remove `staging`. An
+    I/O failure loses the logs, never the rows: their paths are cleared and the trial's
+    failure_reason says so. `outcome` is a reb_ray.trial_record.TrialOutcome."""
+    try:
+        files = collect(staging)
+        if ship:
+            outcome.artifacts = files
+        else:
+            store(output_dir, files)
+    except OSError as exc:
+        outcome.trial["failure_reason"] = (outcome.trial.get("failure_reason") or "") + f" [logs lost: {exc}]"
+        for row in (outcome.trial, *outcome.stages):
+            for key in PATH_COLUMNS:
+                if row.get(key):
+                    row[key] = None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def search_log(path: Path, patterns: list[str], chunk_bytes: int = 1024 * 1024) -> dict[str, bool]:

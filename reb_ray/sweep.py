@@ -111,6 +111,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
 
         def on_outcome(outcome: TrialOutcome, retry: bool) -> None:
             outcome.trial["config_drift"] = drift or None
+            _store_artifacts(config, outcome)  # before the rows that name them
             sink.write([outcome.trial], outcome.stages)  # Parquet first, always
             if wandb is not None:
                 wandb.rows([outcome.trial], outcome.stages)
@@ -137,6 +138,25 @@ def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
     result.not_launched = len(orchestrator.not_launched)
     result.wall_time_s = time.monotonic() - start
     return result
+
+
+def _store_artifacts(config: SweepConfig, outcome: TrialOutcome) -> None:
+    """Write the logs a worker shipped with the outcome (reb_ray/artifacts.py) into the output
+    directory; on failure the rows stay, their artifact paths cleared and the reason noted."""
+    from reb_ray import artifacts
+
+    files, outcome.artifacts = outcome.artifacts, {}
+    if not files:
+        return
+    try:
+        artifacts.store(config.output.resolve(), files)
+    except (OSError, ValueError) as exc:
+        log.warning("trial %s: its logs could not be stored: %s", outcome.trial.get("trial_id"), exc)
+        outcome.trial["failure_reason"] = (outcome.trial.get("failure_reason") or "") + f" [logs lost: {exc}]"
+        for row in (outcome.trial, *outcome.stages):
+            for key in artifacts.PATH_COLUMNS:
+                if key in row:
+                    row[key] = None
 
 
 def _check_identity(config: SweepConfig, image: str | None, sweep_id: str) -> list[str]:

@@ -22,6 +22,7 @@ from reb_ray.agents import REPORT_PATH, Agent, AgentContext, get_agent
 from reb_ray.agents.base import AgentRun
 from reb_ray.agents.prompt import render_prompt
 from reb_ray.agents.toolchain_mount import NoSlot, toolchain_slot
+from reb_ray import artifacts
 from reb_ray.artifacts import TrialArtifacts
 from reb_ray.assets import missing_by_stage
 from reb_ray.errors import InfraError, RebRayError
@@ -101,7 +102,7 @@ def _preflight(spec: TrialSpec) -> None:
 
 
 def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: str | None = None,
-              llm_proxy: ProxyClient | None = None) -> TrialOutcome:
+              llm_proxy: ProxyClient | None = None, ship_artifacts: bool = False) -> TrialOutcome:
     """Run one attempt. `gpus` are the physical GPU ids assigned to it (may be empty).
 
     `no_gpus_reason` says why this node cannot give the sandbox GPUs (its Docker lacks the
@@ -109,11 +110,15 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
     run, and the GPU stages are `insufficient_hardware` with that reason (never retried).
     `llm_proxy` is the node's metering proxy for an LLM agent (the orchestrator's); None starts
     a private one in this process, which reads the real key from this process's environment.
+    The attempt's logs are staged on this node; `ship_artifacts` returns them in the outcome for
+    the driver to store (a cluster without a shared filesystem), else they are moved into the
+    sweep's output directory here (reb_ray/artifacts.py).
     """
     gpus = [] if no_gpus_reason else (gpus or [])
     rec = TrialRecorder(spec)
     redactor = Redactor(spec.credentials.values())
-    rec.artifacts = TrialArtifacts(spec.config.output.resolve(), spec.sweep_id, spec.trial_id, spec.attempt, redactor)
+    staging = Path(tempfile.mkdtemp(prefix="reb-ray-artifacts-"))
+    rec.artifacts = TrialArtifacts(staging, spec.sweep_id, spec.trial_id, spec.attempt, redactor)
     t0 = time.monotonic()
     sandbox: Sandbox | None = None
     llm: TrialLlm | None = None
@@ -181,7 +186,10 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
         rec.row.update(egress.close(rec.artifacts))  # after the sandbox: every connection it made is logged
         shutil.rmtree(workspace, ignore_errors=True)
     rec.row["trial_wall_time_s"] = time.monotonic() - t0
-    return rec.outcome(redactor)
+    outcome = rec.outcome(redactor)
+    artifacts.deliver(outcome, staging, spec.config.output.resolve(), ship_artifacts)
+    return outcome
+
 
 
 def _agent_phase(rec: TrialRecorder, sandbox: Sandbox, agent: Agent, ctx: AgentContext,

@@ -30,10 +30,13 @@ def now() -> dt.datetime:
 
 @dataclass
 class TrialOutcome:
-    """The rows one attempt produced: `trial` for the trials dataset, `stages` for stages."""
+    """The rows one attempt produced: `trial` for the trials dataset, `stages` for stages, and
+    `artifacts`, the attempt's log files ({path relative to the output directory: bytes},
+    reb_ray.artifacts.collect) when the caller asked for them to be shipped, else empty."""
 
     trial: dict
     stages: list[dict] = field(default_factory=list)
+    artifacts: dict[str, bytes] = field(default_factory=dict)
 
     @property
     def status(self) -> str:

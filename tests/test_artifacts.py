@@ -52,3 +52,30 @@ def test_credentials_are_masked_also_when_split_across_chunks(tmp_path):
         for chunk in _chunks(data, 7):  # every split position of the secret occurs
             log.write(chunk)
     assert gzip.open(tmp_path / log.path).read() == b"my key is ***!\n" * 1000
+
+
+def test_a_shipped_attempt_writes_nothing_on_its_node_and_the_driver_stores_it(tmp_path):
+    """Issue 13 item 5: with ship_artifacts the logs travel in the outcome (no shared filesystem
+    assumed); `store` writes them where the rows say, and refuses a path outside artifacts/."""
+    import pytest
+
+    from reb_ray.artifacts import store
+    from reb_ray.models.sweep import SweepConfig, TrialSpec
+    from reb_ray.models.task import load_suite
+    from reb_ray.trial import run_trial
+
+    config = SweepConfig(sandbox="local", wheelhouses=[], pip_cache=False, output=tmp_path / "node-view")
+    task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
+    out = run_trial(TrialSpec(sweep_id="ship", agent="heuristic", task=task, trial_index=0, config=config),
+                    ship_artifacts=True)
+    assert out.trial["status"] == "scored" and out.trial["agent_log_path"] in out.artifacts
+    assert not (tmp_path / "node-view" / "artifacts").exists()
+    stage_logs = {s["log_path"] for s in out.stages if s.get("log_path")}
+    assert stage_logs and stage_logs <= set(out.artifacts)
+    driver = tmp_path / "driver"
+    store(driver, out.artifacts)
+    with gzip.open(driver / out.trial["agent_log_path"]) as f:
+        assert f.read()  # the agent's whole output, where the row points
+    for bad in ("../escape.log.gz", "/etc/x", "trials/x.parquet"):
+        with pytest.raises(ValueError):
+            store(driver, {bad: b"x"})

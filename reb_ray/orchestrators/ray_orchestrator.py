@@ -59,7 +59,7 @@ class TrialActor:
         way to this node's metering proxy (sweeps with an LLM agent)."""
         gpus = [str(g) for g in ray.get_gpu_ids()]
         reason = no_gpu_nodes.get(ray.get_runtime_context().get_node_id(), no_gpus_anywhere)
-        return run_trial(spec, gpus, reason, llm_proxy=llm_proxy)
+        return run_trial(spec, gpus, reason, llm_proxy=llm_proxy, ship_artifacts=True)  # no shared filesystem assumed
 
 
 def max_gpus_per_node(excluded: frozenset[str] | set[str] = frozenset()) -> int:
