@@ -41,8 +41,9 @@ def remove_attempt(sweep_id: str, trial_id: str, attempt: int, client: docker.Do
 
 
 def _remove(containers) -> list[str]:
-    """Force-remove `containers` (volumes too); the ids of those removed. One already gone is
-    not an error: another reaper or its own `--rm` got there first."""
+    """Force-remove `containers` (volumes too); the ids of those removed. One already gone, or
+    whose removal is already in progress (Docker's 409: another reaper, or the trial's own
+    close, got there first), is not an error and counts as removed when it is in progress."""
     removed = []
     for container in containers:
         try:
@@ -50,4 +51,8 @@ def _remove(containers) -> list[str]:
             removed.append(container.id)
         except docker.errors.NotFound:
             pass
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409 or "in progress" not in str(exc):
+                raise
+            removed.append(container.id)
     return removed

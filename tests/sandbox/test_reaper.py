@@ -55,3 +55,37 @@ def test_reaper_removes_containers_of_a_sigkilled_owner_only(docker_client, sand
                 docker_client.api.remove_container(container_id, force=True)
             except Exception:
                 pass
+
+
+def test_concurrent_removals_of_one_container_are_not_errors(docker_client, sandbox_image):
+    """Two reapers (or a reaper and the trial's own close) removing one container at once: Docker
+    answers the later ones 409 "removal already in progress"; that is done, not a crash."""
+    import threading
+
+    from reb_ray.sandbox.reaper import _remove
+
+    for _ in range(2):
+        container = docker_client.containers.run(sandbox_image, ["sh", "-c", "head -c 200000000 /dev/urandom > /big; sleep 100"],
+                                                 detach=True, labels={"reb-ray.test": "reaper-race"})
+        try:
+            for _wait in range(100):  # until the writable layer holds the file (a slower removal)
+                if container.exec_run(["sh", "-c", "test -f /big && sleep 0.5"]).exit_code == 0:
+                    break
+            handles = [docker_client.containers.get(container.id) for _ in range(4)]
+            errors, removed = [], []
+            threads = [threading.Thread(target=lambda h=h: _try(lambda: removed.extend(_remove([h])), errors)) for h in handles]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert errors == [] and removed
+        finally:
+            for leftover in docker_client.containers.list(all=True, filters={"label": "reb-ray.test=reaper-race"}):
+                leftover.remove(force=True)
+
+
+def _try(fn, errors: list) -> None:
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - collected for the assertion
+        errors.append(repr(exc)[:200])
