@@ -10,6 +10,8 @@ command -v dockerd >/dev/null 2>&1 || need_apt+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
 command -v git >/dev/null 2>&1 || need_apt+=(git)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv python3-pip)
+# headless Chromium: the HTML report's tests open the page in a real browser (tests/analysis/browser.py)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: apt-get install ${need_apt[*]}"
   apt-get update -qq

@@ -157,3 +157,35 @@ def random_rows(tasks: int, agents: int, trials: int, seed: int = 0) -> list[tup
                                  input_tokens=tokens, output_tokens=tokens // 10,
                                  cost_usd=round(tokens * 3e-6, 6), agent_s=rng.uniform(60, 600)))
     return out
+
+
+#: What a hostile agent writes where the report shows its words: markup that runs if a page
+#: does not escape it (the script, and the image's error handler, mark the document).
+PAYLOAD = ('<script>document.documentElement.setAttribute("data-pwned", "script")</script>'
+           '<img src="x" onerror="document.documentElement.setAttribute(\'data-pwned\', \'img\')">')
+#: The trial that carries PAYLOAD in `with_agent_words`.
+HOSTILE_TRIAL = "frugal/t3/0"
+
+
+def with_agent_words(attempts: list[tuple[dict, list[dict]]], output_dir: Path) -> list[tuple[dict, list[dict]]]:
+    """`attempts` with PAYLOAD wherever a report shows the agent's words on HOSTILE_TRIAL: its
+    failure reason, agent output tail (with a terminal escape), C1 reason, log head and tail, and
+    a report stage whose raw report.json holds it; its agent log stored as a gzip artifact under
+    `output_dir` (the row's agent_log_path). Other attempts are unchanged."""
+    import gzip
+
+    rel = "artifacts/sweep_id=syn/frugal%2Ft3%2F0/1/agent.log.gz"
+    (output_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(output_dir / rel, "wt") as f:
+        f.write(f"installing...\n{PAYLOAD}\n")
+    out = []
+    for row, stages in attempts:
+        if row["trial_id"] == HOSTILE_TRIAL:
+            row = {**row, "failure_reason": f"C1 failed: {PAYLOAD}", "agent_output_tail": f"{PAYLOAD}\x1b[2J",
+                   "agent_log_path": rel}
+            stages = [{**s, "reason": f"exit 1: {PAYLOAD}", "log_head": PAYLOAD, "log_tail": f"Traceback\n{PAYLOAD}"}
+                      if s["stage"] == "c1" else s for s in stages]
+            stages.append({**{k: row[k] for k in ("sweep_id", "trial_id", "attempt", "task_id", "agent")},
+                           "stage": "report", "status": "success", "raw": json.dumps({"python_path": PAYLOAD})})
+        out.append((row, stages))
+    return out
