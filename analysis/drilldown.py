@@ -28,9 +28,9 @@ from .load import stages_of
 from .outcomes import OUTCOME, STAGES, RunOutcomes, sort_key
 
 #: Characters of a log head, log tail or output tail shown (the rest is counted).
-LOG_CHARS = 4000
+LOG_CHARS = 2000
 #: Characters of a raw report.json or C5 audit record shown.
-RAW_CHARS = 20000
+RAW_CHARS = 8000
 #: The stages columns the drill-down reads (beside the identity columns).
 DETAIL_COLUMNS = ["sweep_id", "trial_id", "attempt", "stage", "status", "reason", "exit_code", "timed_out",
                   "failure_category", "duration_s", "log_head", "log_tail", "raw", "output_truncated", "log_path"]

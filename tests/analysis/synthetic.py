@@ -137,9 +137,15 @@ def write_fixture(output_dir: Path) -> Path:
     return write(output_dir, fixture_rows())
 
 
-def random_rows(tasks: int, agents: int, trials: int, seed: int = 0) -> list[tuple[dict, list[dict]]]:
+def _log(chars: int, what: str) -> str:
+    line = f"{what}: Collecting torch==2.4.0 (from -r requirements.txt (line 3)) ... 0.93 s\n"
+    return (line * (chars // len(line) + 1))[:chars]
+
+
+def random_rows(tasks: int, agents: int, trials: int, seed: int = 0, log_chars: int = 0) -> list[tuple[dict, list[dict]]]:
     """A large synthetic run: `agents` agents of rising skill, each on `tasks` tasks x `trials`
-    trials, outcomes drawn from a seeded generator, every stage row included."""
+    trials, outcomes drawn from a seeded generator, every stage row included; with
+    `log_chars`, each C1..C4 stage row holds a log head and a log tail of that many characters."""
     rng = random.Random(seed)
     spec = [("S" if rng.random() < 0.7 else "-", "S", "S" if rng.random() < 0.95 else "-",
              "S" if rng.random() < 0.7 else "-") for _ in range(tasks)]
@@ -156,6 +162,10 @@ def random_rows(tasks: int, agents: int, trials: int, seed: int = 0) -> list[tup
                                  c0_total=total, lies=("gpu_count",) if rng.random() > skill else (),
                                  input_tokens=tokens, output_tokens=tokens // 10,
                                  cost_usd=round(tokens * 3e-6, 6), agent_s=rng.uniform(60, 600)))
+                if log_chars:
+                    for stage in out[-1][1]:
+                        if stage["stage"] in ("c1", "c2", "c3", "c4") and stage["status"] != "skipped":
+                            stage.update(log_head=_log(log_chars, "head"), log_tail=_log(log_chars, "tail"))
     return out
 
 
