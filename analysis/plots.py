@@ -141,7 +141,8 @@ def failures(a: Analysis, sweep_id) -> Any:
             totals.setdefault((f.owner, f.category), {}).setdefault(str(f.agent), 0)
             totals[(f.owner, f.category)][str(f.agent)] += f.trials
     order = sorted(totals, key=lambda k: (-sum(totals[k].values()), k))
-    fig, ax = plt.subplots(figsize=(2 + 1.2 * len(agents), 4.5))
+    # room for the legend beside the bars and a title that is not clipped with few agents
+    fig, ax = plt.subplots(figsize=(4.5 + 1.2 * len(agents), 4.5))
     bottom = [0] * len(agents)
     for owner, category in order:
         heights = [totals[(owner, category)].get(agent, 0) for agent in agents]

@@ -42,7 +42,9 @@ def stage_cell(row: dict, name: str) -> str:
     return cell
 
 
-def _cells(row: dict) -> list[str]:
+def row_cells(row: dict) -> list[str]:
+    """The terminal table's cells (HEADERS order) of one `summarize` row; the HTML report's
+    summary table shows the same strings."""
     return [
         _fmt(row["agent"]),
         str(row["job_count"]),
@@ -82,7 +84,7 @@ def format_summary(rows: list[dict]) -> str:
     for row in rows:
         sweeps.setdefault(row["run_id"], []).append(row)
     for sweep_id, group in sweeps.items():
-        table = [list(HEADERS)] + [_cells(r) for r in group]
+        table = [list(HEADERS)] + [row_cells(r) for r in group]
         widths = [max(len(line[i]) for line in table) for i in range(len(HEADERS))]
         lines = [f"sweep {_fmt(sweep_id)}"]
         for n, line in enumerate(table):

@@ -1,8 +1,8 @@
 """Analysis time for a synthetic run (issue 14, "Measure"): load + statistics.
 
 Writes a synthetic run through the real ParquetSink (tests/analysis/synthetic.py: every trial
-with its stage rows, one shard per attempt as workers write them), then times, best of
-REPEATS, in seconds:
+with its stage rows, each C1..C4 row with a LOG_CHARS-character log head and tail, one shard
+per attempt as workers write them), then times, best of REPEATS, in seconds:
 
 - load: read_trials + read_stages (the analysis columns only), as `reb-ray report` reads;
 - current: `analysis.load.load_trials` (the latest scored attempt per trial);
@@ -11,7 +11,10 @@ REPEATS, in seconds:
 - comparisons: every pair of agents on every stage (paired bootstrap + McNemar);
 - analysis: `analysis.analyze.analyze` (statistics, cost, frontiers, findings, failures, C5);
 - report: the whole terminal report text (`analysis.terminal.format_report`, reads included);
-- plots: the four PNGs of `analysis.plots.write_plots` (when matplotlib is installed).
+- plots: the four PNGs of `analysis.plots.write_plots` (when matplotlib is installed);
+- html: `analysis.report_html.write_html` given the trials read, the stages read with the
+  drill-down's columns (log heads and tails: timed apart as "load for html") and the analysis:
+  its plots, the drill-down of every trial and the template, and the file's size.
 
 The shard layout is the sink's today (one file per attempt) unless --one-shard, which writes
 the whole run in one write call (one file per sweep: what a compacted sweep reads like).
@@ -38,6 +41,8 @@ from reb_ray.results.parquet_sink import ParquetSink  # noqa: E402
 from tests.analysis.synthetic import random_rows, write  # noqa: E402
 
 REPEATS = 3
+#: Characters of each C1..C4 stage row's log head and of its tail (the sink keeps up to 64 KiB of each).
+LOG_CHARS = 8192
 
 
 class Seconds(float):
@@ -69,7 +74,7 @@ def main(argv: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run"
         t = time.perf_counter()
-        attempts = random_rows(tasks, agents, trials)
+        attempts = random_rows(tasks, agents, trials, log_chars=LOG_CHARS)
         if one_shard:
             ParquetSink(out).write([r for r, _ in attempts], [s for _, stages in attempts for s in stages])
         else:
@@ -104,6 +109,13 @@ def main(argv: list[str]) -> None:
         analysis = analyze(trials_t, stages_t)
         plots_s, paths = best(lambda: write_plots(analysis, Path(tmp) / "plots"), 1)
         print(f"  plots ({len(paths)} PNGs): {plots_s:.3f}")
+        from analysis.report_html import stage_columns, write_html
+
+        html_load_s, detail = best(lambda: read_stages(out, columns=stage_columns()), 1)
+        html_s, page = best(lambda: write_html(out, Path(tmp) / "report.html", trials=trials_t, stages=detail,
+                                               analysis=analysis), 1)
+        print(f"  load for html (stages with log heads and tails, {detail.num_rows:,} rows): {html_load_s:.3f}")
+        print(f"  html (plots + drill-down of every trial + template, {page.stat().st_size / 2**20:.1f} MiB): {html_s:.3f}")
 
 
 if __name__ == "__main__":

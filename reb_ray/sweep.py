@@ -185,18 +185,45 @@ def _open_wandb(config: SweepConfig, sweep_id: str):
                     config.model_dump(mode="json"), TRIALS_SCHEMA.names, STAGES_SCHEMA.names)
 
 
+def _wandb_plots(config: SweepConfig, sweep_id: str, trials, out_dir) -> dict:
+    """{plot name: PNG path} of the sweep's analysis plots (analysis/plots.py), drawn under
+    `out_dir`; empty, with a warning, when matplotlib is missing or the stages are unreadable."""
+    from pathlib import Path
+
+    from analysis.analyze import STAGE_COLUMNS, analyze
+    from analysis.plots import PLOTS, plot_path, write_plots
+    from reb_ray.results.read import read_stages
+
+    try:
+        analysis = analyze(trials, read_stages(config.output, sweep_id, columns=STAGE_COLUMNS))
+        write_plots(analysis, Path(out_dir))
+    except Exception as exc:  # noqa: BLE001  the plots are extra: they never fail a sweep whose rows are written
+        log.warning("W&B plots skipped: %s: %s", type(exc).__name__, exc)
+        return {}
+    paths = {plot: plot_path(Path(out_dir), sweep_id, plot) for plot in PLOTS}
+    return {plot: path for plot, path in paths.items() if path.is_file()}
+
+
 def _finish_wandb(wandb, config: SweepConfig, sweep_id: str) -> None:
-    """Summary metrics per agent (the numbers `reb-ray report` prints) and the Parquet datasets."""
+    """Summary metrics per agent (the numbers `reb-ray report` prints), the analysis plots
+    (`plots/<name>` images, drawn in a temporary directory that outlives the bounded finish)
+    and the Parquet datasets."""
+    import tempfile
+
     from analysis.scores import summarize
     from reb_ray.results.read import read_trials
 
     summary: dict = {}
+    trials = None
     try:
-        for row in summarize(read_trials(config.output, sweep_id)):
+        trials = read_trials(config.output, sweep_id)
+        for row in summarize(trials):
             for key, value in row.items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     summary[f"{row['agent']}/{key}"] = value
     except RebRayError as exc:  # no rows yet: the run still finishes
         log.warning("W&B summary skipped: %s", exc)
     output = config.output.resolve()
-    wandb.finish(summary, datasets=[output / "trials", output / "stages"], timeout_s=config.wandb_timeout_s)
+    with tempfile.TemporaryDirectory(prefix="reb-ray-wandb-plots-") as tmp:
+        plots = _wandb_plots(config, sweep_id, trials, tmp) if trials is not None and trials.num_rows else {}
+        wandb.finish(summary, plots=plots, datasets=[output / "trials", output / "stages"], timeout_s=config.wandb_timeout_s)

@@ -13,6 +13,8 @@ command -v git >/dev/null 2>&1 || need_apt+=(git)
 command -v rsync >/dev/null 2>&1 || need_apt+=(rsync)
 command -v ssh >/dev/null 2>&1 || need_apt+=(openssh-client)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv python3-pip)
+# headless Chromium: the HTML report's tests open the page in a real browser (tests/analysis/browser.py)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: apt-get install ${need_apt[*]}"
   apt-get update -qq

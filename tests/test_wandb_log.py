@@ -15,6 +15,8 @@ import pytest
 
 pytest.importorskip("wandb")
 
+from analysis.analyze import analyze_run  # noqa: E402
+from analysis.plots import write_plots  # noqa: E402
 from reb_ray.models.sweep import SweepConfig  # noqa: E402
 from reb_ray.results.read import read_trials  # noqa: E402
 from reb_ray.results.schema import STAGES_SCHEMA, TRIALS_SCHEMA  # noqa: E402
@@ -105,3 +107,10 @@ def test_a_sweep_with_wandb_writes_parquet_and_the_same_rows_offline(tmp_path, o
         assert got[row["trial_id"]][columns.index("c1_status")] == row["c1_status"]
     stage_columns, stages = tables(tmp_path, "stages")
     assert {r[stage_columns.index("stage")] for r in stages} >= {"agent", "report", "c0", "c1"}
+    # the analysis plots, as images of the offline run: the PNGs `analysis.plots` draws of these rows
+    (run,) = list((tmp_path / "wandb").glob("offline-run-*"))
+    images = sorted((run / "files" / "media" / "images" / "plots").glob("*.png"))
+    assert sorted(p.name.rsplit("_", 2)[0] for p in images) == ["cost_success", "failures", "heatmap", "pyramid"]
+    expected = write_plots(analyze_run(tmp_path, "wb-sweep"), tmp_path / "plots")
+    assert len(images) == len(expected) == 4
+    assert sorted(p.read_bytes() for p in images) == sorted(p.read_bytes() for p in expected)

@@ -1,4 +1,4 @@
-"""`reb-ray report RUN_DIR [--sweep-id ID] [--csv FILE|-]`: the summary and analysis of a results directory."""
+"""`reb-ray report RUN_DIR [--sweep-id ID] [--csv FILE|-] [--html FILE]`: the summary and analysis of a results directory."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ def report(
     run_dir: Path = typer.Argument(..., help="Output directory of sweeps (holds trials/)."),
     sweep_id: Optional[str] = typer.Option(None, help="Only this sweep."),
     csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write the paper-compatible CSV (the release's master_summary.csv columns, then ours); '-' prints it instead of the table."),
+    html_path: Optional[Path] = typer.Option(None, "--html", help="Also write the report as one self-contained HTML file: tables, plots, a drill-down per trial (plots need the `plots` extra)."),
 ) -> None:
     """Per (sweep, agent): the summary table, then success rates with 95% intervals, pass@k,
     paired comparisons, cost per success, findings, failures and the C5 audit.
 
-    The terminal table and the CSV print the same numbers (`analysis.scores.summarize`); the
-    analysis below the table is `analysis.terminal.format_analysis`.
+    The terminal table, the CSV and the HTML show the same numbers (`analysis.scores.summarize`,
+    `analysis.sections`); the analysis is computed once for the terminal and the HTML.
     """
     from analysis.analyze import STAGE_COLUMNS, analyze
     from analysis.paper import to_csv
@@ -33,12 +34,25 @@ def report(
     rows = summarize(trials)
     if csv_path == Path("-"):
         typer.echo(to_csv(rows), nl=False)
-        return
-    analysis = analyze(trials, read_stages(run_dir, sweep_id, columns=STAGE_COLUMNS))
-    typer.echo(format_summary(rows) + "\n\n" + format_analysis(analysis))
-    if csv_path is not None:
+        if html_path is None:
+            return
+    columns = STAGE_COLUMNS
+    if html_path is not None:
+        from analysis.report_html import stage_columns
+
+        columns = stage_columns()  # the log heads and tails too, read once for both
+    stages = read_stages(run_dir, sweep_id, columns=columns)
+    analysis = analyze(trials, stages.select(STAGE_COLUMNS))
+    if csv_path != Path("-"):
+        typer.echo(format_summary(rows) + "\n\n" + format_analysis(analysis))
+    if csv_path is not None and csv_path != Path("-"):
         try:
             csv_path.write_text(to_csv(rows))
         except OSError as exc:
             raise RebRayError(f"--csv {csv_path}: cannot write: {exc.strerror or exc}") from exc
         typer.echo(f"wrote {csv_path}")
+    if html_path is not None:
+        from analysis.report_html import write_html
+
+        write_html(run_dir, html_path, sweep_id, trials=trials, stages=stages, analysis=analysis)
+        typer.echo(f"wrote {html_path}", err=csv_path == Path("-"))  # stdout holds only the CSV then

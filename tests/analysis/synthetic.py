@@ -137,9 +137,15 @@ def write_fixture(output_dir: Path) -> Path:
     return write(output_dir, fixture_rows())
 
 
-def random_rows(tasks: int, agents: int, trials: int, seed: int = 0) -> list[tuple[dict, list[dict]]]:
+def _log(chars: int, what: str) -> str:
+    line = f"{what}: Collecting torch==2.4.0 (from -r requirements.txt (line 3)) ... 0.93 s\n"
+    return (line * (chars // len(line) + 1))[:chars]
+
+
+def random_rows(tasks: int, agents: int, trials: int, seed: int = 0, log_chars: int = 0) -> list[tuple[dict, list[dict]]]:
     """A large synthetic run: `agents` agents of rising skill, each on `tasks` tasks x `trials`
-    trials, outcomes drawn from a seeded generator, every stage row included."""
+    trials, outcomes drawn from a seeded generator, every stage row included; with
+    `log_chars`, each C1..C4 stage row holds a log head and a log tail of that many characters."""
     rng = random.Random(seed)
     spec = [("S" if rng.random() < 0.7 else "-", "S", "S" if rng.random() < 0.95 else "-",
              "S" if rng.random() < 0.7 else "-") for _ in range(tasks)]
@@ -156,4 +162,40 @@ def random_rows(tasks: int, agents: int, trials: int, seed: int = 0) -> list[tup
                                  c0_total=total, lies=("gpu_count",) if rng.random() > skill else (),
                                  input_tokens=tokens, output_tokens=tokens // 10,
                                  cost_usd=round(tokens * 3e-6, 6), agent_s=rng.uniform(60, 600)))
+                if log_chars:
+                    for stage in out[-1][1]:
+                        if stage["stage"] in ("c1", "c2", "c3", "c4") and stage["status"] != "skipped":
+                            stage.update(log_head=_log(log_chars, "head"), log_tail=_log(log_chars, "tail"))
+    return out
+
+
+#: What a hostile agent writes where the report shows its words: markup that runs if a page
+#: does not escape it (the script, and the image's error handler, mark the document).
+PAYLOAD = ('<script>document.documentElement.setAttribute("data-pwned", "script")</script>'
+           '<img src="x" onerror="document.documentElement.setAttribute(\'data-pwned\', \'img\')">')
+#: The trial that carries PAYLOAD in `with_agent_words`.
+HOSTILE_TRIAL = "frugal/t3/0"
+
+
+def with_agent_words(attempts: list[tuple[dict, list[dict]]], output_dir: Path) -> list[tuple[dict, list[dict]]]:
+    """`attempts` with PAYLOAD wherever a report shows the agent's words on HOSTILE_TRIAL: its
+    failure reason, agent output tail (with a terminal escape), C1 reason, log head and tail, and
+    a report stage whose raw report.json holds it; its agent log stored as a gzip artifact under
+    `output_dir` (the row's agent_log_path). Other attempts are unchanged."""
+    import gzip
+
+    rel = "artifacts/sweep_id=syn/frugal%2Ft3%2F0/1/agent.log.gz"
+    (output_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(output_dir / rel, "wt") as f:
+        f.write(f"installing...\n{PAYLOAD}\n")
+    out = []
+    for row, stages in attempts:
+        if row["trial_id"] == HOSTILE_TRIAL:
+            row = {**row, "failure_reason": f"C1 failed: {PAYLOAD}", "agent_output_tail": f"{PAYLOAD}\x1b[2J",
+                   "agent_log_path": rel}
+            stages = [{**s, "reason": f"exit 1: {PAYLOAD}", "log_head": PAYLOAD, "log_tail": f"Traceback\n{PAYLOAD}"}
+                      if s["stage"] == "c1" else s for s in stages]
+            stages.append({**{k: row[k] for k in ("sweep_id", "trial_id", "attempt", "task_id", "agent")},
+                           "stage": "report", "status": "success", "raw": json.dumps({"python_path": PAYLOAD})})
+        out.append((row, stages))
     return out

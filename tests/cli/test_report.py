@@ -123,3 +123,69 @@ def test_report_analysis_agrees_with_the_csv(tmp_path):
         else:
             assert cells[1:3] == ["-", "-"] and row["cost_usd_sum"] == ""  # unknown on both sides, never 0
     assert any(line.startswith("FINDING: spender spent 20.0x frugal's tokens") for line in report.stdout.splitlines())
+
+
+def _terminal_section(text: str, title: str) -> dict[str, list[str]]:
+    block = next(b for b in text.split("\n\n") if b.startswith(title))
+    lines = [line for line in block.splitlines() if line.startswith("  ") and not line.strip().startswith("---")]
+    rows = [re.split(r"\s{2,}", line.strip()) for line in lines]
+    return {r[0]: r for r in rows[1:]}
+
+
+def test_report_html_terminal_and_csv_agree(tmp_path):
+    """Issue 14 item 8: on the synthetic run, the HTML report (`--html`), the terminal report and
+    the CSV (`--csv`) agree on every number they share: the summary table cell for cell, the
+    analysis tables cell for cell, and per agent and stage the successes and denominators, C0
+    missing / total, tokens and cost, down to the per-trial drill-down's badges, tokens and cost."""
+    from tests.analysis.html_dom import parse
+    from tests.analysis.synthetic import write_fixture
+
+    run_dir, csv_file, html_file = write_fixture(tmp_path / "run"), tmp_path / "summary.csv", tmp_path / "report.html"
+    res = _run("-c", "from reb_ray.cli import main; main()", "report", str(run_dir), "--csv", str(csv_file),
+               "--html", str(html_file))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.endswith(f"wrote {csv_file}\nwrote {html_file}\n")
+    page = parse(html_file.read_text(encoding="utf-8"))
+    rows = {r["agent"]: r for r in csv.DictReader(csv_file.open())}
+    assert set(rows) == {"frugal", "spender", "weak"}
+
+    # the summary table: the terminal's cells, and the CSV's numbers (as test_report_terminal_... checks)
+    terminal = _terminal_rows(res.stdout)
+    summary = page.tables[("syn", "summary")]
+    assert summary == terminal
+    for agent, row in rows.items():
+        assert {k: v for k, v in summary[agent].items() if k not in ("agent s", "env GiB")} == _expected_cells(row)
+        assert float(summary[agent]["agent s"]) == float(row["agent_wall_time_avg_sec"])
+    # the analysis tables: the terminal's cells
+    for section, title in (("rates", "Success per stage"), ("pass_k", "pass@1"), ("costs", "Cost and efficiency"),
+                           ("honesty", "C5 self-report audit")):
+        shown = {agent: list(cells.values()) for agent, cells in page.tables[("syn", section)].items()}
+        assert shown == _terminal_section(res.stdout, title), section
+    # shared numbers with the CSV: successes / denominators, C0, tokens and cost
+    rates, costs = page.tables[("syn", "rates")], page.tables[("syn", "costs")]
+    for agent, row in rows.items():
+        assert rates[agent]["C0 missing"].split()[0] == f"{row['c0_missing_sum']}/{row['c0_total_sum']}"
+        for label, name in (("C1", "c1_cpu"), ("C2", "c2_cuda"), ("C3", "c3_single_gpu"), ("C4", "c4_multi_gpu")):
+            assert rates[agent][label].split()[0] == f"{row[f'{name}_success']}/{row[f'{name}_denom']}", (agent, label)
+        if row["agent_tokens_total_sum"]:
+            assert float(costs[agent]["tokens/trial"].replace(",", "")) == float(row["agent_tokens_total_avg"])
+            assert float(costs[agent]["$/trial"]) == pytest.approx(float(row["cost_usd_sum"]) / int(row["cost_valid_jobs"]), abs=5e-5)
+        else:
+            assert (costs[agent]["tokens/trial"], costs[agent]["$/trial"], row["cost_usd_sum"]) == ("-", "-", "")
+    # the drill-down: its trials add up to the same counts, tokens and cost
+    for agent, row in rows.items():
+        mine = [t for t in page.trials if t["attrs"]["data-trial"].startswith(f"{agent}/")]
+        scored = [t for t in mine if t["attrs"]["data-status"] == "scored"]
+        assert len(scored) == int(row["job_count"]) == 12
+        for label, name in (("C1", "c1_cpu"), ("C2", "c2_cuda"), ("C3", "c3_single_gpu"), ("C4", "c4_multi_gpu")):
+            badges = [t["badges"][label] for t in scored]
+            assert badges.count("success") == int(row[f"{name}_success"]), (agent, label)
+            assert len(badges) - badges.count("skipped") == int(row[f"{name}_denom"]), (agent, label)
+            assert badges.count("failure") == int(row[f"{name}_failed"]), (agent, label)
+        tokens = [int(t["attrs"]["data-tokens"]) for t in scored if t["attrs"]["data-tokens"]]
+        cost = [float(t["attrs"]["data-cost"]) for t in scored if t["attrs"]["data-cost"]]
+        assert (str(sum(tokens)) if tokens else "") == row["agent_tokens_total_sum"]
+        assert (sum(cost) if cost else None) == (pytest.approx(float(row["cost_usd_sum"])) if row["cost_usd_sum"] else None)
+    # the finding: one line in both
+    (finding,) = [line for line in res.stdout.splitlines() if line.startswith("FINDING")]
+    assert finding in " ".join(page.text.split())

@@ -1,0 +1,131 @@
+"""`reb-ray report RUN --html FILE`: the run's report as one self-contained HTML file (issue 14,
+item 6).
+
+It holds, per sweep: any `FINDING:` first, the per-agent summary table (`analysis.summary`'s
+cells: the numbers the terminal and the CSV show, from the one `analysis.scores.summarize`),
+the plots (`analysis.plots`, embedded as base64 PNG data URIs), the analysis sections
+(`analysis.sections`: the terminal's strings, as tables) and a drill-down per trial
+(`analysis.drilldown`: stage statuses and reasons, log head and tail, report.json, tokens and
+cost, relative links to the stored agent log, transcript and stage logs).
+
+Self-contained and inert: no script, no external resource (no CDN, no font, no fetch), and a
+Content-Security-Policy (`CSP`) that forbids both, so the file can be mailed or archived and
+opened anywhere. Every value is escaped by the template (jinja2 autoescape on, never `|safe`),
+and terminal control and bidirectional-override characters are shown as escapes
+(`reb_ray.terminal.printable`): a `<script>` an agent wrote in a log or a reason is text.
+"""
+
+from __future__ import annotations
+
+import base64
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+import reb_ray
+from reb_ray.errors import RebRayError
+from reb_ray.terminal import printable
+
+from .analyze import STAGE_COLUMNS, Analysis, analyze
+from .drilldown import DETAIL_COLUMNS, trial_details
+from .outcomes import LABELS, STAGES
+from .scores import summarize
+from .sections import sweep_sections
+from .summary import HEADERS, LEGEND, row_cells
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+TEMPLATE = "report.html.j2"
+#: No script runs and nothing is fetched; images only from data: URIs, styles only inline.
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+
+
+def _environment() -> Any:
+    try:
+        import jinja2
+    except ImportError as exc:  # a dependency of reb-ray; only a broken install lacks it
+        raise RebRayError("--html needs jinja2: pip install jinja2") from exc
+    # finalize: every {{ value }} goes through printable before it is escaped
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                              finalize=lambda v: printable(v) if isinstance(v, str) else v)
+
+
+def plot_images(analysis: Analysis) -> tuple[dict[Any, list[dict]], str | None]:
+    """({sweep_id: [{"name", "plot", "data" (base64 PNG)}]}, None), or ({}, why not) when
+    matplotlib is missing: `analysis.plots.write_plots`' PNGs, drawn in a temporary directory."""
+    try:
+        from .plots import PLOTS, plot_path, write_plots
+
+        with tempfile.TemporaryDirectory(prefix="reb-ray-plots-") as tmp:
+            write_plots(analysis, Path(tmp))
+            images: dict[Any, list[dict]] = {}
+            for sweep_id in analysis.stats.run.sweeps():
+                for plot in PLOTS:
+                    path = plot_path(Path(tmp), sweep_id, plot)
+                    if path.is_file():
+                        images.setdefault(sweep_id, []).append(
+                            {"name": path.name, "plot": plot, "data": base64.b64encode(path.read_bytes()).decode("ascii")})
+    except RebRayError as exc:
+        return {}, str(exc)
+    return images, None
+
+
+def context(output_dir: Path, trials: pa.Table, stages: pa.Table | None, analysis: Analysis,
+            html_path: Path, *, with_plots: bool = True) -> dict:
+    """The template's values: one dict per sweep (id, summary headers and rows, legend,
+    sections, plots, trials) and the run's facts. `stages`: the stages table with
+    DETAIL_COLUMNS (None: no drill-down of stages)."""
+    images, plots_note = plot_images(analysis) if with_plots else ({}, "plots not drawn (with_plots=False)")
+    rows = summarize(trials)
+    details = trial_details(output_dir, trials, stages, analysis.stats.run, html_path.parent)
+    sweeps = []
+    for sweep_id in sorted({r["run_id"] for r in rows}, key=lambda s: (s is None, s or "")):
+        sweeps.append({
+            "id": sweep_id,
+            "headers": list(HEADERS),
+            "rows": [row_cells(r) for r in rows if r["run_id"] == sweep_id],
+            "sections": sweep_sections(analysis, sweep_id),
+            "plots": images.get(sweep_id, []),
+            "trials": [d for d in details if d["sweep_id"] == sweep_id],
+        })
+    return {"title": f"reb-ray report: {output_dir.name}", "output_dir": str(output_dir), "version": reb_ray.__version__,
+            "csp": CSP, "legend": LEGEND, "sweeps": sweeps, "plots_note": plots_note, "stages": STAGES,
+            "labels": LABELS, "seed": analysis.seed, "resamples": analysis.resamples}
+
+
+def render(output_dir: Path, trials: pa.Table, stages: pa.Table | None, analysis: Analysis, html_path: Path,
+           *, with_plots: bool = True) -> str:
+    """The HTML text of the report (`context` rendered by TEMPLATE)."""
+    return _environment().get_template(TEMPLATE).render(
+        **context(Path(output_dir), trials, stages, analysis, Path(html_path), with_plots=with_plots))
+
+
+def stage_columns() -> list[str]:
+    """The stages columns the HTML report reads: the analysis' and the drill-down's."""
+    return list(dict.fromkeys(STAGE_COLUMNS + DETAIL_COLUMNS))
+
+
+def write_html(output_dir: Path, html_path: Path, sweep_id: str | None = None, *, trials: pa.Table | None = None,
+               stages: pa.Table | None = None, analysis: Analysis | None = None, with_plots: bool = True) -> Path:
+    """Write the HTML report of the run under `output_dir` (one sweep or all) to `html_path`
+    (UTF-8); returns the path. What is already at hand is not read or computed again: `trials`
+    (every attempt, as read_trials gives it), `stages` (`stage_columns()` at least), and
+    `analysis` (`analyze` of those two). Raises RebRayError for an unreadable results shard or
+    an unwritable file."""
+    from reb_ray.results.read import read_stages, read_trials
+
+    output_dir, html_path = Path(output_dir), Path(html_path)
+    if trials is None:
+        trials = read_trials(output_dir, sweep_id)
+    if stages is None:
+        stages = read_stages(output_dir, sweep_id, columns=stage_columns())
+    if analysis is None:
+        analysis = analyze(trials, stages.select(STAGE_COLUMNS))
+    text = render(output_dir, trials, stages, analysis, html_path, with_plots=with_plots)
+    try:
+        html_path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise RebRayError(f"--html {html_path}: cannot write: {exc.strerror or exc}") from exc
+    return html_path
