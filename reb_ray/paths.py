@@ -1,6 +1,6 @@
 """Where bundled resources live, in a source checkout and in an installed wheel.
 
-The wheel force-includes `probes/`, `tasks/` and `analysis/` under `reb_ray/_bundled/`
+The wheel force-includes `probes/` and `tasks/` under `reb_ray/_bundled/` (`analysis` ships as a package)
 (see pyproject.toml); a source checkout or editable install has them at the repository root.
 """
 
@@ -12,7 +12,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def bundled_dir(name: str) -> Path:
-    """Return the directory of bundled resource `name` ("probes", "tasks" or "analysis").
+    """Return the directory of bundled resource `name` ("probes" or "tasks").
 
     Raises FileNotFoundError when neither the checkout nor the wheel layout holds it.
     """
