@@ -146,6 +146,8 @@ TRIALS_SCHEMA = pa.schema(
         ("network_policy", pa.string()),  # open | registries (the sweep's --network-policy)
         ("network_denied_count", pa.int64()),  # connections the egress proxy refused (null: policy open)
         ("network_log_path", pa.string()),  # the egress proxy's connection log (JSON Lines, gzip), rel. to output
+        ("sandbox_network", pa.string()),  # the Docker network the sandbox joined (null: local provider, or none made)
+        ("network_host_guard", pa.bool_()),  # the node's services were closed to the sandbox (reb_ray/netpolicy/hostguard.py); false: an explicit `network` or the local provider
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )
