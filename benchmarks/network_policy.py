@@ -1,8 +1,9 @@
 """What the `registries` network policy costs a download (issue 11, item 4).
 
-One sandbox per policy, created as trials create theirs (the host CA bundle mounted; under
-`registries` the node's internal network and the trial's egress proxy), then N times each
-(default 5), alternating the policies: `pip download --no-deps --no-cache-dir` of one small
+One sandbox per policy, created as trials create theirs (the host CA bundle mounted; `open` on
+reb-ray-open behind the host guard, `registries` on the node's internal network with the
+trial's egress proxy, `bridge` an explicit `network = "bridge"`: Docker's default bridge,
+unguarded), then N times each (default 5), in rotating order: `pip download --no-deps --no-cache-dir` of one small
 wheel from PyPI into a fresh directory. Prints the median, min and max seconds per policy, as
 the exec's host-measured wall time (pip's start-up included, container start not).
 
@@ -26,15 +27,17 @@ def main(n: int = 5, requirement: str = "six==1.16.0") -> None:
     image = require_image(connect(), "minimal")
     boxes, egresses = {}, {}
     try:
-        for policy in ("open", "registries"):
-            config = SweepConfig(network_policy=policy)
+        configs = {"open": SweepConfig(), "registries": SweepConfig(network_policy="registries"),
+                   "bridge": SweepConfig(network="bridge")}
+        for policy, config in configs.items():
             egresses[policy] = TrialEgress(config)
             base = SandboxConfig(image=image, ca_bundle=config.ca_bundle, sweep_id="bench", trial_id=f"netpolicy-{policy}")
             boxes[policy] = DockerSandbox(egresses[policy].open(base))
             egresses[policy].attach(boxes[policy])
-        times: dict[str, list[float]] = {"open": [], "registries": []}
+        times: dict[str, list[float]] = {policy: [] for policy in configs}
+        order = list(configs)
         for i in range(n):
-            for policy in (("open", "registries") if i % 2 == 0 else ("registries", "open")):
+            for policy in order[i % 3:] + order[:i % 3]:
                 result = boxes[policy].exec(["python3", "-m", "pip", "download", "-q", "--no-deps", "--no-cache-dir",
                                              "--disable-pip-version-check", "-d", f"/tmp/dl-{i}", requirement], timeout=300)
                 if not result.ok:

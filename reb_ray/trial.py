@@ -1,7 +1,8 @@
 """The life of one trial attempt (ARCHITECTURE.md "Life of a trial"), with no Ray in sight.
 
-`run_trial(spec, gpus)` checks the node, places the repository, puts a `registries` sandbox
-behind its own allow-listing egress proxy (reb_ray/netpolicy/), registers an LLM agent with
+`run_trial(spec, gpus)` checks the node, places the repository, puts a docker sandbox on
+reb-ray's network for its policy behind the host guard, and a `registries` one behind its own
+allow-listing egress proxy too (reb_ray/netpolicy/), registers an LLM agent with
 the node's metering proxy, runs the agent phase, reads the trial's meter, stops what the agent
 left running and records whether it modified tracked files, runs the hidden probes
 (reb_ray/probe_phase.py), and returns one `trials` row plus its `stages` rows with the agent's
@@ -30,7 +31,7 @@ from reb_ray.grading.unmeasured import PROBE_STAGES, agent_failed
 from reb_ray.llm.trial_access import ProxyClient, TrialLlm
 from reb_ray.models.report import MAX_REPORT_BYTES, Report, parse_report
 from reb_ray.models.sweep import TrialSpec
-from reb_ray.netpolicy.trial_egress import TrialEgress
+from reb_ray.netpolicy.trial_egress import TrialEgress, harness_network
 from reb_ray.placement import place_repo
 from reb_ray.probe_phase import ASSETS_MOUNT, run_probe_phase
 from reb_ray.redact import Redactor
@@ -75,7 +76,7 @@ def _sandbox_config(spec: TrialSpec, gpus: list[str]) -> tuple[SandboxConfig, di
     config = SandboxConfig(
         image=spec.image, gpus=gpus, cpus=cfg.cpus_per_trial if docker else None, memory_bytes=memory if docker else None,
         pids_limit=cfg.pids_limit if docker else None, disk_quota_bytes=cfg.disk_quota_bytes if docker else None,
-        shm_size_bytes=cfg.shm_size_bytes, network=cfg.network, ca_bundle=cfg.ca_bundle if docker else None,
+        shm_size_bytes=cfg.shm_size_bytes, network=harness_network(cfg), ca_bundle=cfg.ca_bundle if docker else None,
         mounts=mounts, sweep_id=spec.sweep_id, trial_id=spec.trial_id, attempt=spec.attempt,
     )
     return config, pip_env
@@ -134,8 +135,8 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
         slot = toolchain_slot(agent.uses_toolchain, spec.config.sandbox, spec.config.toolchains_dir).open()
         config, pip_env = _sandbox_config(spec, gpus)
         config.propagated_mounts.update(slot.mounts)
-        # `registries`: the node's internal network, egress only through this attempt's
-        # allow-listing proxy (reb_ray/netpolicy/).
+        # reb-ray's network for the policy, behind the host guard; under `registries` egress
+        # only through this attempt's allow-listing proxy (reb_ray/netpolicy/).
         config = egress.open(config)
         sandbox = open_sandbox(spec.config.sandbox, config, trusted=agent.trusted, allow_unsafe=spec.config.unsafe_local)
         egress.attach(sandbox)
@@ -162,8 +163,10 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
             rec.apply(agent_failed(spec.task, PROBE_STAGES, *ended_by))
         else:
             run_probe_phase(rec, sandbox, spec, repo_dir, report, gpus)
-            # The harness's own container fetches from the index on the sweep's open network.
-            _fill_package_cache(rec, spec, config.model_copy(update={"network": spec.config.network}), sandbox, report)
+            # The harness's own container fetches from the index on Docker's default bridge
+            # (or the sweep's explicit network): it runs no agent code.
+            _fill_package_cache(rec, spec, config.model_copy(update={"network": harness_network(spec.config)}),
+                                sandbox, report)
         if no_gpus_reason:
             rec.explain_hardware(no_gpus_reason)
         rec.row["probe_wall_time_s"] = time.monotonic() - probe_t0

@@ -99,6 +99,9 @@ def test_tokens_cost_and_the_real_key_stays_out_of_the_sandbox(tmp_path, sandbox
     assert (total.input_tokens, total.cached_input_tokens, total.cache_write_tokens) == (4800, 3700, 500)
     assert spy["status"] == "scored" and spy["report_status"] == "ok", spy["failure_reason"]
     assert spy["llm_requests"] == 3 and spy["llm_rate_limited"] == 0
+    # Under the default open policy the sandbox sat on reb-ray-open behind the host guard, and
+    # reached the node's LLM proxy on its gateway (inside the port range the guard opens).
+    assert (spy["network_policy"], spy["sandbox_network"], spy["network_host_guard"]) == ("open", "reb-ray-open", True)
     # Anthropic reports no reasoning count: unknown, not 0.
     assert [spy[f] for f in ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens",
                              "reasoning_tokens")] == [4800, 3700, 500, 101, None]

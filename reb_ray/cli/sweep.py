@@ -114,6 +114,10 @@ def sweep(
         "wandb_project": wandb, "wandb_timeout_s": wandb_timeout, "allow_drift": allow_drift or None,
     }
     cfg = load_config(config, overrides)
+    from reb_ray.netpolicy.trial_egress import unguarded_warning
+
+    if (warning := unguarded_warning(cfg)) is not None:  # an explicit `network`: the user's choice, never silent
+        typer.echo(warning, err=True)
     result = run_sweep(cfg, show_progress=not quiet)
     typer.echo(f"sweep {result.sweep_id}: {result.attempts} attempt(s) run, {result.skipped} already scored, "
                f"{result.infra_errors} infra error(s), {result.wall_time_s:.1f} s; results in {cfg.output}")

@@ -40,7 +40,7 @@ GPU count, never from logs). Infrastructure (`infra_*`, never scored against the
 infra_shm (a /dev/shm too small: field case F09), infra_disk_full (ENOSPC), infra_assets (above),
 plus the kinds the harness raises itself: infra_assets_missing, infra_daemon, infra_clone,
 infra_sandbox, infra_toolbox, infra_toolchain, infra_node, infra_harness, infra_probe_misconfigured,
-infra_network_guard (the `registries` host guard cannot be installed: reb_ray/netpolicy/hostguard.py).
+infra_network_guard (the host guard of a docker sandbox's network cannot be installed: reb_ray/netpolicy/hostguard.py).
 """
 
 from __future__ import annotations

@@ -142,7 +142,7 @@ class LocalProxy:
 
 def proxy_host(provider: str, network: str) -> str:
     """The address the node's proxy binds so that sandboxes reach it: loopback for the local
-    sandbox, the Docker network's gateway for docker (172.17.0.1 on the default bridge).
+    sandbox, the Docker network's gateway for docker (reb-ray-open's under the open policy).
     Raises RebRayError for `--network none` (no way to any endpoint) or no Docker daemon."""
     if provider != "docker":
         return "127.0.0.1"

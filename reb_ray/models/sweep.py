@@ -50,7 +50,11 @@ class SweepConfig(BaseModel):
     # The node's wheel cache, read-only to trials and filled by the harness (reb_ray/sandbox/package_cache.py).
     pip_cache_dir: Path = Path.home() / ".cache" / "reb-ray" / "wheels"
     ca_bundle: Path | None = HOST_CA_BUNDLE if HOST_CA_BUNDLE.exists() else None
-    network: str = "bridge"
+    # The Docker network of the sandboxes. None (the default): reb-ray's own for the policy,
+    # whose host guard closes the node's services to them (reb_ray/netpolicy/network.py). A name
+    # (e.g. "bridge", Docker's default bridge) under `open`: that network as it is, unguarded,
+    # recorded in the row (`network_host_guard` false) and warned about at sweep start.
+    network: str | None = Field(None, min_length=1)
     # Egress of the sandboxes (issue 11, item 4; reb_ray/netpolicy/): `open` (the default: research
     # repositories fetch from many hosts) or `registries`: only the hosts of `network_allow` (host
     # patterns, reb_ray/netpolicy/allowlist.py; a list replaces the default) and the node's LLM proxy,

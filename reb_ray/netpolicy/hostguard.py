@@ -1,14 +1,16 @@
-"""The host guard: what a `registries` sandbox may reach on its own node (issue 11, item 4).
+"""The host guard: what a docker sandbox may reach on its own node (issue 11, item 4).
 
-An `--internal` Docker network blocks forwarding only: a packet from a sandbox to any address
+Docker's iptables rules filter forwarded packets only: a packet from a sandbox to any address
 of the node itself (its gateway, or the node's other addresses through the default route
-Docker still gives the container) is local delivery, decided by the host's INPUT chain, which
+Docker gives the container) is local delivery, decided by the host's INPUT chain, which
 Docker leaves alone. So without this guard every host service listening on all addresses
 (Ray's GCS on 6379 and its dashboard on 8265, which take work without authentication; the
-raylet's and workers' ports; sshd) is open to an agent.
+raylet's and workers' ports; sshd) is open to an agent, whatever its network policy:
+`--internal` (registries) stops forwarding only, and an open network forwards everything.
 
-The guard is one chain, CHAIN, in the filter table, jumped to from the top of INPUT for
-packets that enter on the network's bridge (a fixed interface name, network.BRIDGE_NAME):
+The guard is one chain per reb-ray network (network.py: `REB-RAY-SANDBOX-IN` for
+`rebray-reg0`, `REB-RAY-OPEN-IN` for `rebray-open0`), in the filter table, jumped to from the
+top of INPUT for packets that enter on that network's bridge (a fixed interface name):
 
     -A INPUT -i rebray-reg0 -j REB-RAY-SANDBOX-IN                     (inserted first)
     -A REB-RAY-SANDBOX-IN -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
@@ -19,19 +21,22 @@ packets that enter on the network's bridge (a fixed interface name, network.BRID
 LO:HI is the node's proxy port range (ports.py): the proxies bind inside it, so the rules are
 static (nothing per trial to add, remove, or leave behind after a crash). REJECT, not DROP: the
 agent's connect fails at once ("connection refused") instead of hanging until its timeout.
-The REJECT rules' packet counters count refusals node-wide (`rejected_packets`). IPv6: the
-network is made without it and Docker disables IPv6 inside its containers, but the host's end
-of the bridge has a link-local address, reachable with raw packets (CAP_NET_RAW): where the
-kernel has IPv6, ip6tables gets the same chain without the ACCEPT of the proxies.
+The REJECT rules' packet counters count refusals node-wide (`rejected_packets`). Forwarded
+packets (an open sandbox's traffic to the internet, Docker's NAT) never pass INPUT and are
+untouched. IPv6: the networks are made without it and Docker disables IPv6 inside their
+containers, but the host's end of a bridge has a link-local address, reachable with raw
+packets (CAP_NET_RAW): where the kernel has IPv6, ip6tables gets the same chain without the
+ACCEPT of the proxies.
 
-`ensure_guard` runs at every `registries` trial start: under a node-wide file lock it reads the
-chain and INPUT (`iptables -S`, a few ms) and rewrites them only when they differ from the
-above, in one atomic `iptables-restore --noflush` transaction (the chain is never seen half
-made, the jump never doubled). It touches no other chain than CHAIN and its one jump in INPUT.
-It fails the attempt (InfraError, CATEGORY) when iptables is missing or refuses (not root):
-the policy is never silently open. Limits: a firewall manager that flushes INPUT (firewalld's
-reload, `iptables -F`) opens the host until the next trial start puts the jump back; a rule
-someone inserts above the jump that accepts the bridge's packets wins over it.
+`ensure_guard` runs at every docker trial start on a reb-ray network: under a node-wide file
+lock it reads the filter table (`iptables -S`, a few ms) and rewrites the chain and its jump
+only when they differ from the above, in one atomic `iptables-restore --noflush` transaction
+(the chain is never seen half made, the jump never doubled). It touches no other chain than
+its own and its one jump in INPUT. It fails the attempt (InfraError, CATEGORY) when iptables
+is missing or refuses (not root): a sandbox is never silently open to the node. Limits: a
+firewall manager that flushes INPUT (firewalld's reload, `iptables -F`) opens the host until
+the next trial start puts the jump back; a rule someone inserts above the jump that accepts
+the bridge's packets wins over it.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from pathlib import Path
 
 from reb_ray.errors import InfraError
 
+#: The registries network's chain (network.REGISTRIES.chain), the default of every function here.
 CHAIN = "REB-RAY-SANDBOX-IN"
 CATEGORY = "infra_network_guard"
 #: The binaries, by name on PATH (a test points them at a missing file).
@@ -52,25 +58,25 @@ TIMEOUT_S = 30.0
 _WAIT = ("-w", "5")  # wait up to 5 s for the xtables lock another process holds
 
 
-def chain_rules(gateway: str, ports: range) -> list[str]:
+def chain_rules(gateway: str, ports: range, chain: str = CHAIN) -> list[str]:
     """The IPv4 chain's rules, in `iptables -S` form: the established, the proxies' ports on
     `gateway`, the rest refused."""
     dport = str(ports.start) if len(ports) == 1 else f"{ports.start}:{ports.stop - 1}"
-    return [f"-A {CHAIN} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
-            f"-A {CHAIN} -d {gateway}/32 -p tcp -m tcp --dport {dport} -j ACCEPT",
-            f"-A {CHAIN} -p tcp -j REJECT --reject-with tcp-reset",
-            f"-A {CHAIN} -j REJECT --reject-with icmp-port-unreachable"]
+    return [f"-A {chain} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+            f"-A {chain} -d {gateway}/32 -p tcp -m tcp --dport {dport} -j ACCEPT",
+            f"-A {chain} -p tcp -j REJECT --reject-with tcp-reset",
+            f"-A {chain} -j REJECT --reject-with icmp-port-unreachable"]
 
 
-def chain_rules6() -> list[str]:
+def chain_rules6(chain: str = CHAIN) -> list[str]:
     """The IPv6 chain's rules (`ip6tables -S` form): no proxy listens on IPv6, all is refused."""
-    return [f"-A {CHAIN} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
-            f"-A {CHAIN} -p tcp -j REJECT --reject-with tcp-reset",
-            f"-A {CHAIN} -j REJECT --reject-with icmp6-port-unreachable"]
+    return [f"-A {chain} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+            f"-A {chain} -p tcp -j REJECT --reject-with tcp-reset",
+            f"-A {chain} -j REJECT --reject-with icmp6-port-unreachable"]
 
 
-def ensure_guard(bridge: str, gateway: str, ports: range) -> None:
-    """Makes CHAIN and its jump from INPUT exactly as in the module docstring, for packets
+def ensure_guard(bridge: str, gateway: str, ports: range, chain: str = CHAIN) -> None:
+    """Makes `chain` and its jump from INPUT exactly as in the module docstring, for packets
     entering on interface `bridge`, the proxies on `gateway` at `ports`; does nothing when
     they already are. Raises InfraError (CATEGORY, one line) when iptables is missing or fails."""
     lock_path = Path(tempfile.gettempdir()) / "reb-ray-host-guard.lock"
@@ -80,50 +86,51 @@ def ensure_guard(bridge: str, gateway: str, ports: range) -> None:
         raise InfraError(CATEGORY, f"cannot open the host guard's lock {lock_path}: {exc.strerror or exc}") from None
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        _ensure(IPTABLES, bridge, chain_rules(gateway, ports))
+        _ensure(IPTABLES, bridge, chain, chain_rules(gateway, ports, chain))
         if _kernel_has_ipv6():
-            _ensure(IP6TABLES, bridge, chain_rules6())
+            _ensure(IP6TABLES, bridge, chain, chain_rules6(chain))
     finally:
         os.close(lock)  # releases the lock
 
 
-def remove_guard(bridge: str) -> None:
-    """Removes the jump(s) for `bridge` and CHAIN (IPv4 and IPv6), leaving every other rule;
+def remove_guard(bridge: str, chain: str = CHAIN) -> None:
+    """Removes the jump(s) for `bridge` and `chain` (IPv4 and IPv6), leaving every other rule;
     for tests and a node being taken out of service. Raises InfraError when iptables fails."""
     for binary in (IPTABLES, IP6TABLES) if _kernel_has_ipv6() else (IPTABLES,):
-        jump = _jump(bridge)
+        jump = _jump(bridge, chain)
         table = _table(binary)
         lines = [f"-D{jump[2:]}"] * table.count(jump)
-        if _chain_of(table) is not None:
-            lines += [f"-F {CHAIN}", f"-X {CHAIN}"]
+        if _chain_of(table, chain) is not None:
+            lines += [f"-F {chain}", f"-X {chain}"]
         if lines:
             _restore(binary, lines)
 
 
-def rejected_packets(binary: str = IPTABLES) -> int | None:
-    """The packets CHAIN's REJECT rules have refused on this node since it was made (every
-    sandbox together: a refused TCP connect is one), or None when the chain does not exist."""
-    if _chain_of(_table(binary)) is None:
+def rejected_packets(binary: str = IPTABLES, chain: str = CHAIN) -> int | None:
+    """The packets `chain`'s REJECT rules have refused on this node since it was made (every
+    sandbox of its network together: a refused TCP connect is one), or None when the chain
+    does not exist."""
+    if _chain_of(_table(binary), chain) is None:
         return None
-    out = _iptables(binary, "-L", CHAIN, "-n", "-v", "-x")
+    out = _iptables(binary, "-L", chain, "-n", "-v", "-x")
     # `-L -v -x`: two header lines, then `pkts bytes target prot ...` per rule
     return sum(int(fields[0]) for fields in (line.split() for line in out.splitlines()[2:])
                if len(fields) > 2 and fields[2] == "REJECT")
 
 
-def _jump(bridge: str) -> str:
-    return f"-A INPUT -i {bridge} -j {CHAIN}"
+def _jump(bridge: str, chain: str) -> str:
+    return f"-A INPUT -i {bridge} -j {chain}"
 
 
-def _ensure(binary: str, bridge: str, rules: list[str]) -> None:
-    jump = _jump(bridge)
+def _ensure(binary: str, bridge: str, chain: str, rules: list[str]) -> None:
+    jump = _jump(bridge, chain)
     table = _table(binary)
     jumps = table.count(jump)
-    if _chain_of(table) == rules and jumps == 1:
+    if _chain_of(table, chain) == rules and jumps == 1:
         return
-    lines = [f":{CHAIN} - [0:0]", *rules]  # with --noflush, declaring the chain empties it
+    lines = [f":{chain} - [0:0]", *rules]  # with --noflush, declaring the chain empties it
     if jumps == 0:
-        lines.append(f"-I INPUT 1 -i {bridge} -j {CHAIN}")
+        lines.append(f"-I INPUT 1 -i {bridge} -j {chain}")
     lines += [f"-D{jump[2:]}"] * max(0, jumps - 1)
     _restore(binary, lines)
 
@@ -134,11 +141,11 @@ def _table(binary: str) -> list[str]:
     return _iptables(binary, "-S").splitlines()
 
 
-def _chain_of(table: list[str]) -> list[str] | None:
-    """CHAIN's rules in `table`, None when it does not exist."""
-    if f"-N {CHAIN}" not in table:
+def _chain_of(table: list[str], chain: str) -> list[str] | None:
+    """`chain`'s rules in `table`, None when it does not exist."""
+    if f"-N {chain}" not in table:
         return None
-    return [line for line in table if line.startswith(f"-A {CHAIN} ")]
+    return [line for line in table if line.startswith(f"-A {chain} ")]
 
 
 def _restore(binary: str, lines: list[str]) -> None:
@@ -151,14 +158,14 @@ def _iptables(binary: str, *args: str, input: str | None = None, wait: bool = Tr
     try:
         done = subprocess.run(command, input=input, capture_output=True, text=True, timeout=TIMEOUT_S)
     except FileNotFoundError:
-        raise InfraError(CATEGORY, f"{binary} not found: `--network-policy registries` needs iptables on the node, "
-                                   "run as root, to keep sandboxes off the host's services") from None
+        raise InfraError(CATEGORY, f"{binary} not found: docker sandboxes need iptables on the node, run as root, "
+                                   "to keep them off the host's services") from None
     except subprocess.TimeoutExpired:
         raise InfraError(CATEGORY, f"{' '.join(command[:4])} did not finish in {TIMEOUT_S:g} s") from None
     if done.returncode != 0:
         why = (done.stderr.strip() or done.stdout.strip() or f"exit {done.returncode}").splitlines()[0][:300]
-        raise InfraError(CATEGORY, f"{binary} {' '.join(args[:3])}: {why} (the registries policy needs root "
-                                   "on the node to guard its host services)")
+        raise InfraError(CATEGORY, f"{binary} {' '.join(args[:3])}: {why} (the host guard needs root on the "
+                                   "node to keep sandboxes off its services)")
     return done.stdout
 
 

@@ -1,8 +1,9 @@
-"""The node's port range for the proxies `registries` sandboxes may reach (issue 11, item 4).
+"""The node's port range for the proxies docker sandboxes may reach (issue 11, item 4).
 
-Every proxy a `registries` sandbox is allowed to talk to (its trial's egress proxy, the node's
-LLM proxy) listens on the internal network's gateway at a port inside one fixed range, so the
-host guard (hostguard.py) opens that range once, with static rules, instead of adding and
+Every proxy a sandbox on one of reb-ray's networks (network.py) is allowed to talk to (its
+trial's egress proxy under `registries`, the node's LLM proxy) listens on that network's
+gateway at a port inside one fixed range, so the host guard (hostguard.py) opens that range
+once, with static rules, instead of adding and
 removing a rule per proxy (a rule per proxy would outlive a trial actor Ray kills with SIGKILL,
 and leave the next process that takes its port reachable).
 

@@ -7,8 +7,8 @@ same one), in the namespace `reb-ray-llm-<job id>` (the driver's job: two sweeps
 never share a proxy). It is detached because its creator, a trial's actor, is killed after its
 trial; the driver removes every proxy of its job when the run ends (`stop_proxies`), so a proxy
 lives as long as one sweep run (a driver killed with SIGKILL leaves them until `ray stop`). It hosts a `ProxyServer` bound where the sandboxes
-reach it (the Docker network's gateway, 172.17.0.1 on the default bridge; loopback for the
-local sandbox); trials register over Ray (`RayProxyClient`, a
+reach it (the gateway of the sandboxes' Docker network, inside the node's proxy port range on
+reb-ray's networks, whose host guard opens only that range; loopback for the local sandbox); trials register over Ray (`RayProxyClient`, a
 reb_ray.llm.trial_access.ProxyClient).
 
 The real keys: the driver's values of the sweep's LLM key variables go into this actor's

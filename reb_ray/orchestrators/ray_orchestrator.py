@@ -210,7 +210,7 @@ def _proxy_client(specs: list[TrialSpec]) -> RayProxyClient | None:
     from reb_ray.netpolicy.trial_egress import sandbox_network
 
     config = specs[0].config
-    # Bound where the sandboxes are: the internal network's gateway under `registries`.
+    # Bound where the sandboxes are: the gateway of reb-ray's network for the policy.
     return RayProxyClient(env, config.sandbox, sandbox_network(config),
                           str(config.prices_file) if config.prices_file else None)
 

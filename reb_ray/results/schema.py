@@ -148,6 +148,8 @@ TRIALS_SCHEMA = pa.schema(
         ("network_log_path", pa.string()),  # the egress proxy's connection log (JSON Lines, gzip), rel. to output
         # -- resume identity (issue 13, item 7; reb_ray/sweep_identity.py)
         ("config_drift", pa.list_(pa.string())),  # scoring fields changed since the sweep's first run (--allow-drift); null: none
+        ("sandbox_network", pa.string()),  # the Docker network the sandbox joined (null: local provider, or none made)
+        ("network_host_guard", pa.bool_()),  # the node's services were closed to the sandbox (reb_ray/netpolicy/hostguard.py); false: an explicit `network` or the local provider
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

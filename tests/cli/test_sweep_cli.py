@@ -65,3 +65,20 @@ def test_an_agents_list_beside_agents_tables_says_what_to_do(tmp_path):
         load_config(path, {})
     message = str(info.value)
     assert message.startswith(f"{path}: not valid TOML") and "leave out `agents = [...]`" in message and "\n" not in message
+
+
+def test_an_explicit_network_in_the_config_is_warned_about_at_sweep_start(tmp_path):
+    """`network = "bridge"` opts the open policy's sandboxes out of the host guard: never silently."""
+    import subprocess
+    import sys
+
+    assert load_config(None, {}).network is None  # the default: reb-ray's guarded network
+    cfg = tmp_path / "sweep.toml"
+    cfg.write_text('network = "bridge"\n')
+    assert load_config(cfg, {}).network == "bridge"
+    done = subprocess.run([sys.executable, "-c", "from reb_ray.cli import main; main()", "sweep", "--config", str(cfg),
+                           "--suite", "no-such-suite", "--quiet", "--output", str(tmp_path / "runs")],
+                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
+    warning = next(line for line in done.stderr.splitlines() if line.startswith("warning:"))
+    assert "network = 'bridge'" in warning and "without the host guard" in warning and "network_host_guard" in warning
+    assert "unknown suite 'no-such-suite'" in done.stderr  # the sweep itself then fails as it would anyway

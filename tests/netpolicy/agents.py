@@ -43,18 +43,27 @@ class NetworkProbeAgent(Agent):
         return AgentRun.from_exec(result, ctx.timeout_s, started)
 
 
-# The node as the sandbox sees it: its gateway (the proxy's host) and the port of a host
-# service (HOST_PORT, listening on all addresses); then a download through the egress proxy.
+# The node as the sandbox sees it: its gateway (the proxy's host, else the default route's) and
+# the port of a host service (HOST_PORT, listening on all addresses), also at the node's outside
+# address when NODE_IP is given; then a download (through the egress proxy when there is one).
 _HOST_SCRIPT = r"""
 python3 - <<'PY'
-import os, socket, time, urllib.parse
-gateway = urllib.parse.urlsplit(os.environ["HTTPS_PROXY"]).hostname
-started = time.monotonic()
-try:
-    socket.create_connection((gateway, int(os.environ["HOST_PORT"])), timeout=10)
-    print("net: host-service reached")
-except OSError as exc:
-    print(f"net: host-service failed: {type(exc).__name__} after {time.monotonic() - started:.2f} s")
+import os, socket, struct, time, urllib.parse
+def default_gateway():
+    for line in open("/proc/net/route").read().splitlines()[1:]:
+        fields = line.split()
+        if fields[1] == "00000000":
+            return socket.inet_ntoa(struct.pack("<L", int(fields[2], 16)))
+proxy = os.environ.get("HTTPS_PROXY")
+gateway = urllib.parse.urlsplit(proxy).hostname if proxy else default_gateway()
+targets = [("host-service", gateway)] + ([("host-service-node-ip", os.environ["NODE_IP"])] if os.environ.get("NODE_IP") else [])
+for name, host in targets:
+    started = time.monotonic()
+    try:
+        socket.create_connection((host, int(os.environ["HOST_PORT"])), timeout=10)
+        print(f"net: {name} reached")
+    except OSError as exc:
+        print(f"net: {name} failed: {type(exc).__name__} after {time.monotonic() - started:.2f} s")
 PY
 pip download -q --no-deps --no-cache-dir -d /tmp/dl six==1.16.0 >/tmp/pip.log 2>&1 && echo "net: pip-download ok" || { echo "net: pip-download failed"; tail -3 /tmp/pip.log; }
 mkdir -p "$(dirname "$1")" && printf '{"python_path": "/usr/bin/python3", "python_version": null, "torch_version": null, "cuda_available": null, "gpu_count": null, "ddp_expected_ok": null, "env_tool": "system", "env_name": null, "notes": null}' > "$1"
@@ -63,7 +72,8 @@ mkdir -p "$(dirname "$1")" && printf '{"python_path": "/usr/bin/python3", "pytho
 
 class HostServiceProbeAgent(Agent):
     """Tries a service of its node (the spec's env HOST_PORT, at the gateway its proxy
-    variables name), then downloads from PyPI through its egress proxy."""
+    variables name or its default route's, and at NODE_IP when given), then downloads from
+    PyPI (through its egress proxy under `registries`)."""
 
     trusted = True
 

@@ -1,8 +1,9 @@
 """The host guard on the real node (issue 11 item 4): real iptables, real Docker, real sockets.
 
 A TCP service of the node listening on all addresses stands in for Ray's GCS (0.0.0.0:6379):
-a `registries` sandbox is refused by it at once, at the gateway and at the node's other
-address, while its egress proxy and the node's LLM proxy still serve it."""
+a sandbox of either policy (`registries` on reb-ray-registries, `open` on reb-ray-open) is
+refused by it at once, at the gateway and at the node's other address, while the proxies it may
+use still serve it (and an `open` one still reaches PyPI directly)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.models.task import load_suite
 from reb_ray.netpolicy import hostguard
 from reb_ray.netpolicy.hostguard import CHAIN, IP6TABLES, ensure_guard, rejected_packets, remove_guard
-from reb_ray.netpolicy.network import BRIDGE_NAME, NETWORK_NAME
+from reb_ray.netpolicy.network import BRIDGE_NAME, NETWORK_NAME, OPEN, ensure_network
 from reb_ray.netpolicy.ports import sandbox_ports
 from reb_ray.netpolicy.trial_egress import TrialEgress, proxy_ports
 from reb_ray.sandbox import SandboxConfig
@@ -31,30 +32,37 @@ from reb_ray.sandbox.docker_sandbox import DockerSandbox
 pytestmark = pytest.mark.docker
 
 JUMP = f"-A INPUT -i {BRIDGE_NAME} -j {CHAIN}"
+OPEN_JUMP = f"-A INPUT -i {OPEN.bridge} -j {OPEN.chain}"
 
 
-def _guard_lines(binary: str = "iptables") -> list[str]:
+def _guard_lines(binary: str = "iptables", chain: str = CHAIN) -> list[str]:
     """Every line of the filter table that names the guard's chain."""
     out = subprocess.run([binary, "-S"], capture_output=True, text=True, check=True).stdout
-    return [line for line in out.splitlines() if CHAIN in line]
+    return [line for line in out.splitlines() if chain in line]
 
 
-def _other_lines(binary: str = "iptables") -> list[str]:
+def _other_lines(binary: str = "iptables", chains: tuple[str, ...] = (CHAIN,)) -> list[str]:
     out = subprocess.run([binary, "-S"], capture_output=True, text=True, check=True).stdout
-    return [line for line in out.splitlines() if CHAIN not in line]
+    return [line for line in out.splitlines() if not any(chain in line for chain in chains)]
 
 
 def _expected(gateway: str) -> list[str]:
     return [f"-N {CHAIN}", JUMP, *hostguard.chain_rules(gateway, sandbox_ports())]
 
 
+def _expected_open(gateway: str) -> list[str]:
+    return [f"-N {OPEN.chain}", OPEN_JUMP, *hostguard.chain_rules(gateway, sandbox_ports(), OPEN.chain)]
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _leave_the_host_as_found():
-    """A node keeps its guard; a test machine gets back the rules it had."""
-    had = bool(_guard_lines())
+    """A node keeps its guards; a test machine gets back the rules it had."""
+    had, had_open = bool(_guard_lines()), bool(_guard_lines(chain=OPEN.chain))
     yield
     if not had:
         remove_guard(BRIDGE_NAME)
+    if not had_open:
+        remove_guard(OPEN.bridge, OPEN.chain)
 
 
 @pytest.fixture
@@ -130,12 +138,51 @@ def test_a_registries_sandbox_is_refused_by_host_services_and_reaches_its_proxie
             llm.stop()
 
 
-def _trial(tmp_path, image: str, port: int) -> dict:
+def test_an_open_sandbox_is_refused_by_host_services_and_reaches_pypi_and_its_llm_proxy(sandbox_image, host_service):
+    port, accepted = host_service
+    node_ip = _node_address()
+    config = SweepConfig()  # the default: policy open, no explicit network
+    egress, llm, box = TrialEgress(config), None, None
+    try:
+        sandbox_config = egress.open(SandboxConfig(image=sandbox_image, sweep_id="hostguard", trial_id="open",
+                                                   ca_bundle=config.ca_bundle))  # the node's CA bundle, as trials get it
+        assert sandbox_config.network == OPEN.name and egress.proxy is None  # no egress proxy: the internet is open
+        gateway = egress.gateway
+        llm = ProxyServer(host=gateway, ports=proxy_ports(OPEN.name)).start()  # as the node's LLM proxy binds
+        box = DockerSandbox(sandbox_config)
+        before = rejected_packets(chain=OPEN.chain)
+
+        tried = box.exec(_CONNECT + f"{port} {gateway} {node_ip}").output.split("\n")
+        results = {line.split()[0]: line.split()[1:] for line in tried if line.strip()}
+        for host in (gateway, node_ip):  # refused at once (a TCP reset), not a 10 s timeout
+            assert results[host][0] == "ConnectionRefusedError" and float(results[host][1]) < 1.0, tried
+        assert accepted == []
+        assert rejected_packets(chain=OPEN.chain) >= before + 2
+
+        assert urlsplit(llm.url).port in sandbox_ports()  # the LLM proxy, inside the range the guard opens
+        answer = box.exec(f"python3 -c \"import urllib.request as u\ntry: u.urlopen('{llm.url}/v1/messages', "
+                          f"data=b'{{}}', timeout=10)\nexcept Exception as e: print(e)\"").output
+        assert "HTTP Error 401" in answer and llm.unknown_key_requests == 1  # reached; it knows no such key
+        # PyPI directly (no proxy variable), over TLS with the node's CA bundle mounted.
+        assert "HTTPS_PROXY" not in sandbox_config.env and sandbox_config.ca_bundle is not None
+        pip = box.exec("pip download -q --no-deps --no-cache-dir -d /tmp/dl six==1.16.0 && echo PIP-OK")
+        assert "PIP-OK" in pip.output, pip.output
+        assert egress.close(None) == {"sandbox_network": OPEN.name, "network_host_guard": True}
+    finally:
+        if box is not None:
+            box.close()
+        egress.close(None)
+        if llm is not None:
+            llm.stop()
+
+
+def _trial(tmp_path, image: str, port: int, **config) -> dict:
     from reb_ray.trial import run_trial
 
-    spec = {"kind": "tests.netpolicy.agents:HostServiceProbeAgent", "env": {"HOST_PORT": str(port)}}
+    spec = {"kind": "tests.netpolicy.agents:HostServiceProbeAgent",
+            "env": {"HOST_PORT": str(port), "NODE_IP": _node_address()}}
     cfg = SweepConfig(output=tmp_path / "runs", wheelhouses=[], pip_cache=False, agents=["host"],
-                      agent_specs={"host": spec}, network_policy="registries")
+                      agent_specs={"host": spec}, **({"network_policy": "registries"} | config))
     task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
     return run_trial(TrialSpec(sweep_id=f"hostguard-{uuid.uuid4().hex[:6]}", agent="host", task=task, trial_index=0,
                                config=cfg, image=image)).trial
@@ -150,6 +197,8 @@ def test_the_guard_holds_for_every_trial_and_is_never_doubled(sandbox_image, hos
         assert row["status"] == "scored" and row["report_status"] == "ok", row["failure_reason"]
         out = row["agent_output_tail"]
         assert "net: host-service failed: ConnectionRefusedError" in out and "net: pip-download ok" in out, out
+        assert "net: host-service-node-ip failed: ConnectionRefusedError" in out, out
+        assert (row["sandbox_network"], row["network_host_guard"]) == (NETWORK_NAME, True)
         gateway = docker_client.networks.get(NETWORK_NAME).attrs["IPAM"]["Config"][0]["Gateway"]
         assert _guard_lines() == _expected(gateway)  # one chain, one jump, after every trial
         if hostguard._kernel_has_ipv6():
@@ -158,6 +207,54 @@ def test_the_guard_holds_for_every_trial_and_is_never_doubled(sandbox_image, hos
     assert _other_lines() == others  # nothing else in the filter table changed
     for sweep in sweeps:
         assert docker_client.containers.list(all=True, filters={"label": f"reb-ray.sweep={sweep}"}) == []
+
+
+def test_the_open_guard_holds_for_every_trial_and_leaves_docker0_alone(sandbox_image, host_service, tmp_path,
+                                                                         docker_client):
+    port, accepted = host_service
+    ensure_network(docker_client, OPEN)  # Docker's own rules for the network exist before the snapshot
+    others = _other_lines(chains=(OPEN.chain,))
+    for _ in range(2):
+        row = _trial(tmp_path, sandbox_image, port, network_policy="open")
+        assert row["status"] == "scored" and row["report_status"] == "ok", row["failure_reason"]
+        out = row["agent_output_tail"]
+        for name in ("host-service", "host-service-node-ip"):
+            assert f"net: {name} failed: ConnectionRefusedError" in out, out
+        assert "net: pip-download ok" in out, out  # directly from PyPI: no egress proxy under `open`
+        assert (row["network_policy"], row["sandbox_network"], row["network_host_guard"]) == ("open", OPEN.name, True)
+        assert row.get("network_denied_count") is None
+        gateway = docker_client.networks.get(OPEN.name).attrs["IPAM"]["Config"][0]["Gateway"]
+        assert _guard_lines(chain=OPEN.chain) == _expected_open(gateway)  # one chain, one jump
+        if hostguard._kernel_has_ipv6():
+            assert _guard_lines("ip6tables", OPEN.chain) == [f"-N {OPEN.chain}", OPEN_JUMP,
+                                                             *hostguard.chain_rules6(OPEN.chain)]
+    assert accepted == []
+    assert _other_lines(chains=(OPEN.chain,)) == others  # nothing else changed: no rule names docker0 anew
+    assert not any("docker0" in line for line in _guard_lines(chain=OPEN.chain))
+
+
+def test_an_explicit_network_runs_unguarded_and_the_row_says_so(sandbox_image, host_service, tmp_path):
+    from reb_ray.netpolicy.trial_egress import unguarded_warning
+
+    port, _accepted = host_service
+    row = _trial(tmp_path, sandbox_image, port, network_policy="open", network="bridge")
+    assert row["status"] == "scored" and "net: pip-download ok" in row["agent_output_tail"], row["failure_reason"]
+    assert (row["sandbox_network"], row["network_host_guard"]) == ("bridge", False)
+    assert "without the host guard" in unguarded_warning(SweepConfig(network="bridge"))
+    assert unguarded_warning(SweepConfig()) is None and unguarded_warning(SweepConfig(sandbox="local")) is None
+
+
+def test_the_two_guards_are_independent():
+    ports = sandbox_ports()
+    ensure_guard(BRIDGE_NAME, "172.31.255.1", ports)
+    ensure_guard(OPEN.bridge, "172.31.254.1", ports, OPEN.chain)
+    registries = _guard_lines()
+    remove_guard(OPEN.bridge, OPEN.chain)
+    assert _guard_lines(chain=OPEN.chain) == [] and _guard_lines() == registries
+    ensure_guard(OPEN.bridge, "172.31.254.1", ports, OPEN.chain)
+    remove_guard(BRIDGE_NAME)
+    assert _guard_lines() == [] and _guard_lines(chain=OPEN.chain) == [
+        f"-N {OPEN.chain}", OPEN_JUMP, *hostguard.chain_rules("172.31.254.1", ports, OPEN.chain)]
 
 
 def test_concurrent_installs_and_a_tampered_chain_end_in_exactly_the_guard():
@@ -183,6 +280,17 @@ def test_without_iptables_a_registries_trial_is_an_infra_failure(sandbox_image, 
     row = _trial(tmp_path, sandbox_image, 9)
     assert (row["status"], row["failure_owner"], row["failure_category"]) == ("infra_error", "infra", "infra_network_guard")
     assert "no-iptables not found" in row["failure_reason"] and "\n" not in row["failure_reason"]
+    assert docker_client.containers.list(all=True, filters={"label": f"reb-ray.sweep={row['sweep_id']}"}) == []
+
+
+def test_without_iptables_an_open_trial_is_an_infra_failure_naming_the_way_out(sandbox_image, tmp_path, monkeypatch,
+                                                                                 docker_client):
+    monkeypatch.setattr(hostguard, "IPTABLES", str(tmp_path / "no-iptables"))  # a node without it (or not root)
+    row = _trial(tmp_path, sandbox_image, 9, network_policy="open")
+    assert (row["status"], row["failure_owner"], row["failure_category"]) == ("infra_error", "infra", "infra_network_guard")
+    reason = row["failure_reason"]
+    assert "no-iptables not found" in reason and 'network = "bridge"' in reason and "\n" not in reason
+    assert row["network_host_guard"] is None and row["sandbox_network"] is None  # no sandbox ever started
     assert docker_client.containers.list(all=True, filters={"label": f"reb-ray.sweep={row['sweep_id']}"}) == []
 
 

@@ -13,8 +13,9 @@ import pytest
 
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.models.task import load_suite
-from reb_ray.netpolicy.network import NETWORK_NAME
-from reb_ray.netpolicy.trial_egress import TrialEgress
+from reb_ray.netpolicy.network import NETWORK_NAME, OPEN
+from reb_ray.netpolicy.trial_egress import (TrialEgress, guarded_network, harness_network, proxy_ports,
+                                            sandbox_network)
 from reb_ray.sandbox import SandboxConfig
 from reb_ray.sandbox.docker_sandbox import DockerSandbox
 
@@ -71,6 +72,44 @@ def test_the_default_is_open_and_recorded(sandbox_image, tmp_path):
     net = _lines(row["agent_output_tail"])
     assert "proxy=none" in net and net["pip-download"].endswith("ok")
     assert (row["network_policy"], row.get("network_denied_count"), row.get("network_log_path")) == ("open", None, None)
+    # On reb-ray's open network, behind the host guard; the internet is open (a registry's own
+    # address directly, outside DNS).
+    assert (row["sandbox_network"], row["network_host_guard"]) == (OPEN.name, True)
+    assert net["direct-registry-ip"].endswith("reached") and net["direct-dns"].endswith("reached"), row["agent_output_tail"]
+
+
+@pytest.mark.parametrize(("config", "network", "guarded"), [
+    ({}, OPEN.name, True),  # the default
+    ({"network": "bridge"}, "bridge", False),  # explicit: Docker's default bridge, as it is
+    ({"network": "my-net"}, "my-net", False),
+    ({"network_policy": "registries"}, NETWORK_NAME, True),
+    ({"network_policy": "registries", "network": "bridge"}, NETWORK_NAME, True),
+    ({"sandbox": "local"}, "bridge", False),
+])
+def test_which_network_a_sweeps_sandboxes_join(config, network, guarded):
+    cfg = SweepConfig(**config)
+    assert sandbox_network(cfg) == network and (guarded_network(cfg) is not None) == guarded
+    assert (proxy_ports(network) is not None) == guarded  # the LLM proxy binds in the guard's range
+    assert harness_network(cfg) == cfg.network or harness_network(cfg) == "bridge"  # helper containers: default bridge
+
+
+def test_open_sandboxes_reach_the_internet_but_not_each_other(sandbox_image):
+    egresses, boxes = [TrialEgress(SweepConfig()), TrialEgress(SweepConfig())], []
+    try:
+        for egress in egresses:
+            boxes.append(DockerSandbox(egress.open(SandboxConfig(image=sandbox_image, sweep_id="netpolicy", trial_id="peer"))))
+        first, second = boxes
+        assert first.config.network == second.config.network == OPEN.name
+        ip = first.client.api.inspect_container(first.id)["NetworkSettings"]["Networks"][OPEN.name]["IPAddress"]
+        first.exec("nohup python3 -m http.server 8000 >/dev/null 2>&1 &")
+        probe = ("python3 -c \"import socket, sys, time\ntime.sleep(1)\ntry:\n socket.create_connection((sys.argv[1], "
+                 "int(sys.argv[2])), timeout=3); print('reached')\nexcept OSError as e: print('failed', e)\" ")
+        assert first.exec(probe + f"{ip} 8000").output.strip() == "reached"  # the server runs
+        assert second.exec(probe + f"{ip} 8000").output.startswith("failed")  # enable_icc=false
+        assert second.exec(probe + "pypi.org 443").output.strip() == "reached"  # the internet is open
+    finally:
+        for box in boxes:
+            box.close()
 
 
 def test_sandboxes_on_the_internal_network_reach_neither_each_other_nor_each_others_proxy(sandbox_image):
