@@ -23,7 +23,7 @@ MESSAGE = {"kind": "message", "text": "done", "usage": {"input_tokens": 1000, "o
 @pytest.fixture(scope="module")
 def ray_local():
     assert KEY_ENV not in os.environ  # so the workers cannot inherit it from the driver
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield
     ray.shutdown()
 
