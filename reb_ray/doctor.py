@@ -99,6 +99,21 @@ def check_disk(name: str, path: Path) -> Check:
                  "" if level == "ok" else f"free space: sandboxes need >= {MIN_FREE_BYTES / 1e9:.0f} GB")
 
 
+def check_host_guard() -> Check:
+    """Whether this node can install the host guard docker sandboxes need (reb_ray/netpolicy/
+    hostguard.py): iptables present and usable (root). Reads the filter table only."""
+    from reb_ray.errors import InfraError
+    from reb_ray.netpolicy.hostguard import check_usable
+
+    try:
+        check_usable()
+    except InfraError as exc:
+        return Check("host guard", "fail", str(exc).removeprefix("infra_network_guard: ")[:200],
+                     "run sweeps as root with iptables installed, or set `network = \"bridge\"` (unguarded, recorded)")
+    return Check("host guard", "ok", "iptables usable: sandboxes are kept off this node's services")
+
+
 def run_checks(profile: str) -> list[Check]:
     """All checks, in display order."""
-    return [*check_docker_and_image(profile), check_gpus(), check_ray(), check_pyright(), check_disk("output disk", Path.cwd())]
+    return [*check_docker_and_image(profile), check_host_guard(), check_gpus(), check_ray(), check_pyright(),
+            check_disk("output disk", Path.cwd())]

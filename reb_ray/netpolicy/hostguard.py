@@ -148,6 +148,12 @@ def _chain_of(table: list[str], chain: str) -> list[str] | None:
     return [line for line in table if line.startswith(f"-A {chain} ")]
 
 
+def check_usable() -> None:
+    """Raise InfraError (category infra_network_guard, one line) unless this process can read
+    the node's filter table with iptables (present, and run as root): what ensure_guard needs."""
+    _iptables("iptables", "-S", "INPUT")
+
+
 def _restore(binary: str, lines: list[str]) -> None:
     script = "\n".join(["*filter", *lines, "COMMIT", ""])
     _iptables(f"{binary}-restore", "--noflush", input=script, wait=True)

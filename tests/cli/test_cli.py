@@ -77,3 +77,20 @@ def test_usage_errors_are_one_line_exit_2_never_a_traceback():
     assert res.stderr.strip().endswith("(see: reb-ray sweep --help)") and len(res.stderr.strip().splitlines()) == 1
     res = run("sweep", "--trials", "abc")
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and "'--trials'" in res.stderr
+
+
+def test_doctor_says_whether_the_host_guard_can_be_installed(tmp_path):
+    """Docker sandboxes need iptables as root (reb_ray/netpolicy/hostguard.py): doctor says so
+    before a sweep fills with infra rows. Without iptables on PATH it fails with the fix."""
+    here = {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    ok = run("doctor", env=here)
+    assert "host guard" in ok.stdout and "iptables usable" in ok.stdout
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for tool in ("docker", "nvidia-smi", "node"):  # what the other checks may call; no iptables
+        found = subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True, text=True).stdout.strip()
+        if found:
+            (bare / tool).symlink_to(found)
+    missing = run("doctor", env={**here, "PATH": f"{bare}:{Path(sys.executable).parent}"})
+    assert missing.returncode != 0 and "iptables not found" in missing.stdout
+    assert any(line.startswith("fix host guard: ") for line in missing.stdout.splitlines())
