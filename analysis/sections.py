@@ -90,7 +90,8 @@ def rates(a: Analysis, sweep_id, agents: list) -> Section:
         c0 = next(c for c in a.stats.c0 if (c.sweep_id, c.agent) == (sweep_id, agent))
         rows.append([str(agent), c0_cell(c0), *(rate_cell(a.stats.stage(sweep_id, agent, s)) for s in RATE_STAGES)])
     head = ("Success per stage over the trials of the tasks it applies to (the paper's rate), 95% interval: "
-            + _methods(a, sweep_id) + ". C0: missing imports / baseline total. C5: audited with no over-claim.")
+            + _methods(a, sweep_id) + ". C0: missing imports / baseline total (task bootstrap; Wilson over the imports when none or all are missing)."
+            " C5: audited with no over-claim.")
     return Section("rates", head, ["agent", "C0 missing", *(LABELS[s] for s in RATE_STAGES)], rows)
 
 
@@ -133,7 +134,7 @@ def comparisons(a: Analysis, sweep_id, agents: list) -> Section | None:
                 lines.append(f"{LABELS[stage]} {best.agent} vs {other.agent}: {cmp.note}")
                 continue
             text = (f"{LABELS[stage]} {best.agent} vs {other.agent}: {100 * cmp.difference:+.0f} pts"
-                    f" [{100 * cmp.interval.low:+.0f}, {100 * cmp.interval.high:+.0f}], {cmp.tasks} tasks,"
+                    f" [{100 * cmp.interval.low:+.0f}, {100 * cmp.interval.high:+.0f}], {cmp.tasks} task{'s' if cmp.tasks != 1 else ''},"
                     f" {cmp.a_only}/{cmp.b_only} solved by one only, p={cmp.p_value:.3g}")
             if cmp.note:
                 text += f"; too few tasks to tell them apart ({cmp.a_only + cmp.b_only} differ, {MIN_DISCORDANT} needed)"

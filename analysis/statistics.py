@@ -16,7 +16,9 @@ trials table. The estimators are in `analysis.estimators`.
   k = 1 .. the fewest trials any task of the (agent, stage) has.
 - C0 missing fraction = missing imports / the baseline total, summed over trials whose
   c0_missing is known (`unknown` counts the others), with a task bootstrap interval (imports of
-  one repository are correlated, so even one trial per task is not a binomial of imports).
+  one repository are correlated, so even one trial per task is not a binomial of imports);
+  when no import (or every import) is missing the bootstrap collapses to a point, so the
+  interval is then Wilson over the imports (`wilson_imports`).
 - Paired comparison of agents A and B on a stage, over the tasks where it applies and both have
   a scored trial: difference = mean over those tasks of (A's success fraction - B's), with a
   paired task bootstrap interval; McNemar's exact test on per-task outcomes, a task counting as
@@ -172,9 +174,12 @@ def c0_statistics(run: RunOutcomes, *, resamples: int = RESAMPLES, seed: int = 0
         total = sum(t for _, t in per_task.values()) if per_task else None
         bounds = bootstrap_ratio([m for m, _ in per_task.values()], [t for _, t in per_task.values()],
                                  resamples=resamples, seed=seed)
+        interval = Interval(*bounds, "task_bootstrap") if bounds else None
+        if total and missing in (0, total):  # every resample is 0 (or 1): a point says nothing; as for rates
+            interval = Interval(*wilson(missing, total), "wilson_imports")
         out.append(C0Stats(key[0], key[1], tasks=len({r.get("task_id") for r in rows}), trials=len(rows),
                            missing=missing, total=total, fraction=missing / total if total else None,
-                           interval=Interval(*bounds, "task_bootstrap") if bounds else None, unknown=unknown))
+                           interval=interval, unknown=unknown))
     return out
 
 

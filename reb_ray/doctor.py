@@ -55,7 +55,7 @@ def check_docker_gpus(client, image: str | None) -> Check:
     problem = docker_gpu_problem(client, image)
     if problem is None:
         return Check("nvidia runtime", "ok", "containers get GPUs (a probe container with `--gpus all` ran)")
-    return Check("nvidia runtime", "warn", f"{problem}: GPU stages (C2-C4) are insufficient_hardware here",
+    return Check("nvidia runtime", "warn", f"{problem}: C3 and C4 are insufficient_hardware here (C2 too, unless the environment has no framework or a CPU-only build: those are the agent's)",
                  NVIDIA_TOOLKIT_FIX)
 
 
