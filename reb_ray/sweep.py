@@ -10,6 +10,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from reb_ray.llm.budget import RetryBackoff, SweepBudget
 from reb_ray.models.sweep import SweepConfig, TrialSpec
+from reb_ray.orchestrators.durations import estimator
 from reb_ray.orchestrators.expand import expand
 from reb_ray.results.parquet_sink import ParquetSink
 from reb_ray.trial import TrialOutcome
@@ -54,6 +55,19 @@ def _prepare_sandbox(config: SweepConfig) -> str | None:
     return require_image(client, config.image_profile)
 
 
+def _history(config: SweepConfig) -> list[dict]:
+    """Earlier attempts in the output directory (every sweep), for expected trial durations
+    (reb_ray/orchestrators/durations.py); none when they cannot be read."""
+    from reb_ray.errors import RebRayError
+    from reb_ray.results.read import read_trials
+
+    try:
+        table = read_trials(config.output.resolve())
+    except RebRayError:
+        return []
+    return table.select(["agent", "task_id", "status", "trial_wall_time_s"]).to_pylist()
+
+
 def _init_ray(address: str | None) -> None:
     import ray
 
@@ -89,7 +103,8 @@ def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
     max_concurrent = config.max_concurrent or max(1, int(cluster_cpus // config.cpus_per_trial))
     sink = ParquetSink(config.output)
     orchestrator = RayOrchestrator(max_concurrent, config.cpus_per_trial, docker_image=image, budget=result.budget,
-                                   backoff=RetryBackoff(config.llm_retry_backoff_s, config.llm_retry_backoff_max_s))
+                                   backoff=RetryBackoff(config.llm_retry_backoff_s, config.llm_retry_backoff_max_s),
+                                   expected_s=estimator(_history(config)))
     counts = {"running": 0, "done": 0, "failed": 0}
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TextColumn("running {task.fields[running]}  agent-failed {task.fields[failed]}  infra-retried {task.fields[infra]}"), TimeElapsedColumn(),
