@@ -18,7 +18,8 @@ from reb_ray.trial import TrialOutcome
 
 @dataclass
 class SweepResult:
-    """What a sweep did: its id, attempts written, trials skipped by resume, wall seconds.
+    """What a sweep did: its id, attempts written, trials skipped by resume, wall seconds, slot
+    workers started.
 
     With `--max-cost-usd`: `budget` says what the sweep's rows record as spent (earlier runs
     included), `not_launched` how many trials the spent budget left unlaunched (0: none)."""
@@ -32,6 +33,7 @@ class SweepResult:
     outcomes: list[TrialOutcome] = field(default_factory=list)
     budget: SweepBudget | None = None
     not_launched: int = 0
+    slot_workers: int = 0  # slot worker actors started (replacements included)
 
 
 def _prepare_sandbox(config: SweepConfig) -> str | None:
@@ -132,5 +134,6 @@ def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
 
         orchestrator.run(specs, on_outcome, on_start)
     result.not_launched = len(orchestrator.not_launched)
+    result.slot_workers = orchestrator.slots_created
     result.wall_time_s = time.monotonic() - start
     return result
