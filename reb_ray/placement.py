@@ -1,8 +1,9 @@
 """Placing a task's repository at its pinned commit, on the host, before it enters a sandbox.
 
-Sources: bundled source (committed into a fresh git repository with a fixed author and date,
-so the same files always give the same commit), a local mirror directory (`--repo-mirror DIR`,
-looked up by owner/name), or a clone of the task's git URL. The checked-out commit is verified,
+Sources: bundled source (committed into a git repository with a fixed author and date, so
+the same files always give the same commit; once per node and content, then reused), a local
+mirror directory (`--repo-mirror DIR`, looked up by owner/name), or a clone of the task's git
+URL. The checked-out commit is verified,
 and so is the whole checkout: every tracked file present (none deleted in `git status`). A
 mirror that lacks blobs makes `git checkout` print `unable to read sha1 file` and still exit 0,
 leaving those files out (issue 9, item 16); that is caught here, not charged to the agent
@@ -12,9 +13,11 @@ later as `repo_modified`. Any failure here is an infrastructure failure
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,8 +93,55 @@ def find_mirror(mirror_dirs: list[Path], owner_repo: str) -> Path | None:
     return None
 
 
+def _tree_key(root: Path) -> str:
+    """A hash of every entry under `root`: relative path, type, mode, size, mtime, link target.
+    Any edit to the bundled source changes it (as git's own index notices edits)."""
+    digest = hashlib.sha256()
+    for dirpath, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(dirs + files):
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            link = os.readlink(path) if os.path.islink(path) else ""
+            digest.update(f"{os.path.relpath(path, root)}\0{st.st_mode}\0{st.st_size}\0{st.st_mtime_ns}\0{link}\n".encode())
+    return digest.hexdigest()
+
+
+def bundled_checkout(task: TaskSpec) -> tuple[Path, str]:
+    """The task's bundled source committed into a git repository once per node and content, then
+    reused by every trial (issue 12, item 2): (its directory, the commit). Callers copy it into
+    their sandbox and never write it.
+
+    Cached under `<reb-ray cache>/bundled/<suite>--<task>--<hash of the tree>/`, built in a
+    temporary directory and renamed into place, so concurrent workers never see half of one.
+    Raises InfraError("infra_clone") when git fails, OSError for the file system.
+    """
+    from reb_ray.probes.toolbox import cache_root
+
+    final = cache_root() / "bundled" / f"{task.suite}--{task.id}--{_tree_key(task.repo_path)[:16]}"
+    if not (final / "commit").is_file():
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex[:8]}"
+        try:
+            repo = tmp / "repo"
+            shutil.copytree(task.repo_path, repo, symlinks=True)
+            _git("init", "-q", "-b", "main", cwd=repo)
+            _git("add", "-A", cwd=repo)
+            _git("commit", "-q", "--allow-empty", "-m", f"{task.suite}/{task.id} bundled source", cwd=repo)
+            (tmp / "commit").write_text(_git("rev-parse", "HEAD", cwd=repo))
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                if not (final / "commit").is_file():  # not another worker's finished copy: a real failure
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return final / "repo", (final / "commit").read_text().strip()
+
+
 def place_repo(task: TaskSpec, workspace: Path, mirror_dirs: list[Path] | None = None) -> PlacedRepo:
-    """Check the task's repository out under `workspace/repo` and verify the commit.
+    """Check the task's repository out under `workspace/repo` and verify the commit; bundled
+    source is the node's committed copy instead (`bundled_checkout`: read it, never write it).
 
     Raises InfraError("infra_clone", ...) on any failure (missing mirror commit included).
     """
@@ -101,11 +151,8 @@ def place_repo(task: TaskSpec, workspace: Path, mirror_dirs: list[Path] | None =
     source = task.source
     try:
         if source.kind == "bundled":
-            shutil.copytree(task.repo_path, dest, symlinks=True)
-            _git("init", "-q", "-b", "main", cwd=dest)
-            _git("add", "-A", cwd=dest)
-            _git("commit", "-q", "--allow-empty", "-m", f"{task.suite}/{task.id} bundled source", cwd=dest)
-            return PlacedRepo(dest, _git("rev-parse", "HEAD", cwd=dest), f"bundled:{task.suite}/{task.id}")
+            path, commit = bundled_checkout(task)
+            return PlacedRepo(path, commit, f"bundled:{task.suite}/{task.id}")
         mirror = find_mirror(mirror_dirs or [], source.owner_repo) if source.owner_repo else None
         origin = str(mirror) if mirror else source.git
         _git("clone", "-q", "--no-checkout", origin, str(dest))

@@ -83,8 +83,11 @@ def _init_ray(address: str | None) -> None:
     ray.init(address=address or "local", include_dashboard=False, log_to_driver=False, configure_logging=False, runtime_env=env)
 
 
-def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
-    """Run every not-yet-scored trial of `config`; rows are written as each attempt finishes."""
+def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_concurrency: int | None = None) -> SweepResult:
+    """Run every not-yet-scored trial of `config`; rows are written as each attempt finishes.
+
+    `slot_start_concurrency`: slot workers started at once (None: all; a cluster simulated on
+    one machine, whose raylets share its cores, starts them faster a few at a time)."""
     import ray
 
     from reb_ray.orchestrators.ray_orchestrator import RayOrchestrator
@@ -106,7 +109,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
     sink = ParquetSink(config.output)
     orchestrator = RayOrchestrator(max_concurrent, config.cpus_per_trial, docker_image=image, budget=result.budget,
                                    backoff=RetryBackoff(config.llm_retry_backoff_s, config.llm_retry_backoff_max_s),
-                                   expected_s=estimator(_history(config)))
+                                   expected_s=estimator(_history(config)), slot_start_concurrency=slot_start_concurrency)
     counts = {"running": 0, "done": 0, "failed": 0}
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TextColumn("running {task.fields[running]}  agent-failed {task.fields[failed]}  infra-retried {task.fields[infra]}"), TimeElapsedColumn(),

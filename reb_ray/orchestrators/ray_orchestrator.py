@@ -123,6 +123,7 @@ class RayOrchestrator:
         waiting: list[tuple[float, TrialSpec]] = []  # retries in their backoff: (monotonic launch time, spec)
         llm_retries: dict[str, int] = {}  # backoff retries so far, per trial_id
         inflight: dict[ray.ObjectRef, _Attempt] = {}
+        finished: list[tuple[TrialOutcome, TrialSpec, bool]] = []  # (outcome, spec, will retry) to hand on
         proxy = _proxy_client(specs)
         pool.start()
         try:
@@ -130,17 +131,7 @@ class RayOrchestrator:
                 for t, spec in [w for w in waiting if w[0] <= time.monotonic()]:
                     waiting.remove((t, spec))
                     submit(spec)
-                if self.budget is not None and self.budget.reached and dispatcher.pending:
-                    # The sweep's budget is spent: launch nothing new.
-                    self.not_launched.extend(jobs.pop(job.key) for job in dispatcher.take_pending())
-                for job, slot_keys in dispatcher.assign(time.monotonic()):
-                    spec = jobs.pop(job.key)
-                    leader = pool.slots[slot_keys[0]]
-                    gpus = [g for k in slot_keys for g in pool.slots[k].gpu_ids] if job.gpus else []
-                    reason = self.no_gpu_nodes.get(leader.where["node_id"], self.no_gpus_anywhere)
-                    ref = leader.actor.run.remote(spec, gpus, reason, proxy)
-                    inflight[ref] = _Attempt(spec, slot_keys, leader, now())
-                    on_start(spec)
+                self._launch(dispatcher, jobs, pool, proxy, inflight, on_start)
                 for job in dispatcher.take_larger_than(pool.most_gpu_slots()):
                     # Its nodes left the cluster (or their workers could not be restarted): no slot can run it.
                     on_outcome(driver_outcome(jobs.pop(job.key), "infra_node", f"needs {job.gpus} GPU slot(s) of one "
@@ -161,9 +152,18 @@ class RayOrchestrator:
                         continue
                     outcome = self._outcome(ref, attempt, pool, dispatcher)
                     dispatcher.finish(attempt.keys)
-                    self._settle(outcome, attempt.spec, on_outcome, waiting, llm_retries, submit)
+                    finished.append((outcome, attempt.spec, self._retry(outcome, attempt.spec, waiting, llm_retries, submit)))
                 pool.expire(time.monotonic())  # never up: not in the dispatcher yet
+                if finished:
+                    # The freed slots get their next trials before the rows are written (the sink is slow).
+                    self._launch(dispatcher, jobs, pool, proxy, inflight, on_start)
+                while finished:
+                    outcome, _spec, retry = finished.pop(0)
+                    on_outcome(outcome, retry)
         finally:
+            while finished:  # interrupted before they were handed on
+                outcome, _spec, retry = finished.pop(0)
+                on_outcome(outcome, retry)
             busy = bool(inflight)
             self.slots_created = pool.created
             pool.kill_all()
@@ -193,21 +193,35 @@ class RayOrchestrator:
             message += f"; {remove_dead_attempt(where['node_id'], attempt.spec)}"
         return driver_outcome(attempt.spec, "infra_node", message, node=where["node"], started_at=attempt.launched_at)
 
-    def _settle(self, outcome: TrialOutcome, spec: TrialSpec, on_outcome: Callable[[TrialOutcome, bool], None],
-                waiting: list[tuple[float, TrialSpec]], llm_retries: dict[str, int],
-                submit: Callable[[TrialSpec], None]) -> None:
-        """Count the attempt against the budget, hand it to `on_outcome`, and queue its retry."""
+    def _launch(self, dispatcher: Dispatcher, jobs: dict[int, TrialSpec], pool: SlotPool, proxy: RayProxyClient | None,
+                inflight: dict[ray.ObjectRef, _Attempt], on_start: Callable[[TrialSpec], None]) -> None:
+        """Send every trial the dispatcher places now to its slot (the gang leader runs it with
+        the gang's GPU ids). Once the sweep's budget is spent, nothing is launched any more."""
+        if self.budget is not None and self.budget.reached and dispatcher.pending:
+            self.not_launched.extend(jobs.pop(job.key) for job in dispatcher.take_pending())
+        for job, slot_keys in dispatcher.assign(time.monotonic()):
+            spec = jobs.pop(job.key)
+            leader = pool.slots[slot_keys[0]]
+            gpus = [g for k in slot_keys for g in pool.slots[k].gpu_ids] if job.gpus else []
+            reason = self.no_gpu_nodes.get(leader.where["node_id"], self.no_gpus_anywhere)
+            ref = leader.actor.run.remote(spec, gpus, reason, proxy)
+            inflight[ref] = _Attempt(spec, slot_keys, leader, now())
+            on_start(spec)
+
+    def _retry(self, outcome: TrialOutcome, spec: TrialSpec, waiting: list[tuple[float, TrialSpec]],
+               llm_retries: dict[str, int], submit: Callable[[TrialSpec], None]) -> bool:
+        """Count the attempt against the budget and queue its retry; whether it is retried."""
         if self.budget is not None:
             self.budget.add(outcome.trial)
         category = outcome.trial.get("failure_category")
         retry = outcome.status == "infra_error" and spec.retries_left > 0 and category not in NOT_RETRIED
-        on_outcome(outcome, retry)
         if retry and category in RETRYABLE:
             n = llm_retries[spec.trial_id] = llm_retries.get(spec.trial_id, 0) + 1
             delay = self.backoff.delay(n, outcome.trial.get("llm_retry_after_s"))
             waiting.append((time.monotonic() + delay, spec.next_attempt()))
         elif retry:
             submit(spec.next_attempt())
+        return retry
 
 
 def _no_room(nodes: list[NodeCapacity], cpus_per_trial: float) -> str:
