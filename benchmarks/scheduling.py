@@ -7,11 +7,12 @@ in the sleeping sandbox (reb_ray/sandbox/sleeping.py) through the real sweep pat
 the same tasks is written first (one row per task and agent, its duration within 15% of every
 trial's), as a real earlier run would leave it, so longest-first dispatch has estimates.
 Prints the makespan against the lower bound max(total GPU-seconds / GPUs, longest trial), GPU
-utilisation (over the run, and in steady state: from the moment every GPU slot has started
-work to the last GPU trial's start), the overhead per trial (each slot's gap between the end of
-one trial's work and the start of the next's, and the sweep-level figure (makespan x slots -
-work) / trials), slot start-up times and the driver's peak memory. The lower bound counts
-scripted sleep seconds only, so every second of harness, Ray and start-up is counted against us.
+utilisation (over the run, and in steady state: from the moment every GPU has started work to
+the last GPU trial's start), the scheduler overhead per trial (each GPU's idle gap between the
+end of one trial's work and the start of the next's, and the sweep-level figure (makespan x
+GPUs - GPU work) / GPU trials), slot start-up times and the driver's peak memory. The lower
+bound counts scripted sleep seconds only, so every second of harness, Ray and start-up is
+counted against us.
 
 Part `rig` (the paper's rig, item 6): 1 node with 2 GPUs, the 44 tasks' GPU needs of the
 researchenvbench suite (32 need 2 GPUs, 11 one, 1 none) x 4 agents, agent phases ~40 min and
@@ -82,10 +83,17 @@ def start_cluster(nodes: int, gpus: int, cpus: int, env: dict[str, str]):
     from ray.cluster_utils import Cluster
 
     os.environ.update(env)  # raylets (and so their workers) inherit the environment
-    args = {"num_cpus": cpus, "num_gpus": gpus, "object_store_memory": 80 * 1024**2}
-    cluster = Cluster(initialize_head=True, head_node_args={**args, "include_dashboard": False})
-    for _ in range(nodes - 1):
-        cluster.add_node(**args)
+
+    def node(i: int) -> dict:
+        # Each raylet's GPU ids are distinct (its CUDA_VISIBLE_DEVICES), so every GPU of the
+        # cluster has its own id in the sleeping sandbox's ledger.
+        ids = ",".join(str(i * gpus + g) for g in range(gpus))
+        return {"num_cpus": cpus, "num_gpus": gpus, "object_store_memory": 80 * 1024**2,
+                "env_vars": {"CUDA_VISIBLE_DEVICES": ids}}
+
+    cluster = Cluster(initialize_head=True, head_node_args={**node(0), "include_dashboard": False})
+    for i in range(1, nodes):
+        cluster.add_node(**node(i))
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, log_to_driver=False, configure_logging=False,
              runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), **env}})
@@ -149,13 +157,15 @@ def gpu_busy(entries: list[dict], lo: float, hi: float) -> float:
     return total
 
 
-def slot_gaps(entries: list[dict]) -> list[float]:
-    """Per slot worker (pid), the gaps between one trial's work ending and the next's starting."""
-    by_pid: dict[int, list[tuple[float, float]]] = {}
+def gpu_gaps(entries: list[dict]) -> list[float]:
+    """Per GPU, the idle gaps between one trial's work ending and the next's starting there:
+    dispatch, start-up of the trial and any wait of a drained node, all counted."""
+    by_gpu: dict[str, list[tuple[float, float]]] = {}
     for e in entries:
-        by_pid.setdefault(e["pid"], []).append((e["agent_sleep"][0], e.get("probe_sleep", e["agent_sleep"])[1]))
+        for gpu in e["gpus"]:
+            by_gpu.setdefault(gpu, []).append((e["agent_sleep"][0], e.get("probe_sleep", e["agent_sleep"])[1]))
     gaps = []
-    for spans in by_pid.values():
+    for spans in by_gpu.values():
         spans.sort()
         gaps += [b[0] - a[1] for a, b in zip(spans, spans[1:])]
     return gaps
@@ -169,19 +179,19 @@ def report_scale(r: dict, nodes: int, gpus: int) -> None:
     makespan = r["t1"] - r["t0"]
     first = min(e["agent_sleep"][0] for e in entries)
     gpu_entries = [e for e in entries if e["gpus"]]
-    # Steady state: every GPU slot has started work, and GPU trials are still being started.
-    per_gpu_first: dict[tuple[int, str], float] = {}
+    # Steady state: every GPU has started work, and GPU trials are still being started.
+    per_gpu_first: dict[str, float] = {}
     for e in gpu_entries:
         for g in e["gpus"]:
-            key = (e["pid"], g)
-            per_gpu_first[key] = min(per_gpu_first.get(key, e["agent_sleep"][0]), e["agent_sleep"][0])
-    all_busy = sorted(per_gpu_first.values())[-1] if per_gpu_first else first
+            per_gpu_first[g] = min(per_gpu_first.get(g, e["agent_sleep"][0]), e["agent_sleep"][0])
+    all_busy = max(per_gpu_first.values()) if per_gpu_first else first
     last_start = max(e["agent_sleep"][0] for e in gpu_entries)
     steady = gpu_busy(gpu_entries, all_busy, last_start) / (r["gpus_total"] * max(last_start - all_busy, 1e-9))
     overall = gpu_busy(gpu_entries, r["t0"], r["t1"]) / (r["gpus_total"] * makespan)
-    gaps = slot_gaps(entries)
+    gaps = gpu_gaps(gpu_entries)
     slots = result.slot_workers
-    sweep_level = (makespan * slots - sum(work.values())) / len(work)
+    gpu_trials = sum(1 for v in planned.values() if v["gpus"])
+    idle_per_trial = (makespan * r["gpus_total"] - gpu_seconds) / gpu_trials
     counts = {g: sum(1 for v in planned.values() if v["gpus"] == g) for g in (0, 1, 2)}
     print(f"cluster: {nodes} raylets x {gpus} fake GPUs on {os.cpu_count()} cores, up in {r['cluster_s']:.1f} s; "
           f"{slots} slot workers")
@@ -191,9 +201,9 @@ def report_scale(r: dict, nodes: int, gpus: int) -> None:
     print(f"slot start-up: first trial's work at {first - r['t0']:.1f} s, every GPU slot busy at {all_busy - r['t0']:.1f} s")
     print(f"GPU utilisation: {overall:.1%} over the run, {steady:.1%} in steady state "
           f"({all_busy - r['t0']:.0f}-{last_start - r['t0']:.0f} s)")
-    print(f"overhead per trial: slot gap between trials median {statistics.median(gaps):.3f} s, "
-          f"mean {statistics.mean(gaps):.3f} s, p99 {sorted(gaps)[int(len(gaps) * 0.99)]:.3f} s; "
-          f"sweep level (makespan x slots - work) / trials {sweep_level:.2f} s")
+    print(f"scheduler overhead per trial: a GPU's idle gap between two trials median {statistics.median(gaps):.3f} s, "
+          f"mean {statistics.mean(gaps):.3f} s, p99 {sorted(gaps)[int(len(gaps) * 0.99)]:.3f} s; sweep level "
+          f"(makespan x GPUs - GPU work) / GPU trials {idle_per_trial:.2f} GPU-s (slot start-up and the tail included)")
     print(f"driver peak memory: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
     print(f"{len(work)} trials, {r['gpus_total']} GPU slots: makespan {makespan:.1f} s, lower bound {lower:.1f} s, "
           f"makespan / lower bound: {makespan / lower:.2f}")
