@@ -89,6 +89,7 @@ class RayOrchestrator:
         self.slots_created = 0
         self.docker = docker_image is not None
         self.no_gpu_nodes = docker_gpu_problems(docker_image) if docker_image else {}
+        self.no_gpus_anywhere: str | None = None  # why no node can give containers GPUs (set by `run`)
 
     def run(self, specs: list[TrialSpec], on_outcome: Callable[[TrialOutcome, bool], None],
             on_start: Callable[[TrialSpec], None] = lambda spec: None) -> None:
@@ -105,9 +106,9 @@ class RayOrchestrator:
                 on_outcome(unplaceable_outcome(spec, why), False)
             return
         pool = SlotPool(shapes, self.cpus_per_trial, self.slot_start_concurrency, self.slot_start_timeout_s)
-        self._run(specs, needs, cap, pool, on_outcome, on_start)
+        self._run(specs, cap, pool, on_outcome, on_start)
 
-    def _run(self, specs: list[TrialSpec], needs: list[int], cap: int, pool: SlotPool,
+    def _run(self, specs: list[TrialSpec], cap: int, pool: SlotPool,
              on_outcome: Callable[[TrialOutcome, bool], None], on_start: Callable[[TrialSpec], None]) -> None:
         dispatcher = Dispatcher(self.max_concurrent)
         jobs: dict[int, TrialSpec] = {}
