@@ -17,6 +17,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,17 +94,26 @@ def find_mirror(mirror_dirs: list[Path], owner_repo: str) -> Path | None:
     return None
 
 
+#: Cached bundled checkouts not used for this long are removed when a new one is built.
+BUNDLED_KEEP_S = 7 * 24 * 3600
+_touched: dict[Path, float] = {}  # cache entry -> when this process last marked it used (monotonic)
+
+
 def _tree_key(root: Path) -> str:
-    """A hash of every entry under `root`: relative path, type, mode, size, mtime, link target.
-    Any edit to the bundled source changes it (as git's own index notices edits)."""
+    """A hash of every entry under `root`: relative path, mode, link target and file contents, so
+    any edit gives a new key and the same files (a test's fresh copy) the same one."""
     digest = hashlib.sha256()
     for dirpath, dirs, files in os.walk(root):
         dirs.sort()
         for name in sorted(dirs + files):
             path = os.path.join(dirpath, name)
             st = os.lstat(path)
-            link = os.readlink(path) if os.path.islink(path) else ""
-            digest.update(f"{os.path.relpath(path, root)}\0{st.st_mode}\0{st.st_size}\0{st.st_mtime_ns}\0{link}\n".encode())
+            digest.update(f"{os.path.relpath(path, root)}\0{st.st_mode}\0".encode())
+            if os.path.islink(path):
+                digest.update(os.readlink(path).encode())
+            elif os.path.isfile(path):
+                with open(path, "rb") as f:
+                    digest.update(hashlib.sha256(f.read()).digest())
     return digest.hexdigest()
 
 
@@ -113,14 +123,16 @@ def bundled_checkout(task: TaskSpec) -> tuple[Path, str]:
     their sandbox and never write it.
 
     Cached under `<reb-ray cache>/bundled/<suite>--<task>--<hash of the tree>/`, built in a
-    temporary directory and renamed into place, so concurrent workers never see half of one.
-    Raises InfraError("infra_clone") when git fails, OSError for the file system.
+    temporary directory and renamed into place, so concurrent workers never see half of one;
+    entries unused for BUNDLED_KEEP_S are removed when a new one is built. Raises
+    InfraError("infra_clone") when git fails, OSError for the file system.
     """
     from reb_ray.probes.toolbox import cache_root
 
     final = cache_root() / "bundled" / f"{task.suite}--{task.id}--{_tree_key(task.repo_path)[:16]}"
     if not (final / "commit").is_file():
         final.parent.mkdir(parents=True, exist_ok=True)
+        _prune(final.parent)
         tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex[:8]}"
         try:
             repo = tmp / "repo"
@@ -136,7 +148,20 @@ def bundled_checkout(task: TaskSpec) -> tuple[Path, str]:
                     raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+    if time.monotonic() - _touched.get(final, -BUNDLED_KEEP_S) > 3600:  # marked used (hourly), so pruning keeps it
+        os.utime(final)
+        _touched[final] = time.monotonic()
     return final / "repo", (final / "commit").read_text().strip()
+
+
+def _prune(cache: Path) -> None:
+    """Remove cached checkouts (and stale temporary ones) unused for BUNDLED_KEEP_S."""
+    for entry in cache.iterdir():
+        try:
+            if time.time() - entry.stat().st_mtime > BUNDLED_KEEP_S:
+                shutil.rmtree(entry, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def place_repo(task: TaskSpec, workspace: Path, mirror_dirs: list[Path] | None = None) -> PlacedRepo:
