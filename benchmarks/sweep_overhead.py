@@ -11,19 +11,24 @@ Usage: python benchmarks/sweep_overhead.py
 from __future__ import annotations
 
 import statistics
+import sys
 import tempfile
 from pathlib import Path
 
-from reb_ray.models.sweep import SweepConfig
-from reb_ray.results.read import read_trials
-from reb_ray.sweep import run_sweep
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's reb_ray, not an installed one
+
+from reb_ray.models.sweep import SweepConfig  # noqa: E402
+from reb_ray.results.read import read_trials  # noqa: E402
+from reb_ray.sweep import run_sweep  # noqa: E402
 
 
 def measure(concurrency: int) -> None:
     out = Path(tempfile.mkdtemp(prefix="reb-bench-"))
     config = SweepConfig(output=out, max_concurrent=concurrency, rerun=True, sweep_id=f"bench-c{concurrency}")
     result = run_sweep(config, show_progress=False)
-    rows = read_trials(out).to_pylist()
+    rows = [r for r in read_trials(out).to_pylist() if r["agent_wall_time_s"] is not None]
+    if result.infra_errors:
+        print(f"max_concurrent={concurrency}: {result.infra_errors} infra error(s) left out")
     work = [(r["agent_wall_time_s"] or 0) + (r["probe_wall_time_s"] or 0) for r in rows]
     inside = [r["trial_wall_time_s"] - w for r, w in zip(rows, work)]
     sweep_level = (result.wall_time_s * concurrency - sum(work)) / len(rows)

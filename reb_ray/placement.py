@@ -1,8 +1,9 @@
 """Placing a task's repository at its pinned commit, on the host, before it enters a sandbox.
 
-Sources: bundled source (committed into a fresh git repository with a fixed author and date,
-so the same files always give the same commit), a local mirror directory (`--repo-mirror DIR`,
-looked up by owner/name), or a clone of the task's git URL. The checked-out commit is verified,
+Sources: bundled source (committed into a git repository with a fixed author and date, so
+the same files always give the same commit; once per node and content, then reused), a local
+mirror directory (`--repo-mirror DIR`, looked up by owner/name), or a clone of the task's git
+URL. The checked-out commit is verified,
 and so is the whole checkout: every tracked file present (none deleted in `git status`). A
 mirror that lacks blobs makes `git checkout` print `unable to read sha1 file` and still exit 0,
 leaving those files out (issue 9, item 16); that is caught here, not charged to the agent
@@ -12,9 +13,12 @@ later as `repo_modified`. Any failure here is an infrastructure failure
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
+import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,8 +94,79 @@ def find_mirror(mirror_dirs: list[Path], owner_repo: str) -> Path | None:
     return None
 
 
+#: Cached bundled checkouts not used for this long are removed when a new one is built.
+BUNDLED_KEEP_S = 7 * 24 * 3600
+_touched: dict[Path, float] = {}  # cache entry -> when this process last marked it used (monotonic)
+
+
+def _tree_key(root: Path) -> str:
+    """A hash of every entry under `root`: relative path, mode, link target and file contents, so
+    any edit gives a new key and the same files (a test's fresh copy) the same one."""
+    digest = hashlib.sha256()
+    for dirpath, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(dirs + files):
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            digest.update(f"{os.path.relpath(path, root)}\0{st.st_mode}\0".encode())
+            if os.path.islink(path):
+                digest.update(os.readlink(path).encode())
+            elif os.path.isfile(path):
+                with open(path, "rb") as f:
+                    digest.update(hashlib.sha256(f.read()).digest())
+    return digest.hexdigest()
+
+
+def bundled_checkout(task: TaskSpec) -> tuple[Path, str]:
+    """The task's bundled source committed into a git repository once per node and content, then
+    reused by every trial (issue 12, item 2): (its directory, the commit). Callers copy it into
+    their sandbox and never write it.
+
+    Cached under `<reb-ray cache>/bundled/<suite>--<task>--<hash of the tree>/`, built in a
+    temporary directory and renamed into place, so concurrent workers never see half of one;
+    entries unused for BUNDLED_KEEP_S are removed when a new one is built. Raises
+    InfraError("infra_clone") when git fails, OSError for the file system.
+    """
+    from reb_ray.probes.toolbox import cache_root
+
+    final = cache_root() / "bundled" / f"{task.suite}--{task.id}--{_tree_key(task.repo_path)[:16]}"
+    if not (final / "commit").is_file():
+        final.parent.mkdir(parents=True, exist_ok=True)
+        _prune(final.parent)
+        tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex[:8]}"
+        try:
+            repo = tmp / "repo"
+            shutil.copytree(task.repo_path, repo, symlinks=True)
+            _git("init", "-q", "-b", "main", cwd=repo)
+            _git("add", "-A", cwd=repo)
+            _git("commit", "-q", "--allow-empty", "-m", f"{task.suite}/{task.id} bundled source", cwd=repo)
+            (tmp / "commit").write_text(_git("rev-parse", "HEAD", cwd=repo))
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                if not (final / "commit").is_file():  # not another worker's finished copy: a real failure
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if time.monotonic() - _touched.get(final, -BUNDLED_KEEP_S) > 3600:  # marked used (hourly), so pruning keeps it
+        os.utime(final)
+        _touched[final] = time.monotonic()
+    return final / "repo", (final / "commit").read_text().strip()
+
+
+def _prune(cache: Path) -> None:
+    """Remove cached checkouts (and stale temporary ones) unused for BUNDLED_KEEP_S."""
+    for entry in cache.iterdir():
+        try:
+            if time.time() - entry.stat().st_mtime > BUNDLED_KEEP_S:
+                shutil.rmtree(entry, ignore_errors=True)
+        except OSError:
+            continue
+
+
 def place_repo(task: TaskSpec, workspace: Path, mirror_dirs: list[Path] | None = None) -> PlacedRepo:
-    """Check the task's repository out under `workspace/repo` and verify the commit.
+    """Check the task's repository out under `workspace/repo` and verify the commit; bundled
+    source is the node's committed copy instead (`bundled_checkout`: read it, never write it).
 
     Raises InfraError("infra_clone", ...) on any failure (missing mirror commit included).
     """
@@ -101,11 +176,8 @@ def place_repo(task: TaskSpec, workspace: Path, mirror_dirs: list[Path] | None =
     source = task.source
     try:
         if source.kind == "bundled":
-            shutil.copytree(task.repo_path, dest, symlinks=True)
-            _git("init", "-q", "-b", "main", cwd=dest)
-            _git("add", "-A", cwd=dest)
-            _git("commit", "-q", "--allow-empty", "-m", f"{task.suite}/{task.id} bundled source", cwd=dest)
-            return PlacedRepo(dest, _git("rev-parse", "HEAD", cwd=dest), f"bundled:{task.suite}/{task.id}")
+            path, commit = bundled_checkout(task)
+            return PlacedRepo(path, commit, f"bundled:{task.suite}/{task.id}")
         mirror = find_mirror(mirror_dirs or [], source.owner_repo) if source.owner_repo else None
         origin = str(mirror) if mirror else source.git
         _git("clone", "-q", "--no-checkout", origin, str(dest))

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from reb_ray.errors import RebRayError
 from reb_ray.llm.budget import RetryBackoff, SweepBudget
 from reb_ray.models.sweep import SweepConfig, TrialSpec
+from reb_ray.orchestrators.durations import estimator
 from reb_ray.orchestrators.expand import expand
 from reb_ray.results.compact import CompactionResult, compact_if_idle
 from reb_ray.results.parquet_sink import ParquetSink
@@ -22,7 +23,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class SweepResult:
-    """What a sweep did: its id, attempts written, trials skipped by resume, wall seconds.
+    """What a sweep did: its id, attempts written, trials skipped by resume, wall seconds, slot
+    workers started.
 
     With `--max-cost-usd`: `budget` says what the sweep's rows record as spent (earlier runs
     included), `not_launched` how many trials the spent budget left unlaunched (0: none).
@@ -38,6 +40,7 @@ class SweepResult:
     budget: SweepBudget | None = None
     not_launched: int = 0
     compaction: CompactionResult | None = None  # None: nothing written, or another sink still writes there
+    slot_workers: int = 0  # slot worker actors started (replacements included)
 
 
 def _prepare_sandbox(config: SweepConfig) -> str | None:
@@ -61,6 +64,19 @@ def _prepare_sandbox(config: SweepConfig) -> str | None:
     return require_image(client, config.image_profile)
 
 
+def _history(config: SweepConfig) -> list[dict]:
+    """Earlier attempts in the output directory (every sweep), for expected trial durations
+    (reb_ray/orchestrators/durations.py); none when they cannot be read."""
+    from reb_ray.errors import RebRayError
+    from reb_ray.results.read import read_trials
+
+    try:
+        table = read_trials(config.output.resolve())
+    except RebRayError:
+        return []
+    return table.select(["agent", "task_id", "status", "trial_wall_time_s"]).to_pylist()
+
+
 def _init_ray(address: str | None) -> None:
     import ray
 
@@ -74,8 +90,11 @@ def _init_ray(address: str | None) -> None:
     ray.init(address=address or "local", include_dashboard=False, log_to_driver=False, configure_logging=False, runtime_env=env)
 
 
-def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
-    """Run every not-yet-scored trial of `config`; rows are written as each attempt finishes."""
+def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_concurrency: int | None = None) -> SweepResult:
+    """Run every not-yet-scored trial of `config`; rows are written as each attempt finishes.
+
+    `slot_start_concurrency`: slot workers started at once (None: all; a cluster simulated on
+    one machine, whose raylets share its cores, starts them faster a few at a time)."""
     import ray
 
     from reb_ray.orchestrators.ray_orchestrator import RayOrchestrator
@@ -98,7 +117,8 @@ def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
     sink = ParquetSink(config.output)
     wandb = _open_wandb(config, result.sweep_id)
     orchestrator = RayOrchestrator(max_concurrent, config.cpus_per_trial, docker_image=image, budget=result.budget,
-                                   backoff=RetryBackoff(config.llm_retry_backoff_s, config.llm_retry_backoff_max_s))
+                                   backoff=RetryBackoff(config.llm_retry_backoff_s, config.llm_retry_backoff_max_s),
+                                   expected_s=estimator(_history(config)), slot_start_concurrency=slot_start_concurrency)
     counts = {"running": 0, "done": 0, "failed": 0}
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TextColumn("running {task.fields[running]}  agent-failed {task.fields[failed]}  infra-retried {task.fields[infra]}"), TimeElapsedColumn(),
@@ -136,6 +156,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True) -> SweepResult:
     if wandb is not None:  # after Parquet is whole and compacted: the artifact holds the final files
         _finish_wandb(wandb, config, result.sweep_id)
     result.not_launched = len(orchestrator.not_launched)
+    result.slot_workers = orchestrator.slots_created
     result.wall_time_s = time.monotonic() - start
     return result
 

@@ -93,6 +93,43 @@ def test_bundled_source_gives_the_same_commit_every_time(tmp_path):
     assert a.commit == b.commit and len(a.commit) == 40 and a.origin == f"bundled:demo/{task.id}"
 
 
+BUNDLED = """
+id = "tiny-bundled"
+suite = "mine"
+category = "1_cpu"
+source = { bundled = "repo" }
+
+[stages.cpu]
+command = "python main.py"
+"""
+
+
+def test_bundled_source_is_committed_once_per_content_and_old_copies_are_pruned(tmp_path, monkeypatch):
+    """Issue 12, item 2: trials reuse one committed copy; an edit gives a new one; unused ones go."""
+    import os
+
+    from reb_ray.placement import BUNDLED_KEEP_S
+
+    monkeypatch.setenv("REB_RAY_CACHE_DIR", str(tmp_path / "cache"))
+    task_dir = tmp_path / "suites" / "mine" / "tiny-bundled"
+    (task_dir / "repo").mkdir(parents=True)
+    (task_dir / "repo" / "main.py").write_text("print(1)\n")
+    (task_dir / "task.toml").write_text(BUNDLED)
+    task = load_task(task_dir / "task.toml")
+    first = place_repo(task, tmp_path / "a")
+    again = place_repo(task, tmp_path / "b")
+    assert again.path == first.path and again.commit == first.commit  # the same copy, not a new commit
+    assert _git("rev-parse", "HEAD", cwd=first.path) == first.commit
+    assert _git("status", "--porcelain", cwd=first.path) == ""  # every file committed
+    (task_dir / "repo" / "main.py").write_text("print(2)\n")
+    old = first.path.parent
+    os.utime(old, (0, 0))  # unused for longer than BUNDLED_KEEP_S
+    assert BUNDLED_KEEP_S < 1e9
+    edited = place_repo(task, tmp_path / "c")
+    assert edited.commit != first.commit and (edited.path / "main.py").read_text() == "print(2)\n"
+    assert not old.exists()  # pruned when the new copy was built
+
+
 def test_mirror_command_clones_updates_and_flags_a_missing_pin(tmp_path, mirror, monkeypatch):
     """`reb-ray mirror` against a real local 'forge' (git's insteadOf maps the task URL to it)."""
     from reb_ray.mirror import update_mirrors

@@ -74,7 +74,7 @@ def sweep(
     cpus_per_trial: Optional[float] = typer.Option(None, help="CPU cores reserved per trial in Ray and given to its sandbox (default 1)."),
     repo_mirror: Optional[list[Path]] = typer.Option(None, help="Local mirror directory of repositories (repeatable)."),
     wheelhouse: Optional[list[Path]] = typer.Option(None, help="Wheel directory visible to sandboxes as find-links (repeatable)."),
-    sandbox: Optional[str] = typer.Option(None, help="docker | local."),
+    sandbox: Optional[str] = typer.Option(None, help="docker | local | sleep (scripted sleeps for scheduling benchmarks: REB_RAY_SLEEP_SCRIPT)."),
     assets: Optional[Path] = typer.Option(None, "--assets", help="Read-only asset cache for the probes (see `reb-ray assets fetch`)."),
     skip_missing_assets: bool = typer.Option(False, "--skip-missing-assets", help="Run trials whose assets are missing: the stages that need them are not_run, the rest is scored."),
     unsafe_local: bool = typer.Option(False, "--unsafe-local", help="Allow non-built-in agents in the local sandbox."),

@@ -4,8 +4,8 @@ node's workers, sweep-scoped.
 The first trial of an LLM agent on a node creates `reb-ray-llm-proxy-<node_id>` there (hard
 node affinity, no CPU reserved, `get_if_exists`, so every later trial on the node finds the
 same one), in the namespace `reb-ray-llm-<job id>` (the driver's job: two sweeps on one cluster
-never share a proxy). It is detached because its creator, a trial's actor, is killed after its
-trial; the driver removes every proxy of its job when the run ends (`stop_proxies`), so a proxy
+never share a proxy). It is detached because its creator, a slot worker, may die or be replaced
+while other trials of the node still use the proxy; the driver removes every proxy of its job when the run ends (`stop_proxies`), so a proxy
 lives as long as one sweep run (a driver killed with SIGKILL leaves them until `ray stop`). It hosts a `ProxyServer` bound where the sandboxes
 reach it (the gateway of the sandboxes' Docker network, inside the node's proxy port range on
 reb-ray's networks, whose host guard opens only that range; loopback for the local sandbox); trials register over Ray (`RayProxyClient`, a

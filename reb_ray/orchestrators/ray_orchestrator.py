@@ -1,14 +1,21 @@
-"""Running trial specs on Ray: one actor per running trial, each owning its sandbox.
+"""Running trial specs on Ray: long-lived slot workers, each running many trials in turn.
 
-Resources per trial come from the trial (CPUs; GPUs as the task needs, capped by the largest
-node whose Docker can give containers GPUs, so a trial never waits forever for GPUs that do not
-exist or cannot be used). Before any trial, each GPU node checks that its Docker gives
-containers GPUs (reb_ray/orchestrators/node_tasks.py); a trial on a node that cannot runs
-without GPUs and its GPU stages are `insufficient_hardware`. Concurrency is bounded by
-`max_concurrent` and by what Ray can place. Each outcome goes to the sink the moment it
-arrives; infrastructure failures are retried as new attempts (`max_attempts` per run). When
-an actor dies, its attempt's container is removed on its node before the retry starts. On
-Ctrl-C the actors are killed and their containers reaped; rows already written stay.
+The run plans the cluster's sandbox slots (reb_ray/orchestrators/slot_plan.py: a GPU slot per
+usable GPU, CPU slots in the CPU room left), starts one worker actor per slot
+(reb_ray/orchestrators/slot_pool.py), and sends each trial to free slots as the dispatcher
+decides (reb_ray/orchestrators/dispatch.py: longest expected first, a k-GPU trial on k GPU slots
+of one node, no head-of-line blocking, a drained node for a multi-GPU trial that waits). A trial
+needing more GPUs than any node has is capped to the largest node (its stages that need more
+are `insufficient_hardware`); when no node can hold a single slot (F19), every trial is
+recorded at once as `insufficient_hardware` (owner hardware) and the run ends.
+
+Before any trial, each GPU node checks that its Docker gives containers GPUs
+(reb_ray/orchestrators/node_tasks.py); a node that cannot gets no GPU slots, and a trial run
+without GPUs because no node can has its GPU stages `insufficient_hardware` saying why. Each
+outcome goes to the sink the moment it arrives; infrastructure failures are retried as new
+attempts (`max_attempts` per run). When a slot's actor dies, its attempt's container is removed
+on its node before the retry is queued, and the slot is replaced. On Ctrl-C the actors are
+killed and their containers reaped; rows already written stay.
 
 LLM agents (issue 10): their trials reach the node's metering proxy
 (reb_ray/orchestrators/llm_proxy.py), which holds the driver's values of the sweep's LLM key
@@ -22,11 +29,9 @@ the specs left are in `not_launched`.
 from __future__ import annotations
 
 import datetime as dt
-import os
-import socket
 import time
-from collections import deque
 from dataclasses import dataclass
+from itertools import count
 from typing import Callable
 
 import ray
@@ -34,66 +39,24 @@ import ray
 from reb_ray.llm.budget import RetryBackoff, SweepBudget
 from reb_ray.llm.failures import NOT_RETRIED, RETRYABLE
 from reb_ray.models.sweep import TrialSpec
+from reb_ray.orchestrators.attempt_rows import driver_outcome, unplaceable_outcome
+from reb_ray.orchestrators.dispatch import Dispatcher, Job
+from reb_ray.orchestrators.durations import timeout_estimate
 from reb_ray.orchestrators.llm_proxy import RayProxyClient, stop_proxies
 from reb_ray.orchestrators.node_tasks import docker_gpu_problems, remove_dead_attempt
-from reb_ray.trial import TrialOutcome, run_trial
+from reb_ray.orchestrators.slot_plan import NodeCapacity, cpu_room, gpu_cap, plan_slots
+from reb_ray.orchestrators.slot_pool import Slot, SlotPool
+from reb_ray.trial import TrialOutcome
 from reb_ray.trial_record import now
-
-
-@ray.remote
-class TrialActor:
-    """Owns one trial's sandbox for the trial's lifetime."""
-
-    def where(self) -> dict:
-        """Where and when this actor runs: node_id (Ray's), node (host name), pid, started_at.
-
-        Called right before `run`, so the driver holds the answer even if the actor dies
-        during the trial."""
-        return {"node_id": ray.get_runtime_context().get_node_id(), "node": socket.gethostname(), "pid": os.getpid(),
-                "started_at": now()}
-
-    def run(self, spec: TrialSpec, no_gpu_nodes: dict[str, str], no_gpus_anywhere: str | None,
-            llm_proxy: RayProxyClient | None = None) -> TrialOutcome:
-        """`no_gpu_nodes`: {node id: why its Docker cannot give containers GPUs};
-        `no_gpus_anywhere`: why no node can (then trials were given none); `llm_proxy`: the
-        way to this node's metering proxy (sweeps with an LLM agent)."""
-        gpus = [str(g) for g in ray.get_gpu_ids()]
-        reason = no_gpu_nodes.get(ray.get_runtime_context().get_node_id(), no_gpus_anywhere)
-        return run_trial(spec, gpus, reason, llm_proxy=llm_proxy, ship_artifacts=True)  # no shared filesystem assumed
-
-
-def max_gpus_per_node(excluded: frozenset[str] | set[str] = frozenset()) -> int:
-    """The most GPUs any alive node of the cluster has, nodes with ids in `excluded` left out."""
-    return max((int(n["Resources"].get("GPU", 0)) for n in ray.nodes() if n.get("Alive") and n["NodeID"] not in excluded),
-               default=0)
-
-
-def infra_outcome(spec: TrialSpec, category: str, message: str, *, node: str | None = None,
-                  started_at: dt.datetime | None = None) -> TrialOutcome:
-    """A row for an attempt whose actor died or was killed before returning.
-
-    `node` is the host the attempt ran on, `started_at` when it started (UTC).
-    """
-    finished = now()
-    row = {
-        "sweep_id": spec.sweep_id, "trial_id": spec.trial_id, "attempt": spec.attempt, "trial_index": spec.trial_index,
-        "task_id": spec.task.id, "suite": spec.task.suite, "agent": spec.agent, "sandbox_provider": spec.config.sandbox,
-        "c0_total": spec.task.c0_baseline_total, "status": "infra_error", "failure_owner": "infra",
-        "failure_category": category, "failure_reason": f"{category}: {message}"[:2000],
-        "node": node, "started_at": started_at, "finished_at": finished, "rerun": spec.rerun,
-        "trial_wall_time_s": (finished - started_at).total_seconds() if started_at else None,
-        "sweep_max_cost_usd": spec.config.max_cost_usd, "network_policy": spec.config.network_policy,
-    }
-    return TrialOutcome(row, [])
 
 
 @dataclass
 class _Attempt:
-    """One launched attempt: its actor, its spec, the actor's `where` answer, when it was launched."""
+    """One launched attempt: its spec, its slot keys (leader first), the leader, when launched."""
 
-    actor: ray.actor.ActorHandle
     spec: TrialSpec
-    where: ray.ObjectRef
+    keys: list[int]
+    slot: Slot
     launched_at: dt.datetime
 
 
@@ -104,90 +67,175 @@ class RayOrchestrator:
     `on_start(spec)` when an attempt is launched. An infra failure is retried as a new
     attempt while the spec has `retries_left` (not an LLM auth or budget failure; a rate limit
     or an unavailable endpoint after `backoff`). `docker_image` (the docker sandbox's image;
-    None for the local sandbox) turns on the per-node GPU check and the removal of a dead
+    None for other sandboxes) turns on the per-node GPU check and the removal of a dead
     attempt's container. `budget`: the sweep's `--max-cost-usd` (None: no limit); every
-    finished attempt's row is added to it.
+    finished attempt's row is added to it. `expected_s(spec)`: a trial's expected seconds for
+    longest-first dispatch (default: its timeouts). `slot_start_concurrency`: slots starting at
+    once (None: all). After `run`, `slots_created` counts the slot actors it created.
     """
 
-    def __init__(self, max_concurrent: int, cpus_per_trial: float, docker_image: str | None = None, *,
-                 backoff: RetryBackoff | None = None, budget: SweepBudget | None = None) -> None:
+    def __init__(self, max_concurrent: int | None, cpus_per_trial: float, docker_image: str | None = None, *,
+                 backoff: RetryBackoff | None = None, budget: SweepBudget | None = None,
+                 expected_s: Callable[[TrialSpec], float] = timeout_estimate,
+                 slot_start_concurrency: int | None = None, slot_start_timeout_s: float = 600.0) -> None:
         self.max_concurrent = max_concurrent
         self.cpus_per_trial = cpus_per_trial
         self.backoff = backoff or RetryBackoff()
         self.budget = budget
+        self.expected_s = expected_s
+        self.slot_start_concurrency = slot_start_concurrency
+        self.slot_start_timeout_s = slot_start_timeout_s
         self.not_launched: list[TrialSpec] = []  # left by the sweep budget
+        self.slots_created = 0
         self.docker = docker_image is not None
         self.no_gpu_nodes = docker_gpu_problems(docker_image) if docker_image else {}
-        self.gpu_cap = max_gpus_per_node(set(self.no_gpu_nodes))
-        # No node can give containers GPUs: trials hold none, and every one says why.
-        self.no_gpus_anywhere = next(iter(self.no_gpu_nodes.values())) if self.no_gpu_nodes and self.gpu_cap == 0 else None
+        self.no_gpus_anywhere: str | None = None  # why no node can give containers GPUs (set by `run`)
 
     def run(self, specs: list[TrialSpec], on_outcome: Callable[[TrialOutcome, bool], None],
             on_start: Callable[[TrialSpec], None] = lambda spec: None) -> None:
-        pending = deque(specs)
+        nodes = [NodeCapacity(n["NodeID"], n["Resources"].get("CPU", 0.0), int(n["Resources"].get("GPU", 0)),
+                              n["NodeID"] not in self.no_gpu_nodes) for n in ray.nodes() if n.get("Alive")]
+        cap = gpu_cap(nodes, self.cpus_per_trial)
+        # No node can give containers GPUs: trials hold none, and every one says why.
+        self.no_gpus_anywhere = next(iter(self.no_gpu_nodes.values())) if self.no_gpu_nodes and cap == 0 else None
+        needs = [min(spec.task.gpus_needed, cap) for spec in specs]
+        shapes = plan_slots(nodes, self.cpus_per_trial, needs, self.max_concurrent)
+        if not shapes:
+            why = _no_room(nodes, self.cpus_per_trial)
+            for spec in specs:
+                on_outcome(unplaceable_outcome(spec, why), False)
+            return
+        pool = SlotPool(shapes, self.cpus_per_trial, self.slot_start_concurrency, self.slot_start_timeout_s)
+        self._run(specs, cap, pool, on_outcome, on_start)
+
+    def _run(self, specs: list[TrialSpec], cap: int, pool: SlotPool,
+             on_outcome: Callable[[TrialOutcome, bool], None], on_start: Callable[[TrialSpec], None]) -> None:
+        dispatcher = Dispatcher(self.max_concurrent)
+        jobs: dict[int, TrialSpec] = {}
+        keys = count()
+
+        def submit(spec: TrialSpec) -> None:
+            key = next(keys)
+            jobs[key] = spec
+            dispatcher.submit(Job(key, min(spec.task.gpus_needed, cap), self.expected_s(spec)))
+
+        for spec in specs:
+            submit(spec)
         waiting: list[tuple[float, TrialSpec]] = []  # retries in their backoff: (monotonic launch time, spec)
         llm_retries: dict[str, int] = {}  # backoff retries so far, per trial_id
         inflight: dict[ray.ObjectRef, _Attempt] = {}
+        finished: list[tuple[TrialOutcome, TrialSpec, bool]] = []  # (outcome, spec, will retry) to hand on
         proxy = _proxy_client(specs)
+        pool.start()
         try:
-            while pending or inflight or waiting:
-                pending.extend(s for t, s in waiting if t <= time.monotonic())
-                waiting = [(t, s) for t, s in waiting if t > time.monotonic()]
-                if self.budget is not None and self.budget.reached and pending:
-                    self.not_launched.extend(pending)  # the sweep's budget is spent: launch nothing new
-                    pending.clear()
-                while pending and len(inflight) < self.max_concurrent:
-                    spec = pending.popleft()
-                    gpus = min(spec.task.gpus_needed, self.gpu_cap)
-                    actor = TrialActor.options(num_cpus=self.cpus_per_trial, num_gpus=gpus).remote()
-                    where = actor.where.remote()
-                    ref = actor.run.remote(spec, self.no_gpu_nodes, self.no_gpus_anywhere, proxy)
-                    inflight[ref] = _Attempt(actor, spec, where, now())
-                    on_start(spec)
-                if not inflight:
-                    time.sleep(0.1 if waiting else 0)  # only retries in their backoff are left
+            while dispatcher.pending or inflight or waiting:
+                for t, spec in [w for w in waiting if w[0] <= time.monotonic()]:
+                    waiting.remove((t, spec))
+                    submit(spec)
+                self._launch(dispatcher, jobs, pool, proxy, inflight, on_start)
+                for job in dispatcher.take_larger_than(pool.most_gpu_slots()):
+                    # Its nodes left the cluster (or their workers could not be restarted): no slot can run it.
+                    on_outcome(driver_outcome(jobs.pop(job.key), "infra_node", f"needs {job.gpus} GPU slot(s) of one "
+                                              "node, and no node has that many left (nodes or slot workers were lost)"), False)
+                refs = list(inflight) + pool.starting_refs()
+                if not refs:
+                    time.sleep(0.1)  # only retries in their backoff are left
                     continue
-                ready, _ = ray.wait(list(inflight), num_returns=1, timeout=1.0)
+                ready, _ = ray.wait(refs, num_returns=1, timeout=1.0)
+                if ready:
+                    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
                 for ref in ready:
-                    attempt = inflight.pop(ref)
-                    spec = attempt.spec
-                    try:
-                        outcome = ray.get(ref)
-                    except ray.exceptions.RayError as exc:
-                        outcome = self._dead_attempt(attempt, exc)
-                    ray.kill(attempt.actor)
-                    if self.budget is not None:
-                        self.budget.add(outcome.trial)
-                    category = outcome.trial.get("failure_category")
-                    retry = outcome.status == "infra_error" and spec.retries_left > 0 and category not in NOT_RETRIED
+                    attempt = inflight.pop(ref, None)
+                    if attempt is None:
+                        slot = pool.on_ready(ref)
+                        if slot is not None:
+                            dispatcher.add_slot(slot.key, slot.shape.node_id, slot.shape.gpu)
+                        continue
+                    outcome = self._outcome(ref, attempt, pool, dispatcher)
+                    dispatcher.finish(attempt.keys)
+                    finished.append((outcome, attempt.spec, self._retry(outcome, attempt.spec, waiting, llm_retries, submit)))
+                pool.expire(time.monotonic())  # never up: not in the dispatcher yet
+                if finished:
+                    # The freed slots get their next trials before the rows are written (the sink is slow).
+                    self._launch(dispatcher, jobs, pool, proxy, inflight, on_start)
+                while finished:
+                    outcome, _spec, retry = finished.pop(0)
                     on_outcome(outcome, retry)
-                    if retry and category in RETRYABLE:
-                        n = llm_retries[spec.trial_id] = llm_retries.get(spec.trial_id, 0) + 1
-                        delay = self.backoff.delay(n, outcome.trial.get("llm_retry_after_s"))
-                        waiting.append((time.monotonic() + delay, spec.next_attempt()))
-                    elif retry:
-                        pending.append(spec.next_attempt())
         finally:
-            for attempt in inflight.values():
-                ray.kill(attempt.actor)
-            if inflight:
+            while finished:  # interrupted before they were handed on
+                outcome, _spec, retry = finished.pop(0)
+                on_outcome(outcome, retry)
+            busy = bool(inflight)
+            self.slots_created = pool.created
+            pool.kill_all()
+            if busy:
                 _reap_after_kill()
             if proxy is not None:
                 stop_proxies()
 
-    def _dead_attempt(self, attempt: _Attempt, exc: ray.exceptions.RayError) -> TrialOutcome:
-        """The infra row of an attempt whose actor died; its container is removed on its node
-        first (before the retry is queued), so the agent left running in it stops at once."""
+    def _outcome(self, ref: ray.ObjectRef, attempt: _Attempt, pool: SlotPool, dispatcher: Dispatcher) -> TrialOutcome:
+        """The attempt's rows; a dead slot worker gives an infra row, and the slot is replaced."""
         try:
-            where = ray.get(attempt.where, timeout=10)
-        except (ray.exceptions.RayError, TimeoutError):
-            where = None  # the actor died before it answered: it never started the trial
-        message = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
-        node_id = where["node_id"] if where else _dead_actor_node_id(attempt.actor)
-        if self.docker and where is not None:
+            return ray.get(ref)
+        except ray.exceptions.RayActorError as exc:
+            dispatcher.remove_slot(attempt.slot.key)
+            pool.replace(attempt.slot.key)
+            return self._dead_attempt(attempt, exc)
+        except ray.exceptions.RayError as exc:  # the worker lives (e.g. a result that did not deserialise)
+            return driver_outcome(attempt.spec, "infra_node", _first_line(exc), node=attempt.slot.where["node"],
+                                  started_at=attempt.launched_at)
+
+    def _dead_attempt(self, attempt: _Attempt, exc: ray.exceptions.RayError) -> TrialOutcome:
+        """The infra row of an attempt whose slot worker died; its container is removed on its
+        node first (before the retry is queued), so the agent left running in it stops at once."""
+        where = attempt.slot.where
+        message = _first_line(exc)
+        if self.docker:
             message += f"; {remove_dead_attempt(where['node_id'], attempt.spec)}"
-        return infra_outcome(attempt.spec, "infra_node", message, node=where["node"] if where else _host_of(node_id),
-                             started_at=where["started_at"] if where else attempt.launched_at)
+        return driver_outcome(attempt.spec, "infra_node", message, node=where["node"], started_at=attempt.launched_at)
+
+    def _launch(self, dispatcher: Dispatcher, jobs: dict[int, TrialSpec], pool: SlotPool, proxy: RayProxyClient | None,
+                inflight: dict[ray.ObjectRef, _Attempt], on_start: Callable[[TrialSpec], None]) -> None:
+        """Send every trial the dispatcher places now to its slot (the gang leader runs it with
+        the gang's GPU ids). Once the sweep's budget is spent, nothing is launched any more."""
+        if self.budget is not None and self.budget.reached and dispatcher.pending:
+            self.not_launched.extend(jobs.pop(job.key) for job in dispatcher.take_pending())
+        for job, slot_keys in dispatcher.assign(time.monotonic()):
+            spec = jobs.pop(job.key)
+            leader = pool.slots[slot_keys[0]]
+            gpus = [g for k in slot_keys for g in pool.slots[k].gpu_ids] if job.gpus else []
+            reason = self.no_gpu_nodes.get(leader.where["node_id"], self.no_gpus_anywhere)
+            ref = leader.actor.run.remote(spec, gpus, reason, proxy)
+            inflight[ref] = _Attempt(spec, slot_keys, leader, now())
+            on_start(spec)
+
+    def _retry(self, outcome: TrialOutcome, spec: TrialSpec, waiting: list[tuple[float, TrialSpec]],
+               llm_retries: dict[str, int], submit: Callable[[TrialSpec], None]) -> bool:
+        """Count the attempt against the budget and queue its retry; whether it is retried."""
+        if self.budget is not None:
+            self.budget.add(outcome.trial)
+        category = outcome.trial.get("failure_category")
+        retry = outcome.status == "infra_error" and spec.retries_left > 0 and category not in NOT_RETRIED
+        if retry and category in RETRYABLE:
+            n = llm_retries[spec.trial_id] = llm_retries.get(spec.trial_id, 0) + 1
+            delay = self.backoff.delay(n, outcome.trial.get("llm_retry_after_s"))
+            waiting.append((time.monotonic() + delay, spec.next_attempt()))
+        elif retry:
+            submit(spec.next_attempt())
+        return retry
+
+
+def _no_room(nodes: list[NodeCapacity], cpus_per_trial: float) -> str:
+    """Why no node can hold one trial (F19), in one line."""
+    largest = max((n.cpus for n in nodes), default=0.0)
+    if any(cpu_room(n, cpus_per_trial) for n in nodes):
+        return "no node of the cluster can hold a sandbox slot"
+    return (f"needs {cpus_per_trial:g} CPU(s) per trial (--cpus-per-trial); the largest of the cluster's "
+            f"{len(nodes)} node(s) has {largest:g}")
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
 
 
 def _proxy_client(specs: list[TrialSpec]) -> RayProxyClient | None:
@@ -213,23 +261,6 @@ def _proxy_client(specs: list[TrialSpec]) -> RayProxyClient | None:
     # Bound where the sandboxes are: the gateway of reb-ray's network for the policy.
     return RayProxyClient(env, config.sandbox, sandbox_network(config),
                           str(config.prices_file) if config.prices_file else None)
-
-
-def _dead_actor_node_id(actor: ray.actor.ActorHandle) -> str | None:
-    """The node a dead actor was placed on, from the GCS actor table (best effort).
-
-    Ray has no public call for this without its dashboard; a failure gives None."""
-    try:
-        from ray._private.state import actors
-
-        return actors(actor._actor_id.hex())["Address"]["NodeID"] or None
-    except Exception:  # noqa: BLE001 - a private API: any change in it only loses the node name
-        return None
-
-
-def _host_of(node_id: str | None) -> str | None:
-    """The host name of Ray node `node_id`, or None when unknown."""
-    return next((n.get("NodeManagerHostname") for n in ray.nodes() if node_id and n["NodeID"] == node_id), None)
 
 
 def _reap_after_kill() -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from reb_ray.errors import UnknownName
 from reb_ray.sandbox.base import ExecResult, Sandbox, SandboxConfig, SandboxSize, UnreadableFile
 
-PROVIDERS = ("docker", "local")
+PROVIDERS = ("docker", "local", "sleep")
 
 
 def open_sandbox(provider: str, config: SandboxConfig, *, trusted: bool = False, allow_unsafe: bool = False) -> Sandbox:
-    """Create a sandbox of `provider` ("docker" or "local").
+    """Create a sandbox of `provider` ("docker", "local", or "sleep": scripted sleeps for
+    scheduling benchmarks, reb_ray/sandbox/sleeping.py).
 
     `trusted` marks a built-in agent (noop, heuristic); the local provider refuses others
     unless `allow_unsafe`. Raises UnknownName, DockerUnavailable, ImageMissing, UnsafeSandbox.
@@ -22,6 +23,10 @@ def open_sandbox(provider: str, config: SandboxConfig, *, trusted: bool = False,
         from reb_ray.sandbox.local import LocalSandbox
 
         return LocalSandbox(config, trusted=trusted, allow_unsafe=allow_unsafe)
+    if provider == "sleep":
+        from reb_ray.sandbox.sleeping import SleepingSandbox
+
+        return SleepingSandbox(config)
     raise UnknownName("sandbox provider", provider, list(PROVIDERS))
 
 

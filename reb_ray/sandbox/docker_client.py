@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import threading
+
 import docker
 from docker.errors import DockerException
 
@@ -26,6 +29,23 @@ def connect(timeout: float = 120.0) -> docker.DockerClient:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise DockerUnavailable(f"Docker daemon not reachable ({reason[:160]}): {HOW_TO_START}") from None
     return client
+
+
+_SHARED: dict[str, docker.DockerClient] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_client() -> docker.DockerClient:
+    """This process's client of the daemon DOCKER_HOST names, made by `connect` on first use and
+    then reused: a slot worker runs many trials, and each would otherwise open and ping its own
+    (issue 12, item 2). A daemon that restarted is reached again on the next request (the
+    client's connection pool reconnects). Raises DockerUnavailable on first use without a daemon.
+    """
+    key = os.environ.get("DOCKER_HOST", "")
+    with _SHARED_LOCK:
+        if key not in _SHARED:
+            _SHARED[key] = connect()
+        return _SHARED[key]
 
 
 def network_gateway(client: docker.DockerClient, network: str) -> str | None:

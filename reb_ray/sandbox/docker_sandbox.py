@@ -38,7 +38,7 @@ from reb_ray.sandbox.base import (
     UnreadableFile,
     to_argv,
 )
-from reb_ray.sandbox.docker_client import connect
+from reb_ray.sandbox.docker_client import shared_client
 from reb_ray.sandbox.hardening import hardening_kwargs
 from reb_ray.sandbox.output import OutputCapture, OutputSink
 from reb_ray.sandbox.ownership import container_labels
@@ -152,17 +152,19 @@ class DockerSandbox(Sandbox):
             raise RebRayError("sandbox config has no image")
         self.config = config
         self.workdir = config.workdir
-        self._client = client or connect()
+        self._client = client or shared_client()
         self._closed = False
+        name = f"reb-ray-{uuid.uuid4().hex[:12]}"
         try:
-            self._client.images.get(config.image)
+            # create + start, not containers.run: run pulls a missing image from a registry; a
+            # missing image is found by create itself, so no lookup per sandbox (issue 12, item 2).
+            self._container = self._client.containers.create(**container_create_kwargs(config, name))
+            self._container.start()
         except ImageNotFound:
+            self._remove_by_name(name)
             raise ImageMissing(
                 f"sandbox image {config.image} is not built on this node: run `reb-ray image build`"
             ) from None
-        name = f"reb-ray-{uuid.uuid4().hex[:12]}"
-        try:
-            self._container = self._client.containers.run(**container_create_kwargs(config, name))
         except DockerException as exc:
             self._remove_by_name(name)
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -21,3 +21,18 @@ def test_the_gateway_of_each_network_kind(docker_client):
     assert network_gateway(docker_client, "none") is None
     with pytest.raises(DockerUnavailable, match="no-such-network-x"):
         network_gateway(docker_client, "no-such-network-x")
+
+
+def test_sandboxes_of_one_process_share_one_client_and_a_missing_image_is_never_pulled(sandbox_image):
+    """Issue 12, item 2: a slot worker runs many trials on one Docker client; and with no image
+    lookup per sandbox, a missing image is still ImageMissing at once (create, never a pull)."""
+    from reb_ray.errors import ImageMissing
+    from reb_ray.sandbox import SandboxConfig
+    from reb_ray.sandbox.docker_sandbox import DockerSandbox
+
+    with DockerSandbox(SandboxConfig(image=sandbox_image, sweep_id="test", trial_id="shared-a")) as a, \
+            DockerSandbox(SandboxConfig(image=sandbox_image, sweep_id="test", trial_id="shared-b")) as b:
+        assert a.client is b.client
+        assert a.exec("echo a").output.strip() == "a" and b.exec("echo b").output.strip() == "b"
+    with pytest.raises(ImageMissing, match="reb-ray image build"):
+        DockerSandbox(SandboxConfig(image="reb-ray/sandbox:never-built-here", sweep_id="test", trial_id="missing"))

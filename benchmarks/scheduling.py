@@ -1,0 +1,265 @@
+"""Scheduling at scale (issue 12, items 4 and 6): a simulated cluster, the sleeping sandbox.
+
+Part `scale`: NODES raylets on this machine (ray.cluster_utils; fake GPUs and small CPU counts),
+TRIALS trials mixing CPU, 1-GPU and 2-GPU needs (25/45/30%), each sleeping its scripted seconds
+in the sleeping sandbox (reb_ray/sandbox/sleeping.py) through the real sweep path
+(reb_ray.sweep.run_sweep: expand, slot workers, dispatch, the Parquet sink). An earlier sweep of
+the same tasks is written first (one row per task and agent, its duration within 15% of every
+trial's), as a real earlier run would leave it, so longest-first dispatch has estimates.
+Prints the makespan against the lower bound max(total GPU-seconds / GPUs, longest trial), GPU
+utilisation (over the run, and in steady state: from the moment every GPU has started work to
+the last GPU trial's start), the scheduler overhead per trial (each GPU's idle gap between the
+end of one trial's work and the start of the next's, and the sweep-level figure (makespan x
+GPUs - GPU work) / GPU trials), slot start-up times and the driver's peak memory. The lower
+bound counts scripted sleep seconds only, so every second of harness, Ray and start-up is
+counted against us.
+
+Part `rig` (the paper's rig, item 6): 1 node with 2 GPUs, the 44 tasks' GPU needs of the
+researchenvbench suite (32 need 2 GPUs, 11 one, 1 none) x 4 agents, agent phases ~40 min and
+probe phases ~10 min, one real minute = RIG_MINUTE_S seconds here. Prints trials per hour (in
+real time: the run's makespan scaled back, its unscaled harness overhead included) against the
+paper's serial loop, one trial at a time with no overhead at all. Slots only: the agent phase
+holds its GPUs (sharing them is issue 12, item 5).
+
+Usage: python benchmarks/scheduling.py [--part scale|rig|both] [--nodes 16] [--gpus-per-node 4]
+       [--trials 1000] [--mean-s 55] [--rig-minute-s 0.03]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from reb_ray.models.sweep import SweepConfig  # noqa: E402
+from reb_ray.results.parquet_sink import ParquetSink  # noqa: E402
+
+TASK = """
+id = "{id}"
+suite = "sim"
+category = "{gpus}_gpu"
+source = {{ bundled = "repo" }}
+
+[stages.cpu]
+command = "true"
+
+[stages.single_gpu]
+{single}
+
+[stages.multi_gpu]
+{multi}
+"""
+OFF = 'applicable = false\nskip_reason = "not in this task"'
+
+
+def write_suite(root: Path, needs: list[int]) -> list[str]:
+    """One task per entry of `needs` (GPUs: 0, 1 or 2), bundled one-file repositories; their ids."""
+    ids = []
+    for i, gpus in enumerate(needs):
+        task_id = f"t{i:04d}-g{gpus}"
+        task_dir = root / "sim" / task_id
+        (task_dir / "repo").mkdir(parents=True)
+        (task_dir / "repo" / "main.py").write_text("print('hello')\n")
+        (task_dir / "task.toml").write_text(TASK.format(
+            id=task_id, gpus=gpus, single='command = "true"' if gpus else OFF,
+            multi='command = "true"\nlauncher = "python"\nranks = 2' if gpus == 2 else OFF))
+        ids.append(task_id)
+    return ids
+
+
+def start_cluster(nodes: int, gpus: int, cpus: int, env: dict[str, str]):
+    """A Ray cluster of `nodes` raylets on this machine, connected; returns the Cluster."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    os.environ.update(env)  # raylets (and so their workers) inherit the environment
+
+    def node(i: int) -> dict:
+        # Each raylet's GPU ids are distinct (its CUDA_VISIBLE_DEVICES), so every GPU of the
+        # cluster has its own id in the sleeping sandbox's ledger.
+        ids = ",".join(str(i * gpus + g) for g in range(gpus))
+        return {"num_cpus": cpus, "num_gpus": gpus, "object_store_memory": 80 * 1024**2,
+                "env_vars": {"CUDA_VISIBLE_DEVICES": ids}}
+
+    cluster = Cluster(initialize_head=True, head_node_args={**node(0), "include_dashboard": False})
+    for i in range(1, nodes):
+        cluster.add_node(**node(i))
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False, configure_logging=False,
+             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), **env}})
+    return cluster
+
+
+def write_history(output: Path, rows: list[tuple[str, str, float]]) -> None:
+    """An earlier sweep's rows: (agent, task_id, seconds) each, scored."""
+    ParquetSink(output).write([{"sweep_id": "earlier", "trial_id": f"{agent}/{task}/0", "attempt": 1, "trial_index": 0,
+                                "task_id": task, "agent": agent, "suite": "sim", "status": "scored",
+                                "trial_wall_time_s": seconds} for agent, task, seconds in rows], [])
+
+
+def run(tmp: Path, *, nodes: int, gpus: int, cpus: int, cpus_per_trial: float, needs: list[int], agents: list[str],
+        trials: int, duration, history_noise: float = 0.15) -> dict:
+    """Run one simulated sweep; `duration(task index, gpus, rng) -> (agent_s, probe_s)`."""
+    import ray
+
+    from reb_ray.sweep import run_sweep
+
+    rng = random.Random(12)
+    ids = write_suite(tmp / "suites", needs)
+    script, ledger = tmp / "script.json", tmp / "ledger.jsonl"
+    planned, history = {}, []
+    for i, task_id in enumerate(ids):
+        for agent in agents:
+            base = duration(i, needs[i], rng)
+            history.append((agent, task_id, sum(base)))
+            for index in range(trials):
+                jitter = rng.uniform(1 - history_noise, 1 + history_noise)
+                planned[f"{agent}/{task_id}/{index}"] = {"agent_s": base[0] * jitter, "probe_s": base[1] * jitter,
+                                                         "gpus": needs[i]}
+    script.write_text(json.dumps({"trials": planned, "ledger": str(ledger)}))
+    output = tmp / "runs"
+    write_history(output, history)
+    started = time.monotonic()
+    cluster = start_cluster(nodes, gpus, cpus, {"REB_RAY_SLEEP_SCRIPT": str(script)})
+    cluster_s = time.monotonic() - started
+    try:
+        config = SweepConfig(output=output, suite="sim", tasks_root=tmp / "suites",
+                             agent_specs={a: {"kind": "noop"} for a in agents}, agents=agents, trials=trials,
+                             sandbox="sleep", cpus_per_trial=cpus_per_trial, sweep_id="sim")
+        t0 = time.time()
+        # The raylets share this machine's cores: slot workers start a few at a time (see run_sweep).
+        result = run_sweep(config, show_progress=False, slot_start_concurrency=os.cpu_count())
+        t1 = time.time()
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    entries = [json.loads(line) for line in ledger.read_text().splitlines()]
+    return {"planned": planned, "entries": entries, "result": result, "t0": t0, "t1": t1, "cluster_s": cluster_s,
+            "gpus_total": nodes * gpus}
+
+
+def gpu_busy(entries: list[dict], lo: float, hi: float) -> float:
+    """GPU-seconds of scripted work inside [lo, hi]."""
+    total = 0.0
+    for e in entries:
+        start, end = e["agent_sleep"][0], e.get("probe_sleep", e["agent_sleep"])[1]
+        total += len(e["gpus"]) * max(0.0, min(end, hi) - max(start, lo))
+    return total
+
+
+def gpu_gaps(entries: list[dict]) -> list[float]:
+    """Per GPU, the idle gaps between one trial's work ending and the next's starting there:
+    dispatch, start-up of the trial and any wait of a drained node, all counted."""
+    by_gpu: dict[str, list[tuple[float, float]]] = {}
+    for e in entries:
+        for gpu in e["gpus"]:
+            by_gpu.setdefault(gpu, []).append((e["agent_sleep"][0], e.get("probe_sleep", e["agent_sleep"])[1]))
+    gaps = []
+    for spans in by_gpu.values():
+        spans.sort()
+        gaps += [b[0] - a[1] for a, b in zip(spans, spans[1:])]
+    return gaps
+
+
+def report_scale(r: dict, nodes: int, gpus: int) -> None:
+    planned, entries, result = r["planned"], r["entries"], r["result"]
+    work = {k: v["agent_s"] + v["probe_s"] for k, v in planned.items()}
+    gpu_seconds = sum(planned[k]["gpus"] * w for k, w in work.items())
+    lower = max(gpu_seconds / r["gpus_total"], max(work.values()))
+    makespan = r["t1"] - r["t0"]
+    first = min(e["agent_sleep"][0] for e in entries)
+    gpu_entries = [e for e in entries if e["gpus"]]
+    # Steady state: every GPU has started work, and GPU trials are still being started.
+    per_gpu_first: dict[str, float] = {}
+    for e in gpu_entries:
+        for g in e["gpus"]:
+            per_gpu_first[g] = min(per_gpu_first.get(g, e["agent_sleep"][0]), e["agent_sleep"][0])
+    all_busy = max(per_gpu_first.values()) if per_gpu_first else first
+    last_start = max(e["agent_sleep"][0] for e in gpu_entries)
+    steady = gpu_busy(gpu_entries, all_busy, last_start) / (r["gpus_total"] * max(last_start - all_busy, 1e-9))
+    overall = gpu_busy(gpu_entries, r["t0"], r["t1"]) / (r["gpus_total"] * makespan)
+    gaps = gpu_gaps(gpu_entries)
+    slots = result.slot_workers
+    gpu_trials = sum(1 for v in planned.values() if v["gpus"])
+    idle_per_trial = (makespan * r["gpus_total"] - gpu_seconds) / gpu_trials
+    counts = {g: sum(1 for v in planned.values() if v["gpus"] == g) for g in (0, 1, 2)}
+    print(f"cluster: {nodes} raylets x {gpus} fake GPUs on {os.cpu_count()} cores, up in {r['cluster_s']:.1f} s; "
+          f"{slots} slot workers")
+    print(f"trials: {len(work)} ({counts[0]} CPU, {counts[1]} 1-GPU, {counts[2]} 2-GPU), "
+          f"work {statistics.mean(work.values()):.1f} s mean, {max(work.values()):.1f} s longest; "
+          f"{result.attempts} attempts, {result.infra_errors} infra errors")
+    print(f"slot start-up: first trial's work at {first - r['t0']:.1f} s, every GPU slot busy at {all_busy - r['t0']:.1f} s")
+    print(f"GPU utilisation: {overall:.1%} over the run, {steady:.1%} in steady state "
+          f"({all_busy - r['t0']:.0f}-{last_start - r['t0']:.0f} s)")
+    print(f"scheduler overhead per trial: a GPU's idle gap between two trials median {statistics.median(gaps):.3f} s, "
+          f"mean {statistics.mean(gaps):.3f} s, p99 {sorted(gaps)[int(len(gaps) * 0.99)]:.3f} s; sweep level "
+          f"(makespan x GPUs - GPU work) / GPU trials {idle_per_trial:.2f} GPU-s (slot start-up and the tail included)")
+    print(f"driver peak memory: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+    print(f"{len(work)} trials, {r['gpus_total']} GPU slots: makespan {makespan:.1f} s, lower bound {lower:.1f} s, "
+          f"makespan / lower bound: {makespan / lower:.2f}")
+
+
+def scale(args, tmp: Path) -> None:
+    rng = random.Random(3)
+    tasks = args.trials // 2
+    needs = [rng.choices((0, 1, 2), weights=(25, 45, 30))[0] for _ in range(tasks)]
+
+    def duration(i: int, gpus: int, r: random.Random) -> tuple[float, float]:
+        seconds = r.uniform(0.55, 1.45) * args.mean_s * (0.5 if gpus == 0 else 1.0)  # CPU tasks probe less
+        return seconds * 0.8, seconds * 0.2
+
+    # CPU room per node: a GPU slot per GPU plus one CPU slot (cpus_per_trial 0.4 of 2 CPUs).
+    r = run(tmp / "scale", nodes=args.nodes, gpus=args.gpus_per_node, cpus=2, cpus_per_trial=2 / (args.gpus_per_node + 1),
+            needs=needs, agents=["noop"], trials=2, duration=duration)
+    report_scale(r, args.nodes, args.gpus_per_node)
+
+
+def rig(args, tmp: Path) -> None:
+    needs = [2] * 32 + [1] * 11 + [0]  # researchenvbench: C4 on 32 tasks, C3 on 43
+    minute = args.rig_minute_s
+
+    def duration(i: int, gpus: int, r: random.Random) -> tuple[float, float]:
+        return r.uniform(30, 50) * minute, r.uniform(5, 15) * minute
+
+    r = run(tmp / "rig", nodes=1, gpus=2, cpus=4, cpus_per_trial=1.0, needs=needs,
+            agents=["agent-a", "agent-b", "agent-c", "agent-d"], trials=1, duration=duration)
+    work = [v["agent_s"] + v["probe_s"] for v in r["planned"].values()]
+    makespan = r["t1"] - r["t0"]
+    to_real = 60.0 / minute
+    serial_per_hour = len(work) / (sum(work) * to_real / 3600)
+    slots_per_hour = len(work) / (makespan * to_real / 3600)
+    print(f"paper rig: 1 node, 2 GPUs, 44 tasks x 4 agents = {len(work)} trials, mean trial "
+          f"{statistics.mean(work) / minute:.1f} min (1 min = {minute:g} s here); makespan {makespan:.1f} s = "
+          f"{makespan * to_real / 3600:.1f} h real")
+    print(f"paper rig trials per hour: serial loop {serial_per_hour:.2f}, slots {slots_per_hour:.2f} "
+          f"(slots only, no agent-phase GPU sharing): {slots_per_hour / serial_per_hour:.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=("scale", "rig", "both"), default="both")
+    parser.add_argument("--nodes", type=int, default=16)
+    parser.add_argument("--gpus-per-node", type=int, default=4)
+    parser.add_argument("--trials", type=int, default=1000)
+    parser.add_argument("--mean-s", type=float, default=55.0, help="mean seconds of a GPU trial's work")
+    parser.add_argument("--rig-minute-s", type=float, default=0.03, help="seconds here for one minute of the rig")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="reb-sched-"))
+    if args.part in ("scale", "both"):
+        scale(args, tmp)
+    if args.part in ("rig", "both"):
+        rig(args, tmp)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""Which sandbox slots each node gets (issue 12, item 1). Pure: nodes in, slot shapes out.
+
+A slot is one long-lived worker running one trial at a time with `cpus_per_trial` CPUs: a GPU
+slot also holds one GPU of its node, a CPU slot none. A k-GPU trial runs on k GPU slots of one
+node (reb_ray/orchestrators/dispatch.py), so the shapes never have to match the trial mix.
+
+Per node: CPU room = floor(CPUs / cpus_per_trial); GPU slots = min(GPUs, CPU room) when its
+Docker can give containers GPUs (else none: its trials would run without them); the CPU room
+left is CPU slots. Only slots the sweep can use are made: GPU slots on whole nodes, largest
+nodes first, until the trials' GPUs (capped) are covered; CPU slots, spread over the nodes, up to
+the CPU trials; both kinds at most what `max_concurrent` trials can use at once. A trial needing
+more GPUs than any node's GPU slots is capped to the largest such node (its stages that need
+more are then `insufficient_hardware`, as before); with no slot at all (F19: `--cpus-per-trial 8`
+on 2-CPU nodes), `plan_slots` returns none and the caller records every trial at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class NodeCapacity:
+    """A Ray node: its id, CPUs and GPUs (Ray's resources), and whether its Docker gives GPUs."""
+
+    node_id: str
+    cpus: float
+    gpus: int
+    gpus_usable: bool = True
+
+
+@dataclass(frozen=True)
+class SlotShape:
+    """One slot to start: on `node_id`, holding one GPU or none; `index` numbers it on its node."""
+
+    node_id: str
+    gpu: bool
+    index: int
+
+
+def cpu_room(node: NodeCapacity, cpus_per_trial: float) -> int:
+    """How many trials of `cpus_per_trial` CPUs fit on `node` (a tolerance for 0.1 + 0.2 sums)."""
+    return int(node.cpus / cpus_per_trial + 1e-9)
+
+
+def gpu_slots_possible(node: NodeCapacity, cpus_per_trial: float) -> int:
+    """GPU slots `node` can hold: one per usable GPU while CPUs last."""
+    return min(node.gpus, cpu_room(node, cpus_per_trial)) if node.gpus_usable else 0
+
+
+def gpu_cap(nodes: list[NodeCapacity], cpus_per_trial: float) -> int:
+    """The most GPUs one trial can get: the most GPU slots any node can hold (0: none)."""
+    return max((gpu_slots_possible(n, cpus_per_trial) for n in nodes), default=0)
+
+
+def plan_slots(nodes: list[NodeCapacity], cpus_per_trial: float, gpu_needs: list[int],
+               max_concurrent: int | None = None) -> list[SlotShape]:
+    """The slots to start for trials needing `gpu_needs` GPUs each (already capped by `gpu_cap`).
+
+    GPU slots: whole nodes, most GPU slots first, until the summed needs (and at most
+    `max_concurrent` x the largest need) are covered. CPU slots: round-robin over the nodes'
+    CPU room left, at most the number of 0-GPU trials and `max_concurrent`. Empty when no node
+    can hold a single trial.
+    """
+    gpu_trials = [n for n in gpu_needs if n > 0]
+    cpu_trials = len(gpu_needs) - len(gpu_trials)
+    limit = max_concurrent if max_concurrent is not None else len(gpu_needs)
+    gpu_wanted = min(sum(gpu_trials), limit * max(gpu_trials, default=0))
+    shapes: list[SlotShape] = []
+    used: dict[str, int] = {}
+    for node in sorted(nodes, key=lambda n: (-gpu_slots_possible(n, cpus_per_trial), n.node_id)):
+        count = gpu_slots_possible(node, cpus_per_trial)
+        if gpu_wanted <= 0 or count == 0:
+            break
+        shapes.extend(SlotShape(node.node_id, True, i) for i in range(count))
+        used[node.node_id] = count
+        gpu_wanted -= count
+    room = {n.node_id: cpu_room(n, cpus_per_trial) - used.get(n.node_id, 0) for n in nodes}
+    cpu_wanted = min(cpu_trials, limit)
+    while cpu_wanted > 0 and any(r > 0 for r in room.values()):
+        for node in nodes:
+            if cpu_wanted > 0 and room[node.node_id] > 0:
+                shapes.append(SlotShape(node.node_id, False, used.get(node.node_id, 0)))
+                used[node.node_id] = used.get(node.node_id, 0) + 1
+                room[node.node_id] -= 1
+                cpu_wanted -= 1
+    return shapes

@@ -1,0 +1,159 @@
+"""Long-lived slot workers on Ray (issue 12, item 1): one actor per sandbox slot, many trials each.
+
+Starting a Ray actor costs about a second and Ray starts only a few at a time per node, so a
+sweep starts its slots once (reb_ray/orchestrators/slot_plan.py) and sends each trial to a free
+one. A `SlotWorker` is pinned to its node (hard node affinity) and holds its slot's resources
+(`cpus_per_trial` CPUs, plus one GPU for a GPU slot), so Ray's accounting matches what runs;
+its `where()` answer (node, pid, GPU id) marks it ready. A slot whose actor died is replaced by
+a new actor of the same shape on the same node (while the node lives); one that fails to start
+`MAX_START_FAILURES` times in a row, or is not up within `start_timeout_s`, is dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from itertools import count
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from reb_ray.llm.trial_access import ProxyClient
+from reb_ray.models.sweep import TrialSpec
+from reb_ray.orchestrators.slot_plan import SlotShape
+from reb_ray.trial import TrialOutcome, run_trial
+
+MAX_START_FAILURES = 3
+
+
+@ray.remote(max_restarts=0)
+class SlotWorker:
+    """Runs trials one after another in this worker process, on this slot's resources."""
+
+    def where(self) -> dict:
+        """node_id (Ray's), node (host name), pid, gpu_ids (Ray's, as strings: [] for a CPU slot)."""
+        return {"node_id": ray.get_runtime_context().get_node_id(), "node": socket.gethostname(), "pid": os.getpid(),
+                "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
+
+    def run(self, spec: TrialSpec, gpus: list[str], no_gpus_reason: str | None,
+            llm_proxy: ProxyClient | None = None) -> TrialOutcome:
+        """One attempt (reb_ray.trial.run_trial) with the physical GPU ids `gpus` the driver gave it
+        (this slot's, plus its gang's for a multi-GPU trial; [] for a CPU trial)."""
+        return run_trial(spec, gpus, no_gpus_reason, llm_proxy=llm_proxy, ship_artifacts=True)  # no shared filesystem assumed
+
+
+@dataclass
+class Slot:
+    """One slot's worker: its shape, actor, and `where` answer once it is up (None while starting)."""
+
+    key: int
+    shape: SlotShape
+    actor: ray.actor.ActorHandle
+    ready_ref: ray.ObjectRef
+    created: float  # monotonic seconds
+    where: dict | None = None
+    failures: int = 0
+
+    @property
+    def gpu_ids(self) -> list[str]:
+        return list(self.where["gpu_ids"]) if self.where else []
+
+
+@dataclass
+class SlotPool:
+    """The sweep's slot workers. `created` counts every actor created (replacements included).
+
+    `start_concurrency`: at most this many slots starting at once (None: all at once; a cluster
+    simulated on one small machine starts faster in small waves, since its raylets share cores).
+    """
+
+    shapes: list[SlotShape]
+    cpus_per_trial: float
+    start_concurrency: int | None = None
+    start_timeout_s: float = 600.0
+    slots: dict[int, Slot] = field(default_factory=dict)
+    created: int = 0
+    _keys: count = field(default_factory=count)
+    _waiting: deque = field(default_factory=deque)  # (shape, failures) not started yet
+
+    def start(self) -> None:
+        """Queue every planned slot and start as many as `start_concurrency` allows."""
+        self._waiting.extend((shape, 0) for shape in self.shapes)
+        self._start_more()
+
+    def starting_refs(self) -> list[ray.ObjectRef]:
+        """The `where` refs of slots still starting (ready when their actor is up)."""
+        return [s.ready_ref for s in self.slots.values() if s.where is None]
+
+    @property
+    def alive(self) -> int:
+        """Slots up or on their way (queued ones included)."""
+        return len(self.slots) + len(self._waiting)
+
+    def most_gpu_slots(self) -> int:
+        """The most GPU slots any node has, starting and queued ones included: the largest GPU
+        need that can still run; 0 with only CPU slots, -1 with no slot at all."""
+        if not self.alive:
+            return -1
+        per_node: dict[str, int] = {}
+        for shape in [s.shape for s in self.slots.values()] + [shape for shape, _ in self._waiting]:
+            per_node[shape.node_id] = per_node.get(shape.node_id, 0) + shape.gpu
+        return max(per_node.values())
+
+    def on_ready(self, ref: ray.ObjectRef) -> Slot | None:
+        """Resolve a starting slot's `where` ref: the slot when up, None when it failed (it is
+        started again, or dropped after MAX_START_FAILURES)."""
+        slot = next(s for s in self.slots.values() if s.ready_ref == ref)
+        try:
+            slot.where = ray.get(ref)
+        except ray.exceptions.RayError:
+            self._drop(slot.key, again=slot.failures + 1 < MAX_START_FAILURES, failures=slot.failures + 1)
+            return None
+        self._start_more()
+        return slot
+
+    def replace(self, key: int) -> None:
+        """The actor of slot `key` died: start a new one of the same shape if its node lives."""
+        self._drop(key, again=True, failures=0)
+
+    def expire(self, now: float) -> list[int]:
+        """Drop slots not up within start_timeout_s; returns their keys."""
+        late = [s.key for s in self.slots.values() if s.where is None and now - s.created > self.start_timeout_s]
+        for key in late:
+            self._drop(key, again=False, failures=MAX_START_FAILURES)
+        return late
+
+    def kill_all(self) -> None:
+        """Kill every slot's actor (the run is over or interrupted)."""
+        for slot in self.slots.values():
+            ray.kill(slot.actor, no_restart=True)
+        self.slots.clear()
+        self._waiting.clear()
+
+    def _drop(self, key: int, *, again: bool, failures: int) -> None:
+        slot = self.slots.pop(key)
+        try:
+            ray.kill(slot.actor, no_restart=True)
+        except ray.exceptions.RayError:
+            pass
+        if again and _node_alive(slot.shape.node_id):
+            self._waiting.append((slot.shape, failures))
+        self._start_more()
+
+    def _start_more(self) -> None:
+        while self._waiting and (self.start_concurrency is None or len(self.starting_refs()) < self.start_concurrency):
+            shape, failures = self._waiting.popleft()
+            actor = SlotWorker.options(
+                num_cpus=self.cpus_per_trial, num_gpus=1 if shape.gpu else 0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=shape.node_id, soft=False),
+            ).remote()
+            key = next(self._keys)
+            self.slots[key] = Slot(key, shape, actor, actor.where.remote(), time.monotonic(), failures=failures)
+            self.created += 1
+
+
+def _node_alive(node_id: str) -> bool:
+    return any(n["NodeID"] == node_id and n.get("Alive") for n in ray.nodes())

@@ -1,0 +1,113 @@
+"""The sleeping sandbox provider (`sleep`): each phase takes its scripted seconds, no command runs.
+
+For the scheduling benchmark (benchmarks/scheduling.py) and orchestrator tests at scale, where
+a cluster is simulated on one machine without Docker (issue 12, item 4). The trial path is the
+real one (reb_ray/trial.py); only the work inside the sandbox is replaced by sleeps. Files are
+real, in a temporary directory as with the local provider (put, get, report, size); an
+absolute path outside it (a Docker-style /opt/...) lands inside it. Commands
+are not run: the first exec of the agent phase sleeps the trial's `agent_s`, the first exec
+after `kill_leftovers()` (the harness calls it between the phases) sleeps its `probe_s`, and
+every exec then exits 0 with no output; an exec whose sleep would pass its timeout sleeps the
+timeout and is timed out (exit 124). Archives are recorded, not unpacked (no command could
+read them). Nothing runs, so any agent may use it.
+
+The script is the JSON file named by the environment variable REB_RAY_SLEEP_SCRIPT (read once
+per process: a slot worker runs many trials):
+
+    {"trials": {"<trial_id>": {"agent_s": 12.5, "probe_s": 3.0}},
+     "default": {"agent_s": 0, "probe_s": 0},
+     "ledger": "/path/ledger.jsonl"}
+
+`ledger` (optional): each sandbox appends one JSON line when closed: trial_id, attempt, gpus
+(the physical ids it was given), pid, and the wall-clock [start, end] (time.time()) of each
+phase's sleep, so a benchmark can measure GPU use from what really ran. Raises RebRayError when
+the variable is unset or the file is unreadable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from reb_ray.errors import RebRayError
+from reb_ray.sandbox.base import ExecResult, SandboxConfig
+from reb_ray.sandbox.local import LocalSandbox
+from reb_ray.sandbox.output import OutputSink
+
+SCRIPT_ENV = "REB_RAY_SLEEP_SCRIPT"
+_LEDGER_LOCK = threading.Lock()
+
+
+@lru_cache(maxsize=4)
+def load_script(path: str) -> dict:
+    """The parsed script at `path`. Raises RebRayError naming the file."""
+    try:
+        script = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise RebRayError(f"sleep sandbox script {path}: {exc}") from None
+    if not isinstance(script, dict):
+        raise RebRayError(f"sleep sandbox script {path}: not a JSON object")
+    return script
+
+
+def scripted(trial_id: str) -> tuple[float, float, str | None]:
+    """(agent seconds, probe seconds, ledger path or None) of `trial_id` in the script."""
+    path = os.environ.get(SCRIPT_ENV)
+    if not path:
+        raise RebRayError(f"the sleep sandbox needs {SCRIPT_ENV} naming its script (see reb_ray/sandbox/sleeping.py)")
+    script = load_script(path)
+    entry = script.get("trials", {}).get(trial_id) or script.get("default") or {}
+    return float(entry.get("agent_s", 0.0)), float(entry.get("probe_s", 0.0)), script.get("ledger")
+
+
+class SleepingSandbox(LocalSandbox):
+    """A temporary directory whose commands only take time; see the module docstring."""
+
+    provider = "sleep"
+
+    def __init__(self, config: SandboxConfig) -> None:
+        agent_s, probe_s, self._ledger = scripted(config.trial_id)
+        self._seconds = {"agent": agent_s, "probe": probe_s}
+        super().__init__(config, trusted=True)
+        self._phase = "agent"
+        self._slept: dict[str, list[float]] = {}
+        self.archives: list[tuple[str, str]] = []  # (host archive, sandbox directory) put so far
+
+    def exec(self, cmd: str | Sequence[str], timeout: float | None = None, env: Mapping[str, str] | None = None,
+             workdir: str | None = None, *, watch: Sequence[str] = (), sink: OutputSink | None = None) -> ExecResult:
+        seconds = 0.0 if self._phase in self._slept else self._seconds[self._phase]
+        timed_out = timeout is not None and seconds > timeout
+        seconds = min(seconds, timeout) if timeout is not None else seconds
+        start = time.time()
+        time.sleep(seconds)
+        self._slept.setdefault(self._phase, [start, time.time()])
+        return ExecResult(exit_code=124 if timed_out else 0, timed_out=timed_out, duration_s=time.time() - start,
+                          pattern_matches={p: False for p in watch})
+
+    def _path(self, path: str) -> Path:
+        # Every path stays inside the sandbox's directory: "/opt/x" (a Docker-style path the
+        # probes use) is root/opt/x, never the host's /opt.
+        full = Path(path) if os.path.isabs(path) else Path(self.workdir) / path
+        return full if full.is_relative_to(self.root) else self.root / full.relative_to("/")
+
+    def put_tar(self, archive: Path, dest_dir: str) -> None:
+        self.archives.append((str(archive), dest_dir))
+
+    def kill_leftovers(self) -> list[str]:
+        self._phase = "probe"
+        return []
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        super().close()
+        if self._ledger:
+            line = json.dumps({"trial_id": self.config.trial_id, "attempt": self.config.attempt, "gpus": self.config.gpus,
+                               "pid": os.getpid(), **{f"{k}_sleep": v for k, v in self._slept.items()}})
+            with _LEDGER_LOCK, open(self._ledger, "a") as f:
+                f.write(line + "\n")

@@ -1,0 +1,29 @@
+"""Expected trial durations for longest-first dispatch (issue 12, item 1): pure."""
+
+from __future__ import annotations
+
+from reb_ray.models.sweep import SweepConfig, TrialSpec
+from reb_ray.models.task import load_suite
+from reb_ray.orchestrators.durations import estimator, timeout_estimate
+
+
+def _spec(agent: str, task_id: str) -> TrialSpec:
+    config = SweepConfig(agents=[agent], agent_timeout_s=600)
+    task = next(t for t in load_suite("demo", None) if t.id == task_id)
+    return TrialSpec(sweep_id="s", agent=agent, task=task, trial_index=0, config=config)
+
+
+def test_earlier_sweeps_first_then_the_task_by_any_agent_then_the_timeouts():
+    rows = [
+        {"agent": "noop", "task_id": "numpy-trainer", "status": "scored", "trial_wall_time_s": 10.0},
+        {"agent": "noop", "task_id": "numpy-trainer", "status": "scored", "trial_wall_time_s": 30.0},
+        {"agent": "noop", "task_id": "numpy-trainer", "status": "scored", "trial_wall_time_s": 20.0},
+        {"agent": "noop", "task_id": "numpy-trainer", "status": "infra_error", "trial_wall_time_s": 999.0},
+        {"agent": "heuristic", "task_id": "torch-tiny", "status": "scored", "trial_wall_time_s": 70.0},
+        {"agent": "heuristic", "task_id": "pyproject-extra", "status": "scored", "trial_wall_time_s": None},
+    ]
+    expected = estimator(rows)
+    assert expected(_spec("noop", "numpy-trainer")) == 20.0  # the median of its scored attempts
+    assert expected(_spec("noop", "torch-tiny")) == 70.0  # the same task, by another agent
+    spec = _spec("noop", "pyproject-extra")  # unknown (a null wall time is not a duration)
+    assert expected(spec) == timeout_estimate(spec) == 600 + spec.task.stages.cpu.timeout_s  # CPU-only task

@@ -1,0 +1,163 @@
+"""Long-lived slot workers on a real multi-raylet Ray cluster (issue 12, item 1; F19).
+
+Two raylets on this machine (ray.cluster_utils), each with two fake GPUs whose ids differ per
+node (the raylet's CUDA_VISIBLE_DEVICES: 10,11 and 20,21), and the sleeping sandbox, whose
+ledger records the GPU ids and the worker pid each trial's sandbox really got.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from reb_ray.models.sweep import SweepConfig
+from reb_ray.results.read import read_trials
+
+NODE_GPUS = ({"10", "11"}, {"20", "21"})
+
+TASK = """
+id = "{id}"
+suite = "slots"
+category = "{category}"
+source = {{ bundled = "repo" }}
+
+[stages.cpu]
+command = "true"
+
+[stages.single_gpu]
+{single}
+
+[stages.multi_gpu]
+{multi}
+"""
+OFF = 'applicable = false\nskip_reason = "not in this task"'
+MULTI = 'command = "true"\nlauncher = "python"\nranks = 2'
+
+
+def write_suite(root, counts: dict[int, int]) -> None:
+    """`counts`: {GPUs needed (0, 1, 2): how many tasks}; task ids say it: g2-0, g1-3, ..."""
+    for gpus, n in counts.items():
+        for i in range(n):
+            task_dir = root / "slots" / f"g{gpus}-{i}"
+            (task_dir / "repo").mkdir(parents=True)
+            (task_dir / "repo" / "main.py").write_text("print('hello')\n")
+            (task_dir / "task.toml").write_text(TASK.format(
+                id=f"g{gpus}-{i}", category=f"{gpus}_gpu", single='command = "true"' if gpus else OFF,
+                multi=MULTI if gpus == 2 else OFF))
+
+
+@pytest.fixture
+def sleep_script(tmp_path, monkeypatch):
+    """The sleeping sandbox's script (every trial 1 s of agent, 0.2 s of probes) and its ledger."""
+    script, ledger = tmp_path / "script.json", tmp_path / "ledger.jsonl"
+    script.write_text(json.dumps({"default": {"agent_s": 1.0, "probe_s": 0.2}, "ledger": str(ledger)}))
+    monkeypatch.setenv("REB_RAY_SLEEP_SCRIPT", str(script))  # raylets, and so slot workers, inherit it
+    return script, ledger
+
+
+@pytest.fixture
+def two_gpu_nodes(sleep_script):
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 3, "num_gpus": 2, "env_vars": {"CUDA_VISIBLE_DEVICES": "10,11"}})
+    cluster.add_node(num_cpus=3, num_gpus=2, env_vars={"CUDA_VISIBLE_DEVICES": "20,21"})
+    ray.init(address=cluster.address, log_to_driver=False)
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def _ledger(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_many_trials_on_few_slot_workers_and_two_gpu_trials_on_one_nodes_gpus(tmp_path, two_gpu_nodes, sleep_script):
+    from reb_ray.sweep import run_sweep
+
+    write_suite(tmp_path / "suites", {0: 2, 1: 2, 2: 3})
+    config = SweepConfig(output=tmp_path / "runs", suite="slots", tasks_root=tmp_path / "suites", agents=["noop"],
+                         trials=2, sandbox="sleep")
+    result = run_sweep(config, show_progress=False)
+    rows = read_trials(config.output).to_pylist()
+    assert result.attempts == 14 and all(r["status"] == "scored" for r in rows)
+    # 2 GPU slots + 1 CPU slot per node: six workers, never one per trial.
+    assert result.slot_workers == 6
+    ledger = _ledger(sleep_script[1])
+    assert len(ledger) == 14 and len({e["pid"] for e in ledger}) <= 6
+    for entry in ledger:
+        gpus = set(entry["gpus"])
+        needed = int(entry["trial_id"].split("/")[1][1])
+        assert len(gpus) == needed, entry
+        if needed:
+            assert any(gpus <= node for node in NODE_GPUS), entry  # every GPU from one node
+    # Two trials at once never shared a GPU.
+    spans = [(e["agent_sleep"][0], e["probe_sleep"][1], set(e["gpus"])) for e in ledger]
+    for i, (s1, e1, g1) in enumerate(spans):
+        for s2, e2, g2 in spans[i + 1:]:
+            assert not (g1 & g2 and s1 < e2 and s2 < e1), (g1, g2)
+
+
+def _kill_busy_slot_worker(seen: dict) -> None:
+    """SIGKILL the first slot worker seen running a trial (its process title names the method)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    title = f.read().decode(errors="replace")
+            except OSError:
+                continue
+            if title.startswith("ray::SlotWorker.run"):
+                seen["pid"] = pid
+                os.kill(pid, signal.SIGKILL)
+                return
+        time.sleep(0.2)
+
+
+def test_a_killed_slot_worker_is_replaced_and_its_attempt_retried(tmp_path, two_gpu_nodes, sleep_script):
+    from reb_ray.sweep import run_sweep
+
+    sleep_script[0].write_text(json.dumps({"default": {"agent_s": 4.0, "probe_s": 0.1}, "ledger": str(sleep_script[1])}))
+    write_suite(tmp_path / "suites", {1: 1})
+    config = SweepConfig(output=tmp_path / "runs", suite="slots", tasks_root=tmp_path / "suites", agents=["noop"],
+                         trials=1, sandbox="sleep")
+    seen: dict = {}
+    killer = threading.Thread(target=_kill_busy_slot_worker, args=(seen,), daemon=True)
+    killer.start()
+    result = run_sweep(config, show_progress=False)
+    killer.join(5)
+    assert seen.get("pid")
+    rows = sorted(read_trials(config.output).to_pylist(), key=lambda r: r["attempt"])
+    assert [(r["attempt"], r["status"]) for r in rows] == [(1, "infra_error"), (2, "scored")]
+    assert (rows[0]["failure_owner"], rows[0]["failure_category"]) == ("infra", "infra_node")
+    assert result.slot_workers == 3  # two GPU slots on the first node, then the dead one's replacement
+    (entry,) = _ledger(sleep_script[1])  # only the retry closed its sandbox
+    assert entry["attempt"] == 2 and entry["pid"] != seen["pid"]
+
+
+def test_f19_a_trial_no_node_can_hold_is_recorded_at_once_and_the_sweep_ends(tmp_path, two_gpu_nodes):
+    from reb_ray.sweep import run_sweep
+
+    write_suite(tmp_path / "suites", {0: 1, 2: 1})
+    config = SweepConfig(output=tmp_path / "runs", suite="slots", tasks_root=tmp_path / "suites", agents=["noop"],
+                         sandbox="sleep", cpus_per_trial=8)
+    box: dict = {}
+    runner = threading.Thread(target=lambda: box.update(result=run_sweep(config, show_progress=False)), daemon=True)
+    started = time.monotonic()
+    runner.start()
+    runner.join(120)  # Ray would keep an 8-CPU request pending forever
+    assert not runner.is_alive(), "the sweep hung on a request no node can hold"
+    assert time.monotonic() - started < 60
+    rows = read_trials(config.output).to_pylist()
+    assert len(rows) == 2 and box["result"].attempts == 2
+    for row in rows:
+        assert (row["status"], row["failure_owner"], row["failure_category"]) == ("infra_error", "hardware",
+                                                                                   "insufficient_hardware")
+        assert "needs 8 CPU(s) per trial" in row["failure_reason"] and "has 3" in row["failure_reason"]
