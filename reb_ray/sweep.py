@@ -186,8 +186,12 @@ def _check_identity(config: SweepConfig, image: str | None, sweep_id: str) -> li
     from reb_ray.models.task import load_suite, select_tasks
     from reb_ray.sweep_identity import check_identity, scoring_identity
 
+    from reb_ray.results.read import scored_trial_ids
+
     tasks = select_tasks(load_suite(config.suite, config.tasks_root), config.tasks)
-    return check_identity(config.output.resolve(), sweep_id, scoring_identity(config, image, tasks), config.allow_drift)
+    scored = bool(scored_trial_ids(config.output.resolve(), sweep_id))
+    return check_identity(config.output.resolve(), sweep_id, scoring_identity(config, image, tasks), config.allow_drift,
+                          scored=scored)
 
 
 def _open_wandb(config: SweepConfig, sweep_id: str):

@@ -70,14 +70,17 @@ def drifted(stored: dict[str, object], current: dict[str, object]) -> list[str]:
                   != json.dumps(current[k], sort_keys=True, default=str))
 
 
-def check_identity(output: Path, sweep_id: str, current: dict[str, object], allow_drift: bool) -> list[str]:
+def check_identity(output: Path, sweep_id: str, current: dict[str, object], allow_drift: bool,
+                   scored: bool = True) -> list[str]:
     """Store `current` on a sweep's first run; on a later one return the drifted fields (empty
     when none) after recording them, or raise RebRayError naming them unless `allow_drift`.
-    Fields added since are merged into the stored identity. Raises RebRayError for an
-    unreadable identity file (naming it)."""
+    Fields added since are merged into the stored identity. `scored` False (no trial of the
+    sweep is scored yet: e.g. every attempt failed for a missing asset) stores `current` afresh:
+    there is nothing to be consistent with. Raises RebRayError for an unreadable identity file
+    (naming it)."""
     path = identity_path(output, sweep_id)
     record = {"identity": {}, "history": []}
-    if path.exists():
+    if path.exists() and scored:
         try:
             record = json.loads(path.read_text())
             stored = record["identity"]

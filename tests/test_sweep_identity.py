@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -56,3 +57,20 @@ def test_a_new_task_adds_trials_and_allowed_drift_is_recorded(tmp_path, ray_loca
     record = json.loads(identity_path(tmp_path, "ident").read_text())
     assert record["identity"]["agent_timeout_s"] == 1800.0  # the first run stays the reference
     assert record["history"][-1]["allowed_drift"] == ["agent_timeout_s"]
+
+
+def test_a_sweep_with_nothing_scored_takes_the_new_settings(tmp_path, ray_local):
+    """Every attempt an infra row (here: a missing asset, whose fix is a changed setting): there
+    is nothing to be consistent with, so the changed setting is not drift."""
+    from reb_ray.sweep import run_sweep
+
+    tasks_root = tmp_path / "tasks"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "tasks" / "demo", tasks_root / "demo")
+    spec = tasks_root / "demo" / "numpy-trainer" / "task.toml"
+    spec.write_text(spec.read_text() + '\n[[assets]]\nname = "weights"\nkind = "model"\npath = "numpy-trainer/weights"\nsource = "hf://x/y"\n')
+    first = run_sweep(_config(tmp_path / "out", tasks_root=tasks_root), show_progress=False)
+    assert first.scored == 0 and first.infra_errors >= 1
+    second = run_sweep(_config(tmp_path / "out", tasks_root=tasks_root, skip_missing_assets=True), show_progress=False)
+    assert second.scored == 1
+    with pytest.raises(RebRayError, match="skip_missing_assets"):  # now it has scored rows: drift counts
+        run_sweep(_config(tmp_path / "out", tasks_root=tasks_root), show_progress=False)
