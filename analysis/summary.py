@@ -17,8 +17,8 @@ from .scores import STAGES, summarize
 HEADERS = ("agent", "trials", "C0 missing/total", "C0 not run", "C1", "C2", "C3", "C4", "C5 lies",
            "no assets", "agent s", "env GiB", "tokens", "cost $", "infra")
 
-LEGEND = ("C1-C4: success/measured (measured = success + the agent's failures); hwN: N failed for\n"
-          "lack of hardware, nrN: N applicable but not run: neither counts against the agent.\n"
+LEGEND = ("C1-C4: success/applicable, the paper's rate (applicable: the task spec says the stage applies);\n"
+          "of those, hwN failed for lack of hardware and nrN were not run: neither is the agent's failure.\n"
           "no assets: stages left unmeasured by a missing asset. infra: infra_error attempts, never scored.\n"
           "tokens: input + output tokens the LLM proxy counted; cost $: their price-table cost (USD),\n"
           "'(k/n)' when only k of the n trials know theirs.")
@@ -30,11 +30,12 @@ def _fmt(value: Any, spec: str = "") -> str:
 
 def stage_cell(row: dict, name: str) -> str:
     """The terminal cell of stage `name` (e.g. "c4_multi_gpu") of a summarize row:
-    "success/measured" ("-" when nothing was measured), then " hwN" / " nrN" for applicable
-    stages owned by hardware / not run, or "-" alone when the stage applied to no trial."""
+    "success/applicable" (the paper's rate, the number the analysis and the CSV's
+    `_success`/`_denom` show: issue 14 item 8), then " hwN" / " nrN" for the applicable stages
+    owned by hardware / not run, or "-" alone when the stage applied to no trial."""
     if not row[f"{name}_denom"]:
         return "-"
-    cell = row[f"{name}_success_over_measured"] or "-"
+    cell = row[f"{name}_success_over_all"]
     if row[f"{name}_hardware"]:
         cell += f" hw{row[f'{name}_hardware']}"
     if row[f"{name}_not_run"]:

@@ -71,7 +71,7 @@ def test_dom_tables_hold_the_terminal_numbers(run, tmp_path):
     headers = re.split(r"\s{2,}", lines[1].strip())
     terminal = {cells[0]: dict(zip(headers, cells)) for cells in (re.split(r"\s{2,}", l.strip()) for l in lines[3:])}
     assert page.tables[("syn", "summary")] == terminal
-    assert terminal["spender"]["tokens"] == "1200000" and terminal["weak"]["C3"] == "0/9 nr1"  # not vacuous
+    assert terminal["spender"]["tokens"] == "1200000" and terminal["weak"]["C3"] == "0/10 nr1"  # not vacuous
     for section, title in (("rates", "Success per stage"), ("costs", "Cost and efficiency"),
                            ("honesty", "C5 self-report audit")):
         shown = {agent: list(cells.values()) for agent, cells in page.tables[("syn", section)].items()}

@@ -28,8 +28,8 @@ def test_cells_by_hand():
         "agent": "alpha", "trials": "3",
         "C0 missing/total": "22/60", "C0 not run": "1",
         "C1": "2/3", "C2": "2/2",
-        "C3": "0/1 nr1",  # t1 the agent's failure; t2 not run for a missing asset
-        "C4": "- hw2",  # both applicable C4 stages lacked GPUs: nothing against the agent
+        "C3": "0/2 nr1",  # over applicable (the paper's rate): t1 the agent's failure, t2 not run for a missing asset
+        "C4": "0/2 hw2",  # both applicable C4 stages lacked GPUs: no success, none the agent's failure
         "C5 lies": "3", "no assets": "1",
         "agent s": "75.06", "env GiB": "1.466",  # rounded, never raw floats
         "tokens": "1320",  # input + output of the trials that know both

@@ -43,7 +43,7 @@ def _expected_cells(row: dict[str, str]) -> dict[str, str]:
     else:
         cells["cost $"] = "-"
     for header, name in (("C1", "c1_cpu"), ("C2", "c2_cuda"), ("C3", "c3_single_gpu"), ("C4", "c4_multi_gpu")):
-        cell = "-" if row[f"{name}_denom"] == "0" else dash(row[f"{name}_success_over_measured"])
+        cell = "-" if row[f"{name}_denom"] == "0" else f"{row[f'{name}_success']}/{row[f'{name}_denom']}"
         cell += f" hw{row[f'{name}_hardware']}" if row[f"{name}_hardware"] != "0" else ""
         cell += f" nr{row[f'{name}_not_run']}" if row[f"{name}_not_run"] != "0" else ""
         cells[header] = cell
@@ -69,7 +69,7 @@ def test_report_terminal_python_m_analysis_and_csv_agree(tmp_path):
             else:
                 assert shown[header] == "-"
     # the hand-made run has known values in these cells: the comparison is not vacuous
-    assert terminal["alpha"]["agent s"] == "75.06" and terminal["alpha"]["C4"] == "- hw2"
+    assert terminal["alpha"]["agent s"] == "75.06" and terminal["alpha"]["C4"] == "0/2 hw2"
     assert terminal["alpha"]["cost $"] == "0.7500 (2/3)" and terminal["alpha"]["tokens"] == "1320"
 
 
@@ -101,7 +101,7 @@ def test_report_analysis_agrees_with_the_csv(tmp_path):
     costs = next(b for b in blocks if b.startswith("Cost and efficiency")).splitlines()
     header = re.split(r"\s{2,}", next(line for line in rates if line.strip().startswith("agent")).strip())
     assert header == ["agent", "C0 missing", "C1", "C2", "C3", "C4", "C5"]
-    seen = set()
+    summary, seen = _terminal_rows(report.stdout), set()
     for line in rates:
         cells = re.split(r"\s{2,}", line.strip())
         if cells[0] not in rows:
@@ -111,6 +111,8 @@ def test_report_analysis_agrees_with_the_csv(tmp_path):
         assert shown["C0 missing"].split()[0] == f"{row['c0_missing_sum']}/{row['c0_total_sum']}"
         for label, name in (("C1", "c1_cpu"), ("C2", "c2_cuda"), ("C3", "c3_single_gpu"), ("C4", "c4_multi_gpu")):
             assert shown[label].split()[0] == f"{row[f'{name}_success']}/{row[f'{name}_denom']}", (cells[0], label)
+            # the summary table above shows the same rate for the stage (hw/nr apart)
+            assert summary[cells[0]][label].split()[0] == shown[label].split()[0], (cells[0], label)
     assert seen == {"frugal", "spender", "weak"}
     for line in costs:
         cells = re.split(r"\s{2,}", line.strip())
