@@ -16,10 +16,14 @@ per attempt as workers write them), then times, best of REPEATS, in seconds:
   drill-down's columns (log heads and tails: timed apart as "load for html") and the analysis:
   its plots, the drill-down of every trial and the template, and the file's size.
 
-The shard layout is the sink's today (one file per attempt) unless --one-shard, which writes
-the whole run in one write call (one file per sweep: what a compacted sweep reads like).
+The layout is the sink's (one write per attempt, rolled into parts by size or time) unless
+--one-shard, which writes the whole run in one write call (what a compacted sweep reads like).
 
-Usage: python benchmarks/analysis.py [TASKS AGENTS TRIALS] [--one-shard] (default 44 6 5: 1,320 trials)
+--stats-only stops after the terminal report (no plots, no HTML): the issue's 100,000-trial
+figure is load + statistics (e.g. 44 6 379: 100,056 trials).
+
+Usage: python benchmarks/analysis.py [TASKS AGENTS TRIALS] [--one-shard] [--stats-only]
+(default 44 6 5: 1,320 trials)
 """
 
 from __future__ import annotations
@@ -84,7 +88,7 @@ def main(argv: list[str]) -> None:
         n = tasks * agents * trials
         print(f"synthetic run: {tasks} tasks x {agents} agents x {trials} trials = {n:,} trials"
               f" (written in {write_s:.1f} s, {sum(1 for _ in out.rglob('*.parquet')):,} shards)"
-              + (" [--one-shard]" if one_shard else " [one shard per attempt]"))
+              + (" [--one-shard]" if one_shard else " [one sink write per attempt]"))
         load_s, (trials_t, stages_t) = best(lambda: (read_trials(out), read_stages(out, columns=STAGE_COLUMNS)))
         current_s, current = best(lambda: load_trials(out))
         stats_s, stats = best(lambda: run_statistics(trials_t))
@@ -100,6 +104,8 @@ def main(argv: list[str]) -> None:
         both.cpu = load_s.cpu + stats_s.cpu
         print(f"  load + statistics: {both:.3f}")
         print(f"  terminal report, reads included ({len(text.splitlines())} lines): {report_s:.3f}")
+        if "--stats-only" in argv:
+            return
         try:
             import matplotlib  # noqa: F401  (the plots extra)
         except ImportError:

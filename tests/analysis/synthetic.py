@@ -125,10 +125,11 @@ def fixture_rows() -> list[tuple[dict, list[dict]]]:
 
 
 def write(output_dir: Path, attempts: list[tuple[dict, list[dict]]]) -> Path:
-    """Write each attempt (trials row, stage rows) with the real sink, one write per attempt."""
-    sink = ParquetSink(output_dir)
-    for row, stages in attempts:
-        sink.write([row], stages)
+    """Write each attempt (trials row, stage rows) with the real sink, one write per attempt as
+    workers deliver them, and close it (its rolled parts all on disk)."""
+    with ParquetSink(output_dir) as sink:
+        for row, stages in attempts:
+            sink.write([row], stages)
     return output_dir
 
 
