@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 @dataclass
 class SweepResult:
     """What a sweep did: its id, attempts written, trials skipped by resume, wall seconds, slot
-    workers started.
+    workers started. The rows themselves are only in the Parquet datasets: the driver keeps no
+    outcome once it is written (a sweep of a million trials holds none in memory).
 
     With `--max-cost-usd`: `budget` says what the sweep's rows record as spent (earlier runs
     included), `not_launched` how many trials the spent budget left unlaunched (0: none).
@@ -36,7 +37,6 @@ class SweepResult:
     infra_errors: int = 0
     skipped: int = 0
     wall_time_s: float = 0.0
-    outcomes: list[TrialOutcome] = field(default_factory=list)
     budget: SweepBudget | None = None
     not_launched: int = 0
     compaction: CompactionResult | None = None  # None: nothing written, or another sink still writes there
@@ -64,17 +64,18 @@ def _prepare_sandbox(config: SweepConfig) -> str | None:
     return require_image(client, config.image_profile)
 
 
-def _history(config: SweepConfig) -> list[dict]:
-    """Earlier attempts in the output directory (every sweep), for expected trial durations
-    (reb_ray/orchestrators/durations.py); none when they cannot be read."""
+def _history(config: SweepConfig):
+    """Median wall seconds of earlier attempts in the output directory (every sweep), for
+    longest-first dispatch (reb_ray/orchestrators/durations.py); none when they cannot be read."""
     from reb_ray.errors import RebRayError
+    from reb_ray.orchestrators.durations import table_medians
     from reb_ray.results.read import read_trials
 
     try:
-        table = read_trials(config.output.resolve())
+        return table_medians(read_trials(config.output.resolve(), columns=["agent", "task_id", "status",
+                                                                            "trial_wall_time_s"]))
     except RebRayError:
-        return []
-    return table.select(["agent", "task_id", "status", "trial_wall_time_s"]).to_pylist()
+        return {}, {}
 
 
 def _init_ray(address: str | None) -> None:
@@ -118,7 +119,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
     wandb = _open_wandb(config, result.sweep_id)
     orchestrator = RayOrchestrator(max_concurrent, config.cpus_per_trial, docker_image=image, budget=result.budget,
                                    backoff=RetryBackoff(config.llm_retry_backoff_s, config.llm_retry_backoff_max_s),
-                                   expected_s=estimator(_history(config)), slot_start_concurrency=slot_start_concurrency)
+                                   expected_s=estimator(medians=_history(config)), slot_start_concurrency=slot_start_concurrency)
     counts = {"running": 0, "done": 0, "failed": 0}
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TextColumn("running {task.fields[running]}  agent-failed {task.fields[failed]}  infra-retried {task.fields[infra]}"), TimeElapsedColumn(),
@@ -137,7 +138,6 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
                 wandb.rows([outcome.trial], outcome.stages)
             counts["running"] -= 1
             result.attempts += 1
-            result.outcomes.append(outcome)
             if outcome.status == "scored":
                 result.scored += 1
             else:

@@ -200,7 +200,7 @@ def test_probes_are_hidden_and_secrets_never_reach_the_outputs(tmp_path, docker_
     assert row["repo_modified"] is True and row["repo_modified_files"] == ["train.py"]
     everything = repr(read_trials(config.output).to_pylist()) + repr(read_stages(config.output).to_pylist())
     assert secret not in everything and "key=***" in everything
-    assert secret not in repr(result.outcomes)
+    assert result.scored == 1
     for path in config.output.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path

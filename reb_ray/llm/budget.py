@@ -34,9 +34,12 @@ class SweepBudget:
         Raises RebRayError (reb_ray.results.read) for an unreadable shard."""
         from reb_ray.results.read import read_trials
 
+        import pyarrow.compute as pc
+
+        rows = read_trials(output, sweep_id, columns=["cost_usd", "llm_requests"])
         budget = cls(limit_usd)
-        for row in read_trials(output, sweep_id).select(["cost_usd", "llm_requests"]).to_pylist():
-            budget.add(row)
+        budget.spent_usd = pc.sum(rows["cost_usd"]).as_py() or 0.0  # the same sum `add` makes, in Arrow
+        budget.unknown = pc.sum(pc.and_(pc.is_null(rows["cost_usd"]), pc.greater(rows["llm_requests"], 0))).as_py() or 0
         return budget
 
     def add(self, row: dict) -> None:

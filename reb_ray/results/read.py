@@ -41,16 +41,17 @@ def _read(root: Path, schema: pa.Schema, sweep_id: str | None, columns: list[str
     raise AssertionError("unreachable")
 
 
-def read_trials(output_dir: Path, sweep_id: str | None = None) -> pa.Table:
+def read_trials(output_dir: Path, sweep_id: str | None = None, columns: list[str] | None = None) -> pa.Table:
     """All `trials` rows under `output_dir` (every attempt), or one sweep's, as TRIALS_SCHEMA.
 
-    Shape: one row per written trial attempt, columns exactly TRIALS_SCHEMA (typed, nullable);
-    after a retry or `--rerun` a trial has several rows, and `latest_attempts` picks the one
-    that counts.
+    Shape: one row per written trial attempt, columns exactly TRIALS_SCHEMA (typed, nullable),
+    or only `columns` (in that order: a driver reading history or spend over a million rows
+    reads a few columns, not every row); after a retry or `--rerun` a trial has several rows,
+    and `latest_attempts` picks the one that counts.
     A missing directory gives an empty table of the schema. Raises RebRayError (one line naming
     the file) for an unreadable shard or one whose schema is foreign.
     """
-    return _read(Path(output_dir) / TRIALS_DIR, TRIALS_SCHEMA, sweep_id)
+    return _read(Path(output_dir) / TRIALS_DIR, TRIALS_SCHEMA, sweep_id, columns)
 
 
 def read_stages(output_dir: Path, sweep_id: str | None = None, columns: list[str] | None = None) -> pa.Table:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.models.task import load_suite
-from reb_ray.orchestrators.durations import estimator, timeout_estimate
+from reb_ray.orchestrators.durations import estimator, table_medians, timeout_estimate
+from reb_ray.results.parquet_sink import rows_to_table
+from reb_ray.results.schema import TRIALS_SCHEMA
 
 
 def _spec(agent: str, task_id: str) -> TrialSpec:
@@ -13,16 +15,34 @@ def _spec(agent: str, task_id: str) -> TrialSpec:
     return TrialSpec(sweep_id="s", agent=agent, task=task, trial_index=0, config=config)
 
 
-def test_earlier_sweeps_first_then_the_task_by_any_agent_then_the_timeouts():
-    rows = [
+ROWS = [
         {"agent": "noop", "task_id": "numpy-trainer", "status": "scored", "trial_wall_time_s": 10.0},
         {"agent": "noop", "task_id": "numpy-trainer", "status": "scored", "trial_wall_time_s": 30.0},
         {"agent": "noop", "task_id": "numpy-trainer", "status": "scored", "trial_wall_time_s": 20.0},
         {"agent": "noop", "task_id": "numpy-trainer", "status": "infra_error", "trial_wall_time_s": 999.0},
         {"agent": "heuristic", "task_id": "torch-tiny", "status": "scored", "trial_wall_time_s": 70.0},
         {"agent": "heuristic", "task_id": "pyproject-extra", "status": "scored", "trial_wall_time_s": None},
-    ]
-    expected = estimator(rows)
+]
+
+
+def _table(rows: list[dict]):
+    full = [{**r, "sweep_id": "s", "trial_id": f"t{i}", "attempt": 1} for i, r in enumerate(rows)]
+    return rows_to_table(full, TRIALS_SCHEMA)
+
+
+def test_earlier_sweeps_first_then_the_task_by_any_agent_then_the_timeouts():
+    _check(estimator(ROWS))
+
+
+def test_the_driver_reads_the_history_as_arrow_columns_with_the_same_answer():
+    """The sweep builds its estimator from a trials table (a million earlier rows, no dicts)."""
+    medians = table_medians(_table(ROWS))
+    assert medians == ({("noop", "numpy-trainer"): 20.0, ("heuristic", "torch-tiny"): 70.0},
+                       {"numpy-trainer": 20.0, "torch-tiny": 70.0})
+    _check(estimator(medians=medians))
+
+
+def _check(expected) -> None:
     assert expected(_spec("noop", "numpy-trainer")) == 20.0  # the median of its scored attempts
     assert expected(_spec("noop", "torch-tiny")) == 70.0  # the same task, by another agent
     spec = _spec("noop", "pyproject-extra")  # unknown (a null wall time is not a duration)
