@@ -18,6 +18,26 @@ from aiohttp import web
 from reb_ray.errors import RebRayError
 
 
+def start_thread(serve: Callable[[concurrent.futures.Future], None], name: str, where: str,
+                 timeout_s: float = 30.0) -> tuple[threading.Thread, int]:
+    """Start `serve(ready)` in a daemon thread named `name` and wait until it binds: `serve`
+    sets `ready` to the bound port, or to the exception that stopped it. Returns (thread, port).
+
+    Raises RebRayError naming `name` and `where` ("HOST:PORT") when binding failed (OSError)
+    or `serve` raised RebRayError; the thread is joined first."""
+    ready: concurrent.futures.Future = concurrent.futures.Future()
+    thread = threading.Thread(target=serve, args=(ready,), name=name, daemon=True)
+    thread.start()
+    try:
+        return thread, ready.result(timeout=timeout_s)
+    except OSError as exc:
+        thread.join(timeout_s)
+        raise RebRayError(f"{name}: cannot listen on {where}: {exc.strerror or exc}") from None
+    except RebRayError as exc:
+        thread.join(timeout_s)
+        raise RebRayError(f"{name}: {exc}") from None
+
+
 class BackgroundServer:
     """An aiohttp app built by `make_app()` (called inside the server's loop), on `host:port`."""
 
@@ -41,19 +61,7 @@ class BackgroundServer:
         """Binds and serves; raises RebRayError when the address cannot be bound."""
         if self._thread is not None:
             return self
-        ready: concurrent.futures.Future = concurrent.futures.Future()
-        self._thread = threading.Thread(target=self._serve, args=(ready,), name=self._name, daemon=True)
-        self._thread.start()
-        try:
-            self.port = ready.result(timeout=timeout_s)
-        except OSError as exc:
-            self._thread.join(timeout_s)
-            self._thread = None
-            raise RebRayError(f"{self._name}: cannot listen on {self.host}:{self._port}: {exc.strerror or exc}") from None
-        except RebRayError as exc:
-            self._thread.join(timeout_s)
-            self._thread = None
-            raise RebRayError(f"{self._name}: {exc}") from None
+        self._thread, self.port = start_thread(self._serve, self._name, f"{self.host}:{self._port}", timeout_s)
         return self
 
     def _serve(self, ready: concurrent.futures.Future) -> None:

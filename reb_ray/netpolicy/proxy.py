@@ -31,6 +31,7 @@ import aiohttp
 import h11
 
 from reb_ray.errors import RebRayError
+from reb_ray.llm.background import start_thread
 from reb_ray.netpolicy.allowlist import HostPolicy, normal_host
 from reb_ray.netpolicy.ports import bind_in
 
@@ -97,20 +98,8 @@ class EgressProxy:
     def start(self, timeout_s: float = 30.0) -> EgressProxy:
         if self._thread is not None:
             return self
-        ready: concurrent.futures.Future = concurrent.futures.Future()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._main(ready)), name="reb-ray-egress-proxy",
-                                        daemon=True)
-        self._thread.start()
-        try:
-            self.port = ready.result(timeout=timeout_s)
-        except OSError as exc:
-            self._thread.join(timeout_s)
-            self._thread = None
-            raise RebRayError(f"egress proxy: cannot listen on {self.host}:{self._port}: {exc.strerror or exc}") from None
-        except RebRayError as exc:
-            self._thread.join(timeout_s)
-            self._thread = None
-            raise RebRayError(f"egress proxy: {exc}") from None
+        self._thread, self.port = start_thread(lambda ready: asyncio.run(self._main(ready)), "egress proxy",
+                                               f"{self.host}:{self._port}", timeout_s)
         return self
 
     def stop(self, timeout_s: float = 30.0) -> None:
