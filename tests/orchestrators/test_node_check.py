@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -245,3 +246,82 @@ def test_a_wrong_address_fails_in_seconds_naming_it(tmp_path):
     assert res.returncode == 2 and seconds < 20, (seconds, res.stderr[-500:])
     (line,) = [line for line in res.stderr.splitlines() if line.startswith("error:")]
     assert f"no Ray cluster at --address 127.0.0.1:{port}: cannot connect" in line
+
+
+@pytest.fixture
+def second_docker(tmp_path_factory):
+    """A second Docker daemon on this machine (its own socket, data root, no networking): the
+    Docker of a node that lacks the sandbox image. Yields its DOCKER_HOST."""
+    import docker
+
+    root = Path(tempfile.mkdtemp(prefix="reb-ray-d2-", dir="/tmp"))
+    sock = f"unix://{root}/docker.sock"
+    log = open(root / "dockerd.log", "w")
+    proc = subprocess.Popen(["dockerd", "--data-root", str(root / "data"), "--exec-root", str(root / "exec"),
+                             "--pidfile", str(root / "pid"), "-H", sock, "--bridge=none", "--iptables=false",
+                             "--ip6tables=false", "--ip-masq=false", "--containerd-namespace", f"rr-{root.name}",
+                             "--containerd-plugins-namespace", f"rr-{root.name}-p"], stdout=log, stderr=log)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            docker.DockerClient(base_url=sock, timeout=5).ping()
+            break
+        except Exception:  # noqa: BLE001 - not up yet
+            assert proc.poll() is None and time.monotonic() < deadline, (root / "dockerd.log").read_text()[-1000:]
+            time.sleep(0.5)
+    yield sock
+    proc.terminate()
+    proc.wait(60)
+    log.close()
+    subprocess.run(["rm", "-rf", str(root)], check=False)
+
+
+def _tiny_image(client, tag: str, tmp: Path) -> None:
+    """A one-file image made with `docker import` (no registry)."""
+    (tmp / "hello").write_text("hi\n")
+    archive = tmp / f"{tag.replace('/', '_').replace(':', '_')}.tar"
+    subprocess.run(["tar", "-C", str(tmp), "-cf", str(archive), "hello"], check=True)
+    repository, version = tag.split(":")
+    client.api.import_image_from_file(str(archive), repository=repository, tag=version)
+
+
+def test_a_node_lacking_the_image_gets_it_shipped_and_each_node_reaps_its_own_orphans(tmp_path, raylets, second_docker):
+    import docker
+
+    from reb_ray.orchestrators.node_check import NodeChecks, NodeRequirements, alive_nodes, check_all
+    from reb_ray.sandbox.ownership import MANAGED, SWEEP, TRIAL, ATTEMPT, Owner, process_start_ticks
+
+    main_client, other = docker.from_env(), docker.DockerClient(base_url=second_docker, timeout=60)
+    tag = f"reb-ray-test/tiny:{os.getpid()}-{int(time.time())}"
+    _tiny_image(main_client, tag, tmp_path)
+    _tiny_image(other, "reb-ray-test/other:1", tmp_path)
+    gone = subprocess.Popen(["sleep", "60"])
+    owner = Owner(os.uname().nodename, gone.pid, process_start_ticks(gone.pid))
+    gone.kill()
+    gone.wait()
+    orphan = other.containers.create("reb-ray-test/other:1", ["/hello"], network_mode="none", labels={
+        MANAGED: "true", SWEEP: "node-check", TRIAL: "noop/t0/0", ATTEMPT: "1", **owner.labels()})
+    try:
+        raylets(head={"num_cpus": 1}, nodes=[{"num_cpus": 1, "env_vars": {"DOCKER_HOST": second_docker}}])
+        checks = NodeChecks(NodeRequirements(tag, 1))
+        passed, failed = check_all(checks, alive_nodes())
+        import ray
+
+        while checks.busy:  # the second node loads the shipped archive
+            for ref in ray.wait(checks.refs(), num_returns=1, timeout=1.0)[0]:
+                verdict = checks.on_ready(ref)
+                if verdict is not None:
+                    (passed if verdict.ok else failed).append(verdict)
+        checks.close()
+        assert failed == [] and len(passed) == 2
+        (loaded,) = [v for v in passed if v.image_loaded]
+        assert loaded.reaped == 1 and loaded.health.image_present
+        other.images.get(tag)  # really loaded there
+        with pytest.raises(docker.errors.NotFound):
+            other.containers.get(orphan.id)
+    finally:
+        for client, name in ((main_client, tag), (other, tag), (other, "reb-ray-test/other:1")):
+            try:
+                client.images.remove(name, force=True)
+            except docker.errors.DockerException:
+                pass
