@@ -1,8 +1,11 @@
-"""What one node has for sandboxes, as seen from the node itself: its GPUs, Docker, the sandbox
-image, free disk where Docker keeps containers, and how many of our trials run there.
+"""What one node has for sandboxes, as seen from the node itself: its GPUs, memory, Docker, the
+sandbox image, free disk where Docker keeps containers and where trials' workspaces go, the
+directories a sweep mounts (mirrors, assets, wheelhouses), and how many of our trials run there.
 
 No Ray here: `reb_ray/orchestrators/cluster_status.py` runs `check_node` on every node of a
-cluster; `reb-ray cluster status` prints the result. Unknown is None, never 0.
+cluster for `reb-ray cluster status`, and `reb_ray/orchestrators/node_check.py` runs it with a
+sweep's requirements on every node at sweep start (and on each node that joins). Unknown is
+None, never 0.
 """
 
 from __future__ import annotations
@@ -10,8 +13,10 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from reb_ray.doctor import MIN_FREE_BYTES
 from reb_ray.sandbox.ownership import MANAGED, OWNER_HOST, TRIAL
@@ -25,7 +30,9 @@ class NodeHealth:
     `docker`: None when the daemon answers, else the problem in one line. `image_present`: the
     sandbox image tag is in the daemon (None: unknown, no daemon). `free_disk_bytes`: free bytes
     on the file system of Docker's root directory (None: unknown). `running_trials`: running
-    containers of ours whose owner process runs on this host (None: unknown).
+    containers of ours whose owner process runs on this host (None: unknown). `memory_bytes`:
+    the node's physical memory (MemTotal; None: unknown). `docker_checked`: False when the
+    sweep's sandbox needs no Docker (then `docker` and `image_present` say nothing).
     """
 
     host: str
@@ -36,6 +43,8 @@ class NodeHealth:
     free_disk_bytes: int | None
     running_trials: int | None
     problems: list[str] = field(default_factory=list)
+    memory_bytes: int | None = None
+    docker_checked: bool = True
 
     @property
     def ok(self) -> bool:
@@ -65,15 +74,27 @@ def running_trials(client, host: str) -> int:
     return len(client.containers.list(ignore_removed=True, filters={"label": labels, "status": "running"}))
 
 
-def check_node(image: str, docker_timeout_s: float = 10) -> NodeHealth:
-    """Check this node for sandboxes of `image` (a tag). Never raises for a broken node: each
-    problem becomes one line in `problems` (Docker unreachable, image missing, less free disk
-    than `reb_ray.doctor.MIN_FREE_BYTES`)."""
-    from reb_ray.sandbox.docker_client import connect
-
+def check_node(image: str | None, docker_timeout_s: float = 10, *, min_free_bytes: int = MIN_FREE_BYTES,
+               paths: Sequence[tuple[str, str]] = ()) -> NodeHealth:
+    """Check this node for sandboxes of `image` (a tag; None: a sandbox without Docker, such as
+    `local` or `sleep`). Never raises for a broken node: each problem becomes one line in
+    `problems`: Docker unreachable, image missing, less than `min_free_bytes` free at Docker's
+    root or in the temporary directory trials' workspaces use (the trial's own preflight rule,
+    reb_ray/trial.py), a directory of `paths` ((what, path) pairs: "assets", "repo mirror", ...)
+    missing or unreadable here."""
     host = socket.gethostname()
     gpus = gpu_models()
     problems = [] if gpus is not None else ["nvidia-smi failed"]
+    problems += _path_problems(paths)
+    memory = _memory_bytes()
+    tmp = tempfile.gettempdir()
+    free_tmp = _free_bytes(Path(tmp))
+    if free_tmp is not None and free_tmp < min_free_bytes:
+        problems.append(f"disk: {free_tmp / 1e9:.1f} GB free in {tmp}, trials need >= {min_free_bytes / 1e9:.1f} GB")
+    if image is None:
+        return NodeHealth(host, gpus, None, "", None, free_tmp, None, problems, memory, docker_checked=False)
+    from reb_ray.sandbox.docker_client import connect
+
     try:
         client = connect(timeout=docker_timeout_s)
         root = client.info().get("DockerRootDir") or "/var/lib/docker"
@@ -81,13 +102,38 @@ def check_node(image: str, docker_timeout_s: float = 10) -> NodeHealth:
         trials = running_trials(client, host)
     except Exception as exc:  # noqa: BLE001 - RebRayError, docker's APIError, requests' errors: all the node's problem
         message = " ".join(str(exc).split())[:160]
-        return NodeHealth(host, gpus, message, image, None, None, None, [*problems, f"docker: {message}"])
+        return NodeHealth(host, gpus, message, image, None, None, None, [*problems, f"docker: {message}"], memory)
     if not present:
         problems.append(f"image {image} missing (reb-ray image build)")
     free = _free_bytes(Path(root))
-    if free is not None and free < MIN_FREE_BYTES:
-        problems.append(f"disk: {free / 1e9:.1f} GB free, sandboxes need >= {MIN_FREE_BYTES / 1e9:.0f} GB")
-    return NodeHealth(host, gpus, None, image, present, free, trials, problems)
+    if free is not None and free < min_free_bytes:
+        problems.append(f"disk: {free / 1e9:.1f} GB free, sandboxes need >= {min_free_bytes / 1e9:.1f} GB")
+    return NodeHealth(host, gpus, None, image, present, free, trials, problems, memory)
+
+
+def _path_problems(paths: Sequence[tuple[str, str]]) -> list[str]:
+    """One line per directory of `paths` that this node lacks or cannot read."""
+    import os
+
+    problems = []
+    for what, path in paths:
+        if not os.path.isdir(path):
+            problems.append(f"{what} {path}: no such directory on this node")
+        elif not os.access(path, os.R_OK | os.X_OK):
+            problems.append(f"{what} {path}: not readable on this node")
+    return problems
+
+
+def _memory_bytes() -> int | None:
+    """MemTotal of /proc/meminfo in bytes; None when unreadable."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _image_present(client, image: str) -> bool:

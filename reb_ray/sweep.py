@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -83,6 +85,10 @@ def _init_ray(address: str | None) -> None:
 
     if ray.is_initialized():
         return
+    from reb_ray.orchestrators.address import probe
+
+    if address:
+        probe(address)  # a wrong address fails in seconds, not after Ray's minutes of retries
     # Workers must import reb_ray from the same place as the driver (a source checkout too).
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}}
@@ -96,8 +102,6 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
 
     `slot_start_concurrency`: slot workers started at once (None: all; a cluster simulated on
     one machine, whose raylets share its cores, starts them faster a few at a time)."""
-    import ray
-
     from reb_ray.orchestrators.ray_orchestrator import RayOrchestrator
 
     image = _prepare_sandbox(config)
@@ -113,13 +117,17 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
         return result
     start = time.monotonic()
     _init_ray(config.address)
-    cluster_cpus = int(ray.cluster_resources().get("CPU", 1))
-    max_concurrent = config.max_concurrent or max(1, int(cluster_cpus // config.cpus_per_trial))
+    from reb_ray.orchestrators.node_check import NodeRequirements
+
+    # No --max-concurrent: as many trials as the live cluster's slots hold (a node that joins adds its own).
+    orchestrator = RayOrchestrator(config.max_concurrent, config.cpus_per_trial, docker_image=image, budget=result.budget,
+                                   backoff=RetryBackoff(config.llm_retry_backoff_s, config.llm_retry_backoff_max_s),
+                                   expected_s=estimator(medians=_history(config)), slot_start_concurrency=slot_start_concurrency,
+                                   requirements=NodeRequirements.for_sweep(config, image),
+                                   on_node_line=lambda line: _node_line(config, result.sweep_id, line),
+                                   memory_bytes=config.memory_bytes)
     sink = ParquetSink(config.output)
     wandb = _open_wandb(config, result.sweep_id)
-    orchestrator = RayOrchestrator(max_concurrent, config.cpus_per_trial, docker_image=image, budget=result.budget,
-                                   backoff=RetryBackoff(config.llm_retry_backoff_s, config.llm_retry_backoff_max_s),
-                                   expected_s=estimator(medians=_history(config)), slot_start_concurrency=slot_start_concurrency)
     counts = {"running": 0, "done": 0, "failed": 0}
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TextColumn("running {task.fields[running]}  agent-failed {task.fields[failed]}  infra-retried {task.fields[infra]}"), TimeElapsedColumn(),
@@ -159,6 +167,29 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
     result.slot_workers = orchestrator.slots_created
     result.wall_time_s = time.monotonic() - start
     return result
+
+
+def sweep_log(config: SweepConfig, sweep_id: str) -> Path:
+    """The sweep's log of cluster events (nodes that failed their check), one line each, UTC
+    time first: `<output>/.reb-ray/logs/sweep-<id>.log`."""
+    from reb_ray.results.layout import CONTROL_DIR, sweep_dir_name
+
+    return config.output.resolve() / CONTROL_DIR / "logs" / f"{sweep_dir_name(sweep_id)}.log"
+
+
+def _node_line(config: SweepConfig, sweep_id: str, line: str) -> None:
+    """A node that fails its check: one line on the terminal (stderr) and in the sweep's log."""
+    import datetime as dt
+
+    print(line, file=sys.stderr, flush=True)
+    log.warning("%s", line)
+    path = sweep_log(config, sweep_id)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as f:
+            f.write(f"{dt.datetime.now(dt.timezone.utc).isoformat(timespec='seconds')} {line}\n")
+    except OSError as exc:
+        log.warning("sweep log %s: %s", path, exc)
 
 
 def _store_artifacts(config: SweepConfig, outcome: TrialOutcome) -> None:

@@ -65,3 +65,14 @@ def test_running_trials_counts_running_trial_containers_of_this_host_only(docker
                 container.remove(force=True)
             except Exception:  # noqa: BLE001 - already removed above
                 pass
+
+
+def test_a_sweeps_directories_and_free_space_are_checked_without_docker(tmp_path):
+    from reb_ray.node_health import check_node
+
+    (tmp_path / "mirrors").mkdir()
+    health = check_node(None, min_free_bytes=1, paths=[("repo mirror", str(tmp_path / "mirrors")),
+                                                       ("assets", str(tmp_path / "no-assets"))])
+    assert health.problems == [f"assets {tmp_path / 'no-assets'}: no such directory on this node"]
+    assert not health.docker_checked and health.memory_bytes > 0 and health.free_disk_bytes > 0
+    assert "trials need >= " in check_node(None, min_free_bytes=1024**5).problems[0]

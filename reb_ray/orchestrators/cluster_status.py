@@ -50,6 +50,9 @@ def connect(address: str) -> None:
     ConnectionError when there is none; never starts a new Ray."""
     if ray.is_initialized():
         return
+    from reb_ray.orchestrators.address import probe
+
+    probe(address)  # RebRayError in seconds for a wrong HOST:PORT
     # Tasks import reb_ray from where this driver does (a source checkout, as on `ray up` nodes).
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)

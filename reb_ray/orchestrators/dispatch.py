@@ -117,6 +117,10 @@ class Dispatcher:
         """Jobs waiting for slots."""
         return sum(len(q) for q in self._queues.values())
 
+    def pending_gpus(self) -> list[int]:
+        """The GPU slots each waiting job needs (0: a CPU job), to plan a joining node's slots."""
+        return [k for k, q in self._queues.items() for _ in q]
+
     @property
     def running(self) -> int:
         return self._running

@@ -1,5 +1,6 @@
-"""Small Ray tasks pinned to one node: its Docker's GPU check, and removing a dead attempt's
-containers (issue 9, items 8 and 9). Each runs with no CPU reserved, so a full node still
+"""Small Ray tasks pinned to one node: its Docker's GPU check, removing a dead attempt's
+containers (issue 9, items 8 and 9), and reaping the node's orphans when a slot worker died
+there (issue 13, item 3). Each runs with no CPU reserved, so a full node still
 answers, and with hard node affinity, so it acts on that node's Docker daemon and no other.
 """
 
@@ -32,13 +33,15 @@ def _docker_gpu_problem_here(image: str) -> str | None:
     return docker_gpu_problem(client, image)
 
 
-def docker_gpu_problems(image: str, timeout_s: float = 180.0) -> dict[str, str]:
-    """{node id: why its Docker cannot give containers GPUs} for the alive nodes with GPUs.
+def docker_gpu_problems(image: str, timeout_s: float = 180.0, nodes: set[str] | None = None) -> dict[str, str]:
+    """{node id: why its Docker cannot give containers GPUs} for the alive nodes with GPUs
+    (only those of `nodes` when given: the ones that passed their check).
 
     Runs one probe container per GPU node, all nodes at once (about a second each). A node
     whose check could not run (it died, Ray failed) is left out: unknown is not a verdict.
     """
-    nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("GPU", 0) > 0]
+    nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("GPU", 0) > 0
+             and (nodes is None or n["NodeID"] in nodes)]
     refs = [_docker_gpu_problem_here.options(scheduling_strategy=_on(node)).remote(image) for node in nodes]
     problems: dict[str, str] = {}
     for node, ref in zip(nodes, refs):
@@ -72,3 +75,21 @@ def remove_dead_attempt(node_id: str, spec: TrialSpec, timeout_s: float = 120.0)
     except (ray.exceptions.RayError, TimeoutError) as exc:
         return f"removing its container failed ({_first_line(exc)}); the node's next reap takes it"
     return f"removed its container {', '.join(c[:12] for c in removed)}" if removed else "it had no container"
+
+
+@ray.remote(num_cpus=0)
+def _reap_here() -> int:
+    from reb_ray.sandbox.reaper import reap, reap_images
+
+    return len(reap()) + len(reap_images())
+
+
+def reap_on(node_id: str, timeout_s: float = 60.0) -> int | None:
+    """Reap orphaned containers and per-attempt images on node `node_id` (a slot worker died
+    there); how many were removed, None when the node is gone or the reap failed. Never raises."""
+    if not any(n["NodeID"] == node_id and n.get("Alive") for n in ray.nodes()):
+        return None
+    try:
+        return ray.get(_reap_here.options(scheduling_strategy=_on(node_id)).remote(), timeout=timeout_s)
+    except (ray.exceptions.RayError, TimeoutError):
+        return None

@@ -9,8 +9,13 @@ needing more GPUs than any node has is capped to the largest node (its stages th
 are `insufficient_hardware`); when no node can hold a single slot (F19), every trial is
 recorded at once as `insufficient_hardware` (owner hardware) and the run ends.
 
-Before any trial, each GPU node checks that its Docker gives containers GPUs
-(reb_ray/orchestrators/node_tasks.py); a node that cannot gets no GPU slots, and a trial run
+Before any trial, every node is prepared and checked (reb_ray/orchestrators/node_check.py:
+orphans reaped, Docker, image (shipped from the driver when missing), free disk, mirrors and
+assets); a node that fails gets no slots and is named in one line (`on_node_line`), and when
+none passes the run raises NoUsableNode before any row. The cluster's nodes are read again every
+`poll_s` seconds: a node that joins (an autoscaled GPU worker) is checked the same way and gets
+slots for the trials still waiting. Each GPU node also checks that its Docker gives containers
+GPUs (reb_ray/orchestrators/node_tasks.py); a node that cannot gets no GPU slots, and a trial run
 without GPUs because no node can has its GPU stages `insufficient_hardware` saying why. Each
 outcome goes to the sink the moment it arrives; infrastructure failures are retried as new
 attempts (`max_attempts` per run). When a slot's actor dies, its attempt's container is removed
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from pathlib import Path
 from dataclasses import dataclass
 from itertools import count
 from typing import Callable
@@ -42,9 +48,12 @@ from reb_ray.models.sweep import TrialSpec
 from reb_ray.orchestrators.attempt_rows import driver_outcome, unplaceable_outcome
 from reb_ray.orchestrators.dispatch import Dispatcher, Job
 from reb_ray.orchestrators.durations import timeout_estimate
+from reb_ray.errors import RebRayError
+from reb_ray.orchestrators.autoscaler import BOOTSTRAP_CONFIG, joinable_node_types, request_gpu_nodes
 from reb_ray.orchestrators.llm_proxy import RayProxyClient, stop_proxies
-from reb_ray.orchestrators.node_tasks import docker_gpu_problems, remove_dead_attempt
-from reb_ray.orchestrators.slot_plan import NodeCapacity, cpu_room, gpu_cap, plan_slots
+from reb_ray.orchestrators.node_check import NodeChecks, NodeRequirements, NodeVerdict, alive_nodes, check_all
+from reb_ray.orchestrators.node_tasks import docker_gpu_problems, reap_on, remove_dead_attempt
+from reb_ray.orchestrators.slot_plan import NodeCapacity, gpu_cap, hardware_refusal, plan_slots
 from reb_ray.orchestrators.slot_pool import Slot, SlotPool
 from reb_ray.trial import TrialOutcome
 from reb_ray.trial_record import now
@@ -60,6 +69,10 @@ class _Attempt:
     launched_at: dt.datetime
 
 
+class NoUsableNode(RebRayError):
+    """No node of the cluster passed its check: the sweep stops before any trial (issue 13)."""
+
+
 class RayOrchestrator:
     """Schedules trial specs on the connected Ray cluster.
 
@@ -72,12 +85,22 @@ class RayOrchestrator:
     finished attempt's row is added to it. `expected_s(spec)`: a trial's expected seconds for
     longest-first dispatch (default: its timeouts). `slot_start_concurrency`: slots starting at
     once (None: all). After `run`, `slots_created` counts the slot actors it created.
+
+    `requirements`: what every node must have (node_check.NodeRequirements; None: no memory
+    or path needs, the docker image's checks only); `on_node_line(line)` gets one line per node
+    that fails its check (the caller prints and logs it); `poll_s`: seconds between reads of
+    the cluster's nodes; `autoscaler_config`: where `ray up` left the node types an autoscaler
+    may start (reb_ray/orchestrators/autoscaler.py). `memory_bytes`: the sweep's sandbox memory
+    (None: each node's default), checked against the largest node. After `run`, `verdicts`
+    holds every node's check and `check_s` the seconds the start-up checks took.
     """
 
     def __init__(self, max_concurrent: int | None, cpus_per_trial: float, docker_image: str | None = None, *,
                  backoff: RetryBackoff | None = None, budget: SweepBudget | None = None,
                  expected_s: Callable[[TrialSpec], float] = timeout_estimate,
-                 slot_start_concurrency: int | None = None, slot_start_timeout_s: float = 600.0) -> None:
+                 slot_start_concurrency: int | None = None, slot_start_timeout_s: float = 600.0,
+                 requirements: NodeRequirements | None = None, on_node_line: Callable[[str], None] = lambda line: None,
+                 poll_s: float = 5.0, autoscaler_config: Path = BOOTSTRAP_CONFIG, memory_bytes: int | None = None) -> None:
         self.max_concurrent = max_concurrent
         self.cpus_per_trial = cpus_per_trial
         self.backoff = backoff or RetryBackoff()
@@ -88,28 +111,89 @@ class RayOrchestrator:
         self.not_launched: list[TrialSpec] = []  # left by the sweep budget
         self.slots_created = 0
         self.docker = docker_image is not None
-        self.no_gpu_nodes = docker_gpu_problems(docker_image) if docker_image else {}
+        self.docker_image = docker_image
+        self.requirements = requirements or NodeRequirements(docker_image, 0)
+        self.on_node_line = on_node_line
+        self.poll_s = poll_s
+        self.autoscaler_config = autoscaler_config
+        self.memory_bytes = memory_bytes
+        self.no_gpu_nodes: dict[str, str] = {}  # node id -> why its Docker gives containers no GPUs
         self.no_gpus_anywhere: str | None = None  # why no node can give containers GPUs (set by `run`)
+        self.verdicts: list[NodeVerdict] = []
+        self.check_s: float | None = None
 
     def run(self, specs: list[TrialSpec], on_outcome: Callable[[TrialOutcome, bool], None],
             on_start: Callable[[TrialSpec], None] = lambda spec: None) -> None:
-        nodes = [NodeCapacity(n["NodeID"], n["Resources"].get("CPU", 0.0), int(n["Resources"].get("GPU", 0)),
-                              n["NodeID"] not in self.no_gpu_nodes) for n in ray.nodes() if n.get("Alive")]
-        cap = gpu_cap(nodes, self.cpus_per_trial)
+        checks = NodeChecks(self.requirements)
+        try:
+            self._run_checked(specs, checks, on_outcome, on_start)
+        finally:
+            checks.close()
+
+    def _run_checked(self, specs: list[TrialSpec], checks: NodeChecks, on_outcome: Callable[[TrialOutcome, bool], None],
+                     on_start: Callable[[TrialSpec], None]) -> None:
+        start = time.monotonic()
+        passed, failed = check_all(checks, alive_nodes())
+        self.check_s = time.monotonic() - start
+        for verdict in failed:
+            self._node_failed(verdict)
+        if not passed:
+            first = failed[0].line() if failed else "the cluster has no alive node"
+            raise NoUsableNode(f"no node of the cluster passed its check ({len(failed)} failed; {first})")
+        self._gpu_problems(passed)
+        nodes = [self._capacity(v) for v in passed]
+        joinable = joinable_node_types(self.autoscaler_config)
+        why = hardware_refusal(nodes + joinable, self.cpus_per_trial, self.memory_bytes)
+        if why is not None:
+            for spec in specs:
+                on_outcome(unplaceable_outcome(spec, why), False)
+            return
+        cap = gpu_cap(nodes + joinable, self.cpus_per_trial)
         # No node can give containers GPUs: trials hold none, and every one says why.
         self.no_gpus_anywhere = next(iter(self.no_gpu_nodes.values())) if self.no_gpu_nodes and cap == 0 else None
         needs = [min(spec.task.gpus_needed, cap) for spec in specs]
         shapes = plan_slots(nodes, self.cpus_per_trial, needs, self.max_concurrent)
-        if not shapes:
-            why = _no_room(nodes, self.cpus_per_trial)
-            for spec in specs:
-                on_outcome(unplaceable_outcome(spec, why), False)
-            return
         pool = SlotPool(shapes, self.cpus_per_trial, self.slot_start_concurrency, self.slot_start_timeout_s)
-        self._run(specs, cap, pool, on_outcome, on_start)
+        asked = bool(joinable) and any(needs)
+        if asked:  # the slots are pinned to nodes that exist: ask the autoscaler for the GPU nodes itself
+            limit = (self.max_concurrent or len(specs)) * max(needs)
+            request_gpu_nodes([{"CPU": self.cpus_per_trial, "GPU": 1}] * min(sum(needs), limit))
+        try:
+            self._run(specs, cap, pool, on_outcome, on_start, checks, bool(joinable))
+        finally:
+            if asked:
+                request_gpu_nodes([])
+
+    def _capacity(self, verdict: NodeVerdict) -> NodeCapacity:
+        memory = verdict.health.memory_bytes if verdict.health is not None else None
+        return NodeCapacity(verdict.node_id, verdict.cpus, verdict.gpus, verdict.node_id not in self.no_gpu_nodes,
+                            verdict.slot_cap, memory)
+
+    def _node_failed(self, verdict: NodeVerdict) -> None:
+        self.verdicts.append(verdict)
+        self.on_node_line(verdict.line())
+
+    def _gpu_problems(self, passed: list[NodeVerdict]) -> None:
+        """Record passing nodes' checks, and which GPU nodes' Docker gives containers no GPUs."""
+        self.verdicts.extend(passed)
+        if self.docker_image and any(v.gpus for v in passed):
+            gpu_nodes = {v.node_id for v in passed if v.gpus}
+            found = docker_gpu_problems(self.docker_image, nodes=gpu_nodes)
+            self.no_gpu_nodes.update(found)
+
+    def _joined(self, verdict: NodeVerdict, pool: SlotPool, dispatcher: Dispatcher, cap: int) -> None:
+        """A node checked during the sweep: slots for the trials still waiting when it passed."""
+        if not verdict.ok:
+            self._node_failed(verdict)
+            return
+        self._gpu_problems([verdict])
+        needs = [min(g, cap) for g in dispatcher.pending_gpus()]
+        if needs:
+            pool.add(plan_slots([self._capacity(verdict)], self.cpus_per_trial, needs, self.max_concurrent))
 
     def _run(self, specs: list[TrialSpec], cap: int, pool: SlotPool,
-             on_outcome: Callable[[TrialOutcome, bool], None], on_start: Callable[[TrialSpec], None]) -> None:
+             on_outcome: Callable[[TrialOutcome, bool], None], on_start: Callable[[TrialSpec], None],
+             checks: NodeChecks, may_grow: bool) -> None:
         dispatcher = Dispatcher(self.max_concurrent)
         jobs: dict[int, TrialSpec] = {}
         keys = count()
@@ -127,24 +211,39 @@ class RayOrchestrator:
         finished: list[tuple[TrialOutcome, TrialSpec, bool]] = []  # (outcome, spec, will retry) to hand on
         proxy = _proxy_client(specs)
         pool.start()
+        polled = time.monotonic()
         try:
             while dispatcher.pending or inflight or waiting:
                 for t, spec in [w for w in waiting if w[0] <= time.monotonic()]:
                     waiting.remove((t, spec))
                     submit(spec)
+                if time.monotonic() - polled >= self.poll_s:  # nodes that joined since: checked, then given slots
+                    polled = time.monotonic()
+                    for node in alive_nodes():
+                        if node["NodeID"] not in checks.seen:
+                            checks.submit(node)
+                for verdict in checks.expire(time.monotonic()):
+                    self._joined(verdict, pool, dispatcher, cap)
                 self._launch(dispatcher, jobs, pool, proxy, inflight, on_start)
-                for job in dispatcher.take_larger_than(pool.most_gpu_slots()):
+                # While a node may still join (a check in flight, an autoscaler's node types), jobs wait for it.
+                larger = [] if checks.busy or may_grow else dispatcher.take_larger_than(pool.most_gpu_slots())
+                for job in larger:
                     # Its nodes left the cluster (or their workers could not be restarted): no slot can run it.
                     on_outcome(driver_outcome(jobs.pop(job.key), "infra_node", f"needs {job.gpus} GPU slot(s) of one "
                                               "node, and no node has that many left (nodes or slot workers were lost)"), False)
-                refs = list(inflight) + pool.starting_refs()
+                refs = list(inflight) + pool.starting_refs() + checks.refs()
                 if not refs:
-                    time.sleep(0.1)  # only retries in their backoff are left
+                    time.sleep(0.1)  # only retries in their backoff, or nodes still to join, are left
                     continue
                 ready, _ = ray.wait(refs, num_returns=1, timeout=1.0)
                 if ready:
                     ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
                 for ref in ready:
+                    if ref in checks.refs():
+                        verdict = checks.on_ready(ref)
+                        if verdict is not None:
+                            self._joined(verdict, pool, dispatcher, cap)
+                        continue
                     attempt = inflight.pop(ref, None)
                     if attempt is None:
                         slot = pool.on_ready(ref)
@@ -192,6 +291,7 @@ class RayOrchestrator:
         message = _first_line(exc)
         if self.docker:
             message += f"; {remove_dead_attempt(where['node_id'], attempt.spec)}"
+            reap_on(where["node_id"])  # whatever else the dead worker's process left on its node
         return driver_outcome(attempt.spec, "infra_node", message, node=where["node"], started_at=attempt.launched_at)
 
     def _launch(self, dispatcher: Dispatcher, jobs: dict[int, TrialSpec], pool: SlotPool, proxy: RayProxyClient | None,
@@ -223,15 +323,6 @@ class RayOrchestrator:
         elif retry:
             submit(spec.next_attempt())
         return retry
-
-
-def _no_room(nodes: list[NodeCapacity], cpus_per_trial: float) -> str:
-    """Why no node can hold one trial (F19), in one line."""
-    largest = max((n.cpus for n in nodes), default=0.0)
-    if any(cpu_room(n, cpus_per_trial) for n in nodes):
-        return "no node of the cluster can hold a sandbox slot"
-    return (f"needs {cpus_per_trial:g} CPU(s) per trial (--cpus-per-trial); the largest of the cluster's "
-            f"{len(nodes)} node(s) has {largest:g}")
 
 
 def _first_line(exc: BaseException) -> str:

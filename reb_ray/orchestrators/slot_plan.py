@@ -4,7 +4,9 @@ A slot is one long-lived worker running one trial at a time with `cpus_per_trial
 slot also holds one GPU of its node, a CPU slot none. A k-GPU trial runs on k GPU slots of one
 node (reb_ray/orchestrators/dispatch.py), so the shapes never have to match the trial mix.
 
-Per node: CPU room = floor(CPUs / cpus_per_trial); GPU slots = min(GPUs, CPU room) when its
+Per node: CPU room = floor(CPUs / cpus_per_trial), at most its `reb_ray_slot` resource when it
+declares one (cluster.yaml's per-node cap on concurrent sandboxes; each slot worker then holds
+one, so Ray's accounting enforces it too; a node without it is uncapped); GPU slots = min(GPUs, CPU room) when its
 Docker can give containers GPUs (else none: its trials would run without them); the CPU room
 left is CPU slots. Only slots the sweep can use are made: GPU slots on whole nodes, largest
 nodes first, until the trials' GPUs (capped) are covered; CPU slots, spread over the nodes, up to
@@ -21,26 +23,32 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class NodeCapacity:
-    """A Ray node: its id, CPUs and GPUs (Ray's resources), and whether its Docker gives GPUs."""
+    """A Ray node: its id, CPUs and GPUs (Ray's resources), whether its Docker gives GPUs, its
+    `reb_ray_slot` cap (None: none declared) and physical memory in bytes (None: unknown)."""
 
     node_id: str
     cpus: float
     gpus: int
     gpus_usable: bool = True
+    slot_cap: int | None = None
+    memory_bytes: int | None = None
 
 
 @dataclass(frozen=True)
 class SlotShape:
-    """One slot to start: on `node_id`, holding one GPU or none; `index` numbers it on its node."""
+    """One slot to start: on `node_id`, holding one GPU or none; `index` numbers it on its node;
+    `capped`: its node declares `reb_ray_slot`, so the slot's worker holds one."""
 
     node_id: str
     gpu: bool
     index: int
+    capped: bool = False
 
 
 def cpu_room(node: NodeCapacity, cpus_per_trial: float) -> int:
     """How many trials of `cpus_per_trial` CPUs fit on `node` (a tolerance for 0.1 + 0.2 sums)."""
-    return int(node.cpus / cpus_per_trial + 1e-9)
+    room = int(node.cpus / cpus_per_trial + 1e-9)
+    return room if node.slot_cap is None else min(room, node.slot_cap)
 
 
 def gpu_slots_possible(node: NodeCapacity, cpus_per_trial: float) -> int:
@@ -72,7 +80,7 @@ def plan_slots(nodes: list[NodeCapacity], cpus_per_trial: float, gpu_needs: list
         count = gpu_slots_possible(node, cpus_per_trial)
         if gpu_wanted <= 0 or count == 0:
             break
-        shapes.extend(SlotShape(node.node_id, True, i) for i in range(count))
+        shapes.extend(SlotShape(node.node_id, True, i, node.slot_cap is not None) for i in range(count))
         used[node.node_id] = count
         gpu_wanted -= count
     room = {n.node_id: cpu_room(n, cpus_per_trial) - used.get(n.node_id, 0) for n in nodes}
@@ -80,8 +88,32 @@ def plan_slots(nodes: list[NodeCapacity], cpus_per_trial: float, gpu_needs: list
     while cpu_wanted > 0 and any(r > 0 for r in room.values()):
         for node in nodes:
             if cpu_wanted > 0 and room[node.node_id] > 0:
-                shapes.append(SlotShape(node.node_id, False, used.get(node.node_id, 0)))
+                shapes.append(SlotShape(node.node_id, False, used.get(node.node_id, 0), node.slot_cap is not None))
                 used[node.node_id] = used.get(node.node_id, 0) + 1
                 room[node.node_id] -= 1
                 cpu_wanted -= 1
     return shapes
+
+
+def hardware_refusal(nodes: list[NodeCapacity], cpus_per_trial: float, memory_bytes: int | None) -> str | None:
+    """Why no trial of the sweep can ever run, in one line, or None (issue 13, item 4; F19).
+
+    `nodes`: every node that is or may become part of the cluster (alive nodes that passed
+    their check, and node types an autoscaler may still start). The CPUs and the sandbox memory
+    (`memory_bytes`, --memory-gb; None: the node's own default) are the same for every trial of
+    a sweep, so either the largest node holds one or none ever will. A node of unknown memory
+    may hold any. GPUs are never refused here: a trial needing more than any node has is capped
+    to the largest node and its GPU stages are `insufficient_hardware` (F11).
+    """
+    if not any(cpu_room(n, cpus_per_trial) for n in nodes):
+        largest = max((n.cpus for n in nodes), default=0.0)
+        if any(int(n.cpus / cpus_per_trial + 1e-9) for n in nodes):
+            return "no node of the cluster can hold a sandbox slot (reb_ray_slot is 0 on every node)"
+        return (f"needs {cpus_per_trial:g} CPU(s) per trial (--cpus-per-trial); the largest of the cluster's "
+                f"{len(nodes)} node(s) has {largest:g}")
+    holding = [n for n in nodes if cpu_room(n, cpus_per_trial)]
+    if memory_bytes is not None and all(n.memory_bytes is not None and n.memory_bytes < memory_bytes for n in holding):
+        largest = max(n.memory_bytes for n in holding)
+        return (f"needs {memory_bytes / 1024**3:g} GiB of memory per sandbox (--memory-gb); the largest node that "
+                f"can hold a slot has {largest / 1024**3:.1f} GiB")
+    return None

@@ -3,7 +3,8 @@
 Starting a Ray actor costs about a second and Ray starts only a few at a time per node, so a
 sweep starts its slots once (reb_ray/orchestrators/slot_plan.py) and sends each trial to a free
 one. A `SlotWorker` is pinned to its node (hard node affinity) and holds its slot's resources
-(`cpus_per_trial` CPUs, plus one GPU for a GPU slot), so Ray's accounting matches what runs;
+(`cpus_per_trial` CPUs, plus one GPU for a GPU slot, plus one `reb_ray_slot` on a node that
+declares that cap), so Ray's accounting matches what runs;
 its `where()` answer (node, pid, GPU id) marks it ready. A slot whose actor died is replaced by
 a new actor of the same shape on the same node (while the node lives); one that fails to start
 `MAX_START_FAILURES` times in a row, or is not up within `start_timeout_s`, is dropped.
@@ -23,6 +24,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from reb_ray.llm.trial_access import ProxyClient
 from reb_ray.models.sweep import TrialSpec
+from reb_ray.orchestrators.cluster_status import SLOT_RESOURCE
 from reb_ray.orchestrators.slot_plan import SlotShape
 from reb_ray.trial import TrialOutcome, run_trial
 
@@ -115,6 +117,11 @@ class SlotPool:
         self._start_more()
         return slot
 
+    def add(self, shapes: list[SlotShape]) -> None:
+        """Start more slots (a node that joined the cluster during the sweep)."""
+        self._waiting.extend((shape, 0) for shape in shapes)
+        self._start_more()
+
     def replace(self, key: int) -> None:
         """The actor of slot `key` died: start a new one of the same shape if its node lives."""
         self._drop(key, again=True, failures=0)
@@ -148,6 +155,7 @@ class SlotPool:
             shape, failures = self._waiting.popleft()
             actor = SlotWorker.options(
                 num_cpus=self.cpus_per_trial, num_gpus=1 if shape.gpu else 0,
+                resources={SLOT_RESOURCE: 1} if shape.capped else None,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=shape.node_id, soft=False),
             ).remote()
             key = next(self._keys)

@@ -160,3 +160,35 @@ def build_image(client: docker.DockerClient, profile_name: str = DEFAULT_PROFILE
         built = True
     size = client.images.get(tag).attrs.get("Size", 0)
     return BuildReport(tag=tag, built=built, seconds=time.monotonic() - start, size_bytes=size)
+
+
+ARCHIVE_CHUNK_BYTES = 32 * 1024**2
+
+
+def save_image(client: docker.DockerClient, tag: str, path: Path) -> int:
+    """`docker save` of `tag` into the file `path` (an uncompressed image archive); returns
+    its size in bytes. Raises ImageMissing without the image, RebRayError when Docker fails."""
+    try:
+        image = client.images.get(tag)
+        with open(path, "wb") as f:
+            for chunk in image.save(chunk_size=ARCHIVE_CHUNK_BYTES, named=True):
+                f.write(chunk)
+    except ImageNotFound:
+        raise ImageMissing(f"sandbox image {tag} is missing here, so it cannot be shipped to other nodes") from None
+    except DockerException as exc:
+        raise RebRayError(f"docker save {tag} failed: {str(exc).splitlines()[0][:300]}") from None
+    return path.stat().st_size
+
+
+def load_image(client: docker.DockerClient, tag: str, chunks) -> None:
+    """`docker load` of an archive given as an iterable of byte chunks (streamed to the daemon,
+    never whole in memory), then check that `tag` is there. Raises RebRayError naming the tag."""
+    try:
+        for line in client.api.load_image(iter(chunks)):
+            if isinstance(line, dict) and line.get("error"):
+                raise RebRayError(f"docker load of {tag} failed: {str(line['error'])[:300]}")
+        client.images.get(tag)
+    except ImageNotFound:
+        raise RebRayError(f"docker load of the shipped archive gave no image {tag}") from None
+    except DockerException as exc:
+        raise RebRayError(f"docker load of {tag} failed: {str(exc).splitlines()[0][:300]}") from None

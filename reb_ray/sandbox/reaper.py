@@ -4,7 +4,10 @@
 no longer runs (pid gone, or pid reused by a process with another start time). Containers of
 live owners, of owners on other hosts, and anyone else's containers are never touched.
 `remove_attempt` removes the containers of one named attempt at once (its trial actor died:
-issue 9, item 8), whatever their owner's state.
+issue 9, item 8), whatever their owner's state. `reap_images` removes per-attempt images left
+behind: an image committed from one of our containers carries that container's labels (ours,
+its attempt and its owner), so the same owner rule applies; the sandbox image itself has no
+owner label and is never touched.
 """
 
 from __future__ import annotations
@@ -30,6 +33,35 @@ def reap(client: docker.DockerClient | None = None) -> list[str]:
     """Remove orphaned containers; returns their ids. Raises DockerUnavailable."""
     client = client or connect()
     return _remove(orphaned_containers(client))
+
+
+def orphaned_images(client: docker.DockerClient) -> list:
+    """Images labelled as one of our attempts' (`reb-ray.managed=true` and a trial label) whose
+    owner on this host is gone."""
+    orphans = []
+    for image in client.images.list(filters={"label": [f"{MANAGED}=true", TRIAL]}):
+        owner = Owner.from_labels(image.labels or {})
+        if owner is not None and owner.is_local() and not owner.is_alive():
+            orphans.append(image)
+    return orphans
+
+
+def reap_images(client: docker.DockerClient | None = None) -> list[str]:
+    """Remove orphaned per-attempt images (`orphaned_images`); returns their ids. An image
+    already gone, or still used by a container, is left (the container's reap frees it for the
+    next one). Raises DockerUnavailable."""
+    client = client or connect()
+    removed = []
+    for image in orphaned_images(client):
+        try:
+            client.images.remove(image.id, force=False)
+            removed.append(image.id)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409: in use by a container, or a removal in progress
+                raise
+    return removed
 
 
 def remove_attempt(sweep_id: str, trial_id: str, attempt: int, client: docker.DockerClient | None = None) -> list[str]:

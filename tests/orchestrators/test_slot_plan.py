@@ -36,3 +36,26 @@ def test_f19_no_node_can_hold_one_trial():
     nodes = [NodeCapacity("a", cpus=2, gpus=2), NodeCapacity("b", cpus=2, gpus=0)]
     assert plan_slots(nodes, 8.0, [0, 0, 1]) == []
     assert gpu_cap(nodes, 8.0) == 0
+
+
+def test_reb_ray_slot_caps_a_nodes_slots_and_marks_them():
+    from reb_ray.orchestrators.slot_plan import NodeCapacity, plan_slots
+
+    capped, free = NodeCapacity("a", 16, 4, slot_cap=3), NodeCapacity("b", 4, 0)
+    shapes = plan_slots([capped, free], 1.0, [1, 1, 1, 1, 0, 0, 0, 0, 0])
+    on_a = [s for s in shapes if s.node_id == "a"]
+    assert len(on_a) == 3 and all(s.gpu and s.capped for s in on_a)  # 3 of its 4 GPUs, no CPU slot left
+    assert [s.capped for s in shapes if s.node_id == "b"] == [False] * 4
+
+
+def test_hardware_refusal_rules():
+    from reb_ray.orchestrators.slot_plan import NodeCapacity, hardware_refusal
+
+    small = NodeCapacity("a", 2, 0, memory_bytes=8 * 1024**3)
+    assert "needs 8 CPU(s) per trial" in hardware_refusal([small], 8, None)
+    # A node type that may still join and can hold it: no refusal.
+    assert hardware_refusal([small, NodeCapacity("type:big", 16, 4)], 8, None) is None
+    assert "16 GiB of memory" in hardware_refusal([small], 1, 16 * 1024**3)
+    assert hardware_refusal([small, NodeCapacity("type:unknown-memory", 4, 0)], 1, 16 * 1024**3) is None
+    assert "reb_ray_slot is 0" in hardware_refusal([NodeCapacity("z", 8, 0, slot_cap=0)], 1, None)
+    assert hardware_refusal([small], 1, None) is None

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from reb_ray.sandbox import SandboxConfig
 from reb_ray.sandbox.docker_sandbox import DockerSandbox
 from reb_ray.sandbox.ownership import MANAGED, OWNER_HOST, OWNER_PID, OWNER_START, Owner
@@ -89,3 +91,37 @@ def _try(fn, errors: list) -> None:
         fn()
     except Exception as exc:  # noqa: BLE001 - collected for the assertion
         errors.append(repr(exc)[:200])
+
+
+def test_reap_images_removes_per_attempt_images_of_dead_owners_only(docker_client, sandbox_image):
+    """An image committed from one of our containers carries its labels: it is reaped once its
+    owner is gone; one of a live owner, and the sandbox image itself, stay."""
+    import docker
+
+    from reb_ray.sandbox.ownership import container_labels, process_start_ticks
+    from reb_ray.sandbox.reaper import reap_images
+
+    gone = subprocess.Popen(["sleep", "60"])
+    dead = Owner(os.uname().nodename, gone.pid, process_start_ticks(gone.pid))
+    gone.kill()
+    gone.wait()
+    labels = {**container_labels("img-reap", "noop/t/0", 1), **dead.labels()}
+    dead_box = docker_client.containers.create(sandbox_image, ["true"], labels=labels)
+    live_box = docker_client.containers.create(sandbox_image, ["true"], labels=container_labels("img-reap", "noop/t/1", 1))
+    tags = [f"reb-ray-test/attempt:dead-{os.getpid()}", f"reb-ray-test/attempt:live-{os.getpid()}"]
+    try:
+        dead_image = dead_box.commit(*tags[0].split(":"))
+        live_image = live_box.commit(*tags[1].split(":"))
+        dead_box.remove(force=True)
+        assert dead_image.id in reap_images(docker_client)
+        with pytest.raises(docker.errors.ImageNotFound):
+            docker_client.images.get(tags[0])
+        assert docker_client.images.get(tags[1]).id == live_image.id
+        docker_client.images.get(sandbox_image)
+    finally:
+        live_box.remove(force=True)
+        for tag in tags:
+            try:
+                docker_client.images.remove(tag, force=True)
+            except docker.errors.ImageNotFound:
+                pass
