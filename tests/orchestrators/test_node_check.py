@@ -23,6 +23,7 @@ import pytest
 
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_trials
+from tests.private_dockerd import private_dockerd
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -249,31 +250,11 @@ def test_a_wrong_address_fails_in_seconds_naming_it(tmp_path):
 
 
 @pytest.fixture
-def second_docker(tmp_path_factory):
-    """A second Docker daemon on this machine (its own socket, data root, no networking): the
-    Docker of a node that lacks the sandbox image. Yields its DOCKER_HOST."""
-    import docker
-
-    root = Path(tempfile.mkdtemp(prefix="reb-ray-d2-", dir="/tmp"))
-    sock = f"unix://{root}/docker.sock"
-    log = open(root / "dockerd.log", "w")
-    proc = subprocess.Popen(["dockerd", "--data-root", str(root / "data"), "--exec-root", str(root / "exec"),
-                             "--pidfile", str(root / "pid"), "-H", sock, "--bridge=none", "--iptables=false",
-                             "--ip6tables=false", "--ip-masq=false", "--containerd-namespace", f"rr-{root.name}",
-                             "--containerd-plugins-namespace", f"rr-{root.name}-p"], stdout=log, stderr=log)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            docker.DockerClient(base_url=sock, timeout=5).ping()
-            break
-        except Exception:  # noqa: BLE001 - not up yet
-            assert proc.poll() is None and time.monotonic() < deadline, (root / "dockerd.log").read_text()[-1000:]
-            time.sleep(0.5)
-    yield sock
-    proc.terminate()
-    proc.wait(60)
-    log.close()
-    subprocess.run(["rm", "-rf", str(root)], check=False)
+def second_docker():
+    """A second Docker daemon on this machine (tests/private_dockerd.py): the Docker of a node
+    that lacks the sandbox image. Yields its DOCKER_HOST."""
+    with private_dockerd() as daemon:
+        yield daemon.sock
 
 
 def _tiny_image(client, tag: str, tmp: Path) -> None:
