@@ -191,7 +191,7 @@ class RayOrchestrator:
         where = attempt.slot.where
         message = _first_line(exc)
         if self.docker:
-            message += f"; {remove_dead_attempt(where['node_id'], attempt.spec)}"
+            message += f"; {remove_dead_attempt(where['node_id'], attempt.spec, host=where['node'])}"
         return driver_outcome(attempt.spec, "infra_node", message, node=where["node"], started_at=attempt.launched_at)
 
     def _launch(self, dispatcher: Dispatcher, jobs: dict[int, TrialSpec], pool: SlotPool, proxy: RayProxyClient | None,
