@@ -283,3 +283,65 @@ def test_c_the_driver_killed_mid_sweep_then_the_same_command_again(tmp_path):
     delays = ", ".join(f"{retry_delay(by_trial, t, fault_at):.2f}" for t in ("noop/f2/0", "noop/f3/0"))
     print(f"\n(c) driver SIGKILL: its slot workers gone {workers_gone_s:.2f} s after the fault; the rerun's attempts "
           f"started {delays} s after it; rows 4 (4 scored, none for the killed attempts), containers: none (sleep sandbox)")
+
+
+@pytest.fixture
+def private_dockerd(tmp_path_factory, sandbox_image):
+    """A private Docker daemon (tests/private_dockerd.py) holding the sandbox image; removed after."""
+    from tests.private_dockerd import PrivateDockerd
+
+    dockerd = PrivateDockerd(tmp_path_factory.mktemp("dockerd"))
+    try:
+        dockerd.start()
+        dockerd.load(sandbox_image)
+        yield dockerd
+    finally:
+        dockerd.close()
+
+
+def _running_agents(client, sweep_id: str) -> int:
+    """Our containers of `sweep_id` whose agent (`sleep 8`) runs."""
+    n = 0
+    for container in client.containers.list(filters={"label": [f"{MANAGED}=true", f"{SWEEP}={sweep_id}"]}):
+        try:
+            n += any("sleep 8" in " ".join(p) for p in container.top()["Processes"])
+        except Exception:  # noqa: BLE001 - starting or going
+            pass
+    return n
+
+
+@pytest.mark.docker
+def test_d_the_docker_daemon_restarts_mid_sweep(tmp_path, private_dockerd):
+    """(d) F20: a graceful restart of the Docker daemon while two agents run: the in-flight
+    attempts become infra rows, their retries run once the daemon answers and are scored once;
+    no container is left. A private daemon with no bridge: the sweep sets network = "none"."""
+    import docker
+
+    agent = "tests.scripted_agents:SleepAgent"
+    write_suite(tmp_path / "suites", 2)
+    trial_ids = [f"{agent}/f{i}/0" for i in range(2)]
+    config = SweepConfig(output=tmp_path / "runs", suite="faults", tasks_root=tmp_path / "suites", agents=[agent],
+                         sweep_id=f"faults-{uuid.uuid4().hex[:8]}", wheelhouses=[], pip_cache=False, network="none")
+    client = docker.DockerClient(base_url=private_dockerd.host, timeout=30)
+    with ray_cluster({"num_cpus": 2}, {"num_cpus": 2}, env={"DOCKER_HOST": private_dockerd.host}):
+        thread, box = run_in_thread(config)
+        wait_for(lambda: _running_agents(client, config.sweep_id) == 2, 120, "both agents running in their sandboxes")
+        fault_at = time.time()
+        private_dockerd.stop()
+        stopped_s = time.time() - fault_at
+        time.sleep(2.0)  # the daemon is down for a while: calls in that window must fail fast, not hang
+        private_dockerd.start()
+        up_s = time.time() - fault_at
+        result = join(thread, box, 110)
+    left = client.containers.list(all=True, filters={"label": f"{MANAGED}=true"})
+    rows = read_trials(config.output).to_pylist()
+    by_trial = assert_exactly_once(rows, trial_ids)
+    for trial_id in trial_ids:
+        first = by_trial[trial_id][0]
+        assert (first["status"], first["failure_owner"]) == ("infra_error", "infra"), first
+    assert left == [], [c.name for c in left]
+    delays = ", ".join(f"{retry_delay(by_trial, t, fault_at):.2f}" for t in trial_ids)
+    reasons = "; ".join(by_trial[t][0]["failure_reason"] for t in trial_ids)
+    print(f"\n(d) dockerd restart: stopped {stopped_s:.2f} s and answering {up_s:.2f} s after the fault; retried "
+          f"attempts started {delays} s after it; rows {len(rows)} ({result.infra_errors} infra + "
+          f"{result.scored} scored); our containers after the sweep: {len(left)}; dead attempts: {reasons}")
