@@ -1,6 +1,6 @@
 """Scheduling at scale (issue 12, items 4 and 6): a simulated cluster, the sleeping sandbox.
 
-Part `scale`: NODES raylets on this machine (ray.cluster_utils; fake GPUs and small CPU counts),
+Part `scale`: NODES raylets on this machine (tests/ray_cluster.py; fake GPUs and small CPU counts),
 TRIALS trials mixing CPU, 1-GPU and 2-GPU needs (25/45/30%), each sleeping its scripted seconds
 in the sleeping sandbox (reb_ray/sandbox/sleeping.py) through the real sweep path
 (reb_ray.sweep.run_sweep: expand, slot workers, dispatch, the Parquet sink). An earlier sweep of
@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from reb_ray.models.sweep import SweepConfig  # noqa: E402
 from reb_ray.results.parquet_sink import ParquetSink  # noqa: E402
+from tests.ray_cluster import ray_cluster  # noqa: E402
 
 TASK = """
 id = "{id}"
@@ -77,27 +78,12 @@ def write_suite(root: Path, needs: list[int]) -> list[str]:
     return ids
 
 
-def start_cluster(nodes: int, gpus: int, cpus: int, env: dict[str, str]):
-    """A Ray cluster of `nodes` raylets on this machine, connected; returns the Cluster."""
-    import ray
-    from ray.cluster_utils import Cluster
-
-    os.environ.update(env)  # raylets (and so their workers) inherit the environment
-
-    def node(i: int) -> dict:
-        # Each raylet's GPU ids are distinct (its CUDA_VISIBLE_DEVICES), so every GPU of the
-        # cluster has its own id in the sleeping sandbox's ledger.
-        ids = ",".join(str(i * gpus + g) for g in range(gpus))
-        return {"num_cpus": cpus, "num_gpus": gpus, "object_store_memory": 80 * 1024**2,
-                "env_vars": {"CUDA_VISIBLE_DEVICES": ids}}
-
-    cluster = Cluster(initialize_head=True, head_node_args={**node(0), "include_dashboard": False})
-    for i in range(1, nodes):
-        cluster.add_node(**node(i))
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, log_to_driver=False, configure_logging=False,
-             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), **env}})
-    return cluster
+def cluster_nodes(nodes: int, gpus: int, cpus: int) -> list[dict]:
+    """`nodes` raylets' arguments for tests/ray_cluster.py. Each raylet's GPU ids are distinct
+    (its CUDA_VISIBLE_DEVICES), so every GPU of the cluster has its own id in the sleeping
+    sandbox's ledger."""
+    return [{"num_cpus": cpus, "num_gpus": gpus, "object_store_memory": 80 * 1024**2,
+             "env_vars": {"CUDA_VISIBLE_DEVICES": ",".join(str(i * gpus + g) for g in range(gpus))}} for i in range(nodes)]
 
 
 def write_history(output: Path, rows: list[tuple[str, str, float]]) -> None:
@@ -110,8 +96,6 @@ def write_history(output: Path, rows: list[tuple[str, str, float]]) -> None:
 def run(tmp: Path, *, nodes: int, gpus: int, cpus: int, cpus_per_trial: float, needs: list[int], agents: list[str],
         trials: int, duration, history_noise: float = 0.15) -> dict:
     """Run one simulated sweep; `duration(task index, gpus, rng) -> (agent_s, probe_s)`."""
-    import ray
-
     from reb_ray.sweep import run_sweep
 
     rng = random.Random(12)
@@ -130,9 +114,10 @@ def run(tmp: Path, *, nodes: int, gpus: int, cpus: int, cpus_per_trial: float, n
     output = tmp / "runs"
     write_history(output, history)
     started = time.monotonic()
-    cluster = start_cluster(nodes, gpus, cpus, {"REB_RAY_SLEEP_SCRIPT": str(script)})
-    cluster_s = time.monotonic() - started
-    try:
+    env = {"REB_RAY_SLEEP_SCRIPT": str(script)}
+    with ray_cluster(*cluster_nodes(nodes, gpus, cpus), env=env,
+                     runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), **env}}):
+        cluster_s = time.monotonic() - started
         config = SweepConfig(output=output, suite="sim", tasks_root=tmp / "suites",
                              agent_specs={a: {"kind": "noop"} for a in agents}, agents=agents, trials=trials,
                              sandbox="sleep", cpus_per_trial=cpus_per_trial, sweep_id="sim")
@@ -140,9 +125,6 @@ def run(tmp: Path, *, nodes: int, gpus: int, cpus: int, cpus_per_trial: float, n
         # The raylets share this machine's cores: slot workers start a few at a time (see run_sweep).
         result = run_sweep(config, show_progress=False, slot_start_concurrency=os.cpu_count())
         t1 = time.time()
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
     entries = [json.loads(line) for line in ledger.read_text().splitlines()]
     return {"planned": planned, "entries": entries, "result": result, "t0": t0, "t1": t1, "cluster_s": cluster_s,
             "gpus_total": nodes * gpus}

@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import requests
+
 from reb_ray.agents import REPORT_PATH, Agent, AgentContext, get_agent
 from reb_ray.agents.base import AgentRun
 from reb_ray.agents.prompt import render_prompt
@@ -89,6 +91,10 @@ def _preflight(spec: TrialSpec) -> None:
     naming the asset and its stages) unless the sweep runs with --skip-missing-assets: then the
     probe phase leaves only those stages not_run and the rest is measured and scored.
     """
+    if spec.config.sandbox == "docker":  # a restarting daemon (F20): the attempt waits for it, bounded
+        from reb_ray.sandbox.docker_client import wait_for_daemon
+
+        wait_for_daemon()
     free = shutil.disk_usage(tempfile.gettempdir()).free
     if free < spec.config.min_free_bytes:  # F13: a full disk is infra, found before the trial
         raise InfraError("infra_disk_full", f"{free / 1e9:.1f} GB free, need {spec.config.min_free_bytes / 1e9:.1f} GB")
@@ -175,6 +181,8 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
         rec.infra(exc.category, str(exc))
     except RebRayError as exc:
         rec.infra("infra_sandbox", str(exc))
+    except requests.exceptions.ConnectionError as exc:  # the Docker daemon went away mid-attempt (F20)
+        rec.infra("infra_daemon", f"Docker daemon connection lost: {exc}")
     except Exception as exc:  # a harness bug must not be scored against the agent
         rec.infra("infra_harness", f"{type(exc).__name__}: {exc}")
     finally:

@@ -326,3 +326,10 @@ class DirectoryReportAgent(_Scripted):
     """Makes the report a directory holding a large file."""
 
     script = 'mkdir -p "$1" && head -c 5000000 /dev/zero > "$1/x"'
+
+
+class SleepAgent(_Scripted):
+    """Sleeps 8 s in the sandbox and writes nothing: a trial surely running while a test
+    restarts the Docker daemon (F20), and short enough to run again."""
+
+    script = "sleep 8"

@@ -61,20 +61,47 @@ def _remove_attempt_here(sweep_id: str, trial_id: str, attempt: int) -> list[str
     return remove_attempt(sweep_id, trial_id, attempt)
 
 
-def remove_dead_attempt(node_id: str, spec: TrialSpec, timeout_s: float = 120.0) -> str:
-    """Remove, on node `node_id`, every container labelled with `spec`'s sweep, trial and
-    attempt (the agent still running inside included), and wait for it.
+def remove_dead_attempt(node_id: str, spec: TrialSpec, timeout_s: float = 120.0, host: str | None = None) -> str:
+    """Remove, on node `node_id` (host name `host`), every container labelled with `spec`'s
+    sweep, trial and attempt (the agent still running inside included), and wait for it.
 
-    Returns what happened, as one line for the attempt's `failure_reason`. Never raises.
+    When that node's Ray is gone (its raylet died, the machine may live) and `host` is this
+    driver's host, the removal runs here: its containers are on this host's Docker daemon
+    (raylets sharing a machine, as in tests and simulated clusters). Returns what happened,
+    as one line for the attempt's `failure_reason`. Never raises.
     """
     if not any(n["NodeID"] == node_id and n.get("Alive") for n in ray.nodes()):
-        return f"its node {node_id[:12]} is gone, and its container with it"
+        return _remove_on_this_host(host, spec) or (
+            f"its node {node_id[:12]} is gone; its container goes with the machine or at the node's next reap")
     ref = _remove_attempt_here.options(scheduling_strategy=_on(node_id)).remote(spec.sweep_id, spec.trial_id, spec.attempt)
     try:
         removed = ray.get(ref, timeout=timeout_s)
     except (ray.exceptions.RayError, TimeoutError) as exc:
-        return f"removing its container failed ({_first_line(exc)}); the node's next reap takes it"
-    return f"removed its container {', '.join(c[:12] for c in removed)}" if removed else "it had no container"
+        return _remove_on_this_host(host, spec) or (
+            f"removing its container failed ({_first_line(exc)}); the node's next reap takes it")
+    return _removed(removed)
+
+
+def _removed(ids: list[str]) -> str:
+    return f"removed its container {', '.join(c[:12] for c in ids)}" if ids else "it had no container"
+
+
+def _remove_on_this_host(host: str | None, spec: TrialSpec) -> str | None:
+    """The attempt's containers removed from this host's Docker when its node ran on this host
+    (what happened, one line), else None."""
+    import socket
+
+    from docker.errors import DockerException
+
+    from reb_ray.errors import RebRayError
+    from reb_ray.sandbox.reaper import remove_attempt
+
+    if host is None or host != socket.gethostname():
+        return None
+    try:
+        return f"its node's Ray is gone; {_removed(remove_attempt(spec.sweep_id, spec.trial_id, spec.attempt))} on this host"
+    except (RebRayError, DockerException) as exc:
+        return f"its node's Ray is gone, and removing its container on this host failed ({_first_line(exc)})"
 
 
 @ray.remote(num_cpus=0)

@@ -290,7 +290,7 @@ class RayOrchestrator:
         where = attempt.slot.where
         message = _first_line(exc)
         if self.docker:
-            message += f"; {remove_dead_attempt(where['node_id'], attempt.spec)}"
+            message += f"; {remove_dead_attempt(where['node_id'], attempt.spec, host=where['node'])}"
             reap_on(where["node_id"])  # whatever else the dead worker's process left on its node
         return driver_outcome(attempt.spec, "infra_node", message, node=where["node"], started_at=attempt.launched_at)
 

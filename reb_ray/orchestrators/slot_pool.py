@@ -6,12 +6,15 @@ one. A `SlotWorker` is pinned to its node (hard node affinity) and holds its slo
 (`cpus_per_trial` CPUs, plus one GPU for a GPU slot, plus one `reb_ray_slot` on a node that
 declares that cap), so Ray's accounting matches what runs;
 its `where()` answer (node, pid, GPU id) marks it ready. A slot whose actor died is replaced by
-a new actor of the same shape on the same node (while the node lives); one that fails to start
-`MAX_START_FAILURES` times in a row, or is not up within `start_timeout_s`, is dropped.
+a new actor of the same shape on the same node while the node lives, and on whichever node Ray
+finds room for it when the node died (issue 13: node loss retries the attempt on another node;
+the slot takes the node it lands on); one that fails to start `MAX_START_FAILURES` times in a
+row, or is not up within `start_timeout_s`, is dropped.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import time
@@ -58,6 +61,7 @@ class Slot:
     created: float  # monotonic seconds
     where: dict | None = None
     failures: int = 0
+    pinned: bool = True  # held to shape.node_id; False: a dead node's replacement, anywhere
 
     @property
     def gpu_ids(self) -> list[str]:
@@ -79,11 +83,11 @@ class SlotPool:
     slots: dict[int, Slot] = field(default_factory=dict)
     created: int = 0
     _keys: count = field(default_factory=count)
-    _waiting: deque = field(default_factory=deque)  # (shape, failures) not started yet
+    _waiting: deque = field(default_factory=deque)  # (shape, failures, pinned) not started yet
 
     def start(self) -> None:
         """Queue every planned slot and start as many as `start_concurrency` allows."""
-        self._waiting.extend((shape, 0) for shape in self.shapes)
+        self._waiting.extend((shape, 0, True) for shape in self.shapes)
         self._start_more()
 
     def starting_refs(self) -> list[ray.ObjectRef]:
@@ -101,7 +105,7 @@ class SlotPool:
         if not self.alive:
             return -1
         per_node: dict[str, int] = {}
-        for shape in [s.shape for s in self.slots.values()] + [shape for shape, _ in self._waiting]:
+        for shape in [s.shape for s in self.slots.values()] + [shape for shape, _, _ in self._waiting]:
             per_node[shape.node_id] = per_node.get(shape.node_id, 0) + shape.gpu
         return max(per_node.values())
 
@@ -114,6 +118,8 @@ class SlotPool:
         except ray.exceptions.RayError:
             self._drop(slot.key, again=slot.failures + 1 < MAX_START_FAILURES, failures=slot.failures + 1)
             return None
+        if slot.where["node_id"] != slot.shape.node_id:  # an unpinned replacement: where Ray put it
+            slot.shape = dataclasses.replace(slot.shape, node_id=slot.where["node_id"])
         self._start_more()
         return slot
 
@@ -146,20 +152,20 @@ class SlotPool:
             ray.kill(slot.actor, no_restart=True)
         except ray.exceptions.RayError:
             pass
-        if again and _node_alive(slot.shape.node_id):
-            self._waiting.append((slot.shape, failures))
+        if again:
+            self._waiting.append((slot.shape, failures, slot.pinned and _node_alive(slot.shape.node_id)))
         self._start_more()
 
     def _start_more(self) -> None:
         while self._waiting and (self.start_concurrency is None or len(self.starting_refs()) < self.start_concurrency):
-            shape, failures = self._waiting.popleft()
-            actor = SlotWorker.options(
-                num_cpus=self.cpus_per_trial, num_gpus=1 if shape.gpu else 0,
-                resources={SLOT_RESOURCE: 1} if shape.capped else None,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=shape.node_id, soft=False),
-            ).remote()
+            shape, failures, pinned = self._waiting.popleft()
+            where = NodeAffinitySchedulingStrategy(node_id=shape.node_id, soft=False) if pinned else "DEFAULT"
+            actor = SlotWorker.options(num_cpus=self.cpus_per_trial, num_gpus=1 if shape.gpu else 0,
+                                       resources={SLOT_RESOURCE: 1} if shape.capped else None,
+                                       scheduling_strategy=where).remote()
             key = next(self._keys)
-            self.slots[key] = Slot(key, shape, actor, actor.where.remote(), time.monotonic(), failures=failures)
+            self.slots[key] = Slot(key, shape, actor, actor.where.remote(), time.monotonic(), failures=failures,
+                                   pinned=pinned)
             self.created += 1
 
 

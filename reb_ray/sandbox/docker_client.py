@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from contextlib import closing
 
 import docker
 from docker.errors import DockerException
@@ -29,6 +30,36 @@ def connect(timeout: float = 120.0) -> docker.DockerClient:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise DockerUnavailable(f"Docker daemon not reachable ({reason[:160]}): {HOW_TO_START}") from None
     return client
+
+
+#: Seconds a trial waits for a Docker daemon that does not answer (restarting: F20) before its
+#: attempt fails as infra_daemon; the in-flight attempts of a restart are retried at once, and
+#: their retries wait here, so they run once the daemon answers instead of failing too.
+DAEMON_WAIT_S = 90.0
+
+
+def wait_for_daemon(timeout_s: float = DAEMON_WAIT_S) -> None:
+    """Return as soon as the daemon DOCKER_HOST names answers a ping on a new connection (about
+    10 ms when it is up); raises InfraError `infra_daemon` when it has not answered for
+    `timeout_s` seconds. A new connection, not a pooled one: a daemon that is shutting down
+    still answers on its open connections after it stopped accepting new ones."""
+    import time
+
+    import requests
+
+    from reb_ray.errors import InfraError
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with closing(docker.from_env(timeout=10)) as client:
+                client.ping()
+            return
+        except (DockerException, requests.exceptions.RequestException) as exc:
+            if time.monotonic() >= deadline:
+                reason = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+                raise InfraError("infra_daemon", f"Docker daemon did not answer for {timeout_s:g} s ({reason})") from None
+        time.sleep(0.5)
 
 
 _SHARED: dict[str, docker.DockerClient] = {}

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import docker
+import requests
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest, Mount
 
@@ -38,7 +39,7 @@ from reb_ray.sandbox.base import (
     UnreadableFile,
     to_argv,
 )
-from reb_ray.sandbox.docker_client import shared_client
+from reb_ray.sandbox.docker_client import shared_client, wait_for_daemon
 from reb_ray.sandbox.hardening import hardening_kwargs
 from reb_ray.sandbox.output import OutputCapture, OutputSink
 from reb_ray.sandbox.ownership import container_labels
@@ -195,6 +196,15 @@ class DockerSandbox(Sandbox):
         if self._closed:
             return
         self._closed = True
+        try:
+            self._remove()
+        except requests.exceptions.ConnectionError:
+            # The daemon went away (a restart: F20): remove the container once it answers again,
+            # bounded, so no container of ours outlives its attempt.
+            wait_for_daemon()
+            self._remove()
+
+    def _remove(self) -> None:
         try:
             self._client.api.remove_container(self.id, force=True, v=True)
         except NotFound:

@@ -11,6 +11,7 @@ import pytest
 
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_trials
+from tests.ray_cluster import ray_cluster
 
 TASK = """
 id = "{id}"
@@ -34,15 +35,8 @@ timeout_s = 30
 
 @pytest.fixture
 def two_single_gpu_nodes():
-    import ray
-    from ray.cluster_utils import Cluster
-
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 1})
-    cluster.add_node(num_cpus=1, num_gpus=1)
-    ray.init(address=cluster.address, log_to_driver=False)
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
+    with ray_cluster({"num_cpus": 1, "num_gpus": 1}, {"num_cpus": 1, "num_gpus": 1}) as cluster:
+        yield cluster
 
 
 def test_two_gpu_trial_on_one_gpu_nodes_is_insufficient_hardware(tmp_path, two_single_gpu_nodes):

@@ -23,7 +23,7 @@ import pytest
 
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_trials
-from tests.private_dockerd import private_dockerd
+from tests.private_dockerd import PrivateDockerd
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -253,8 +253,12 @@ def test_a_wrong_address_fails_in_seconds_naming_it(tmp_path):
 def second_docker():
     """A second Docker daemon on this machine (tests/private_dockerd.py): the Docker of a node
     that lacks the sandbox image. Yields its DOCKER_HOST."""
-    with private_dockerd() as daemon:
-        yield daemon.sock
+    daemon = PrivateDockerd(Path(tempfile.mkdtemp(prefix="rr-d2-", dir="/tmp")))
+    try:
+        daemon.start()
+        yield daemon.host
+    finally:
+        daemon.close()
 
 
 def _tiny_image(client, tag: str, tmp: Path) -> None:

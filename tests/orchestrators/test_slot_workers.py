@@ -1,6 +1,6 @@
 """Long-lived slot workers on a real multi-raylet Ray cluster (issue 12, item 1; F19).
 
-Two raylets on this machine (ray.cluster_utils), each with two fake GPUs whose ids differ per
+Two raylets on this machine (tests/ray_cluster.py), each with two fake GPUs whose ids differ per
 node (the raylet's CUDA_VISIBLE_DEVICES: 10,11 and 20,21), and the sleeping sandbox, whose
 ledger records the GPU ids and the worker pid each trial's sandbox really got.
 """
@@ -17,6 +17,7 @@ import pytest
 
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_trials
+from tests.ray_cluster import actor_pids, ray_cluster
 
 NODE_GPUS = ({"10", "11"}, {"20", "21"})
 
@@ -62,16 +63,9 @@ def sleep_script(tmp_path, monkeypatch):
 
 @pytest.fixture
 def two_gpu_nodes(sleep_script):
-    import ray
-    from ray.cluster_utils import Cluster
-
-    cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 3, "num_gpus": 2, "env_vars": {"CUDA_VISIBLE_DEVICES": "10,11"}})
-    cluster.add_node(num_cpus=3, num_gpus=2, env_vars={"CUDA_VISIBLE_DEVICES": "20,21"})
-    ray.init(address=cluster.address, log_to_driver=False)
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
+    with ray_cluster({"num_cpus": 3, "num_gpus": 2, "env_vars": {"CUDA_VISIBLE_DEVICES": "10,11"}},
+                     {"num_cpus": 3, "num_gpus": 2, "env_vars": {"CUDA_VISIBLE_DEVICES": "20,21"}}) as cluster:
+        yield cluster
 
 
 def _ledger(path) -> list[dict]:
@@ -104,20 +98,15 @@ def test_many_trials_on_few_slot_workers_and_two_gpu_trials_on_one_nodes_gpus(tm
             assert not (g1 & g2 and s1 < e2 and s2 < e1), (g1, g2)
 
 
-def _kill_busy_slot_worker(seen: dict) -> None:
-    """SIGKILL the first slot worker seen running a trial (its process title names the method)."""
+def _kill_busy_slot_worker(cluster, seen: dict) -> None:
+    """SIGKILL the first of this cluster's slot workers seen running a trial (its process title
+    names the method)."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    title = f.read().decode(errors="replace")
-            except OSError:
-                continue
-            if title.startswith("ray::SlotWorker.run"):
-                seen["pid"] = pid
-                os.kill(pid, signal.SIGKILL)
-                return
+        for pid in actor_pids(cluster, "ray::SlotWorker.run"):
+            seen["pid"] = pid
+            os.kill(pid, signal.SIGKILL)
+            return
         time.sleep(0.2)
 
 
@@ -129,7 +118,7 @@ def test_a_killed_slot_worker_is_replaced_and_its_attempt_retried(tmp_path, two_
     config = SweepConfig(output=tmp_path / "runs", suite="slots", tasks_root=tmp_path / "suites", agents=["noop"],
                          trials=1, sandbox="sleep")
     seen: dict = {}
-    killer = threading.Thread(target=_kill_busy_slot_worker, args=(seen,), daemon=True)
+    killer = threading.Thread(target=_kill_busy_slot_worker, args=(two_gpu_nodes, seen), daemon=True)
     killer.start()
     result = run_sweep(config, show_progress=False)
     killer.join(5)

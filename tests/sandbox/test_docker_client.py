@@ -36,3 +36,29 @@ def test_sandboxes_of_one_process_share_one_client_and_a_missing_image_is_never_
         assert a.exec("echo a").output.strip() == "a" and b.exec("echo b").output.strip() == "b"
     with pytest.raises(ImageMissing, match="reb-ray image build"):
         DockerSandbox(SandboxConfig(image="reb-ray/sandbox:never-built-here", sweep_id="test", trial_id="missing"))
+
+
+def test_wait_for_daemon_is_bounded_and_names_the_category(monkeypatch, tmp_path):
+    """F20: an attempt waits for a daemon that does not answer, at most its bound, then fails
+    as infra_daemon (retried), never as the agent's or a harness bug."""
+    import time
+
+    from reb_ray.errors import InfraError
+    from reb_ray.sandbox.docker_client import wait_for_daemon
+
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-daemon.sock'}")
+    started = time.monotonic()
+    with pytest.raises(InfraError) as err:
+        wait_for_daemon(timeout_s=1.0)
+    assert err.value.category == "infra_daemon" and "did not answer for 1 s" in str(err.value)
+    assert 1.0 <= time.monotonic() - started < 5.0
+
+
+def test_wait_for_daemon_returns_at_once_when_it_answers(docker_client):
+    import time
+
+    from reb_ray.sandbox.docker_client import wait_for_daemon
+
+    started = time.monotonic()
+    wait_for_daemon(timeout_s=5.0)
+    assert time.monotonic() - started < 2.0
