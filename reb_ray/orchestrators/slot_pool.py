@@ -125,7 +125,7 @@ class SlotPool:
 
     def add(self, shapes: list[SlotShape]) -> None:
         """Start more slots (a node that joined the cluster during the sweep)."""
-        self._waiting.extend((shape, 0) for shape in shapes)
+        self._waiting.extend((shape, 0, True) for shape in shapes)
         self._start_more()
 
     def replace(self, key: int) -> None:

@@ -1,10 +1,9 @@
 """Every node checked at sweep start and when it joins; per-node slot cap; live cluster resources
 (issue 13, items 3 and 4), on a real multi-raylet Ray cluster on this machine.
 
-The cluster fixture (`raylets`) is this file's own small one: several `ray start` raylets of
-ray.cluster_utils with their own CPUs, fake GPUs, custom resources and environment (the lead
-merges it with the fault tests' shared helper). Node failures are real: a raylet whose
-temporary directory (TMPDIR, where trials' workspaces go) is a 64 MiB tmpfs mounted here fails
+The cluster fixture (`raylets`) starts tests/ray_cluster.py's raylets with their own CPUs,
+fake GPUs, custom resources and environment, and can add a `ray start --block` raylet
+mid-sweep. Node failures are real: a raylet whose temporary directory (TMPDIR, where trials' workspaces go) is a 64 MiB tmpfs mounted here fails
 the free-disk check of the sweep's `min_free_bytes`; a raylet whose DOCKER_HOST names a second
 Docker daemon that lacks the image gets it shipped from the driver.
 """
@@ -69,12 +68,13 @@ def raylets(sleep_script):
     num_gpus, resources, env_vars) and connects this driver. `start.join(delay_s, args, env)`
     starts one more raylet `delay_s` seconds later with `ray start --address ... --block ARGS`
     (a node joining mid-sweep, as an autoscaled worker does), stopped at teardown."""
+    import contextlib
     import threading
 
-    import ray
-    from ray.cluster_utils import Cluster
+    from tests.ray_cluster import ray_cluster
 
     box: dict = {"joined": []}
+    stack = contextlib.ExitStack()
 
     def join(delay_s: float, args: list[str], env: dict | None = None) -> threading.Timer:
         ray_cli = str(Path(sys.executable).with_name("ray"))
@@ -88,22 +88,16 @@ def raylets(sleep_script):
         timer.start()
         return timer
 
-    def start(head: dict, nodes: list[dict] = ()) -> Cluster:
-        cluster = box["cluster"] = Cluster(initialize_head=True, head_node_args=head)
-        for node in nodes:
-            cluster.add_node(**node)
-        cluster.wait_for_nodes()
-        ray.init(address=cluster.address, log_to_driver=False)
-        return cluster
+    def start(head: dict, nodes: list[dict] = ()):
+        box["cluster"] = stack.enter_context(ray_cluster(head, *nodes))  # tests/ray_cluster.py, connected
+        return box["cluster"]
 
     start.join = join
     yield start
-    ray.shutdown()
     for proc in box["joined"]:
         proc.terminate()
         proc.wait(60)
-    if "cluster" in box:
-        box["cluster"].shutdown()
+    stack.close()
 
 
 @pytest.fixture
