@@ -118,7 +118,8 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
     wandb = _open_wandb(config, result.sweep_id)
     orchestrator = RayOrchestrator(max_concurrent, config.cpus_per_trial, docker_image=image, budget=result.budget,
                                    backoff=RetryBackoff(config.llm_retry_backoff_s, config.llm_retry_backoff_max_s),
-                                   expected_s=estimator(_history(config)), slot_start_concurrency=slot_start_concurrency)
+                                   expected_s=estimator(_history(config)), slot_start_concurrency=slot_start_concurrency,
+                                   share_gpus=config.share_gpus_in_agent_phase)
     counts = {"running": 0, "done": 0, "failed": 0}
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TextColumn("running {task.fields[running]}  agent-failed {task.fields[failed]}  infra-retried {task.fields[infra]}"), TimeElapsedColumn(),

@@ -24,6 +24,11 @@ or an unavailable endpoint is retried after a backoff (reb_ray.llm.budget.RetryB
 that failed for LLM authentication or budget is not retried (the next would fail the same
 way). With a sweep budget (`--max-cost-usd`), no new attempt is launched once it is reached;
 the specs left are in `not_launched`.
+
+Agent-phase GPU sharing (issue 12, item 5; `share_gpus`): no slot holds a GPU. GPU trials run on
+sharing slots of GPU nodes (slot_plan.plan_shared_slots) and their probe phases lease the node's
+GPUs exclusively from its lease actor (reb_ray/orchestrators/gpu_lease.py), which holds them in
+Ray's accounting; a trial's agent phase sees as many of the node's GPUs as it will lease.
 """
 
 from __future__ import annotations
@@ -41,10 +46,11 @@ from reb_ray.llm.failures import NOT_RETRIED, RETRYABLE
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.orchestrators.attempt_rows import driver_outcome, unplaceable_outcome
 from reb_ray.orchestrators.dispatch import Dispatcher, Job
-from reb_ray.orchestrators.durations import timeout_estimate
+from reb_ray.orchestrators.durations import probe_timeout_estimate, timeout_estimate
+from reb_ray.orchestrators.gpu_lease import RayGpuLease, start_leases, stop_leases
 from reb_ray.orchestrators.llm_proxy import RayProxyClient, stop_proxies
 from reb_ray.orchestrators.node_tasks import docker_gpu_problems, remove_dead_attempt
-from reb_ray.orchestrators.slot_plan import NodeCapacity, cpu_room, gpu_cap, plan_slots
+from reb_ray.orchestrators.slot_plan import NodeCapacity, cpu_room, gpu_cap, plan_shared_slots, plan_slots
 from reb_ray.orchestrators.slot_pool import Slot, SlotPool
 from reb_ray.trial import TrialOutcome
 from reb_ray.trial_record import now
@@ -72,12 +78,14 @@ class RayOrchestrator:
     finished attempt's row is added to it. `expected_s(spec)`: a trial's expected seconds for
     longest-first dispatch (default: its timeouts). `slot_start_concurrency`: slots starting at
     once (None: all). After `run`, `slots_created` counts the slot actors it created.
+    `share_gpus`: agent phases share their node's GPUs, probe phases lease them (module docstring).
     """
 
     def __init__(self, max_concurrent: int | None, cpus_per_trial: float, docker_image: str | None = None, *,
                  backoff: RetryBackoff | None = None, budget: SweepBudget | None = None,
                  expected_s: Callable[[TrialSpec], float] = timeout_estimate,
-                 slot_start_concurrency: int | None = None, slot_start_timeout_s: float = 600.0) -> None:
+                 slot_start_concurrency: int | None = None, slot_start_timeout_s: float = 600.0,
+                 share_gpus: bool = False) -> None:
         self.max_concurrent = max_concurrent
         self.cpus_per_trial = cpus_per_trial
         self.backoff = backoff or RetryBackoff()
@@ -90,23 +98,35 @@ class RayOrchestrator:
         self.docker = docker_image is not None
         self.no_gpu_nodes = docker_gpu_problems(docker_image) if docker_image else {}
         self.no_gpus_anywhere: str | None = None  # why no node can give containers GPUs (set by `run`)
+        self.share_gpus = share_gpus
+        self._leases: dict[str, tuple[ray.actor.ActorHandle, list[str]]] = {}  # node_id -> lease actor, GPU ids
+        self._lease_turn = count()  # rotates the GPUs each agent phase is shown over the node's
 
     def run(self, specs: list[TrialSpec], on_outcome: Callable[[TrialOutcome, bool], None],
             on_start: Callable[[TrialSpec], None] = lambda spec: None) -> None:
         nodes = [NodeCapacity(n["NodeID"], n["Resources"].get("CPU", 0.0), int(n["Resources"].get("GPU", 0)),
                               n["NodeID"] not in self.no_gpu_nodes) for n in ray.nodes() if n.get("Alive")]
         cap = gpu_cap(nodes, self.cpus_per_trial)
+        if self.share_gpus:  # no slot holds a GPU: a trial can lease every usable GPU of a node
+            cap = max((n.gpus for n in nodes if n.gpus_usable), default=0)
         # No node can give containers GPUs: trials hold none, and every one says why.
         self.no_gpus_anywhere = next(iter(self.no_gpu_nodes.values())) if self.no_gpu_nodes and cap == 0 else None
         needs = [min(spec.task.gpus_needed, cap) for spec in specs]
-        shapes = plan_slots(nodes, self.cpus_per_trial, needs, self.max_concurrent)
+        plan = plan_shared_slots if self.share_gpus else plan_slots
+        shapes = plan(nodes, self.cpus_per_trial, needs, self.max_concurrent)
         if not shapes:
             why = _no_room(nodes, self.cpus_per_trial)
             for spec in specs:
                 on_outcome(unplaceable_outcome(spec, why), False)
             return
         pool = SlotPool(shapes, self.cpus_per_trial, self.slot_start_concurrency, self.slot_start_timeout_s)
-        self._run(specs, cap, pool, on_outcome, on_start)
+        sharing_nodes = {s.node_id for s in shapes if s.shares_gpus}
+        self._leases = start_leases({n.node_id: n.gpus for n in nodes if n.node_id in sharing_nodes},
+                                    self.slot_start_timeout_s) if sharing_nodes else {}
+        try:
+            self._run(specs, cap, pool, on_outcome, on_start)
+        finally:
+            stop_leases(self._leases)
 
     def _run(self, specs: list[TrialSpec], cap: int, pool: SlotPool,
              on_outcome: Callable[[TrialOutcome, bool], None], on_start: Callable[[TrialSpec], None]) -> None:
@@ -117,7 +137,9 @@ class RayOrchestrator:
         def submit(spec: TrialSpec) -> None:
             key = next(keys)
             jobs[key] = spec
-            dispatcher.submit(Job(key, min(spec.task.gpus_needed, cap), self.expected_s(spec)))
+            gpus = min(spec.task.gpus_needed, cap)
+            # Sharing: a GPU trial takes one sharing slot; its GPUs come from the node's lease.
+            dispatcher.submit(Job(key, min(gpus, 1) if self.share_gpus else gpus, self.expected_s(spec)))
 
         for spec in specs:
             submit(spec)
@@ -205,9 +227,21 @@ class RayOrchestrator:
             leader = pool.slots[slot_keys[0]]
             gpus = [g for k in slot_keys for g in pool.slots[k].gpu_ids] if job.gpus else []
             reason = self.no_gpu_nodes.get(leader.where["node_id"], self.no_gpus_anywhere)
-            ref = leader.actor.run.remote(spec, gpus, reason, proxy)
+            lease = self._lease(spec, leader) if leader.shape.shares_gpus else None
+            ref = leader.actor.run.remote(spec, gpus, reason, proxy, lease)
             inflight[ref] = _Attempt(spec, slot_keys, leader, now())
             on_start(spec)
+
+    def _lease(self, spec: TrialSpec, slot: Slot) -> RayGpuLease | None:
+        """The lease of a GPU trial on a sharing slot (None for a CPU trial there): as many GPUs as
+        it needs of its node, capped to the node's; its agent phase sees that many of them."""
+        actor, ids = self._leases[slot.shape.node_id]
+        need = min(spec.task.gpus_needed, len(ids))
+        if need == 0:
+            return None
+        turn = next(self._lease_turn) % len(ids)
+        shown = (ids[turn:] + ids[:turn])[:need]
+        return RayGpuLease(actor, shown, f"{spec.trial_id}#{spec.attempt}", need, probe_timeout_estimate(spec))
 
     def _retry(self, outcome: TrialOutcome, spec: TrialSpec, waiting: list[tuple[float, TrialSpec]],
                llm_retries: dict[str, int], submit: Callable[[TrialSpec], None]) -> bool:
