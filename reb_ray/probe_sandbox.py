@@ -112,14 +112,18 @@ class PhaseSplit:
                               f"{str(exc).splitlines()[0][:300]}") from None
         self.rec.row.update(probe_image_commit_s=time.monotonic() - started, probe_image_bytes=layer)
 
+    def box_config(self, gpus: list[str]) -> SandboxConfig:
+        """The config of a sandbox from the attempt's image holding exactly `gpus` (none: no
+        device request at all). The agent toolchain stays out (agent phase only); the other
+        mounts, limits, network and labels are the agent sandbox's."""
+        assert self._config is not None and self.image is not None, "nothing committed yet"
+        return self._config.model_copy(update={"image": self.image, "gpus": list(gpus), "shared_gpus": False,
+                                               "propagated_mounts": {}})
+
     def _open(self, gpus: list[str]) -> Sandbox:
         from reb_ray.sandbox.docker_sandbox import DockerSandbox
 
-        assert self._config is not None and self.image is not None
-        # The agent toolchain stays out (agent phase only); the other mounts are the agent's.
-        config = self._config.model_copy(update={"image": self.image, "gpus": list(gpus), "shared_gpus": False,
-                                                 "propagated_mounts": {}})
-        box = DockerSandbox(config, client=self._client)
+        box = DockerSandbox(self.box_config(gpus), client=self._client)
         self._opened.append(box)
         return box
 
