@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 import uuid
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 from docker.errors import DockerException, NotFound
 
@@ -41,17 +41,17 @@ class PhaseSplit:
     """One attempt's move from its agent sandbox to its probe sandboxes; always `close()` it.
 
     `agent_gpus` are what the agent sandbox is created with. `probe_sandbox(agent_box)` returns
-    (the probe phase's sandbox, its leased GPU ids); `c1_sandbox()` is a context manager giving
-    the GPU-less sandbox C1 runs in (with the toolbox and the task's helpers installed), or None
-    where the provider has no devices to leave out.
+    (the probe phase's sandbox, its leased GPU ids); `c1_opener()` then gives what opens the
+    GPU-less sandbox C1 runs in (`c1_sandbox`, a context manager: toolbox and the task's helpers
+    installed), or None where the provider has no devices to leave out.
     """
 
     def __init__(self, rec: TrialRecorder, lease: GpuLease, task: TaskSpec) -> None:
         self.rec, self.lease, self.task = rec, lease, task
         self.agent_gpus = list(lease.agent_gpus)
         self.image: str | None = None
-        self._client = None
-        self._config = None
+        self._client: Any = None  # the agent sandbox's docker client, once committed
+        self._config: SandboxConfig | None = None
         self._opened: list[Sandbox] = []
 
     def probe_sandbox(self, agent_box: Sandbox) -> tuple[Sandbox, list[str]]:
@@ -89,10 +89,10 @@ class PhaseSplit:
         finally:
             box.close()
 
-    @property
-    def has_c1_sandbox(self) -> bool:
-        """Whether C1 gets a sandbox of its own (only once a docker agent sandbox was committed)."""
-        return self.image is not None
+    def c1_opener(self):
+        """`c1_sandbox` once a docker agent sandbox was committed, else None (C1 then runs in the
+        probe sandbox, whose provider has no GPU device to leave out)."""
+        return self.c1_sandbox if self.image is not None else None
 
     def _commit(self, agent_box: Sandbox) -> None:
         from reb_ray.sandbox.docker_sandbox import DockerSandbox

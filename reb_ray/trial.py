@@ -175,8 +175,7 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
                 sandbox, gpus = split.probe_sandbox(sandbox)
                 egress.attach(sandbox)
                 probe_t0 = time.monotonic()  # the commit and the wait have columns of their own
-            run_probe_phase(rec, sandbox, spec, repo_dir, report, gpus,
-                            c1_sandbox=split.c1_sandbox if split and split.has_c1_sandbox else None)
+            run_probe_phase(rec, sandbox, spec, repo_dir, report, gpus, c1_sandbox=split.c1_opener() if split else None)
             if split:
                 split.release_gpus()  # the GPU work is done: the next probe phase on the node may start
             # The harness's own container fetches from the index on Docker's default bridge

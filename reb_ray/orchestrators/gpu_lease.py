@@ -76,6 +76,7 @@ class NodeGpuLease:
         return self._cond
 
     def _grant(self) -> None:
+        assert self._cond is not None
         for holder, ids in self.book.grant(time.monotonic()).items():
             self.granted.append((holder, ids, time.time()))
         self._cond.notify_all()
@@ -85,7 +86,7 @@ class NodeGpuLease:
             await asyncio.sleep(WATCH_S)
             dead = [h for h, (pid, ticks) in self.workers.items()
                     if (now := process_start_ticks(pid)) is None or (ticks is not None and now != ticks)]
-            if dead:
+            if dead and self._cond is not None:
                 async with self._cond:
                     for holder in dead:
                         self.book.release(holder)
