@@ -16,13 +16,15 @@ counted against us.
 
 Part `rig` (the paper's rig, item 6): 1 node with 2 GPUs, the 44 tasks' GPU needs of the
 researchenvbench suite (32 need 2 GPUs, 11 one, 1 none) x 4 agents, agent phases ~40 min and
-probe phases ~10 min, one real minute = RIG_MINUTE_S seconds here. Prints trials per hour (in
-real time: the run's makespan scaled back, its unscaled harness overhead included) against the
-paper's serial loop, one trial at a time with no overhead at all. Slots only: the agent phase
-holds its GPUs (sharing them is issue 12, item 5).
+probe phases ~10 min, one real minute = RIG_MINUTE_S seconds here, on a node with RIG_CPUS CPUs
+(one per trial). Prints trials per hour (in real time: the run's makespan scaled back, its
+unscaled harness overhead included) against the paper's serial loop, one trial at a time with no
+overhead at all, twice on one line each: slots only (the agent phase holds its GPUs) and with
+agent-phase GPU sharing (item 5: agent phases on CPU slots, probe phases leasing the node's GPUs),
+and whether both runs scored every trial the same.
 
 Usage: python benchmarks/scheduling.py [--part scale|rig|both] [--nodes 16] [--gpus-per-node 4]
-       [--trials 1000] [--mean-s 55] [--rig-minute-s 0.03]
+       [--trials 1000] [--mean-s 55] [--rig-minute-s 0.03] [--rig-cpus 16]
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from reb_ray.models.sweep import SweepConfig  # noqa: E402
 from reb_ray.results.parquet_sink import ParquetSink  # noqa: E402
+from reb_ray.results.read import read_stages, read_trials  # noqa: E402
 from tests.ray_cluster import ray_cluster  # noqa: E402
 
 TASK = """
@@ -94,8 +97,9 @@ def write_history(output: Path, rows: list[tuple[str, str, float]]) -> None:
 
 
 def run(tmp: Path, *, nodes: int, gpus: int, cpus: int, cpus_per_trial: float, needs: list[int], agents: list[str],
-        trials: int, duration, history_noise: float = 0.15) -> dict:
-    """Run one simulated sweep; `duration(task index, gpus, rng) -> (agent_s, probe_s)`."""
+        trials: int, duration, history_noise: float = 0.15, share: bool = False) -> dict:
+    """Run one simulated sweep; `duration(task index, gpus, rng) -> (agent_s, probe_s)`; `share`:
+    with --share-gpus-in-agent-phase."""
     from reb_ray.sweep import run_sweep
 
     rng = random.Random(12)
@@ -120,14 +124,16 @@ def run(tmp: Path, *, nodes: int, gpus: int, cpus: int, cpus_per_trial: float, n
         cluster_s = time.monotonic() - started
         config = SweepConfig(output=output, suite="sim", tasks_root=tmp / "suites",
                              agent_specs={a: {"kind": "noop"} for a in agents}, agents=agents, trials=trials,
-                             sandbox="sleep", cpus_per_trial=cpus_per_trial, sweep_id="sim")
+                             sandbox="sleep", cpus_per_trial=cpus_per_trial, sweep_id="sim",
+                             share_gpus_in_agent_phase=share)
         t0 = time.time()
         # The raylets share this machine's cores: slot workers start a few at a time (see run_sweep).
         result = run_sweep(config, show_progress=False, slot_start_concurrency=os.cpu_count())
         t1 = time.time()
     entries = [json.loads(line) for line in ledger.read_text().splitlines()]
     return {"planned": planned, "entries": entries, "result": result, "t0": t0, "t1": t1, "cluster_s": cluster_s,
-            "gpus_total": nodes * gpus}
+            "gpus_total": nodes * gpus, "rows": read_trials(output, "sim").to_pylist(),
+            "stages": read_stages(output, "sim").to_pylist()}
 
 
 def gpu_busy(entries: list[dict], lo: float, hi: float) -> float:
@@ -206,6 +212,15 @@ def scale(args, tmp: Path) -> None:
     report_scale(r, args.nodes, args.gpus_per_node)
 
 
+def _scores(r: dict) -> dict[str, tuple]:
+    """Each trial's scored outcome: its status, owner and every stage's status and category."""
+    stages: dict[str, list] = {}
+    for st in r["stages"]:
+        stages.setdefault(st["trial_id"], []).append((st["stage"], st["status"], st["failure_category"]))
+    return {row["trial_id"]: (row["status"], row["failure_owner"], tuple(sorted(stages.get(row["trial_id"], []))))
+            for row in r["rows"]}
+
+
 def rig(args, tmp: Path) -> None:
     needs = [2] * 32 + [1] * 11 + [0]  # researchenvbench: C4 on 32 tasks, C3 on 43
     minute = args.rig_minute_s
@@ -213,18 +228,29 @@ def rig(args, tmp: Path) -> None:
     def duration(i: int, gpus: int, r: random.Random) -> tuple[float, float]:
         return r.uniform(30, 50) * minute, r.uniform(5, 15) * minute
 
-    r = run(tmp / "rig", nodes=1, gpus=2, cpus=4, cpus_per_trial=1.0, needs=needs,
-            agents=["agent-a", "agent-b", "agent-c", "agent-d"], trials=1, duration=duration)
-    work = [v["agent_s"] + v["probe_s"] for v in r["planned"].values()]
-    makespan = r["t1"] - r["t0"]
+    runs = {share: run(tmp / f"rig-{'shared' if share else 'slots'}", nodes=1, gpus=2, cpus=args.rig_cpus,
+                       cpus_per_trial=1.0, needs=needs, agents=["agent-a", "agent-b", "agent-c", "agent-d"],
+                       trials=1, duration=duration, share=share) for share in (False, True)}
+    work = [v["agent_s"] + v["probe_s"] for v in runs[False]["planned"].values()]
     to_real = 60.0 / minute
     serial_per_hour = len(work) / (sum(work) * to_real / 3600)
-    slots_per_hour = len(work) / (makespan * to_real / 3600)
-    print(f"paper rig: 1 node, 2 GPUs, 44 tasks x 4 agents = {len(work)} trials, mean trial "
-          f"{statistics.mean(work) / minute:.1f} min (1 min = {minute:g} s here); makespan {makespan:.1f} s = "
-          f"{makespan * to_real / 3600:.1f} h real")
-    print(f"paper rig trials per hour: serial loop {serial_per_hour:.2f}, slots {slots_per_hour:.2f} "
-          f"(slots only, no agent-phase GPU sharing): {slots_per_hour / serial_per_hour:.2f}x")
+    makespans = {share: r["t1"] - r["t0"] for share, r in runs.items()}
+    per_hour = {share: len(work) / (m * to_real / 3600) for share, m in makespans.items()}
+    gpu_minutes = sum(v["gpus"] * v["probe_s"] for v in runs[True]["planned"].values()) / minute
+    bound = sum(work) / minute / max(gpu_minutes / 2, sum(work) / minute / args.rig_cpus)
+    waits = [row["probe_gpu_wait_s"] for row in runs[True]["rows"] if row.get("probe_gpu_wait_s") is not None]
+    same = _scores(runs[False]) == _scores(runs[True])
+    print(f"paper rig: 1 node, 2 GPUs, {args.rig_cpus} CPUs, 44 tasks x 4 agents = {len(work)} trials, mean trial "
+          f"{statistics.mean(work) / minute:.1f} min (1 min = {minute:g} s here); makespan slots only "
+          f"{makespans[False]:.1f} s = {makespans[False] * to_real / 3600:.1f} h real, with sharing {makespans[True]:.1f} s = "
+          f"{makespans[True] * to_real / 3600:.1f} h real")
+    print(f"paper rig with sharing: probe GPU lease wait median {statistics.median(waits) * to_real / 60:.1f} min real; "
+          f"bound for sharing (probe GPU-minutes / 2 GPUs, or agent slots): {bound:.2f}x; "
+          f"scores identical in both runs: {'yes' if same else 'NO'} ({len(runs[True]['rows'])} trials)")
+    print(f"paper rig trials per hour: serial loop {serial_per_hour:.2f}, slots {per_hour[False]:.2f} "
+          f"(slots only, no agent-phase GPU sharing): {per_hour[False] / serial_per_hour:.2f}x")
+    print(f"paper rig trials per hour: serial loop {serial_per_hour:.2f}, shared {per_hour[True]:.2f} "
+          f"(with agent-phase GPU sharing): {per_hour[True] / serial_per_hour:.2f}x")
 
 
 def main() -> None:
@@ -235,6 +261,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--mean-s", type=float, default=55.0, help="mean seconds of a GPU trial's work")
     parser.add_argument("--rig-minute-s", type=float, default=0.03, help="seconds here for one minute of the rig")
+    parser.add_argument("--rig-cpus", type=int, default=16, help="CPUs of the rig's node (one per trial)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="reb-sched-"))
     if args.part in ("scale", "both"):

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import AbstractContextManager, nullcontext
+from typing import Callable
 
 from reb_ray.assets import missing_by_stage
 from reb_ray.errors import RebRayError
@@ -68,8 +70,12 @@ def _with_env(stage: StageSpec, extra: dict[str, str]) -> StageSpec:
 
 
 def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_dir: str,
-                    report: Report | None, gpus: list[str]) -> None:
+                    report: Report | None, gpus: list[str],
+                    c1_sandbox: Callable[[], AbstractContextManager[Sandbox]] | None = None) -> None:
     """Run every stage for `report`'s interpreter and record rows. Raises InfraError(infra_toolbox).
+
+    `c1_sandbox` (a GPU-sharing sweep, reb_ray/probe_sandbox.py): opens the sandbox C1 runs in, a
+    copy of this one with no GPU device and the toolbox installed; None: C1 runs in `sandbox`.
 
     Stages the task does not apply to are `skipped` on every path. When the agent left nothing to
     measure with (no report, a broken sandbox, a report interpreter that is missing or does not
@@ -111,7 +117,8 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
     where = str(spec.config.assets_dir or "(no --assets directory given)")
 
     # C1: the CPU command, GPUs hidden (F08).
-    _command_stage(rec, sandbox, "c1", task, env, repo_dir, python, shim, visible="", needed=0, gpus=gpus, missing=missing, where=where)
+    _command_stage(rec, sandbox, "c1", task, env, repo_dir, python, shim, visible="", needed=0, gpus=gpus, missing=missing,
+                   where=where, own_sandbox=c1_sandbox)
 
     # C2: CUDA alignment, on the assigned GPUs.
     raw2 = _cuda_alignment(rec, sandbox, task, toolbox, python, gpus)
@@ -179,9 +186,11 @@ def _cuda_alignment(rec: TrialRecorder, sandbox: Sandbox, task: TaskSpec, toolbo
 
 
 def _command_stage(rec: TrialRecorder, sandbox: Sandbox, name: str, task: TaskSpec, env: dict[str, str], repo_dir: str,
-                   python: str, shim: str, visible: str, needed: int, gpus: list[str], missing: dict, where: str) -> None:
+                   python: str, shim: str, visible: str, needed: int, gpus: list[str], missing: dict, where: str,
+                   own_sandbox: Callable[[], AbstractContextManager[Sandbox]] | None = None) -> None:
     """C1 / C3: one command, judged by its success rule. Too few GPUs is a hardware failure (it
-    would fail with the assets too); a missing asset the stage needs leaves it unmeasured."""
+    would fail with the assets too); a missing asset the stage needs leaves it unmeasured.
+    `own_sandbox`: the stage runs in the sandbox it opens (opened only when the command runs)."""
     stage = task.stages.cpu if name == "c1" else task.stages.single_gpu
     if (verdict := skipped(task, name)) is not None:
         rec.apply([verdict])
@@ -193,8 +202,9 @@ def _command_stage(rec: TrialRecorder, sandbox: Sandbox, name: str, task: TaskSp
     if name in missing:
         rec.apply([assets_missing(name, [a.name for a in missing[name]], where)])
         return
-    with rec.full_log(name) as log:
-        result = run_stage_command(sandbox, _with_env(stage, env), repo_dir, python, shim, visible_gpus=visible, sink=log)
+    with own_sandbox() if own_sandbox else nullcontext(sandbox) as box, rec.full_log(name) as log:
+        result = run_stage_command(box, _with_env(stage, env), repo_dir, python, shim, visible_gpus=visible, sink=log)
+        side_logs = _side_logs(box, stage, repo_dir)
     pattern = stage.success.log_pattern
     graded = grade_command_stage(stage, result.exit_code, result.timed_out, result.output,
                                  result.pattern_matches.get(pattern) if pattern else None)
@@ -202,7 +212,7 @@ def _command_stage(rec: TrialRecorder, sandbox: Sandbox, name: str, task: TaskSp
                     f"{name}_failure_category": graded["failure_category"]})
     rec.stage(name, graded["status"], result=result, reason=graded["reason"], failure_category=graded["failure_category"],
               command=stage.command if isinstance(stage.command, str) else " ".join(stage.command),
-              log_pattern=pattern, log=log, side_logs=_side_logs(sandbox, stage, repo_dir))
+              log_pattern=pattern, log=log, side_logs=side_logs)
 
 
 def _side_logs(sandbox: Sandbox, stage: StageSpec, repo_dir: str) -> list[dict] | None:

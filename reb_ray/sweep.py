@@ -125,7 +125,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
                                    expected_s=estimator(medians=_history(config)), slot_start_concurrency=slot_start_concurrency,
                                    requirements=NodeRequirements.for_sweep(config, image),
                                    on_node_line=lambda line: _node_line(config, result.sweep_id, line),
-                                   memory_bytes=config.memory_bytes)
+                                   memory_bytes=config.memory_bytes, share_gpus=config.share_gpus_in_agent_phase)
     sink = ParquetSink(config.output)
     wandb = _open_wandb(config, result.sweep_id)
     counts = {"running": 0, "done": 0, "failed": 0}

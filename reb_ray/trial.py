@@ -6,7 +6,9 @@ allow-listing egress proxy too (reb_ray/netpolicy/), registers an LLM agent with
 the node's metering proxy, runs the agent phase, reads the trial's meter, stops what the agent
 left running and records whether it modified tracked files, runs the hidden probes
 (reb_ray/probe_phase.py), and returns one `trials` row plus its `stages` rows with the agent's
-credentials masked. It always returns: infrastructure failures become an `infra_error` row
+credentials masked. In a sweep that shares GPUs in the agent phase (a `gpu_lease` is given), the
+agent sees GPUs it does not hold and the probe phase runs in sandboxes of its own, with GPUs it
+leases exclusively (reb_ray/probe_sandbox.py). It always returns: infrastructure failures become an `infra_error` row
 (retried by the orchestrator; an agent that failed because of its LLM endpoint is one,
 reb_ray/llm/trial_access.py), agent failures a `scored` row. The sandbox and the host
 workspace are removed on every path.
@@ -29,6 +31,7 @@ from reb_ray import artifacts
 from reb_ray.artifacts import TrialArtifacts
 from reb_ray.assets import missing_by_stage
 from reb_ray.errors import InfraError, RebRayError
+from reb_ray.gpu_lease import GpuLease
 from reb_ray.grading.unmeasured import PROBE_STAGES, agent_failed
 from reb_ray.llm.trial_access import ProxyClient, TrialLlm
 from reb_ray.models.report import MAX_REPORT_BYTES, Report, parse_report
@@ -36,6 +39,7 @@ from reb_ray.models.sweep import TrialSpec
 from reb_ray.netpolicy.trial_egress import TrialEgress, harness_network
 from reb_ray.placement import place_repo
 from reb_ray.probe_phase import ASSETS_MOUNT, run_probe_phase
+from reb_ray.probe_sandbox import PhaseSplit
 from reb_ray.redact import Redactor
 from reb_ray.repo_state import changed_since, tracked_state
 from reb_ray.sandbox import ExecResult, Sandbox, SandboxConfig, UnreadableFile, open_sandbox
@@ -109,7 +113,8 @@ def _preflight(spec: TrialSpec) -> None:
 
 
 def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: str | None = None,
-              llm_proxy: ProxyClient | None = None, ship_artifacts: bool = False) -> TrialOutcome:
+              llm_proxy: ProxyClient | None = None, ship_artifacts: bool = False,
+              gpu_lease: GpuLease | None = None) -> TrialOutcome:
     """Run one attempt. `gpus` are the physical GPU ids assigned to it (may be empty).
 
     `no_gpus_reason` says why this node cannot give the sandbox GPUs (its Docker lacks the
@@ -120,9 +125,12 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
     The attempt's logs are staged on this node; `ship_artifacts` returns them in the outcome for
     the driver to store (a cluster without a shared filesystem), else they are moved into the
     sweep's output directory here (reb_ray/artifacts.py).
+    `gpu_lease` (a GPU-sharing sweep's GPU trial; then `gpus` is empty): the agent sandbox gets
+    its `agent_gpus`, held by nobody, and the probe phase the GPUs it leases exclusively.
     """
     gpus = [] if no_gpus_reason else (gpus or [])
     rec = TrialRecorder(spec)
+    split = PhaseSplit(rec, gpu_lease, spec.task) if gpu_lease is not None and not no_gpus_reason else None
     redactor = Redactor(spec.credentials.values())
     staging = Path(tempfile.mkdtemp(prefix="reb-ray-artifacts-"))
     rec.artifacts = TrialArtifacts(staging, spec.sweep_id, spec.trial_id, spec.attempt, redactor)
@@ -140,6 +148,7 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
         # The agent toolchain, for the agent phase only (agents/toolchain_mount.py).
         slot = toolchain_slot(agent.uses_toolchain, spec.config.sandbox, spec.config.toolchains_dir).open()
         config, pip_env = _sandbox_config(spec, gpus)
+        config = split.agent_config(config) if split else config  # GPUs shown, held by nobody
         config.propagated_mounts.update(slot.mounts)
         # reb-ray's network for the policy, behind the host guard; under `registries` egress
         # only through this attempt's allow-listing proxy (reb_ray/netpolicy/).
@@ -168,7 +177,13 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
         if ended_by:  # a sandbox limit stopped the agent (reb_ray/sandbox/limits.py): nothing is probed
             rec.apply(agent_failed(spec.task, PROBE_STAGES, *ended_by))
         else:
-            run_probe_phase(rec, sandbox, spec, repo_dir, report, gpus)
+            if split:  # the agent's sandbox committed, exclusive GPUs leased, the probe sandbox opened
+                sandbox, gpus = split.probe_sandbox(sandbox)
+                egress.attach(sandbox)
+                probe_t0 = time.monotonic()  # the commit and the wait have columns of their own
+            run_probe_phase(rec, sandbox, spec, repo_dir, report, gpus, c1_sandbox=split.c1_opener() if split else None)
+            if split:
+                split.release_gpus()  # the GPU work is done: the next probe phase on the node may start
             # The harness's own container fetches from the index on Docker's default bridge
             # (or the sweep's explicit network): it runs no agent code.
             _fill_package_cache(rec, spec, config.model_copy(update={"network": harness_network(spec.config)}),
@@ -193,6 +208,8 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
                 sandbox.close()
             except Exception as exc:  # noqa: BLE001 - a removal failure must not hide the result
                 rec.row["failure_reason"] = (rec.row.get("failure_reason") or "") + f" [close failed: {exc}]"
+        if split is not None and (problem := split.close()):  # its sandboxes, its image, its lease
+            rec.row["failure_reason"] = (rec.row.get("failure_reason") or "") + f" [close failed: {problem}]"
         slot.close()
         rec.row.update(egress.close(rec.artifacts))  # after the sandbox: every connection it made is logged
         shutil.rmtree(workspace, ignore_errors=True)

@@ -64,6 +64,7 @@ class TrialRecorder:
             "c0_total": spec.task.c0_baseline_total, "started_at": now(), "rerun": spec.rerun,
             "prompt_sha256": render_prompt(spec.task, REPORT_PATH).sha256, **agent_columns(spec),
             "sweep_max_cost_usd": spec.config.max_cost_usd, "network_policy": spec.config.network_policy,
+            "gpu_sharing": spec.config.share_gpus_in_agent_phase,
         }
         self.stages: list[dict] = []
         self.artifacts: TrialArtifacts | None = None  # where full output logs go (set by run_trial)

@@ -84,6 +84,7 @@ def sweep(
     pids_limit: Optional[int] = typer.Option(None, help="Processes and threads per sandbox (default 4096); a fork bomb at it is the agent's `pids_limit`."),
     disk_quota_gb: Optional[float] = typer.Option(None, help="Writable-layer size per sandbox in GiB, watched during the agent phase (default 50); past it the agent is stopped: `disk_quota`."),
     network_policy: Optional[str] = typer.Option(None, "--network-policy", help="Sandbox egress: open (default) | registries: only package registries (`network_allow` in --config) and the node's LLM proxy, through an allow-listing proxy; refused connections are logged and counted (network_denied_count)."),
+    share_gpus_in_agent_phase: bool = typer.Option(False, "--share-gpus-in-agent-phase", help="Agent phases run on CPU slots of GPU nodes and see GPUs without holding them; each probe phase then holds its node's GPUs exclusively (docker: the agent's container is committed to a per-attempt image; C1 runs with no GPU device)."),
     max_attempts: Optional[int] = typer.Option(None, help="Attempts per trial in this run when infrastructure fails (default 2)."),
     agent_timeout: Optional[float] = typer.Option(None, help="Agent phase limit in seconds."),
     toolchains_dir: Optional[Path] = typer.Option(None, help="Agent toolchains directory (default ~/.cache/reb-ray/toolchains; see `reb-ray agents install`)."),
@@ -112,6 +113,7 @@ def sweep(
         "disk_quota_bytes": None if disk_quota_gb is None else int(disk_quota_gb * 1024**3),
         "network_policy": network_policy, "rerun": rerun or None, "toolchains_dir": toolchains_dir, "max_cost_usd": max_cost_usd, "prices_file": prices,
         "wandb_project": wandb, "wandb_timeout_s": wandb_timeout, "allow_drift": allow_drift or None,
+        "share_gpus_in_agent_phase": share_gpus_in_agent_phase or None,
     }
     cfg = load_config(config, overrides)
     from reb_ray.netpolicy.trial_egress import unguarded_warning

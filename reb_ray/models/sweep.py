@@ -77,6 +77,9 @@ class SweepConfig(BaseModel):
     shm_size_bytes: int = 16 * GiB  # /dev/shm of each sandbox (F09: Docker's 64 MB breaks DataLoader/NCCL)
     toolchains_dir: Path | None = None  # agent toolchains (reb-ray agents install); default ~/.cache/reb-ray/toolchains
     c4_cpu_gloo: bool = False  # test switch: run C4 on CPU with gloo when no GPUs exist
+    # Issue 12, item 5 (reb_ray/probe_sandbox.py): agent phases run on CPU slots of GPU nodes and
+    # see GPUs without holding them; each probe phase leases its node's GPUs exclusively.
+    share_gpus_in_agent_phase: bool = False
     # LLM agents (issue 10). The sweep's budget in USD: no new trial is launched once the cost
     # recorded in its rows (every attempt, earlier runs included) reaches it. Not part of the
     # sweep id: a resume with a larger budget continues the same sweep.

@@ -26,6 +26,7 @@ def driver_outcome(spec: TrialSpec, category: str, message: str, *, owner: str =
         "node": node, "started_at": started_at, "finished_at": finished, "rerun": spec.rerun,
         "trial_wall_time_s": (finished - started_at).total_seconds() if started_at else None,
         "sweep_max_cost_usd": spec.config.max_cost_usd, "network_policy": spec.config.network_policy,
+        "gpu_sharing": spec.config.share_gpus_in_agent_phase,
     }
     return TrialOutcome(row, [])
 

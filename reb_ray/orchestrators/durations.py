@@ -26,6 +26,12 @@ def timeout_estimate(spec: TrialSpec) -> float:
                                              if s.applicable)
 
 
+def probe_timeout_estimate(spec: TrialSpec) -> float:
+    """The applicable runtime stages' timeouts, seconds: how long a probe phase may hold its GPUs."""
+    stages = spec.task.stages
+    return sum(s.timeout_s for s in (stages.cpu, stages.single_gpu, stages.multi_gpu) if s.applicable)
+
+
 def history_medians(rows: Iterable[dict]) -> Medians:
     """({(agent, task_id): median seconds}, {task_id: median seconds}) of scored rows with a wall time.
 

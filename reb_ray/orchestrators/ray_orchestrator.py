@@ -29,6 +29,11 @@ or an unavailable endpoint is retried after a backoff (reb_ray.llm.budget.RetryB
 that failed for LLM authentication or budget is not retried (the next would fail the same
 way). With a sweep budget (`--max-cost-usd`), no new attempt is launched once it is reached;
 the specs left are in `not_launched`.
+
+Agent-phase GPU sharing (issue 12, item 5; `share_gpus`): no slot holds a GPU. GPU trials run on
+sharing slots of GPU nodes (slot_plan.plan_shared_slots) and their probe phases lease the node's
+GPUs exclusively from its lease actor (reb_ray/orchestrators/gpu_lease.py), which holds them in
+Ray's accounting; a trial's agent phase sees as many of the node's GPUs as it will lease.
 """
 
 from __future__ import annotations
@@ -47,13 +52,14 @@ from reb_ray.llm.failures import NOT_RETRIED, RETRYABLE
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.orchestrators.attempt_rows import driver_outcome, unplaceable_outcome
 from reb_ray.orchestrators.dispatch import Dispatcher, Job
-from reb_ray.orchestrators.durations import timeout_estimate
 from reb_ray.errors import RebRayError
 from reb_ray.orchestrators.autoscaler import BOOTSTRAP_CONFIG, joinable_node_types, request_gpu_nodes
+from reb_ray.orchestrators.durations import probe_timeout_estimate, timeout_estimate
+from reb_ray.orchestrators.gpu_lease import RayGpuLease, start_leases, stop_leases
 from reb_ray.orchestrators.llm_proxy import RayProxyClient, stop_proxies
 from reb_ray.orchestrators.node_check import NodeChecks, NodeRequirements, NodeVerdict, alive_nodes, check_all
 from reb_ray.orchestrators.node_tasks import docker_gpu_problems, reap_on, remove_dead_attempt
-from reb_ray.orchestrators.slot_plan import NodeCapacity, gpu_cap, hardware_refusal, plan_slots
+from reb_ray.orchestrators.slot_plan import NodeCapacity, gpu_cap, hardware_refusal, plan_shared_slots, plan_slots
 from reb_ray.orchestrators.slot_pool import Slot, SlotPool
 from reb_ray.trial import TrialOutcome
 from reb_ray.trial_record import now
@@ -93,6 +99,7 @@ class RayOrchestrator:
     may start (reb_ray/orchestrators/autoscaler.py). `memory_bytes`: the sweep's sandbox memory
     (None: each node's default), checked against the largest node. After `run`, `verdicts`
     holds every node's check and `check_s` the seconds the start-up checks took.
+    `share_gpus`: agent phases share their node's GPUs, probe phases lease them (module docstring).
     """
 
     def __init__(self, max_concurrent: int | None, cpus_per_trial: float, docker_image: str | None = None, *,
@@ -100,7 +107,8 @@ class RayOrchestrator:
                  expected_s: Callable[[TrialSpec], float] = timeout_estimate,
                  slot_start_concurrency: int | None = None, slot_start_timeout_s: float = 600.0,
                  requirements: NodeRequirements | None = None, on_node_line: Callable[[str], None] = lambda line: None,
-                 poll_s: float = 5.0, autoscaler_config: Path = BOOTSTRAP_CONFIG, memory_bytes: int | None = None) -> None:
+                 poll_s: float = 5.0, autoscaler_config: Path = BOOTSTRAP_CONFIG, memory_bytes: int | None = None,
+                 share_gpus: bool = False) -> None:
         self.max_concurrent = max_concurrent
         self.cpus_per_trial = cpus_per_trial
         self.backoff = backoff or RetryBackoff()
@@ -121,6 +129,9 @@ class RayOrchestrator:
         self.no_gpus_anywhere: str | None = None  # why no node can give containers GPUs (set by `run`)
         self.verdicts: list[NodeVerdict] = []
         self.check_s: float | None = None
+        self.share_gpus = share_gpus
+        self._leases: dict[str, tuple[ray.actor.ActorHandle, list[str]]] = {}  # node_id -> lease actor, GPU ids
+        self._lease_turn = count()  # rotates the GPUs each agent phase is shown over the node's
 
     def run(self, specs: list[TrialSpec], on_outcome: Callable[[TrialOutcome, bool], None],
             on_start: Callable[[TrialSpec], None] = lambda spec: None) -> None:
@@ -149,11 +160,14 @@ class RayOrchestrator:
                 on_outcome(unplaceable_outcome(spec, why), False)
             return
         cap = gpu_cap(nodes + joinable, self.cpus_per_trial)
+        if self.share_gpus:  # no slot holds a GPU: a trial can lease every usable GPU of a node
+            cap = max((n.gpus for n in nodes + joinable if n.gpus_usable), default=0)
         # No node can give containers GPUs: trials hold none, and every one says why.
         self.no_gpus_anywhere = next(iter(self.no_gpu_nodes.values())) if self.no_gpu_nodes and cap == 0 else None
         needs = [min(spec.task.gpus_needed, cap) for spec in specs]
-        shapes = plan_slots(nodes, self.cpus_per_trial, needs, self.max_concurrent)
+        shapes = self._plan(nodes, needs)
         pool = SlotPool(shapes, self.cpus_per_trial, self.slot_start_concurrency, self.slot_start_timeout_s)
+        self._lease_for(shapes, nodes)
         asked = bool(joinable) and any(needs)
         if asked:  # the slots are pinned to nodes that exist: ask the autoscaler for the GPU nodes itself
             limit = (self.max_concurrent or len(specs)) * max(needs)
@@ -161,8 +175,20 @@ class RayOrchestrator:
         try:
             self._run(specs, cap, pool, on_outcome, on_start, checks, bool(joinable))
         finally:
+            stop_leases(self._leases)
             if asked:
                 request_gpu_nodes([])
+
+    def _plan(self, nodes: list[NodeCapacity], needs: list[int]) -> list:
+        plan = plan_shared_slots if self.share_gpus else plan_slots
+        return plan(nodes, self.cpus_per_trial, needs, self.max_concurrent)
+
+    def _lease_for(self, shapes: list, nodes: list[NodeCapacity]) -> None:
+        """Start the GPU lease actor of every node that `shapes` share GPUs on and has none yet."""
+        sharing = {s.node_id for s in shapes if s.shares_gpus} - set(self._leases)
+        if sharing:
+            self._leases.update(start_leases({n.node_id: n.gpus for n in nodes if n.node_id in sharing},
+                                             self.slot_start_timeout_s))
 
     def _capacity(self, verdict: NodeVerdict) -> NodeCapacity:
         memory = verdict.health.memory_bytes if verdict.health is not None else None
@@ -189,7 +215,10 @@ class RayOrchestrator:
         self._gpu_problems([verdict])
         needs = [min(g, cap) for g in dispatcher.pending_gpus()]
         if needs:
-            pool.add(plan_slots([self._capacity(verdict)], self.cpus_per_trial, needs, self.max_concurrent))
+            node = self._capacity(verdict)
+            shapes = self._plan([node], needs)
+            self._lease_for(shapes, [node])
+            pool.add(shapes)
 
     def _run(self, specs: list[TrialSpec], cap: int, pool: SlotPool,
              on_outcome: Callable[[TrialOutcome, bool], None], on_start: Callable[[TrialSpec], None],
@@ -201,7 +230,9 @@ class RayOrchestrator:
         def submit(spec: TrialSpec) -> None:
             key = next(keys)
             jobs[key] = spec
-            dispatcher.submit(Job(key, min(spec.task.gpus_needed, cap), self.expected_s(spec)))
+            gpus = min(spec.task.gpus_needed, cap)
+            # Sharing: a GPU trial takes one sharing slot; its GPUs come from the node's lease.
+            dispatcher.submit(Job(key, min(gpus, 1) if self.share_gpus else gpus, self.expected_s(spec)))
 
         for spec in specs:
             submit(spec)
@@ -305,9 +336,21 @@ class RayOrchestrator:
             leader = pool.slots[slot_keys[0]]
             gpus = [g for k in slot_keys for g in pool.slots[k].gpu_ids] if job.gpus else []
             reason = self.no_gpu_nodes.get(leader.where["node_id"], self.no_gpus_anywhere)
-            ref = leader.actor.run.remote(spec, gpus, reason, proxy)
+            lease = self._lease(spec, leader) if leader.shape.shares_gpus else None
+            ref = leader.actor.run.remote(spec, gpus, reason, proxy, lease)
             inflight[ref] = _Attempt(spec, slot_keys, leader, now())
             on_start(spec)
+
+    def _lease(self, spec: TrialSpec, slot: Slot) -> RayGpuLease | None:
+        """The lease of a GPU trial on a sharing slot (None for a CPU trial there): as many GPUs as
+        it needs of its node, capped to the node's; its agent phase sees that many of them."""
+        actor, ids = self._leases[slot.shape.node_id]
+        need = min(spec.task.gpus_needed, len(ids))
+        if need == 0:
+            return None
+        turn = next(self._lease_turn) % len(ids)
+        shown = (ids[turn:] + ids[:turn])[:need]
+        return RayGpuLease(actor, shown, f"{spec.trial_id}#{spec.attempt}", need, probe_timeout_estimate(spec))
 
     def _retry(self, outcome: TrialOutcome, spec: TrialSpec, waiting: list[tuple[float, TrialSpec]],
                llm_retries: dict[str, int], submit: Callable[[TrialSpec], None]) -> bool:

@@ -37,12 +37,16 @@ class NodeCapacity:
 @dataclass(frozen=True)
 class SlotShape:
     """One slot to start: on `node_id`, holding one GPU or none; `index` numbers it on its node;
-    `capped`: its node declares `reb_ray_slot`, so the slot's worker holds one."""
+    `capped`: its node declares `reb_ray_slot`, so the slot's worker holds one.
+
+    `shares_gpus` (a GPU-sharing sweep, `plan_shared_slots`): a slot for GPU trials that holds no
+    GPU itself (`gpu` is true for dispatch); its trials lease the node's GPUs for their probes."""
 
     node_id: str
     gpu: bool
     index: int
     capped: bool = False
+    shares_gpus: bool = False
 
 
 def cpu_room(node: NodeCapacity, cpus_per_trial: float) -> int:
@@ -117,3 +121,37 @@ def hardware_refusal(nodes: list[NodeCapacity], cpus_per_trial: float, memory_by
         return (f"needs {memory_bytes / 1024**3:g} GiB of memory per sandbox (--memory-gb); the largest node that "
                 f"can hold a slot has {largest / 1024**3:.1f} GiB")
     return None
+
+
+def plan_shared_slots(nodes: list[NodeCapacity], cpus_per_trial: float, gpu_needs: list[int],
+                      max_concurrent: int | None = None) -> list[SlotShape]:
+    """The slots of a GPU-sharing sweep (issue 12, item 5): no slot holds a GPU; a node's GPUs are
+    leased to probe phases (reb_ray/orchestrators/gpu_lease.py).
+
+    Sharing slots (`shares_gpus`, one per CPU room, round-robin) go on the nodes whose usable GPUs
+    cover the largest need in `gpu_needs` (already capped to the largest such node), up to the
+    GPU trials and `max_concurrent`; CPU slots take the CPU room left, as in `plan_slots`. So a
+    GPU trial always lands on a node that can lease it all its GPUs; on a cluster of unequal GPU
+    nodes the smaller ones run CPU trials only.
+    """
+    gpu_trials = sum(1 for n in gpu_needs if n > 0)
+    largest = max(gpu_needs, default=0)
+    limit = max_concurrent if max_concurrent is not None else len(gpu_needs)
+    room = {n.node_id: cpu_room(n, cpus_per_trial) for n in nodes}
+    used: dict[str, int] = {}
+    shapes: list[SlotShape] = []
+
+    def spread(on: list[NodeCapacity], wanted: int, sharing: bool) -> None:
+        while wanted > 0 and any(room[n.node_id] > 0 for n in on):
+            for node in on:
+                if wanted > 0 and room[node.node_id] > 0:
+                    shapes.append(SlotShape(node.node_id, sharing, used.get(node.node_id, 0), node.slot_cap is not None,
+                                             shares_gpus=sharing))
+                    used[node.node_id] = used.get(node.node_id, 0) + 1
+                    room[node.node_id] -= 1
+                    wanted -= 1
+
+    if gpu_trials:
+        spread([n for n in nodes if n.gpus_usable and n.gpus >= largest], min(gpu_trials, limit), True)
+    spread(nodes, min(len(gpu_needs) - gpu_trials, limit), False)
+    return shapes

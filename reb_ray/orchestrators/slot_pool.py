@@ -25,6 +25,7 @@ from itertools import count
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from reb_ray.gpu_lease import GpuLease
 from reb_ray.llm.trial_access import ProxyClient
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.orchestrators.cluster_status import SLOT_RESOURCE
@@ -44,10 +45,12 @@ class SlotWorker:
                 "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
 
     def run(self, spec: TrialSpec, gpus: list[str], no_gpus_reason: str | None,
-            llm_proxy: ProxyClient | None = None) -> TrialOutcome:
+            llm_proxy: ProxyClient | None = None, gpu_lease: GpuLease | None = None) -> TrialOutcome:
         """One attempt (reb_ray.trial.run_trial) with the physical GPU ids `gpus` the driver gave it
-        (this slot's, plus its gang's for a multi-GPU trial; [] for a CPU trial)."""
-        return run_trial(spec, gpus, no_gpus_reason, llm_proxy=llm_proxy, ship_artifacts=True)  # no shared filesystem assumed
+        (this slot's, plus its gang's for a multi-GPU trial; [] for a CPU trial), or, on a sharing
+        slot, the `gpu_lease` its probe phase takes its node's GPUs from."""
+        return run_trial(spec, gpus, no_gpus_reason, llm_proxy=llm_proxy, ship_artifacts=True,  # no shared filesystem assumed
+                         gpu_lease=gpu_lease)
 
 
 @dataclass
@@ -160,7 +163,7 @@ class SlotPool:
         while self._waiting and (self.start_concurrency is None or len(self.starting_refs()) < self.start_concurrency):
             shape, failures, pinned = self._waiting.popleft()
             where = NodeAffinitySchedulingStrategy(node_id=shape.node_id, soft=False) if pinned else "DEFAULT"
-            actor = SlotWorker.options(num_cpus=self.cpus_per_trial, num_gpus=1 if shape.gpu else 0,
+            actor = SlotWorker.options(num_cpus=self.cpus_per_trial, num_gpus=1 if shape.gpu and not shape.shares_gpus else 0,
                                        resources={SLOT_RESOURCE: 1} if shape.capped else None,
                                        scheduling_strategy=where).remote()
             key = next(self._keys)

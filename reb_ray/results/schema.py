@@ -150,6 +150,11 @@ TRIALS_SCHEMA = pa.schema(
         ("config_drift", pa.list_(pa.string())),  # scoring fields changed since the sweep's first run (--allow-drift); null: none
         ("sandbox_network", pa.string()),  # the Docker network the sandbox joined (null: local provider, or none made)
         ("network_host_guard", pa.bool_()),  # the node's services were closed to the sandbox (reb_ray/netpolicy/hostguard.py); false: an explicit `network` or the local provider
+        # -- agent-phase GPU sharing (issue 12, item 5; reb_ray/probe_sandbox.py)
+        ("gpu_sharing", pa.bool_()),  # the sweep ran with --share-gpus-in-agent-phase
+        ("probe_image_commit_s", pa.float64()),  # seconds to commit the agent's container to the attempt's image (null: none committed)
+        ("probe_image_bytes", pa.int64()),  # bytes of that image's new layer (null: none committed)
+        ("probe_gpu_wait_s", pa.float64()),  # seconds the probe phase waited for its exclusive GPU lease (null: no lease)
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

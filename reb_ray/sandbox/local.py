@@ -60,6 +60,11 @@ class LocalSandbox(Sandbox):
         self._markers: list[str] = []
         self._closed = False
 
+    def lease_gpus(self, gpus: list[str]) -> None:
+        """The probe phase of a GPU-sharing sweep now holds `gpus` (reb_ray/probe_sandbox.py); here
+        GPUs are only CUDA_VISIBLE_DEVICES, so the same sandbox carries on with them."""
+        self.config = self.config.model_copy(update={"gpus": list(gpus), "shared_gpus": False})
+
     def _env(self, env: Mapping[str, str] | None, marker: str) -> dict[str, str]:
         base = {k: os.environ[k] for k in _PASSTHROUGH_ENV if k in os.environ}
         base.update({k: v for k, v in self.config.env.items() if k != "CUDA_VISIBLE_DEVICES"})

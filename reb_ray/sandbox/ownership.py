@@ -19,6 +19,9 @@ ATTEMPT = "reb-ray.attempt"
 OWNER_HOST = "reb-ray.owner.host"
 OWNER_PID = "reb-ray.owner.pid"
 OWNER_START = "reb-ray.owner.start"
+#: On the per-attempt image a GPU-sharing trial commits between its phases (reb_ray/probe_sandbox.py);
+#: it also carries the labels above, taken from the container it was committed from.
+ATTEMPT_IMAGE = "reb-ray.attempt-image"
 
 
 def process_start_ticks(pid: int) -> int | None:

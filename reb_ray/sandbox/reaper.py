@@ -3,11 +3,12 @@
 `reap` removes only containers labelled `reb-ray.managed=true` whose owner ran on this host and
 no longer runs (pid gone, or pid reused by a process with another start time). Containers of
 live owners, of owners on other hosts, and anyone else's containers are never touched.
-`remove_attempt` removes the containers of one named attempt at once (its trial actor died:
-issue 9, item 8), whatever their owner's state. `reap_images` removes per-attempt images left
-behind: an image committed from one of our containers carries that container's labels (ours,
-its attempt and its owner), so the same owner rule applies; the sandbox image itself has no
-owner label and is never touched.
+`remove_attempt` removes the containers (and image) of one named attempt at once (its trial
+actor died: issue 9, item 8), whatever their owner's state. `reap_images` (part of `reap`)
+removes per-attempt images left behind (agent-phase GPU sharing commits one per attempt): an
+image committed from one of our containers carries that container's labels (ours, its attempt
+and its owner), so the same owner rule applies; the sandbox image itself has no owner label
+and is never touched.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import docker
 
 from reb_ray.sandbox.docker_client import connect
-from reb_ray.sandbox.ownership import ATTEMPT, MANAGED, SWEEP, TRIAL, Owner
+from reb_ray.sandbox.ownership import ATTEMPT, ATTEMPT_IMAGE, MANAGED, SWEEP, TRIAL, Owner
 
 
 def orphaned_containers(client: docker.DockerClient) -> list:
@@ -30,9 +31,10 @@ def orphaned_containers(client: docker.DockerClient) -> list:
 
 
 def reap(client: docker.DockerClient | None = None) -> list[str]:
-    """Remove orphaned containers; returns their ids. Raises DockerUnavailable."""
+    """Remove orphaned containers, then orphaned per-attempt images; returns their ids.
+    Raises DockerUnavailable."""
     client = client or connect()
-    return _remove(orphaned_containers(client))
+    return _remove(orphaned_containers(client)) + reap_images(client)
 
 
 def orphaned_images(client: docker.DockerClient) -> list:
@@ -69,7 +71,20 @@ def remove_attempt(sweep_id: str, trial_id: str, attempt: int, client: docker.Do
     or not, the agent inside included); returns their ids. Raises DockerUnavailable."""
     client = client or connect()
     labels = [f"{MANAGED}=true", f"{SWEEP}={sweep_id}", f"{TRIAL}={trial_id}", f"{ATTEMPT}={attempt}"]
-    return _remove(client.containers.list(all=True, ignore_removed=True, filters={"label": labels}))
+    removed = _remove(client.containers.list(all=True, ignore_removed=True, filters={"label": labels}))
+    return removed + _remove_images(client, client.images.list(filters={"label": [*labels, f"{ATTEMPT_IMAGE}=true"]}))
+
+
+def _remove_images(client: docker.DockerClient, images) -> list[str]:
+    """Force-remove `images`; the ids of those removed (one already gone is not an error)."""
+    removed = []
+    for image in images:
+        try:
+            client.images.remove(image.id, force=True)
+            removed.append(image.id)
+        except docker.errors.NotFound:
+            pass
+    return removed
 
 
 def _remove(containers) -> list[str]:

@@ -6,8 +6,9 @@ real one (reb_ray/trial.py); only the work inside the sandbox is replaced by sle
 real, in a temporary directory as with the local provider (put, get, report, size); an
 absolute path outside it (a Docker-style /opt/...) lands inside it. Commands
 are not run: the first exec of the agent phase sleeps the trial's `agent_s`, the first exec
-after `kill_leftovers()` (the harness calls it between the phases) sleeps its `probe_s`, and
-every exec then exits 0 with no output; an exec whose sleep would pass its timeout sleeps the
+after `kill_leftovers()` (the harness calls it between the phases) sleeps its `probe_s` (in a
+GPU-sharing sweep, `config.shared_gpus`, `lease_gpus` sleeps it instead: the probe phase's work
+happens once it holds its GPUs), and every exec then exits 0 with no output; an exec whose sleep would pass its timeout sleeps the
 timeout and is timed out (exit 124). Archives are recorded, not unpacked (no command could
 read them). Nothing runs, so any agent may use it.
 
@@ -19,8 +20,9 @@ per process: a slot worker runs many trials):
      "ledger": "/path/ledger.jsonl"}
 
 `ledger` (optional): each sandbox appends one JSON line when closed: trial_id, attempt, gpus
-(the physical ids it was given), pid, and the wall-clock [start, end] (time.time()) of each
-phase's sleep, so a benchmark can measure GPU use from what really ran. Raises RebRayError when
+(the physical ids it had last), pid, the wall-clock [start, end] (time.time()) of each phase's
+sleep (`agent_sleep`, `probe_sleep`) and the GPU ids the sandbox had during it (`agent_gpus`,
+`probe_gpus`), so a benchmark can measure GPU use from what really ran. Raises RebRayError when
 the variable is unset or the file is unreadable.
 """
 
@@ -76,16 +78,20 @@ class SleepingSandbox(LocalSandbox):
         super().__init__(config, trusted=True)
         self._phase = "agent"
         self._slept: dict[str, list[float]] = {}
+        self._gpus: dict[str, list[str]] = {}
         self.archives: list[tuple[str, str]] = []  # (host archive, sandbox directory) put so far
 
     def exec(self, cmd: str | Sequence[str], timeout: float | None = None, env: Mapping[str, str] | None = None,
              workdir: str | None = None, *, watch: Sequence[str] = (), sink: OutputSink | None = None) -> ExecResult:
-        seconds = 0.0 if self._phase in self._slept else self._seconds[self._phase]
+        waiting = self._phase == "probe" and self.config.shared_gpus  # lease_gpus takes the probe's sleep
+        seconds = 0.0 if self._phase in self._slept or waiting else self._seconds[self._phase]
         timed_out = timeout is not None and seconds > timeout
         seconds = min(seconds, timeout) if timeout is not None else seconds
         start = time.time()
         time.sleep(seconds)
-        self._slept.setdefault(self._phase, [start, time.time()])
+        if not waiting:
+            self._slept.setdefault(self._phase, [start, time.time()])
+            self._gpus.setdefault(self._phase, list(self.config.gpus))
         return ExecResult(exit_code=124 if timed_out else 0, timed_out=timed_out, duration_s=time.time() - start,
                           pattern_matches={p: False for p in watch})
 
@@ -94,6 +100,12 @@ class SleepingSandbox(LocalSandbox):
         # probes use) is root/opt/x, never the host's /opt.
         full = Path(path) if os.path.isabs(path) else Path(self.workdir) / path
         return full if full.is_relative_to(self.root) else self.root / full.relative_to("/")
+
+    def lease_gpus(self, gpus: list[str]) -> None:
+        """The probe phase now holds `gpus` (a GPU-sharing sweep): its scripted seconds pass now."""
+        super().lease_gpus(gpus)
+        if self._phase == "probe" and "probe" not in self._slept:
+            self.exec("true")
 
     def put_tar(self, archive: Path, dest_dir: str) -> None:
         self.archives.append((str(archive), dest_dir))
@@ -108,6 +120,7 @@ class SleepingSandbox(LocalSandbox):
         super().close()
         if self._ledger:
             line = json.dumps({"trial_id": self.config.trial_id, "attempt": self.config.attempt, "gpus": self.config.gpus,
-                               "pid": os.getpid(), **{f"{k}_sleep": v for k, v in self._slept.items()}})
+                               "pid": os.getpid(), **{f"{k}_sleep": v for k, v in self._slept.items()},
+                               **{f"{k}_gpus": v for k, v in self._gpus.items()}})
             with _LEDGER_LOCK, open(self._ledger, "a") as f:
                 f.write(line + "\n")

@@ -82,3 +82,18 @@ def test_an_explicit_network_in_the_config_is_warned_about_at_sweep_start(tmp_pa
     warning = next(line for line in done.stderr.splitlines() if line.startswith("warning:"))
     assert "network = 'bridge'" in warning and "without the host guard" in warning and "network_host_guard" in warning
     assert "unknown suite 'no-such-suite'" in done.stderr  # the sweep itself then fails as it would anyway
+
+
+def test_gpu_sharing_is_a_flag_and_a_config_key_and_off_by_default(tmp_path):
+    """Issue 12, item 5: `--share-gpus-in-agent-phase` / `share_gpus_in_agent_phase = true`."""
+    import inspect
+
+    from reb_ray.cli.sweep import sweep
+
+    option = inspect.signature(sweep).parameters["share_gpus_in_agent_phase"].default
+    assert "--share-gpus-in-agent-phase" in option.param_decls
+    cfg = tmp_path / "sweep.toml"
+    cfg.write_text("share_gpus_in_agent_phase = true\n")
+    assert load_config(cfg, {}).share_gpus_in_agent_phase is True
+    assert load_config(None, {"share_gpus_in_agent_phase": True}).share_gpus_in_agent_phase is True
+    assert load_config(None, {}).share_gpus_in_agent_phase is False

@@ -59,3 +59,18 @@ def test_hardware_refusal_rules():
     assert hardware_refusal([small, NodeCapacity("type:unknown-memory", 4, 0)], 1, 16 * 1024**3) is None
     assert "reb_ray_slot is 0" in hardware_refusal([NodeCapacity("z", 8, 0, slot_cap=0)], 1, None)
     assert hardware_refusal([small], 1, None) is None
+
+
+def test_sharing_slots_hold_no_gpu_fill_the_cpu_room_of_gpu_nodes_that_cover_the_largest_need():
+    """Issue 12, item 5: agent phases are not bounded by GPUs, only by CPUs."""
+    from reb_ray.orchestrators.slot_plan import plan_shared_slots
+
+    nodes = [NodeCapacity("a", cpus=6, gpus=2), NodeCapacity("b", cpus=4, gpus=1), NodeCapacity("c", cpus=4, gpus=0),
+             NodeCapacity("d", cpus=4, gpus=2, gpus_usable=False)]
+    shapes = plan_shared_slots(nodes, 1.0, [2] * 8 + [1] * 2 + [0] * 3)
+    sharing = [s for s in shapes if s.shares_gpus]
+    assert {s.node_id for s in sharing} == {"a"} and len(sharing) == 6  # more than node a's 2 GPUs
+    assert all(s.gpu for s in sharing)  # GPU trials' slots, for dispatch
+    assert sorted(s.node_id for s in shapes if not s.shares_gpus) == ["b", "c", "d"]  # the 3 CPU trials
+    assert len(plan_shared_slots(nodes, 1.0, [1] * 20, max_concurrent=5)) == 5
+    assert {s.node_id for s in plan_shared_slots(nodes, 1.0, [1] * 20)} == {"a", "b"}  # 1-GPU trials fit node b too

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 
+import docker
 import pytest
 
 from reb_ray.sandbox import SandboxConfig
@@ -124,4 +125,29 @@ def test_reap_images_removes_per_attempt_images_of_dead_owners_only(docker_clien
             try:
                 docker_client.images.remove(tag, force=True)
             except docker.errors.ImageNotFound:
+
+
+def test_reaper_removes_per_attempt_images_of_a_dead_owner_only(docker_client, sandbox_image):
+    """Issue 12, item 5: a GPU-sharing trial killed between its commit and its cleanup leaves an
+    image labelled as its attempt's; the reaper removes it, never a live owner's."""
+    from reb_ray.sandbox.ownership import ATTEMPT_IMAGE
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    box = DockerSandbox(SandboxConfig(image=sandbox_image, sweep_id="image-reap", trial_id="t"), docker_client)
+    try:
+        dead = docker_client.api.commit(box.id, repository="reb-ray/attempt", tag="reap-dead",
+                                        changes=[f"LABEL {ATTEMPT_IMAGE}=true", f"LABEL {OWNER_PID}={gone.pid}"])["Id"]
+        live = docker_client.api.commit(box.id, repository="reb-ray/attempt", tag="reap-live",
+                                        changes=[f"LABEL {ATTEMPT_IMAGE}=true"])["Id"]
+        removed = reap(docker_client)
+        assert dead in removed and live not in removed
+        remaining = {i.id for i in docker_client.images.list(filters={"label": f"{ATTEMPT_IMAGE}=true"})}
+        assert live in remaining and dead not in remaining
+    finally:
+        box.close()
+        for tag in ("reap-dead", "reap-live"):
+            try:
+                docker_client.images.remove(f"reb-ray/attempt:{tag}", force=True)
+            except docker.errors.NotFound:
                 pass
