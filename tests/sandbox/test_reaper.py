@@ -125,6 +125,7 @@ def test_reap_images_removes_per_attempt_images_of_dead_owners_only(docker_clien
             try:
                 docker_client.images.remove(tag, force=True)
             except docker.errors.ImageNotFound:
+                pass
 
 
 def test_reaper_removes_per_attempt_images_of_a_dead_owner_only(docker_client, sandbox_image):
