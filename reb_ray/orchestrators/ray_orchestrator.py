@@ -52,14 +52,13 @@ from reb_ray.llm.failures import NOT_RETRIED, RETRYABLE
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.orchestrators.attempt_rows import driver_outcome, unplaceable_outcome
 from reb_ray.orchestrators.dispatch import Dispatcher, Job
-from reb_ray.errors import RebRayError
 from reb_ray.orchestrators.autoscaler import BOOTSTRAP_CONFIG, joinable_node_types, request_gpu_nodes
-from reb_ray.orchestrators.durations import probe_timeout_estimate, timeout_estimate
-from reb_ray.orchestrators.gpu_lease import RayGpuLease, start_leases, stop_leases
+from reb_ray.orchestrators.durations import timeout_estimate
 from reb_ray.orchestrators.llm_proxy import RayProxyClient, stop_proxies
-from reb_ray.orchestrators.node_check import NodeChecks, NodeRequirements, NodeVerdict, alive_nodes, check_all
-from reb_ray.orchestrators.node_tasks import docker_gpu_problems, reap_on, remove_dead_attempt
-from reb_ray.orchestrators.slot_plan import NodeCapacity, gpu_cap, hardware_refusal, plan_shared_slots, plan_slots
+from reb_ray.orchestrators.node_check import NodeChecks, NodeRequirements, alive_nodes
+from reb_ray.orchestrators.node_roster import NodeRoster, NoUsableNode
+from reb_ray.orchestrators.node_tasks import reap_on, remove_dead_attempt
+from reb_ray.orchestrators.slot_plan import gpu_cap, hardware_refusal
 from reb_ray.orchestrators.slot_pool import Slot, SlotPool
 from reb_ray.trial import TrialOutcome
 from reb_ray.trial_record import now
@@ -73,10 +72,6 @@ class _Attempt:
     keys: list[int]
     slot: Slot
     launched_at: dt.datetime
-
-
-class NoUsableNode(RebRayError):
-    """No node of the cluster passed its check: the sweep stops before any trial (issue 13)."""
 
 
 class RayOrchestrator:
@@ -97,8 +92,9 @@ class RayOrchestrator:
     that fails its check (the caller prints and logs it); `poll_s`: seconds between reads of
     the cluster's nodes; `autoscaler_config`: where `ray up` left the node types an autoscaler
     may start (reb_ray/orchestrators/autoscaler.py). `memory_bytes`: the sweep's sandbox memory
-    (None: each node's default), checked against the largest node. After `run`, `verdicts`
-    holds every node's check and `check_s` the seconds the start-up checks took.
+    (None: each node's default), checked against the largest node. `nodes` is the run's
+    NodeRoster (reb_ray/orchestrators/node_roster.py): after `run`, `nodes.verdicts` holds every
+    node's check and `nodes.check_s` the seconds the start-up checks took.
     `share_gpus`: agent phases share their node's GPUs, probe phases lease them (module docstring).
     """
 
@@ -119,23 +115,17 @@ class RayOrchestrator:
         self.not_launched: list[TrialSpec] = []  # left by the sweep budget
         self.slots_created = 0
         self.docker = docker_image is not None
-        self.docker_image = docker_image
-        self.requirements = requirements or NodeRequirements(docker_image, 0)
-        self.on_node_line = on_node_line
         self.poll_s = poll_s
         self.autoscaler_config = autoscaler_config
         self.memory_bytes = memory_bytes
-        self.no_gpu_nodes: dict[str, str] = {}  # node id -> why its Docker gives containers no GPUs
-        self.no_gpus_anywhere: str | None = None  # why no node can give containers GPUs (set by `run`)
-        self.verdicts: list[NodeVerdict] = []
-        self.check_s: float | None = None
         self.share_gpus = share_gpus
-        self._leases: dict[str, tuple[ray.actor.ActorHandle, list[str]]] = {}  # node_id -> lease actor, GPU ids
-        self._lease_turn = count()  # rotates the GPUs each agent phase is shown over the node's
+        self.no_gpus_anywhere: str | None = None  # why no node can give containers GPUs (set by `run`)
+        self.nodes = NodeRoster(requirements or NodeRequirements(docker_image, 0), docker_image, cpus_per_trial,
+                                max_concurrent, on_node_line, share_gpus, slot_start_timeout_s)
 
     def run(self, specs: list[TrialSpec], on_outcome: Callable[[TrialOutcome, bool], None],
             on_start: Callable[[TrialSpec], None] = lambda spec: None) -> None:
-        checks = NodeChecks(self.requirements)
+        checks = NodeChecks(self.nodes.requirements)
         try:
             self._run_checked(specs, checks, on_outcome, on_start)
         finally:
@@ -143,16 +133,7 @@ class RayOrchestrator:
 
     def _run_checked(self, specs: list[TrialSpec], checks: NodeChecks, on_outcome: Callable[[TrialOutcome, bool], None],
                      on_start: Callable[[TrialSpec], None]) -> None:
-        start = time.monotonic()
-        passed, failed = check_all(checks, alive_nodes())
-        self.check_s = time.monotonic() - start
-        for verdict in failed:
-            self._node_failed(verdict)
-        if not passed:
-            first = failed[0].line() if failed else "the cluster has no alive node"
-            raise NoUsableNode(f"no node of the cluster passed its check ({len(failed)} failed; {first})")
-        self._gpu_problems(passed)
-        nodes = [self._capacity(v) for v in passed]
+        nodes = self.nodes.check_at_start(checks)
         joinable = joinable_node_types(self.autoscaler_config)
         why = hardware_refusal(nodes + joinable, self.cpus_per_trial, self.memory_bytes)
         if why is not None:
@@ -163,11 +144,11 @@ class RayOrchestrator:
         if self.share_gpus:  # no slot holds a GPU: a trial can lease every usable GPU of a node
             cap = max((n.gpus for n in nodes + joinable if n.gpus_usable), default=0)
         # No node can give containers GPUs: trials hold none, and every one says why.
-        self.no_gpus_anywhere = next(iter(self.no_gpu_nodes.values())) if self.no_gpu_nodes and cap == 0 else None
+        no_gpus = self.nodes.no_gpu_nodes
+        self.no_gpus_anywhere = next(iter(no_gpus.values())) if no_gpus and cap == 0 else None
         needs = [min(spec.task.gpus_needed, cap) for spec in specs]
-        shapes = self._plan(nodes, needs)
-        pool = SlotPool(shapes, self.cpus_per_trial, self.slot_start_concurrency, self.slot_start_timeout_s)
-        self._lease_for(shapes, nodes)
+        pool = SlotPool(self.nodes.plan(nodes, needs), self.cpus_per_trial, self.slot_start_concurrency,
+                        self.slot_start_timeout_s)
         asked = bool(joinable) and any(needs)
         if asked:  # the slots are pinned to nodes that exist: ask the autoscaler for the GPU nodes itself
             limit = (self.max_concurrent or len(specs)) * max(needs)
@@ -175,50 +156,9 @@ class RayOrchestrator:
         try:
             self._run(specs, cap, pool, on_outcome, on_start, checks, bool(joinable))
         finally:
-            stop_leases(self._leases)
+            self.nodes.stop_leases()
             if asked:
                 request_gpu_nodes([])
-
-    def _plan(self, nodes: list[NodeCapacity], needs: list[int]) -> list:
-        plan = plan_shared_slots if self.share_gpus else plan_slots
-        return plan(nodes, self.cpus_per_trial, needs, self.max_concurrent)
-
-    def _lease_for(self, shapes: list, nodes: list[NodeCapacity]) -> None:
-        """Start the GPU lease actor of every node that `shapes` share GPUs on and has none yet."""
-        sharing = {s.node_id for s in shapes if s.shares_gpus} - set(self._leases)
-        if sharing:
-            self._leases.update(start_leases({n.node_id: n.gpus for n in nodes if n.node_id in sharing},
-                                             self.slot_start_timeout_s))
-
-    def _capacity(self, verdict: NodeVerdict) -> NodeCapacity:
-        memory = verdict.health.memory_bytes if verdict.health is not None else None
-        return NodeCapacity(verdict.node_id, verdict.cpus, verdict.gpus, verdict.node_id not in self.no_gpu_nodes,
-                            verdict.slot_cap, memory)
-
-    def _node_failed(self, verdict: NodeVerdict) -> None:
-        self.verdicts.append(verdict)
-        self.on_node_line(verdict.line())
-
-    def _gpu_problems(self, passed: list[NodeVerdict]) -> None:
-        """Record passing nodes' checks, and which GPU nodes' Docker gives containers no GPUs."""
-        self.verdicts.extend(passed)
-        if self.docker_image and any(v.gpus for v in passed):
-            gpu_nodes = {v.node_id for v in passed if v.gpus}
-            found = docker_gpu_problems(self.docker_image, nodes=gpu_nodes)
-            self.no_gpu_nodes.update(found)
-
-    def _joined(self, verdict: NodeVerdict, pool: SlotPool, dispatcher: Dispatcher, cap: int) -> None:
-        """A node checked during the sweep: slots for the trials still waiting when it passed."""
-        if not verdict.ok:
-            self._node_failed(verdict)
-            return
-        self._gpu_problems([verdict])
-        needs = [min(g, cap) for g in dispatcher.pending_gpus()]
-        if needs:
-            node = self._capacity(verdict)
-            shapes = self._plan([node], needs)
-            self._lease_for(shapes, [node])
-            pool.add(shapes)
 
     def _run(self, specs: list[TrialSpec], cap: int, pool: SlotPool,
              on_outcome: Callable[[TrialOutcome, bool], None], on_start: Callable[[TrialSpec], None],
@@ -254,7 +194,7 @@ class RayOrchestrator:
                         if node["NodeID"] not in checks.seen:
                             checks.submit(node)
                 for verdict in checks.expire(time.monotonic()):
-                    self._joined(verdict, pool, dispatcher, cap)
+                    pool.add(self.nodes.joined(verdict, [min(g, cap) for g in dispatcher.pending_gpus()]))
                 self._launch(dispatcher, jobs, pool, proxy, inflight, on_start)
                 # While a node may still join (a check in flight, an autoscaler's node types), jobs wait for it.
                 larger = [] if checks.busy or may_grow else dispatcher.take_larger_than(pool.most_gpu_slots())
@@ -273,7 +213,7 @@ class RayOrchestrator:
                     if ref in checks.refs():
                         verdict = checks.on_ready(ref)
                         if verdict is not None:
-                            self._joined(verdict, pool, dispatcher, cap)
+                            pool.add(self.nodes.joined(verdict, [min(g, cap) for g in dispatcher.pending_gpus()]))
                         continue
                     attempt = inflight.pop(ref, None)
                     if attempt is None:
@@ -335,22 +275,11 @@ class RayOrchestrator:
             spec = jobs.pop(job.key)
             leader = pool.slots[slot_keys[0]]
             gpus = [g for k in slot_keys for g in pool.slots[k].gpu_ids] if job.gpus else []
-            reason = self.no_gpu_nodes.get(leader.where["node_id"], self.no_gpus_anywhere)
-            lease = self._lease(spec, leader) if leader.shape.shares_gpus else None
+            reason = self.nodes.no_gpu_nodes.get(leader.where["node_id"], self.no_gpus_anywhere)
+            lease = self.nodes.lease(spec, leader) if leader.shape.shares_gpus else None
             ref = leader.actor.run.remote(spec, gpus, reason, proxy, lease)
             inflight[ref] = _Attempt(spec, slot_keys, leader, now())
             on_start(spec)
-
-    def _lease(self, spec: TrialSpec, slot: Slot) -> RayGpuLease | None:
-        """The lease of a GPU trial on a sharing slot (None for a CPU trial there): as many GPUs as
-        it needs of its node, capped to the node's; its agent phase sees that many of them."""
-        actor, ids = self._leases[slot.shape.node_id]
-        need = min(spec.task.gpus_needed, len(ids))
-        if need == 0:
-            return None
-        turn = next(self._lease_turn) % len(ids)
-        shown = (ids[turn:] + ids[:turn])[:need]
-        return RayGpuLease(actor, shown, f"{spec.trial_id}#{spec.attempt}", need, probe_timeout_estimate(spec))
 
     def _retry(self, outcome: TrialOutcome, spec: TrialSpec, waiting: list[tuple[float, TrialSpec]],
                llm_retries: dict[str, int], submit: Callable[[TrialSpec], None]) -> bool:
