@@ -67,12 +67,15 @@ done
 """
 
 
-# Kills everything but PID 1 (the init), the container's main `sleep infinity` and itself, and
-# prints "PID<TAB>command line" for each process it killed (zombies, whose command line is
-# empty, are not listed: they had already exited). Each round stops every process first, so
-# none can fork, or exit on its own because its child died, while the round kills and lists.
-_KILL_LEFTOVERS_SCRIPT = r"""
-keep=" 1 $$ "
+# Kills everything but PID 1 (the init), the container's main `sleep infinity`, itself and its
+# parent (the `timeout` of an exec with a deadline; outside the container's PID namespace, 0,
+# for one without), and prints "PID<TAB>command line" for each process it killed (zombies,
+# whose command line is empty, are not listed: they had already exited). Each round stops
+# every process first, so none can fork, or exit on its own because its child died, while the
+# round kills and lists. Shell text run inline by the script that runs it (not in a subshell:
+# `$$` is the script's own PID); reb_ray/between_phases.py runs it before its other steps.
+KILL_LEFTOVERS_SCRIPT = r"""
+keep=" 1 $$ $PPID "
 for d in /proc/[0-9]*; do
   p=${d#/proc/}
   if [ "$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null)" = "sleep infinity " ] && [ "$(cut -d' ' -f4 "$d/stat" 2>/dev/null)" = 1 ]; then
@@ -92,8 +95,8 @@ for round in 1 2 3; do
     kill -9 "$p" 2>/dev/null && [ -n "$cmd" ] && printf '%s\t%s\n' "$p" "$cmd"
   done
 done
-exit 0
 """
+_KILL_LEFTOVERS_SCRIPT = KILL_LEFTOVERS_SCRIPT + "exit 0\n"
 
 
 class SandboxGone(RebRayError):
