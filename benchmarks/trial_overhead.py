@@ -63,6 +63,13 @@ def timed_steps() -> dict[str, list[float]]:
     return seconds
 
 
+def bare_run(image: str) -> None:
+    """`docker run --rm IMAGE true`; raises SystemExit with Docker's message when it fails."""
+    done = subprocess.run(["docker", "run", "--rm", image, "true"], capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"docker run --rm {image} true: exit {done.returncode}: {done.stderr.strip()[:300]}")
+
+
 def main(n: int = 10) -> None:
     image = build_image(connect(), "minimal").tag
     task = next(t for t in load_suite("demo") if t.id == TASK)
@@ -76,7 +83,7 @@ def main(n: int = 10) -> None:
         if row["status"] != "scored":
             raise SystemExit(f"attempt {i}: {row['status']}: {row['failure_reason']}")
         started = time.perf_counter()
-        subprocess.run(["docker", "run", "--rm", image, "true"], check=True, capture_output=True)
+        bare_run(image)
         if i == 0:
             for values in seconds.values():
                 values.clear()
