@@ -102,6 +102,34 @@ def test_buffered_rows_reach_disk_within_the_interval_without_another_call(tmp_p
     sink.close()
 
 
+def test_a_full_part_reaches_disk_without_waiting_for_the_interval(tmp_path):
+    """Issue 12: a full part is handed to the flusher thread at once (the write does not wait
+    for its rewrite); a 60 s interval would otherwise hold it."""
+    sink = ParquetSink(tmp_path, flush_interval_s=60, part_rows=3)
+    sink.write([trial(0)], [])  # a lone write: on disk when it returns
+    sink.write([trial(n) for n in range(1, 4)], [])  # the part is full now
+    deadline = time.monotonic() + 20  # well inside the interval; the margin is for a loaded machine
+    while len(on_disk(tmp_path)) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sorted(on_disk(tmp_path)) == sorted(f"agentA/task{n}/0" for n in range(4))
+    sink.write([trial(4)], [])  # the next rows start a new part
+    sink.close()
+    sizes = sorted(pq.read_metadata(p).num_rows for p in (tmp_path / "trials" / "sweep-s1").iterdir())
+    assert sizes == [1, 4]
+
+
+def test_rows_added_while_their_part_is_being_written_are_never_lost(tmp_path):
+    """Writes race the flusher thread (interval 20 ms, tiny parts): a part filled while its
+    previous version was being written is written again, whole (a dropped one lost rows)."""
+    sink = ParquetSink(tmp_path, flush_interval_s=0.02, part_rows=7)
+    for n in range(600):
+        sink.write([trial(n)], [stage(n)] * (n % 3))
+    sink.close()
+    assert sorted(on_disk(tmp_path)) == sorted(f"agentA/task{n}/0" for n in range(600))
+    assert read_stages(tmp_path).num_rows == sum(n % 3 for n in range(600))
+    assert all(pq.read_metadata(p).num_rows >= 7 for p in sorted((tmp_path / "trials" / "sweep-s1").iterdir())[:-1])
+
+
 CHILD = """
 import sys, time
 from pathlib import Path
