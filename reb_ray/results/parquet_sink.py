@@ -42,9 +42,12 @@ DEFAULT_FLUSH_INTERVAL_S = 1.0
 DEFAULT_PART_ROWS = 250_000
 DEFAULT_PART_BYTES = 32 * 1024 * 1024
 DEFAULT_PART_AGE_S = 600.0
-# Full parts that may wait for the flusher before a write flushes itself: the backpressure
-# that bounds the buffer when rows come faster than the disk takes them.
-MAX_SEALED_PARTS = 2
+# Full parts wait for the next timed flush, so that a burst writes each row about once (a
+# flush also rewrites the open parts); past EARLY_SEALED_PARTS the flusher starts at once, and
+# past MAX_SEALED_PARTS a write flushes itself (the backpressure that bounds the buffer, at
+# most MAX_SEALED_PARTS x part_bytes, when rows come faster than the disk takes them).
+EARLY_SEALED_PARTS = 4
+MAX_SEALED_PARTS = 8
 # Rows per chunk below which a part's chunks are merged before it is written (_combined).
 MIN_CHUNK_ROWS = 512
 
@@ -114,7 +117,6 @@ class _Writer:
             if self._lock is None:
                 self._open()
             paths: list[Path] = []
-            sealed = False
             for dataset, sweep_id, table in planned:
                 part = self._part(dataset, sweep_id)
                 part.tables.append(table)
@@ -126,13 +128,12 @@ class _Writer:
                 if part.rows >= self.part_rows or part.nbytes >= self.part_bytes:
                     del self._parts[(dataset, sweep_id)]  # full: the next rows start a new part
                     self._sealed.append(part)
-                    sealed = True
             now = time.monotonic()
             idle = not self._flushing.locked() and self._due is None and now - self._last_flush >= self.flush_interval_s
             sync = (self.flush_interval_s == 0 or self._error is not None or idle
                     or len(self._sealed) > MAX_SEALED_PARTS)
-            if not sync:
-                self._schedule(now if sealed else None)
+            if not sync:  # full parts wait for the timed flush, unless they pile up
+                self._schedule(now if len(self._sealed) > EARLY_SEALED_PARTS else None)
         if sync:
             self.flush()
         return paths
@@ -218,7 +219,7 @@ class _Writer:
                     if not part.dirty and started - part.opened >= self.part_age_s:
                         del self._parts[key]  # closed: the next rows start a new part
                 if self._sealed or any(p.dirty for p in self._parts.values()):
-                    self._schedule(started if self._sealed else None)
+                    self._schedule(started if len(self._sealed) > EARLY_SEALED_PARTS else None)
 
     @staticmethod
     def _combined(tables: list[pa.Table]) -> pa.Table:

@@ -102,20 +102,25 @@ def test_buffered_rows_reach_disk_within_the_interval_without_another_call(tmp_p
     sink.close()
 
 
-def test_a_full_part_reaches_disk_without_waiting_for_the_interval(tmp_path):
-    """Issue 12: a full part is handed to the flusher thread at once (the write does not wait
-    for its rewrite); a 60 s interval would otherwise hold it."""
-    sink = ParquetSink(tmp_path, flush_interval_s=60, part_rows=3)
+def test_full_parts_that_pile_up_are_written_without_waiting_for_the_interval(tmp_path):
+    """Issue 12: a full part waits for the next timed flush (so a burst writes each row about
+    once), but once more than EARLY_SEALED_PARTS wait, the flusher starts at once: a 60 s
+    interval would otherwise hold them. Each part keeps exactly its rows."""
+    from reb_ray.results.parquet_sink import EARLY_SEALED_PARTS
+
+    sink = ParquetSink(tmp_path, flush_interval_s=60, part_rows=2)
     sink.write([trial(0)], [])  # a lone write: on disk when it returns
-    sink.write([trial(n) for n in range(1, 4)], [])  # the part is full now
+    for n in range(1, 2 * (EARLY_SEALED_PARTS + 1) + 1):
+        sink.write([trial(n)], [])  # every second write fills a part
     deadline = time.monotonic() + 20  # well inside the interval; the margin is for a loaded machine
-    while len(on_disk(tmp_path)) < 4 and time.monotonic() < deadline:
+    while len(on_disk(tmp_path)) < 2 * (EARLY_SEALED_PARTS + 1) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert sorted(on_disk(tmp_path)) == sorted(f"agentA/task{n}/0" for n in range(4))
-    sink.write([trial(4)], [])  # the next rows start a new part
+    assert len(on_disk(tmp_path)) >= 2 * (EARLY_SEALED_PARTS + 1)
     sink.close()
-    sizes = sorted(pq.read_metadata(p).num_rows for p in (tmp_path / "trials" / "sweep-s1").iterdir())
-    assert sizes == [1, 4]
+    written = 2 * (EARLY_SEALED_PARTS + 1) + 1
+    assert sorted(on_disk(tmp_path)) == sorted(f"agentA/task{n}/0" for n in range(written))
+    sizes = [pq.read_metadata(p).num_rows for p in sorted((tmp_path / "trials" / "sweep-s1").iterdir())]
+    assert sizes == [2] * (EARLY_SEALED_PARTS + 1) + [1]
 
 
 def test_rows_added_while_their_part_is_being_written_are_never_lost(tmp_path):
