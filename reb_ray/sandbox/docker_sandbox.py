@@ -305,15 +305,20 @@ class DockerSandbox(Sandbox):
             self._put_archive(f, dest_dir, archive)
 
     def _put_archive(self, archive: Any, directory: str, name: Path | None = None) -> None:
-        """Unpack the tar stream `archive` (a seekable file) into sandbox `directory`. The
-        directory is made (`mkdir -p`, one exec) only when the daemon says it is missing: it
-        usually exists (the workdir), and that exec was a tenth of a second per put (issue 12)."""
+        """Unpack the tar stream `archive` (a seekable file) into sandbox `directory`, made
+        first with `mkdir -p` (one exec) unless it is the workdir (Docker made it) or `/`: that
+        exec was a tenth of a second of each trial's repository copy (issue 12). A workdir that
+        is gone after all (the agent removed it) is made then, and the archive sent again; a
+        missing directory is never found out by sending a large archive twice."""
+        assumed = directory.rstrip("/") in ("", self.workdir.rstrip("/"))
+        if not assumed:
+            self._must(["mkdir", "-p", directory])
         for attempt in range(2):
             archive.seek(0)
             try:
                 accepted = self._client.api.put_archive(self.id, directory, archive)
             except (NotFound, APIError) as exc:
-                if attempt or not _missing_directory(exc):
+                if attempt or not assumed or not _missing_directory(exc):
                     if isinstance(exc, NotFound):
                         raise SandboxGone(f"sandbox {self.id[:12]} is gone") from None
                     raise RebRayError(f"sandbox {self.id[:12]}: cannot unpack into {directory}: {exc.explanation}") from None
@@ -373,7 +378,7 @@ class DockerSandbox(Sandbox):
                 raise RebRayError(f"sandbox {self.id[:12]}: unreadable archive of {src}: {exc}") from exc
 
     def _must(self, argv: list[str]) -> None:
-        result = self.exec(argv, timeout=60)
+        result = self.exec(argv, timeout=60, workdir="/")  # also when the agent removed the workdir
         if not result.ok:
             raise RebRayError(f"sandbox {self.id[:12]}: {' '.join(argv)} failed: {result.output.strip()[:200]}")
 

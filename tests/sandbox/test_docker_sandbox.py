@@ -108,15 +108,16 @@ def test_size_falls_back_to_upperdir_walk(docker_client, sandbox_image):
         assert primary.method == "docker_size_rw" and abs(primary.bytes - fallback.bytes) < 1_000_000
 
 
-def test_put_needs_no_exec_into_an_existing_directory_and_errors_stay_one_line(docker_client, sandbox_image, tmp_path):
-    """Issue 12: `put` unpacks straight into the directory (the `mkdir -p` exec only when the
-    daemon says it is missing); a file in the way is a RebRayError, a removed sandbox SandboxGone."""
+def test_put_into_the_workdir_needs_no_exec_and_errors_stay_one_line(docker_client, sandbox_image, tmp_path):
+    """Issue 12: `put` into the workdir unpacks straight away (no `mkdir -p` exec; a workdir the
+    agent removed is made then); elsewhere the directory is made first; a file in the way is a
+    RebRayError, a removed sandbox SandboxGone."""
+    import time
+
     from reb_ray.sandbox.docker_sandbox import SandboxGone
 
     (tmp_path / "x.txt").write_text("x")
     with DockerSandbox(SandboxConfig(image=sandbox_image, sweep_id="test"), docker_client) as sb:
-        import time
-
         since = time.time() - 1
 
         def execs() -> int:  # the daemon's own record: its exec_create events for the container
@@ -126,8 +127,11 @@ def test_put_needs_no_exec_into_an_existing_directory_and_errors_stay_one_line(d
 
         sb.put(tmp_path / "x.txt", f"{sb.workdir}/x.txt")
         assert execs() == 0
-        sb.put(tmp_path / "x.txt", f"{sb.workdir}/a/b/x.txt")  # missing: made, then unpacked
+        sb.put(tmp_path / "x.txt", f"{sb.workdir}/a/b/x.txt")  # elsewhere: made, then unpacked
         assert execs() == 1 and sb.exec(["cat", f"{sb.workdir}/a/b/x.txt"]).output == "x"
+        assert sb.exec(["rm", "-rf", sb.workdir]).ok
+        sb.put(tmp_path / "x.txt", f"{sb.workdir}/x.txt")  # the workdir is gone: made after all
+        assert sb.exec(["cat", f"{sb.workdir}/x.txt"]).output == "x"
         with pytest.raises(RebRayError, match="mkdir -p /work/x.txt/y failed") as raised:
             sb.put(tmp_path / "x.txt", f"{sb.workdir}/x.txt/y/z.txt")  # a file where a directory should be
         assert not isinstance(raised.value, SandboxGone)
