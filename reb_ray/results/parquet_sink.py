@@ -11,12 +11,18 @@ part) once it holds `part_rows` rows or `part_bytes` bytes of Arrow data, or is 
 seconds old. So a sweep of N trials leaves about N * row bytes / part_bytes files, not one per
 attempt, and `reb-ray compact` (run at every sweep's end) merges them into a few.
 
-The crash bound. `write` flushes before it returns when the last flush is at least
-`flush_interval_s` old (so a lone trial end is on disk at once), else a background thread
-flushes at most `flush_interval_s` after the last flush: a crash (SIGKILL included) loses at
-most the rows of that interval, and never leaves a torn or half-renamed file. A reader in this
-process sees the rows at once (reb_ray.results.read flushes live sinks of its directory first).
-`close()` (or leaving a `with` block, or the process exiting normally) flushes the rest.
+The crash bound. `write` flushes before it returns when the sink was idle (no flush running
+or due, the last one at least `flush_interval_s` old), so a lone trial end is on disk at once.
+Otherwise (a burst) a background thread flushes at most `flush_interval_s` after the last
+flush, while writes go on converting: a crash (SIGKILL included) loses at most the rows of
+that interval (plus the flush under way), and never leaves a torn or half-renamed file. A
+part that fills up is closed at once and waits for that flush, so a burst writes each row
+about once; more than EARLY_SEALED_PARTS full parts start the flush at once, and more than
+MAX_SEALED_PARTS make a write flush itself (the buffer's bound). Within a flush trials parts
+(and their index) are written before stages parts, so a stage row on disk always has its trial
+row there. A reader in this process sees the rows at once (reb_ray.results.read flushes live
+sinks of its directory first). `close()` (or leaving a `with` block, or the process exiting
+normally) flushes the rest.
 """
 
 from __future__ import annotations
@@ -304,7 +310,7 @@ class ParquetSink:
 
     def write(self, trial_rows: list[dict], stage_rows: list[dict]) -> list[Path]:
         """Add trial rows (TRIALS_SCHEMA) and stage rows (STAGES_SCHEMA); on disk within
-        `flush_interval_s` seconds (at once when the last flush is that old).
+        `flush_interval_s` seconds (at once when the sink was idle: module docstring).
 
         Both lists are validated and converted before anything is buffered. Every row needs a
         non-empty string `sweep_id`, a `trial_id` and an `attempt`; other missing keys are
