@@ -140,6 +140,9 @@ def settle(sandbox: Sandbox, report_path: str, repo_dir: str, limit: int = MAX_R
             return _one_exec(sandbox, report_path, repo_dir, limit)
         except _Partial as partial:  # the kill ran and was listed: do not run it again blind
             stopped = partial.stopped
+            if partial.timed_out:  # git hung (a tracked file made a FIFO): do not wait twice
+                report, error = _read_report(sandbox, report_path, limit)
+                return Settled(stopped, report, error, None)
         except (RebRayError, _Malformed):
             pass
         if stopped is not None:
@@ -166,9 +169,10 @@ def _read_report(sandbox: Sandbox, report_path: str, limit: int) -> tuple[bytes 
 class _Partial(Exception):
     """The kill's listing parsed but a later section did not."""
 
-    def __init__(self, stopped: list[str]) -> None:
+    def __init__(self, stopped: list[str], timed_out: bool = False) -> None:
         super().__init__("partial answer")
         self.stopped = stopped
+        self.timed_out = timed_out
 
 
 def _one_exec(sandbox: Sandbox, report_path: str, repo_dir: str, limit: int) -> Settled:
@@ -186,7 +190,7 @@ def _one_exec(sandbox: Sandbox, report_path: str, repo_dir: str, limit: int) -> 
         raise _Malformed("no end of the kill's listing")
     stopped = killed_commands(data[:cut].decode(errors="replace"))
     if answer.overflow or not result.ok:
-        raise _Partial(stopped)
+        raise _Partial(stopped, result.timed_out)
     try:
         report, error, state = _parse_rest(data[cut + len(kill_end):], nonce, report_path, limit)
     except _Malformed:

@@ -132,3 +132,18 @@ def test_an_answer_over_its_bound_is_not_trusted_and_the_steps_finish(docker_san
     assert not got.one_exec and len(got.stopped) == 3
     assert got.report.endswith(b'n"}') and len(got.report) > 3000
     assert set(got.state) == {"a.py", "b.py"}
+
+
+def test_a_script_that_hangs_is_cut_at_its_deadline_and_not_waited_for_twice(docker_sandbox, tmp_path, monkeypatch):
+    """An agent that replaced git with a program that never ends: the one exec's deadline
+    fires, the kill's listing and the report are kept, the tracked state is unknown (null),
+    and the steps do not run git again for another deadline."""
+    sb = docker_sandbox()
+    repo_dir = _agent_was_here(sb, tmp_path)
+    assert sb.exec(["sh", "-c", 'printf "#!/bin/sh\\nsleep 1000\\n" > "$(command -v git)"']).ok
+    monkeypatch.setattr(between_phases, "SETTLE_TIMEOUT_S", 3.0)
+    started = time.monotonic()
+    got = settle(sb, REPORT, repo_dir)
+    assert time.monotonic() - started < 60  # tracked_state's own deadline is 120 s
+    assert (got.one_exec, got.state, len(got.stopped)) == (False, None, 3)
+    assert got.report == b'{"python_path": "/usr/bin/python3"}'
