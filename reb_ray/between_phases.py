@@ -30,12 +30,16 @@ import base64
 import binascii
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from reb_ray.errors import RebRayError
 from reb_ray.models.report import MAX_REPORT_BYTES
 from reb_ray.repo_state import STATE_SCRIPT, parse_state, tracked_state
 from reb_ray.sandbox import Sandbox, UnreadableFile
 from reb_ray.sandbox.base import DEFAULT_READ_LIMIT
+
+if TYPE_CHECKING:
+    from reb_ray.sandbox.docker_sandbox import DockerSandbox
 
 #: Bytes of the script's answer kept at most: the report (base64), the tracked-state listing
 #: (bounded like `tracked_state`'s file read) and the leftovers' listing.
@@ -132,7 +136,7 @@ def settle(sandbox: Sandbox, report_path: str, repo_dir: str, limit: int = MAX_R
     `repo_dir`: one exec in a Docker sandbox, else (or when that fails) step by step. Never
     raises for what the agent did; raises RebRayError only as the steps do (the report read
     of a sandbox whose daemon fails)."""
-    from reb_ray.sandbox.docker_sandbox import DockerSandbox  # the docker SDK only where it is used
+    from reb_ray.sandbox.docker_sandbox import DockerSandbox  # noqa: F811 - the docker SDK is imported only here
 
     if isinstance(sandbox, DockerSandbox):
         stopped: list[str] | None = None
@@ -140,7 +144,7 @@ def settle(sandbox: Sandbox, report_path: str, repo_dir: str, limit: int = MAX_R
             return _one_exec(sandbox, report_path, repo_dir, limit)
         except _Partial as partial:  # the kill ran and was listed: do not run it again blind
             stopped = partial.stopped
-            if partial.timed_out:  # git hung (a tracked file made a FIFO): do not wait twice
+            if partial.timed_out:  # e.g. git hung (the agent replaced it): do not wait twice
                 report, error = _read_report(sandbox, report_path, limit)
                 return Settled(stopped, report, error, None)
         except (RebRayError, _Malformed):
@@ -175,7 +179,7 @@ class _Partial(Exception):
         self.timed_out = timed_out
 
 
-def _one_exec(sandbox: Sandbox, report_path: str, repo_dir: str, limit: int) -> Settled:
+def _one_exec(sandbox: DockerSandbox, report_path: str, repo_dir: str, limit: int) -> Settled:
     from reb_ray.sandbox.docker_sandbox import KILL_LEFTOVERS_SCRIPT, killed_commands
 
     nonce = uuid.uuid4().hex
