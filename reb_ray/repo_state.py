@@ -17,7 +17,7 @@ from reb_ray.sandbox import Sandbox, UnreadableFile
 # differs. `-z` keeps paths unquoted (a newline in a path is not supported). A file, not
 # stdout: an agent that rewrote every file would overflow the bounded exec output. Exits
 # non-zero when git cannot read the repository.
-_STATE_SCRIPT = r"""
+STATE_SCRIPT = r"""
 cd "$1" || exit 3
 git -c safe.directory='*' status --porcelain -z --untracked-files=no --no-renames > "$2.z" || exit 4
 if [ ! -s "$2.z" ]; then rm -f "$2.z"; echo clean; exit 0; fi
@@ -44,17 +44,20 @@ def tracked_state(sandbox: Sandbox, repo_dir: str, timeout: float = 120) -> dict
     """
     listing = f"{repo_dir.rstrip('/')}.reb-ray-state"  # beside the repository, never inside it
     try:
-        result = sandbox.exec(["/bin/sh", "-c", _STATE_SCRIPT, "repo-state", repo_dir, listing], timeout=timeout)
+        result = sandbox.exec(["/bin/sh", "-c", STATE_SCRIPT, "repo-state", repo_dir, listing], timeout=timeout)
         if result.ok and result.output.strip() == "clean":  # the usual case: two round trips saved
             return {}
         data = sandbox.read_bytes(listing) if result.ok else None
         sandbox.exec(["rm", "-f", listing, f"{listing}.z"], timeout=60)
     except (RebRayError, FileNotFoundError, UnreadableFile):  # the agent may have planted a link or FIFO there
         return None
-    if data is None:
-        return None
+    return None if data is None else parse_state(data)
+
+
+def parse_state(listing: bytes) -> dict[str, str]:
+    """{path: blob hash | "missing" | "unreadable"} from STATE_SCRIPT's "HASH<TAB>PATH" lines."""
     state: dict[str, str] = {}
-    for line in data.decode(errors="replace").splitlines():
+    for line in listing.decode(errors="replace").splitlines():
         digest, sep, path = line.partition("\t")
         if sep and path:
             state[path] = digest

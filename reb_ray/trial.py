@@ -30,6 +30,7 @@ from reb_ray.agents.toolchain_mount import NoSlot, toolchain_slot
 from reb_ray import artifacts
 from reb_ray.artifacts import TrialArtifacts
 from reb_ray.assets import missing_by_stage
+from reb_ray.between_phases import settle
 from reb_ray.errors import InfraError, RebRayError
 from reb_ray.gpu_lease import GpuLease
 from reb_ray.grading.unmeasured import PROBE_STAGES, agent_failed
@@ -271,36 +272,38 @@ def _fill_package_cache(rec: TrialRecorder, spec: TrialSpec, config: SandboxConf
 
 def _between_phases(rec: TrialRecorder, sandbox: Sandbox, report_path: str, repo_dir: str,
                     baseline: dict[str, str] | None) -> Report | None:
-    """Stop everything the agent left running, copy the report out, record repo changes.
+    """Stop everything the agent left running, copy the report out, record repo changes
+    (reb_ray/between_phases.py: one exec in a Docker sandbox).
 
     Leftovers are stopped first so nothing swaps the report while it is read; a report that is
     not a regular file (a symlink, FIFO, directory) or is over MAX_REPORT_BYTES is the agent's
     invalid_report, never a harness error.
     """
-    stopped = sandbox.kill_leftovers()
+    settled = settle(sandbox, report_path, repo_dir, MAX_REPORT_BYTES)
+    stopped = settled.stopped
     rec.row.update(leftover_processes=None if stopped is None else len(stopped),
                    leftover_commands=None if stopped is None else [c[:LEFTOVER_CHARS] for c in stopped[:LEFTOVERS_KEPT]])
-    data, written = None, True
-    try:
-        data = sandbox.read_bytes(report_path, limit=MAX_REPORT_BYTES)
+    data, written = settled.report, not isinstance(settled.report_error, FileNotFoundError)
+    if isinstance(settled.report_error, UnreadableFile):
+        status, report, reason = "invalid_report", None, str(settled.report_error)
+    else:
         status, report, reason = parse_report(data)
-    except FileNotFoundError:
-        written = False
-        status, report, reason = parse_report(None)
-    except UnreadableFile as exc:
-        status, report, reason = "invalid_report", None, str(exc)
     rec.row.update(report_status=status, report_python_path=report.python_path if report else None,
                    report_source=rec.row.get("report_source") or ("agent_file" if written else "none"))
     rec.stage("report", "success" if report else "failure", reason=reason, failure_category=None if report else status,
               raw=data.decode(errors="replace") if data else None)
-    _record_repo_changes(rec, sandbox, repo_dir, baseline)
+    _record_changes(rec, baseline, settled.state)
     return report
 
 
 def _record_repo_changes(rec: TrialRecorder, sandbox: Sandbox, repo_dir: str, baseline: dict[str, str] | None) -> None:
     """Tracked files the agent modified or deleted, against `baseline`, the state before the
     agent phase (recorded, never fatal; unknown stays null when either state is unknown)."""
-    after = tracked_state(sandbox, repo_dir)
+    _record_changes(rec, baseline, tracked_state(sandbox, repo_dir))
+
+
+def _record_changes(rec: TrialRecorder, baseline: dict[str, str] | None, after: dict[str, str] | None) -> None:
+    """Record `repo_modified(_files)` from the states before and after the agent phase."""
     if baseline is None or after is None:
         return
     files = changed_since(baseline, after)

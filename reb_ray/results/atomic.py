@@ -31,10 +31,15 @@ def write_temp(table: pa.Table, tmp: Path, row_group_size: int | None = None) ->
     """Write `table` to `tmp` as Parquet and fsync it; a failed write removes `tmp`.
     Raises OSError / pyarrow errors from the write."""
     try:
-        with open(tmp, "wb") as f:
+        # Arrow's own file, not a Python one: a Python file takes the GIL for every page the
+        # writer emits, so a flusher thread's write crawled while another thread converted rows.
+        with pa.OSFile(str(tmp), "wb") as f:
             pq.write_table(table, f, row_group_size=row_group_size)
-            f.flush()
-            os.fsync(f.fileno())
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # flushes the file's pages whatever the descriptor's mode
+        finally:
+            os.close(fd)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

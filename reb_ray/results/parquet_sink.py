@@ -11,12 +11,18 @@ part) once it holds `part_rows` rows or `part_bytes` bytes of Arrow data, or is 
 seconds old. So a sweep of N trials leaves about N * row bytes / part_bytes files, not one per
 attempt, and `reb-ray compact` (run at every sweep's end) merges them into a few.
 
-The crash bound. `write` flushes before it returns when the last flush is at least
-`flush_interval_s` old (so a lone trial end is on disk at once), else a background thread
-flushes at most `flush_interval_s` after the last flush: a crash (SIGKILL included) loses at
-most the rows of that interval, and never leaves a torn or half-renamed file. A reader in this
-process sees the rows at once (reb_ray.results.read flushes live sinks of its directory first).
-`close()` (or leaving a `with` block, or the process exiting normally) flushes the rest.
+The crash bound. `write` flushes before it returns when the sink was idle (no flush running
+or due, the last one at least `flush_interval_s` old), so a lone trial end is on disk at once.
+Otherwise (a burst) a background thread flushes at most `flush_interval_s` after the last
+flush, while writes go on converting: a crash (SIGKILL included) loses at most the rows of
+that interval (plus the flush under way), and never leaves a torn or half-renamed file. A
+part that fills up is closed at once and waits for that flush, so a burst writes each row
+about once; more than EARLY_SEALED_PARTS full parts start the flush at once, and more than
+MAX_SEALED_PARTS make a write flush itself (the buffer's bound). Within a flush trials parts
+(and their index) are written before stages parts, so a stage row on disk always has its trial
+row there. A reader in this process sees the rows at once (reb_ray.results.read flushes live
+sinks of its directory first). `close()` (or leaving a `with` block, or the process exiting
+normally) flushes the rest.
 """
 
 from __future__ import annotations
@@ -42,6 +48,14 @@ DEFAULT_FLUSH_INTERVAL_S = 1.0
 DEFAULT_PART_ROWS = 250_000
 DEFAULT_PART_BYTES = 32 * 1024 * 1024
 DEFAULT_PART_AGE_S = 600.0
+# Full parts wait for the next timed flush, so that a burst writes each row about once (a
+# flush also rewrites the open parts); past EARLY_SEALED_PARTS the flusher starts at once, and
+# past MAX_SEALED_PARTS a write flushes itself (the backpressure that bounds the buffer, at
+# most MAX_SEALED_PARTS x part_bytes, when rows come faster than the disk takes them).
+EARLY_SEALED_PARTS = 4
+MAX_SEALED_PARTS = 8
+# Rows per chunk below which a part's chunks are merged before it is written (_combined).
+MIN_CHUNK_ROWS = 512
 
 
 @dataclass
@@ -89,6 +103,7 @@ class _Writer:
         self._cond = threading.Condition()
         self._flushing = threading.Lock()
         self._parts: dict[tuple[str, str], _Part] = {}
+        self._sealed: list[_Part] = []  # full parts whose last version is not yet written
         self._seq = 0
         self._last_flush = float("-inf")
         self._due: float | None = None
@@ -108,20 +123,24 @@ class _Writer:
             if self._lock is None:
                 self._open()
             paths: list[Path] = []
-            full = False
             for dataset, sweep_id, table in planned:
                 part = self._part(dataset, sweep_id)
                 part.tables.append(table)
                 part.rows += table.num_rows
                 part.nbytes += table.get_total_buffer_size()  # O(columns); .nbytes walks every buffer
                 part.dirty = True
-                full |= part.rows >= self.part_rows or part.nbytes >= self.part_bytes
                 if part.path not in paths:
                     paths.append(part.path)
-            now = full or self._error is not None or time.monotonic() - self._last_flush >= self.flush_interval_s
-            if not now:
-                self._schedule()
-        if now:
+                if part.rows >= self.part_rows or part.nbytes >= self.part_bytes:
+                    del self._parts[(dataset, sweep_id)]  # full: the next rows start a new part
+                    self._sealed.append(part)
+            now = time.monotonic()
+            idle = not self._flushing.locked() and self._due is None and now - self._last_flush >= self.flush_interval_s
+            sync = (self.flush_interval_s == 0 or self._error is not None or idle
+                    or len(self._sealed) > MAX_SEALED_PARTS)
+            if not sync:  # full parts wait for the timed flush, unless they pile up
+                self._schedule(now if len(self._sealed) > EARLY_SEALED_PARTS else None)
+        if sync:
             self.flush()
         return paths
 
@@ -143,10 +162,11 @@ class _Writer:
             self._parts[(dataset, sweep_id)] = part
         return part
 
-    def _schedule(self) -> None:
-        """Called with `_cond` held: make sure a flush happens by last flush + interval."""
-        if self._due is None:
-            self._due = self._last_flush + self.flush_interval_s
+    def _schedule(self, at: float | None = None) -> None:
+        """Called with `_cond` held: make sure a flush happens by `at` (monotonic seconds;
+        default: last flush + interval)."""
+        at = self._last_flush + self.flush_interval_s if at is None else at
+        self._due = at if self._due is None else min(self._due, at)
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name=f"reb-ray sink {self.writer_id}", daemon=True)
             self._thread.start()
@@ -167,20 +187,29 @@ class _Writer:
                     self._due = None
 
     def flush(self) -> None:
-        """Write every dirty open part (trials and their index first, then stages), then close
-        the parts that are full or old. Raises OSError (also kept for the next write) when a
-        write fails; the rows stay buffered."""
+        """Write every full part not yet written and every dirty open part (trials and their
+        index first, then stages), then close the open parts that are old. Raises OSError
+        (also kept for the next write) when a write fails; the rows stay buffered.
+
+        The buffer lock is held only to take the snapshot and to put the combined chunks back:
+        concatenating and encoding run while the caller's thread converts its next batch
+        (pyarrow releases the GIL for both)."""
         with self._flushing:
             started = time.monotonic()
             with self._cond:
                 order = {TRIALS_DIR: 0, STAGES_DIR: 1}
-                dirty = sorted((p for p in self._parts.values() if p.dirty), key=lambda p: order[p.dataset])
-                snapshot = [(part, self._combined(part)) for part in dirty]
-                for part, _ in snapshot:
+                dirty = [*self._sealed, *(p for p in self._parts.values() if p.dirty)]
+                dirty.sort(key=lambda p: order[p.dataset])  # stable: full parts (older) first
+                snapshot = [(part, list(part.tables)) for part in dirty]
+                for part in dirty:
                     part.dirty = False  # rows added from here on make it dirty again
                 self._due = None
             try:
-                for part, table in snapshot:
+                combined = [(part, self._combined(tables), len(tables)) for part, tables in snapshot]
+                with self._cond:
+                    for part, table, count in combined:
+                        part.tables[:count] = [table]  # chunks appended meanwhile stay after it
+                for part, table, _ in combined:
                     self._write(part, table)
             except BaseException as exc:
                 with self._cond:
@@ -191,20 +220,23 @@ class _Writer:
             with self._cond:
                 self._error = None
                 self._last_flush = started
+                self._sealed = [p for p in self._sealed if p.dirty]  # rows added meanwhile: written next time
                 for key, part in list(self._parts.items()):
-                    old = started - part.opened >= self.part_age_s
-                    if not part.dirty and (part.rows >= self.part_rows or part.nbytes >= self.part_bytes or old):
+                    if not part.dirty and started - part.opened >= self.part_age_s:
                         del self._parts[key]  # closed: the next rows start a new part
-                if any(p.dirty for p in self._parts.values()):
-                    self._schedule()
+                if self._sealed or any(p.dirty for p in self._parts.values()):
+                    self._schedule(started if len(self._sealed) > EARLY_SEALED_PARTS else None)
 
     @staticmethod
-    def _combined(part: _Part) -> pa.Table:
-        """The part's rows as one table of one chunk (so a rewrite does not walk every write's
-        chunk); called with `_cond` held."""
-        if len(part.tables) > 1:
-            part.tables = [pa.concat_tables(part.tables).combine_chunks()]
-        return part.tables[0]
+    def _combined(tables: list[pa.Table]) -> pa.Table:
+        """A part's chunks as one table; called without `_cond` held. Chunks of a batched
+        write are kept as they are (no copy: a Parquet write of 1,000-row chunks costs what one
+        chunk does), small ones (one trial per write) merged into one, since a write walks each
+        chunk of each column (600 one-trial chunks write 7x slower than one)."""
+        if len(tables) == 1:
+            return tables[0]
+        table = pa.concat_tables(tables)
+        return table.combine_chunks() if table.num_rows < len(tables) * MIN_CHUNK_ROWS else table
 
     def _write(self, part: _Part, table: pa.Table) -> None:
         stat = write_atomic(table, part.path, self.output_dir)
@@ -226,6 +258,7 @@ class _Writer:
                 self._closed = True
                 self._cond.notify_all()
                 self._parts.clear()
+                self._sealed.clear()
                 if self._lock is not None:
                     self._lock.release()
                     self._lock = None
@@ -277,7 +310,7 @@ class ParquetSink:
 
     def write(self, trial_rows: list[dict], stage_rows: list[dict]) -> list[Path]:
         """Add trial rows (TRIALS_SCHEMA) and stage rows (STAGES_SCHEMA); on disk within
-        `flush_interval_s` seconds (at once when the last flush is that old).
+        `flush_interval_s` seconds (at once when the sink was idle: module docstring).
 
         Both lists are validated and converted before anything is buffered. Every row needs a
         non-empty string `sweep_id`, a `trial_id` and an `attempt`; other missing keys are

@@ -68,12 +68,15 @@ done
 """
 
 
-# Kills everything but PID 1 (the init), the container's main `sleep infinity` and itself, and
-# prints "PID<TAB>command line" for each process it killed (zombies, whose command line is
-# empty, are not listed: they had already exited). Each round stops every process first, so
-# none can fork, or exit on its own because its child died, while the round kills and lists.
-_KILL_LEFTOVERS_SCRIPT = r"""
-keep=" 1 $$ "
+# Kills everything but PID 1 (the init), the container's main `sleep infinity`, itself and its
+# parent (the `timeout` of an exec with a deadline; outside the container's PID namespace, 0,
+# for one without), and prints "PID<TAB>command line" for each process it killed (zombies,
+# whose command line is empty, are not listed: they had already exited). Each round stops
+# every process first, so none can fork, or exit on its own because its child died, while the
+# round kills and lists. Shell text run inline by the script that runs it (not in a subshell:
+# `$$` is the script's own PID); reb_ray/between_phases.py runs it before its other steps.
+KILL_LEFTOVERS_SCRIPT = r"""
+keep=" 1 $$ $PPID "
 for d in /proc/[0-9]*; do
   p=${d#/proc/}
   if [ "$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null)" = "sleep infinity " ] && [ "$(cut -d' ' -f4 "$d/stat" 2>/dev/null)" = 1 ]; then
@@ -93,8 +96,8 @@ for round in 1 2 3; do
     kill -9 "$p" 2>/dev/null && [ -n "$cmd" ] && printf '%s\t%s\n' "$p" "$cmd"
   done
 done
-exit 0
 """
+_KILL_LEFTOVERS_SCRIPT = KILL_LEFTOVERS_SCRIPT + "exit 0\n"
 
 
 class SandboxGone(RebRayError):
@@ -251,8 +254,8 @@ class DockerSandbox(Sandbox):
         poll = 0.01
         while True:
             reader.join(poll)
-            running = api.exec_inspect(exec_id)["Running"]
-            if not running:
+            inspected = api.exec_inspect(exec_id)
+            if not inspected["Running"]:
                 # A background child may still hold the stream open: drain what is in flight, then stop.
                 out.wait_for_reader(reader)
                 break
@@ -263,7 +266,8 @@ class DockerSandbox(Sandbox):
             poll = min(poll * 2, 0.25)
         duration = time.monotonic() - start
         stream.close()
-        exit_code = api.exec_inspect(exec_id)["ExitCode"]
+        # The inspect that saw it end holds its exit code: no second round trip (issue 12).
+        exit_code = None if forced else inspected["ExitCode"]
         timed_out = forced or (
             timeout is not None and exit_code in (124, 137) and duration >= timeout * 0.98
         )
@@ -301,25 +305,38 @@ class DockerSandbox(Sandbox):
             raise FileNotFoundError(f"{src} does not exist")
         dest = posixpath.join(self.workdir, dest) if not dest.startswith("/") else dest
         parent = posixpath.dirname(dest.rstrip("/")) or "/"
-        self._must(["mkdir", "-p", parent])
         with tempfile.TemporaryFile() as buf:
             with tarfile.open(fileobj=buf, mode="w") as tar:
                 tar.add(str(src), arcname=posixpath.basename(dest.rstrip("/")))
-            buf.seek(0)
-            try:
-                self._client.api.put_archive(self.id, parent, buf)
-            except NotFound:
-                raise SandboxGone(f"sandbox {self.id[:12]} is gone") from None
+            self._put_archive(buf, parent)
 
     def put_tar(self, archive: Path, dest_dir: str) -> None:
-        self._must(["mkdir", "-p", dest_dir])
         with Path(archive).open("rb") as f:
+            self._put_archive(f, dest_dir, archive)
+
+    def _put_archive(self, archive: Any, directory: str, name: Path | None = None) -> None:
+        """Unpack the tar stream `archive` (a seekable file) into sandbox `directory`, made
+        first with `mkdir -p` (one exec) unless it is the workdir (Docker made it) or `/`: that
+        exec was a tenth of a second of each trial's repository copy (issue 12). A workdir that
+        is gone after all (the agent removed it) is made then, and the archive sent again; a
+        missing directory is never found out by sending a large archive twice."""
+        assumed = directory.rstrip("/") in ("", self.workdir.rstrip("/"))
+        if not assumed:
+            self._must(["mkdir", "-p", directory])
+        for attempt in range(2):
+            archive.seek(0)
             try:
-                accepted = self._client.api.put_archive(self.id, dest_dir, f)
-            except NotFound:
-                raise SandboxGone(f"sandbox {self.id[:12]} is gone") from None
-        if not accepted:
-            raise RebRayError(f"sandbox {self.id[:12]}: the daemon refused the archive {archive}")
+                accepted = self._client.api.put_archive(self.id, directory, archive)
+            except (NotFound, APIError) as exc:
+                if attempt or not assumed or not _missing_directory(exc):
+                    if isinstance(exc, NotFound):
+                        raise SandboxGone(f"sandbox {self.id[:12]} is gone") from None
+                    raise RebRayError(f"sandbox {self.id[:12]}: cannot unpack into {directory}: {exc.explanation}") from None
+                self._must(["mkdir", "-p", directory])  # raises SandboxGone when the sandbox is
+                continue
+            if not accepted:
+                raise RebRayError(f"sandbox {self.id[:12]}: the daemon refused the archive {name or '(tar)'}")
+            return
 
     def get(self, src: str, dest: Path | str) -> None:
         dest = Path(dest)
@@ -371,7 +388,7 @@ class DockerSandbox(Sandbox):
                 raise RebRayError(f"sandbox {self.id[:12]}: unreadable archive of {src}: {exc}") from exc
 
     def _must(self, argv: list[str]) -> None:
-        result = self.exec(argv, timeout=60)
+        result = self.exec(argv, timeout=60, workdir="/")  # also when the agent removed the workdir
         if not result.ok:
             raise RebRayError(f"sandbox {self.id[:12]}: {' '.join(argv)} failed: {result.output.strip()[:200]}")
 
@@ -401,6 +418,13 @@ class DockerSandbox(Sandbox):
         if upper and os.path.isdir(upper):
             return SandboxSize(bytes=tree_bytes(Path(upper)), method="upperdir_walk")
         return SandboxSize(bytes=None, method="unavailable")
+
+
+def _missing_directory(exc: DockerException) -> bool:
+    """The daemon's answer to an archive put into a directory that is not there (or not a
+    directory), as against a container that is gone."""
+    text = str(getattr(exc, "explanation", "") or exc).lower()
+    return "no such container" not in text
 
 
 def killed_commands(listing: str) -> list[str]:

@@ -102,6 +102,39 @@ def test_buffered_rows_reach_disk_within_the_interval_without_another_call(tmp_p
     sink.close()
 
 
+def test_full_parts_that_pile_up_are_written_without_waiting_for_the_interval(tmp_path):
+    """Issue 12: a full part waits for the next timed flush (so a burst writes each row about
+    once), but once more than EARLY_SEALED_PARTS wait, the flusher starts at once: a 60 s
+    interval would otherwise hold them. Each part keeps exactly its rows."""
+    from reb_ray.results.parquet_sink import EARLY_SEALED_PARTS
+
+    sink = ParquetSink(tmp_path, flush_interval_s=60, part_rows=2)
+    sink.write([trial(0)], [])  # a lone write: on disk when it returns
+    for n in range(1, 2 * (EARLY_SEALED_PARTS + 1) + 1):
+        sink.write([trial(n)], [])  # every second write fills a part
+    deadline = time.monotonic() + 20  # well inside the interval; the margin is for a loaded machine
+    while len(on_disk(tmp_path)) < 2 * (EARLY_SEALED_PARTS + 1) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(on_disk(tmp_path)) >= 2 * (EARLY_SEALED_PARTS + 1)
+    sink.close()
+    written = 2 * (EARLY_SEALED_PARTS + 1) + 1
+    assert sorted(on_disk(tmp_path)) == sorted(f"agentA/task{n}/0" for n in range(written))
+    sizes = [pq.read_metadata(p).num_rows for p in sorted((tmp_path / "trials" / "sweep-s1").iterdir())]
+    assert sizes == [2] * (EARLY_SEALED_PARTS + 1) + [1]
+
+
+def test_rows_added_while_their_part_is_being_written_are_never_lost(tmp_path):
+    """Writes race the flusher thread (interval 20 ms, tiny parts): a part filled while its
+    previous version was being written is written again, whole (a dropped one lost rows)."""
+    sink = ParquetSink(tmp_path, flush_interval_s=0.02, part_rows=7)
+    for n in range(600):
+        sink.write([trial(n)], [stage(n)] * (n % 3))
+    sink.close()
+    assert sorted(on_disk(tmp_path)) == sorted(f"agentA/task{n}/0" for n in range(600))
+    assert read_stages(tmp_path).num_rows == sum(n % 3 for n in range(600))
+    assert all(pq.read_metadata(p).num_rows >= 7 for p in sorted((tmp_path / "trials" / "sweep-s1").iterdir())[:-1])
+
+
 CHILD = """
 import sys, time
 from pathlib import Path

@@ -106,3 +106,35 @@ def test_size_falls_back_to_upperdir_walk(docker_client, sandbox_image):
         assert fallback.method == "upperdir_walk" and fallback.bytes >= 2_000_000
         primary = sb.size()
         assert primary.method == "docker_size_rw" and abs(primary.bytes - fallback.bytes) < 1_000_000
+
+
+def test_put_into_the_workdir_needs_no_exec_and_errors_stay_one_line(docker_client, sandbox_image, tmp_path):
+    """Issue 12: `put` into the workdir unpacks straight away (no `mkdir -p` exec; a workdir the
+    agent removed is made then); elsewhere the directory is made first; a file in the way is a
+    RebRayError, a removed sandbox SandboxGone."""
+    import time
+
+    from reb_ray.sandbox.docker_sandbox import SandboxGone
+
+    (tmp_path / "x.txt").write_text("x")
+    with DockerSandbox(SandboxConfig(image=sandbox_image, sweep_id="test"), docker_client) as sb:
+        since = time.time() - 1
+
+        def execs() -> int:  # the daemon's own record: its exec_create events for the container
+            events = docker_client.api.events(since=since, until=time.time() + 1, decode=True,
+                                              filters={"container": sb.id, "event": "exec_create"})
+            return sum(1 for _ in events)
+
+        sb.put(tmp_path / "x.txt", f"{sb.workdir}/x.txt")
+        assert execs() == 0
+        sb.put(tmp_path / "x.txt", f"{sb.workdir}/a/b/x.txt")  # elsewhere: made, then unpacked
+        assert execs() == 1 and sb.exec(["cat", f"{sb.workdir}/a/b/x.txt"]).output == "x"
+        assert sb.exec(["rm", "-rf", sb.workdir]).ok
+        sb.put(tmp_path / "x.txt", f"{sb.workdir}/x.txt")  # the workdir is gone: made after all
+        assert sb.exec(["cat", f"{sb.workdir}/x.txt"]).output == "x"
+        with pytest.raises(RebRayError, match="mkdir -p /work/x.txt/y failed") as raised:
+            sb.put(tmp_path / "x.txt", f"{sb.workdir}/x.txt/y/z.txt")  # a file where a directory should be
+        assert not isinstance(raised.value, SandboxGone)
+        docker_client.api.remove_container(sb.id, force=True)
+        with pytest.raises(SandboxGone):
+            sb.put(tmp_path / "x.txt", f"{sb.workdir}/x.txt")
