@@ -142,8 +142,8 @@ def pareto_frontier(points: dict) -> list:
 @dataclass(frozen=True)
 class Frontier:
     """The Pareto frontier of one sweep and stage on `metric` ("cost_usd" per trial or
-    "tokens" per trial): `agents` on it (cheapest first), `unknown`: agents left out for an
-    unknown metric or no trial of the stage."""
+    "tokens" per trial): `agents` on it (cheapest first), `unknown`: agents with trials of the
+    stage left out for an unknown metric (an agent with no trial of the stage is neither)."""
 
     sweep_id: str | None
     stage: str
@@ -164,7 +164,9 @@ def frontiers(stats: RunStatistics, costs: list[AgentCost], metric: str = "cost_
                 if c.sweep_id != sweep_id:
                     continue
                 rate = stats.stage(sweep_id, c.agent, stage).rate
-                if spend[(sweep_id, c.agent)] is None or rate is None:
+                if rate is None:  # the stage applied to none of its trials: no point, nothing unknown
+                    continue
+                if spend[(sweep_id, c.agent)] is None:
                     unknown.append(c.agent)
                 else:
                     points[c.agent] = (spend[(sweep_id, c.agent)], rate)

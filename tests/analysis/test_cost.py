@@ -103,3 +103,17 @@ def test_no_finding_when_the_spender_is_better():
     table = rows_to_table(_spenders("11000000", 40_000, "11000000", 5_000), TRIALS_SCHEMA)
     stats = run_statistics(table)
     assert token_findings(stats, agent_costs(stats.run)) == []  # 8x: below the ratio
+
+
+def test_a_stage_that_applies_to_no_trial_leaves_nobody_out_as_unknown():
+    """The real demo sweep's report listed every agent as "left out, unknown $/trial" because
+    C3/C4 apply to no demo task; only an agent whose spend is unknown is left out."""
+    rows = []
+    for agent, tokens in (("A", 1_000), ("B", 9_000), ("C", None)):
+        for i in range(3):
+            rows.append(row(agent, f"t{i}", 1, "scored", c1_status="success", c3_status="skipped",
+                            input_tokens=tokens, output_tokens=None if tokens is None else 0))
+    stats = run_statistics(rows_to_table(rows, TRIALS_SCHEMA))
+    by_stage = {f.stage: f for f in frontiers(stats, agent_costs(stats.run), "tokens")}
+    assert by_stage["c1"].agents == ["A"] and by_stage["c1"].unknown == ["C"]
+    assert by_stage["c3"].agents == [] and by_stage["c3"].unknown == []
