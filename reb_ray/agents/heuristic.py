@@ -23,6 +23,7 @@ VENV = "/opt/envs/heuristic"
 class HeuristicAgent(Agent):
     name = "heuristic"
     trusted = True
+    calls_no_model = True
 
     def run(self, sandbox: Sandbox, ctx: AgentContext) -> AgentRun:
         started = time.monotonic()

@@ -18,6 +18,7 @@ IMAGE_PYTHON = "/usr/bin/python3"
 class NoopAgent(Agent):
     name = "noop"
     trusted = True
+    calls_no_model = True
 
     def run(self, sandbox: Sandbox, ctx: AgentContext) -> AgentRun:
         started = time.monotonic()

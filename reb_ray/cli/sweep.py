@@ -66,7 +66,7 @@ def sweep(
     suite: Optional[str] = typer.Option(None, help="Suite of tasks (default demo)."),
     tasks: Optional[str] = typer.Option(None, help="Pattern(s) on task ids, comma-separated, e.g. 'numpy-*'."),
     tasks_root: Optional[Path] = typer.Option(None, help="Directory holding suites (default: the bundled tasks/)."),
-    agents: Optional[str] = typer.Option(None, help="Comma-separated agents: names of [agents.NAME] tables, or kind, kind@model, package.module:Class (default heuristic,noop)."),
+    agents: Optional[str] = typer.Option(None, help="Comma-separated agents: names of \\[agents.NAME] tables, or kind, kind@model, package.module:Class (default heuristic,noop)."),
     trials: Optional[int] = typer.Option(None, help="Repeats per agent and task."),
     output: Optional[Path] = typer.Option(None, help="Output directory for Parquet datasets (default ./reb-runs)."),
     address: Optional[str] = typer.Option(None, help="Ray cluster address to join (default: start a local Ray)."),

@@ -17,7 +17,8 @@ from reb_ray.llm.files import LLMFileError, read_data, validate
 from reb_ray.llm.usage import Usage
 
 SHIPPED = Path(__file__).with_name("prices.toml")
-COST_SOURCES = ("price_table", "agent_reported", "unknown")
+#: "no_model": an agent known to call no model (Agent.calls_no_model): $0 and 0 tokens, known.
+COST_SOURCES = ("price_table", "agent_reported", "unknown", "no_model")
 _DATE_SUFFIX = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2})$")
 
 

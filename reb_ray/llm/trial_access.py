@@ -206,10 +206,12 @@ def _last_error(meter: dict) -> str | None:
 
 class TrialLlm:
     """The LLM side of one attempt (module docstring). For an agent without `uses_llm` every
-    method is a no-op and every LLM column stays null."""
+    method is a no-op and every LLM column stays null, except for an agent known to call no
+    model (`Agent.calls_no_model`): its requests, tokens and cost are 0 (`cost_source` no_model)."""
 
     def __init__(self, agent: Agent, spec: TrialSpec, proxy: ProxyClient | None, provider: str) -> None:
         self.used = agent.uses_llm
+        self.no_model = agent.calls_no_model and not agent.uses_llm
         self.spec, self.agent_spec = spec, spec.agent_spec
         self._proxy, self._provider = proxy, provider
         self._own: LocalProxy | None = None
@@ -252,6 +254,8 @@ class TrialLlm:
         columns.update(agent_reported_input_tokens=reported.get("input_tokens"),
                        agent_reported_output_tokens=reported.get("output_tokens"),
                        agent_reported_cost_usd=reported.get("cost_usd"))
+        if self.no_model:  # a built-in baseline: it spent nothing, and that is known
+            columns.update(llm_requests=0, **dict.fromkeys(FIELDS, 0), cost_usd=0.0, cost_source="no_model")
         if not self.used or self.access is None or self._proxy is None:
             return columns
         proxy, self.access = self._proxy, None

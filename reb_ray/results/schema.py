@@ -117,7 +117,7 @@ TRIALS_SCHEMA = pa.schema(
         ("output_tokens", pa.int64()),  # generated tokens, reasoning included
         ("reasoning_tokens", pa.int64()),  # of those, reasoning
         ("cost_usd", pa.float64()),  # USD; null when unknown (a model the price table lacks), never 0
-        ("cost_source", pa.string()),  # COST_SOURCES: price_table | agent_reported | unknown
+        ("cost_source", pa.string()),  # COST_SOURCES: price_table | agent_reported | unknown | no_model
         ("price_version", pa.string()),  # the price table that priced it (e.g. 2026-12-01)
         ("llm_model", pa.string()),  # the model most responses named (the spec's may be null)
         ("llm_rate_limited", pa.int64()),  # requests answered infra_llm_rate_limit (429)

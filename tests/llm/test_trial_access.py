@@ -64,14 +64,23 @@ def test_an_llm_trial_gets_a_stand_in_and_its_meter_and_never_its_key(real_key):
     assert columns["trajectory_path"] is None  # no transcript, no artifacts
 
 
-def test_an_agent_without_an_llm_keeps_its_credentials_and_no_columns():
-    config = SweepConfig(agents=["noop"], sandbox="local", wheelhouses=[])
-    trial = TrialSpec(sweep_id="s", agent="noop", task=load_suite("demo")[0], trial_index=0, config=config,
-                      credentials={"MY_KEY": "secret-1234"})
-    llm = TrialLlm(get_agent("noop"), trial, None, "local").open()
-    assert llm.access is None and llm.sandbox_credentials() == {"MY_KEY": "secret-1234"}
-    assert llm.finish(_run(), None) == {"trajectory_path": None, "agent_reported_input_tokens": None,
-                                        "agent_reported_output_tokens": None, "agent_reported_cost_usd": None}
+def test_an_agent_without_an_llm_keeps_its_credentials_and_a_baseline_spends_a_known_zero():
+    """noop and heuristic call no model: 0 requests, tokens and USD are known (cost comparisons
+    place them at $0); a `command` agent might call one behind the proxy's back: unknown, null."""
+    from reb_ray.llm.usage import FIELDS
+
+    nothing = {"trajectory_path": None, "agent_reported_input_tokens": None, "agent_reported_output_tokens": None,
+               "agent_reported_cost_usd": None}
+    for name, spec, spent in (("noop", "noop", True), ("heuristic", "heuristic", True),
+                              ("cmd", {"kind": "command", "command": ["true"]}, False)):
+        config = SweepConfig(agent_specs={name: spec} if isinstance(spec, dict) else {}, agents=[name],
+                             sandbox="local", wheelhouses=[])
+        trial = TrialSpec(sweep_id="s", agent=name, task=load_suite("demo")[0], trial_index=0, config=config,
+                          credentials={"MY_KEY": "secret-1234"})
+        llm = TrialLlm(get_agent(trial.agent_spec), trial, None, "local").open()
+        assert llm.access is None and llm.sandbox_credentials() == {"MY_KEY": "secret-1234"}
+        zero = {"llm_requests": 0, **dict.fromkeys(FIELDS, 0), "cost_usd": 0.0, "cost_source": "no_model"}
+        assert llm.finish(_run(), None) == ({**nothing, **zero} if spent else nothing), name
 
 
 @pytest.mark.parametrize(("turns", "report_ok", "verdict"), [
