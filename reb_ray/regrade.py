@@ -27,7 +27,8 @@ from reb_ray.grading.command_stage import grade_command_stage
 from reb_ray.grading.multi_gpu import grade_multi_gpu
 from reb_ray.grading.unmeasured import (INVALID_REPORT, MISSING_REPORT, PROBE_STAGES, PYRAMID, SANDBOX_BROKEN,
                                         agent_failed, interpreter_fault, skipped)
-from reb_ray.models.task import SuccessRule, TaskSpec, load_suite
+from reb_ray.models.task import SuccessRule, TaskSpec
+from reb_ray.models.suite import load_suite
 from reb_ray.results.read import latest_attempts, read_stages, read_trials
 from reb_ray.trial_record import LOG_KEEP, TrialOutcome, settle_rows
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from reb_ray.errors import InfraError
-from reb_ray.models.task import load_suite, load_task
+from reb_ray.models.suite import load_suite, load_task
 from reb_ray.placement import find_mirror, place_repo
 
 TASK = """

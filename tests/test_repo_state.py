@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.models.task import load_suite
+from reb_ray.models.suite import load_suite
 from reb_ray.repo_state import changed_since, tracked_state
 from reb_ray.trial import _record_repo_changes
 from reb_ray.trial_record import TrialRecorder

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import typer
 
-from reb_ray.models.task import TaskSpec, list_suites, load_suite
+from reb_ray.models.task import TaskSpec
+
+from reb_ray.models.suite import list_suites, load_suite
 
 app = typer.Typer(no_args_is_help=True, help="List and validate task suites.")
 
@@ -105,7 +107,7 @@ def c0_baseline(
     without a mirror are listed as such; exit 1 if any task could not be scanned.
     """
     from reb_ray.c0_baseline import baseline_for_commit
-    from reb_ray.models.task import select_tasks
+    from reb_ray.models.suite import select_tasks
     from reb_ray.placement import find_mirror
 
     failed = 0

@@ -10,7 +10,7 @@ import pytest
 from reb_ray.agents.base import REPORT_PATH
 from reb_ray.agents.prompt import REPORT_FIELDS, render_prompt
 from reb_ray.models.report import Report
-from reb_ray.models.task import load_suite
+from reb_ray.models.suite import load_suite
 from reb_ray.paths import bundled_dir
 
 

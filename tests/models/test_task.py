@@ -7,15 +7,8 @@ from pathlib import Path
 import pytest
 
 from reb_ray.errors import RebRayError
-from reb_ray.models.task import (
-    NOT_DEFINED,
-    TaskSpec,
-    TaskSpecError,
-    list_suites,
-    load_suite,
-    load_task,
-    select_tasks,
-)
+from reb_ray.models.suite import list_suites, load_suite, load_task, select_tasks
+from reb_ray.models.task import NOT_DEFINED, TaskSpec, TaskSpecError
 from reb_ray.paths import bundled_dir
 
 DEMO_C0 = {"import-name-mismatch": 2, "numpy-trainer": 1, "pyproject-extra": 2, "torch-tiny": 1}
