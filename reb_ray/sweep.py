@@ -85,10 +85,6 @@ def _init_ray(address: str | None) -> None:
 
     if ray.is_initialized():
         return
-    from reb_ray.orchestrators.address import probe
-
-    if address:
-        probe(address)  # a wrong address fails in seconds, not after Ray's minutes of retries
     # Workers must import reb_ray from the same place as the driver (a source checkout too).
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}}
@@ -102,8 +98,11 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
 
     `slot_start_concurrency`: slot workers started at once (None: all; a cluster simulated on
     one machine, whose raylets share its cores, starts them faster a few at a time)."""
+    from reb_ray.orchestrators.address import probe
     from reb_ray.orchestrators.ray_orchestrator import RayOrchestrator
 
+    if config.address:  # a wrong address fails in seconds (not after Ray's minutes), before anything is written
+        probe(config.address)
     image = _prepare_sandbox(config)
     specs, skipped = expand(config, image)
     result = SweepResult(sweep_id=config.resolved_sweep_id(), skipped=skipped)

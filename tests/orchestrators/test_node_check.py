@@ -241,6 +241,7 @@ def test_a_wrong_address_fails_in_seconds_naming_it(tmp_path):
     assert res.returncode == 2 and seconds < 20, (seconds, res.stderr[-500:])
     (line,) = [line for line in res.stderr.splitlines() if line.startswith("error:")]
     assert f"no Ray cluster at --address 127.0.0.1:{port}: cannot connect" in line
+    assert not (tmp_path / "runs").exists()  # nothing written (not even the sweep's identity)
 
 
 @pytest.fixture
