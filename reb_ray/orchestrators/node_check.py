@@ -94,11 +94,11 @@ def _prepare_here(req: NodeRequirements, archive: list | None) -> tuple[NodeHeal
     if req.image is not None:
         from reb_ray.sandbox.docker_client import connect
         from reb_ray.sandbox.image import load_image
-        from reb_ray.sandbox.reaper import reap, reap_images
+        from reb_ray.sandbox.reaper import reap
 
         try:
             client = connect(timeout=30)
-            reaped = len(reap(client)) + len(reap_images(client))
+            reaped = len(reap(client))  # containers, then per-attempt images
             if archive is not None and not _has(client, req.image):
                 load_image(client, req.image, (ray.get(ref) for ref in archive))
                 loaded = True

@@ -106,9 +106,9 @@ def _remove_on_this_host(host: str | None, spec: TrialSpec) -> str | None:
 
 @ray.remote(num_cpus=0)
 def _reap_here() -> int:
-    from reb_ray.sandbox.reaper import reap, reap_images
+    from reb_ray.sandbox.reaper import reap
 
-    return len(reap()) + len(reap_images())
+    return len(reap())  # containers, then per-attempt images
 
 
 def reap_on(node_id: str, timeout_s: float = 60.0) -> int | None:

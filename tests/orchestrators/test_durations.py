@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.models.suite import load_suite
 from reb_ray.orchestrators.durations import estimator, table_medians, timeout_estimate
@@ -30,20 +32,17 @@ def _table(rows: list[dict]):
     return rows_to_table(full, TRIALS_SCHEMA)
 
 
-def test_earlier_sweeps_first_then_the_task_by_any_agent_then_the_timeouts():
-    _check(estimator(ROWS))
-
-
-def test_the_driver_reads_the_history_as_arrow_columns_with_the_same_answer():
-    """The sweep builds its estimator from a trials table (a million earlier rows, no dicts)."""
-    medians = table_medians(_table(ROWS))
-    assert medians == ({("noop", "numpy-trainer"): 20.0, ("heuristic", "torch-tiny"): 70.0},
-                       {"numpy-trainer": 20.0, "torch-tiny": 70.0})
-    _check(estimator(medians=medians))
-
-
-def _check(expected) -> None:
+@pytest.mark.parametrize("source", ["rows", "arrow"])
+def test_earlier_sweeps_first_then_the_task_by_any_agent_then_the_timeouts(source):
+    """The same answer from row dicts and from the trials table the sweep reads (a million
+    earlier rows are read as Arrow columns, no dicts)."""
+    expected = estimator(ROWS) if source == "rows" else estimator(medians=table_medians(_table(ROWS)))
     assert expected(_spec("noop", "numpy-trainer")) == 20.0  # the median of its scored attempts
     assert expected(_spec("noop", "torch-tiny")) == 70.0  # the same task, by another agent
     spec = _spec("noop", "pyproject-extra")  # unknown (a null wall time is not a duration)
     assert expected(spec) == timeout_estimate(spec) == 600 + spec.task.stages.cpu.timeout_s  # CPU-only task
+
+
+def test_the_arrow_medians_are_the_scored_attempts_with_a_wall_time():
+    assert table_medians(_table(ROWS)) == ({("noop", "numpy-trainer"): 20.0, ("heuristic", "torch-tiny"): 70.0},
+                                           {"numpy-trainer": 20.0, "torch-tiny": 70.0})
