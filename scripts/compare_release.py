@@ -87,6 +87,7 @@ CATEGORIES_CSV = "scripts_repos_test_categories.csv"
 
 #: Variables that only say where caches, logs and GPUs are: reb-ray sets them for every stage (the
 #: harness assigns GPUs, HF_HOME is the asset cache, probes run offline, the sandbox is writable).
+#: Also every name ending in _CACHE, _CACHE_DIR or _USERDIR, and telemetry switches (CACHE_ENV).
 HARNESS_ENV = {
     "CUDA_VISIBLE_DEVICES", "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE",
     "TRANSFORMERS_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE",
@@ -124,7 +125,8 @@ STDLIB_KWARGS = {
     "chunk_size", "status", "exit_code", "message", "msg", "reason", "category", "log", "log_path",
     "results_path", "out_dir", "stage", "task", "framework", "timeout_sec", "command", "cmd", "extra",
     "meta", "assets", "payload", "p", "n", "i", "k", "v", "x", "s", "t", "f", "e", "lines", "limit",
-    "max_lines", "max_chars", "tail", "head", "rc", "returncode", "ok", "result", "results",
+    "max_lines", "max_chars", "tail", "head", "rc", "returncode", "ok", "result", "results", "run_name",
+    "init_globals", "alter_sys", "map_location", "weights_only", "non_blocking", "allow_pickle",
 }
 #: Modules that run plumbing, not the repository (python -m X).
 PLUMBING_MODULES = {"torch.distributed.run", "torch.distributed.launch", "accelerate.commands.launch",
@@ -138,15 +140,16 @@ _OPTION = re.compile(r"""(?<![\w\-./$])(-{2}[A-Za-z][\w.\-]*)(?:(?:=|[ \t]+|["']
                      r"""(["']?)([^\s"'\\,;)|&<>]*)\2)?""")
 _OVERRIDE = re.compile(r"""(?<![\w.\-$/{])(\+{0,2}[A-Za-z_][\w\-]*(?:\.[\w\-]+)+)=(["']?)([^\s"'\\;|&]*)""")
 _PLUS_OVERRIDE = re.compile(r"""(?<![\w.\-$/{])(\+{1,2}[A-Za-z_][\w\-]*)=(["']?)([^\s"'\\;|&]*)""")
-_KWARG = re.compile(r"""(?<![\w.=!<>$\-{])([a-z][a-z0-9]*_[a-z0-9_]*)=(?!=)(["']?)([\w.\-]+)\2\s*[,)]""")
+_KWARG = re.compile(r"""(?<![\w.=!<>$\-{])([a-z][a-z0-9]*_[a-z0-9_]*)=(?!=)(?:(["'])([\w.\-]+)\2|()(-?\d[\d.e\-]*|True|False|None))\s*[,)]""")
 _PY_FILE = re.compile(r"""(?<![\w\-])((?:[\w.\-${}]+/)*[\w.\-]+\.py)\b""")
 _MODULE = re.compile(r"""(?:-m|"-m",)\s+["']?([A-Za-z_][\w.]*)""")
-_ENV_ARG = re.compile(r"""--env[ =]+["']?([A-Z_][A-Z0-9_]*)=((?:"[^"]*"|'[^']*'|[^\s"'\\])*)""")
+_ENV_ARG = re.compile(r"""--env[ =]+(?:"([A-Z_][A-Z0-9_]*)=([^"]*)"|'([A-Z_][A-Z0-9_]*)=([^']*)'|([A-Z_][A-Z0-9_]*)=("[^"]*"|'[^']*'|[^\s"']*))""")
 _EXPORT = re.compile(r"""(?:^|[;&(]\s*|\bexport\s+[^\n;]*?\s)export\s+([A-Z_][A-Z0-9_]*)=((?:"[^"]*"|'[^']*'|[^\s;])*)""",
                      re.MULTILINE)
-_EXPORT_MORE = re.compile(r"""^\s*export\s+(.*)$""", re.MULTILINE)
 _COMMAND_WORD = re.compile(r"""(?i)python|^\{python\}$|^\$\{?\w*py\w*\}?$|^(?:torchrun|accelerate|deepspeed|exec|env|"""
                            r"""timeout|bash|sh|uvicorn|nohup|stdbuf)$|\.(?:py|sh)$""")
+_PREFIX = re.compile(r"""(?:^|&&|\|\||;|\{|\(|\bexec|')[ \t]*((?:[A-Z_][A-Z0-9_]*=(?:"[^"]*"|'[^']*'|[^\s"';&|])*[ \t]+)+)"""
+                     r"""("?[^\s"]+"?)([^\n]*)""", re.MULTILINE)
 _ASSIGN = re.compile(r"""([A-Z_][A-Z0-9_]*)=((?:"[^"]*"|'[^']*'|[^\s"'])*)""")
 _OS_ENVIRON = re.compile(r"""(?:os\.environ|\benv)(?:\[\s*["']([A-Z_][A-Z0-9_]*)["']\s*\]\s*=(?!=)\s*([^\n]*)"""
                          r"""|\.setdefault\(\s*["']([A-Z_][A-Z0-9_]*)["']\s*,\s*([^\n]*))""")
@@ -220,7 +223,7 @@ class Difference:
 def _pythonpath_parts(value: str) -> str:
     """Repository-relative parts of a PYTHONPATH value, sorted (":"-joined); benchmark helpers as `helper`."""
     parts = set()
-    value = re.sub(r"\$\{PYTHONPATH[^}]*\}|\$PYTHONPATH\b", "", value.strip("\"'"))
+    value = re.sub(r"\$\{PYTHONPATH(?:[^{}]|\{[^{}]*\})*\}|\$PYTHONPATH\b", "", value.strip("\"'"))
     for raw in value.split(":"):
         part = raw.strip().strip("\"'")
         if not part or "PYTHONPATH" in part:
@@ -285,7 +288,9 @@ def release_elements(bench: Path, stage: str, supported: bool | None = None) -> 
         name = Path(p).name
         if name in ("runner.py", "bench_utils.py"):
             continue
-        if "benchmark_scripts" in p or "$" in p or (bench / name).is_file() or "stage_dir" in p or "build_output" in p:
+        in_repo = re.sub(r"^\\?\$\{?\w*(?:REPO_ROOT|repo_root|ROOT|root|REPO|repo)\}?/", "", p)
+        if "benchmark_scripts" in p or "$" in in_repo or (bench / name).is_file() or re.search(
+                r"stage_dir|build_output|out_dir|OUT_DIR", p):
             el.helpers.add(name)
         else:
             el.entries.add(name)
@@ -319,33 +324,50 @@ def _launcher_of(text: str) -> str:
     return "python"
 
 
-def _env_from(text: str, el: Elements, release: bool) -> None:
+def _read_by(name: str, text: str) -> bool:
+    """`text` reads variable `name` (`$NAME`, `${NAME}` outside `NAME=${NAME:-...}`, os.environ
+    lookups): a variable the benchmark's own code consumes, not one for the repository."""
+    for m in re.finditer(r"\$\{?" + name + r"\b", text):
+        line = text[text.rfind("\n", 0, m.start()) + 1:text.find("\n", m.end()) if text.find("\n", m.end()) >= 0 else None]
+        if not re.search(r"(?<![\w])" + name + r"=", line):  # not its own assignment (X=${X:-1}, X=a:$X)
+            return True
+    return re.search(r"""environ(?:\.get\(\s*|\[\s*)["']""" + name + r"""["'](?!\s*\]\s*=(?!=))""", text) is not None \
+        or re.search(r"""getenv\(\s*["']""" + name + r"""["']""", text) is not None
+
+
+def _named_in(name: str, text: str) -> bool:
+    """reb-ray's helper text names variable `name` (how the spec passes a value to its own helper)."""
+    return re.search(r"(?<![\w])" + name + r"(?![\w])", text) is not None
+
+
+def _env_from(text: str, el: Elements, release: bool, reader: str | None = None) -> None:
     found: dict[str, str] = {}
-    for name, value in _ENV_ARG.findall(text):
+    for m in _ENV_ARG.finditer(text):
+        name, value = next((m.group(i), m.group(i + 1)) for i in (1, 3, 5) if m.group(i))
         found[name] = value
-    for line in _EXPORT_MORE.findall(text):
-        for name, value in _ASSIGN.findall(line):
-            found[name] = value
-    for line in _logical_lines(text):
-        try:
-            words = shlex.split(line, comments=False)
-        except ValueError:
-            continue
-        assigns = []
-        while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0], re.S):
-            assigns.append(words.pop(0))
-        if not assigns or not words or not _COMMAND_WORD.search(words[0]):
-            continue
-        if words[1:2] == ["-"]:
-            continue  # `VAR=x python - <<PY`: a heredoc the release runs to write its own results
-        for word in assigns:
-            name, value = word.split("=", 1)
+    for m in re.finditer(r"\bexport\s+", text):
+        rest = text[m.end():]
+        while (a := re.match(r"""([A-Z_][A-Z0-9_]*)=((?:"[^"]*"|'[^']*'|[^\s"';&|])*)\s*""", rest)):
+            found[a.group(1)] = a.group(2)
+            rest = rest[a.end():]
+    for m in _PREFIX.finditer("\n".join(_logical_lines(text))):
+        if not _COMMAND_WORD.search(m.group(2).strip("\"'")) or re.match(r"\s*-\s*(?:<<|$)", m.group(3)):
+            continue  # not a command, or `VAR=x python - <<PY`: a heredoc writing the release's own results
+        for name, value in _ASSIGN.findall(m.group(1)):
             found[name] = value
     for m in _OS_ENVIRON.finditer(text):
         name, value = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
         found.setdefault(name, value)
+    shell_vars = dict(re.findall(r"""^\s*(?:local\s+)?([A-Za-z_]\w*)=["']?([^"'\n]*)["']?\s*$""", text, re.MULTILINE))
     for name, value in found.items():
-        if name in HARNESS_ENV or name.startswith(("SCIMLOPSBENCH", "REB_RAY", "BENCH")) or name == "WORKER":
+        if name != "PYTHONPATH" and (_read_by(name, text) if reader is None else _named_in(name, reader)):
+            continue  # the script (or reb-ray's helper) reads it itself: how it passes a value on
+        if name == "PYTHONPATH":
+            for _ in range(3):  # `pythonpath="${repo_root}..."; --env "PYTHONPATH=$pythonpath"`
+                value = re.sub(r"\$\{?([a-z_]\w*)\}?", lambda m: shell_vars.get(m.group(1), m.group(0))
+                               if m.group(1) not in ("repo_root", "root", "repo") else m.group(0), value)
+        if name in HARNESS_ENV or name.startswith(("SCIMLOPSBENCH", "REB_RAY", "BENCH")) or name == "WORKER" \
+                or re.search(r"_CACHE(?:_DIR)?$|_USERDIR$|TELEMETRY", name):
             continue
         el.env[name] = _pythonpath_parts(value) if name == "PYTHONPATH" else _env_value(value)
 
@@ -362,6 +384,8 @@ def _env_value(value: str) -> str:
 
 def _options_from(text: str, el: Elements, skip: set[str], kwargs: bool) -> None:
     def add(raw: str, value: str | None) -> None:
+        raw = raw.rstrip(".")
+        value = value.rstrip(".") if value else value
         key = norm(raw)
         if not key or key in skip or len(key) < 2:
             return
@@ -383,7 +407,7 @@ def _options_from(text: str, el: Elements, skip: set[str], kwargs: bool) -> None
     if kwargs:
         for m in _KWARG.finditer(text):
             if m.group(1) not in STDLIB_KWARGS:
-                add(m.group(1), m.group(3) or None)
+                add(m.group(1), m.group(3) or m.group(5) or None)
 
 
 def _checks_from(text: str) -> set[str]:
@@ -449,11 +473,14 @@ def spec_elements(stage: dict, name: str, task_dir: Path | None = None) -> Eleme
     success = stage.get("success", {})
     env = stage.get("env", {})
     text = "\n".join([command, *(f"{k}={v}" for k, v in env.items()), str(success.get("log_pattern") or ""),
-                      str(stage.get("workdir", ".")), _helper_texts(command, task_dir)])
+                      str(stage.get("workdir", ".")), _helper_texts(command, task_dir)])  # noqa: presence only
     el = Elements(text=text, timeout=int(stage.get("timeout_s", 600)))
-    _env_from(command, el, release=False)
+    helper_text = _helper_texts(command, task_dir)
+    _env_from(command, el, release=False, reader=helper_text)
     for key, value in env.items():
-        if key not in HARNESS_ENV:
+        if key != "PYTHONPATH" and _named_in(key, helper_text):
+            continue
+        if key not in HARNESS_ENV and not re.search(r"_CACHE(?:_DIR)?$|_USERDIR$|TELEMETRY", key):
             el.env[key] = _pythonpath_parts(value) if key == "PYTHONPATH" else _env_value(value)
     stripped, el.helpers = _helper_segments(command)
     _options_from(stripped, el, skip=LAUNCHER_OPTIONS | TOOL_OPTIONS, kwargs=True)
@@ -480,9 +507,10 @@ def spec_elements(stage: dict, name: str, task_dir: Path | None = None) -> Eleme
 
 
 def _present(name: str, text: str) -> bool:
-    """`name` (an option name normalised, or a word) occurs in `text` with `-` and `_` equal."""
-    flat = text.replace("-", "_").lower()
-    return re.search(r"(?<![\w])" + re.escape(name.replace("-", "_").lower()) + r"(?![\w])", flat) is not None
+    """`name` (an option name normalised, or a word) occurs in `text` as a whole name, `-` and `_`
+    equal and leading dashes or pluses dropped (`--input-size` is present as input_size)."""
+    flat = re.sub(r"(?<![\w])[-+]{1,2}(?=[A-Za-z])", " ", text).replace("-", "_").lower()
+    return re.search(r"(?<![\w.])" + re.escape(name.replace("-", "_").lower()) + r"(?![\w])", flat) is not None
 
 
 def compare(rel: Elements, spec: Elements, stage: str) -> list[Difference]:
