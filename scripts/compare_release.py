@@ -29,8 +29,9 @@ release side; command, env, workdir, timeout_s, success and launcher on the spec
                 arguments `name=v` in embedded Python), by name, and by value when both values
                 are literals (no path, no variable)
     check       success and failure checks: regexes given to runner.py (--fail-regex ...),
-                `grep` patterns, `"text" in log` tests, byte-size tests (`len(x) < N`), and the
-                spec's success.log_pattern
+                `grep` patterns, `"text" in log` tests, byte-size tests (`len(x) < N`), modules
+                that must import before the run (runner.py --ensure-module), and the spec's
+                success.log_pattern
     launcher    (multi_gpu) torchrun, accelerate, deepspeed or python, and the rank count
     workdir     the directory the command runs in, relative to the repository root
 
@@ -158,6 +159,7 @@ _TIMEOUT = (re.compile(r"""--timeout-sec[= ]+["']?(\d+)"""), re.compile(r"""\bti
             re.compile(r"""["']timeout_sec["']\s*:\s*(\d+)"""))
 _REGEX_ARG = re.compile(r"""--(?:fail|success|require|expect|error|ok)[\w\-]*(?:regex|pattern|grep|log)[\w\-]*[= ]+"""
                         r"""("(?:[^"\\]|\\.)*"|'[^']*'|\S+)""")
+_ENSURE_MODULE = re.compile(r"""--ensure-module[= ]+["']?([A-Za-z_][\w.]*)""")
 _GREP = re.compile(r"""\bgrep\s+(?:-[A-Za-z]+\s+)*("(?:[^"\\]|\\.)*"|'[^']*')""")
 _IN_LOG = re.compile(r"""(["'])([^"'\n]{4,120})\1\s+(?:not\s+)?in\s+([a-z_][a-z0-9_]*)\b""")
 _SIZE = re.compile(r"""len\(\s*[\w.()\[\]"']+\s*\)\s*(<=|<|>=|>)\s*(\d{2,})""")
@@ -194,6 +196,7 @@ class Elements:
     ranks: int | None = None
     workdirs: set[str] = field(default_factory=set)
     text: str = ""  # the whole text searched for presence
+    helper_text: str = ""  # (spec) reb-ray's helper files: presence of keys and values they write
 
     def summary(self) -> dict[str, str]:
         """Element kind -> one display line."""
@@ -283,7 +286,7 @@ def release_elements(bench: Path, stage: str, supported: bool | None = None) -> 
             break
     _env_from(script, el, release=True)
     plumbing = _plumbing_options(bench, script)
-    _options_from(text, el, skip=plumbing | LAUNCHER_OPTIONS | TOOL_OPTIONS, kwargs=True)
+    _options_from(_without_prose(text), el, skip=plumbing | LAUNCHER_OPTIONS | TOOL_OPTIONS, kwargs=True)
     for p in _PY_FILE.findall(script):
         name = Path(p).name
         if name in ("runner.py", "bench_utils.py"):
@@ -303,6 +306,13 @@ def release_elements(bench: Path, stage: str, supported: bool | None = None) -> 
         nproc = _NPROC.findall(script)
         el.ranks = int(nproc[0]) if nproc else 2
     return el
+
+
+def _without_prose(text: str) -> str:
+    """`text` without the release's explanations of its choices (runner.py's --decision-reason and
+    the decision_reason variables), which name options in prose; they still count for presence."""
+    text = re.sub(r"""--decision-reason[= ]+(?:"(?:[^"\\]|\\.)*"|'[^']*')""", "", text)
+    return re.sub(r"""(?i)\bdecision_reason["']?\s*[=:]\s*f?(?:"(?:[^"\\\n]|\\.)*"|'[^'\n]*')""", "", text)
 
 
 def _release_skips(script: str) -> bool:
@@ -418,6 +428,7 @@ def _checks_from(text: str) -> set[str]:
     for _q, needle, ident in _IN_LOG.findall(text):
         if ident in LOG_NAMES:
             checks.add(needle)
+    checks |= {f"import {m}" for m in _ENSURE_MODULE.findall(text)}
     for _op, n in _SIZE.findall(text):
         checks.add(f"bytes>={n}")
     return {c for c in checks if c and "$" not in c}
@@ -461,7 +472,8 @@ def _helper_texts(command: str, task_dir: Path | None) -> str:
         path = helpers / used.strip("/")
         files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else []
         texts += [f.read_text(errors="replace") for f in files if f.suffix in (".py", ".json", ".yaml", ".yml", ".sh", ".txt", ".scp", "")]
-    return "\n".join(texts)
+    # a helper's own option definitions say what it accepts, not what the stage passes it
+    return re.sub(r"""add_argument\(\s*["'](?:-\w["']\s*,\s*["'])?--[\w\-]+["']""", "add_argument(", "\n".join(texts))
 
 
 def spec_elements(stage: dict, name: str, task_dir: Path | None = None) -> Elements:
@@ -473,9 +485,9 @@ def spec_elements(stage: dict, name: str, task_dir: Path | None = None) -> Eleme
     success = stage.get("success", {})
     env = stage.get("env", {})
     text = "\n".join([command, *(f"{k}={v}" for k, v in env.items()), str(success.get("log_pattern") or ""),
-                      str(stage.get("workdir", ".")), _helper_texts(command, task_dir)])  # noqa: presence only
-    el = Elements(text=text, timeout=int(stage.get("timeout_s", 600)))
-    helper_text = _helper_texts(command, task_dir)
+                      str(stage.get("workdir", "."))])
+    el = Elements(text=text, helper_text=_helper_texts(command, task_dir), timeout=int(stage.get("timeout_s", 600)))
+    helper_text = el.helper_text
     _env_from(command, el, release=False, reader=helper_text)
     for key, value in env.items():
         if key != "PYTHONPATH" and _named_in(key, helper_text):
@@ -540,7 +552,8 @@ def compare(rel: Elements, spec: Elements, stage: str) -> list[Difference]:
         elif rel.env[name] != "*" and spec.env[name] != "*" and rel.env[name] != spec.env[name]:
             diffs.append(Difference("env", name, f"env {name}: release {rel.env[name]}, spec {spec.env[name]}"))
     for entry in sorted(rel.entries - spec.entries):
-        if not _present(entry, spec.text):
+        if not re.search(r"(?<![\w])" + re.escape(entry.removesuffix(".py")) + r"(?![\w])",
+                         spec.text + "\n" + spec.helper_text):
             diffs.append(Difference("entry", entry, f"entry {entry}: release runs it, spec does not"))
     for entry in sorted(spec.entries - rel.entries):
         if not _present(entry, rel.text):
@@ -550,7 +563,10 @@ def compare(rel: Elements, spec: Elements, stage: str) -> list[Difference]:
         diffs.append(Difference("helper", helper, f"helper {helper}: only the {side} uses it"))
     for key in sorted(set(rel.options) | set(spec.options)):
         if key not in spec.options:
-            if not _present(key, spec.text):
+            # an option on the command line must be on the spec's; a key or keyword argument may
+            # also be written by reb-ray's helper (a config file, a keyword argument in its code)
+            where = spec.text if rel.spelled[key].startswith("-") else spec.text + "\n" + spec.helper_text
+            if not _present(key, where):
                 value = rel.options[key]
                 diffs.append(Difference("option", rel.spelled[key],
                                         f"option {rel.spelled[key]}{'=' + value if value else ''}: release passes it, spec does not"))
@@ -565,17 +581,20 @@ def compare(rel: Elements, spec: Elements, stage: str) -> list[Difference]:
                 diffs.append(Difference("option", spec.spelled[key], f"option {spec.spelled[key]}: release {r}, spec {s}"))
     rel_checks = {_check_key(c): c for c in rel.checks}
     spec_checks = {_check_key(c): c for c in spec.checks}
-    spec_flat = _check_key(spec.text)
+    spec_flat = _check_key(spec.text + "\n" + spec.helper_text)
     rel_flat = _check_key(rel.text)
     for key in sorted(set(rel_checks) - set(spec_checks)):
         if key.startswith("bytes>="):
             n = key.split(">=")[1]
             if not re.search(rf"\b{n}\b", spec.text):
                 diffs.append(Difference("check", "bytes", f"check: release requires {key} of output, spec does not"))
+        elif key.startswith("import "):
+            if not re.search(r"\bimport\s+[\w., ]*\b" + re.escape(key.split()[1]) + r"\b", spec.text):
+                diffs.append(Difference("check", key, f"check {key!r}: release requires it to succeed first, spec does not"))
         elif key not in spec_flat:
             diffs.append(Difference("check", key, f"check {key!r}: release checks it, spec does not"))
     for key in sorted(set(spec_checks) - set(rel_checks)):
-        if not key.startswith("bytes>=") and key not in rel_flat:
+        if not key.startswith(("bytes>=", "import ")) and key not in rel_flat:
             diffs.append(Difference("check", key, f"check {key!r}: spec checks it, release does not"))
     if stage == "multi_gpu" and (rel.launcher, rel.ranks) != (spec.launcher, spec.ranks):
         diffs.append(Difference("launcher", "launcher",
