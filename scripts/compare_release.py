@@ -25,9 +25,9 @@ release side; command, env, workdir, timeout_s, success and launcher on the spec
     helper      a file of the benchmark's own (release: benchmark_scripts/ or a file the stage
                 script writes; spec: $REB_RAY_HELPERS/...); a helper is named the same on both
                 sides or it is a difference
-    option      long options (`--name value`) and overrides (`a.b=v`, `++k=v`, keyword
-                arguments `name=v` in embedded Python), by name, and by value when both values
-                are literals (no path, no variable)
+    option      long options (`--name value`) and overrides (`a.b=v`, `++k=v`, detectron2's
+                `SOLVER.MAX_ITER 1`, keyword arguments `name=v` in embedded Python), by name, and
+                by value when both values are literals (no path, no variable)
     check       success and failure checks: regexes given to runner.py (--fail-regex ...),
                 `grep` patterns, `"text" in log` tests, byte-size tests (`len(x) < N`), modules
                 that must import before the run (runner.py --ensure-module), and the spec's
@@ -140,6 +140,7 @@ LOG_NAMES = {"txt", "text", "log", "log_text", "log_txt", "out", "output", "stdo
 _OPTION = re.compile(r"""(?<![\w\-./$])(-{2}[A-Za-z][\w.\-]*)(?:(?:=|[ \t]+|["']\s*,\s*["'])"""
                      r"""(["']?)([^\s"'\\,;)|&<>]*)\2)?""")
 _OVERRIDE = re.compile(r"""(?<![\w.\-$/{])(\+{0,2}[A-Za-z_][\w\-]*(?:\.[\w\-]+)+)=(["']?)([^\s"'\\;|&]*)""")
+_YACS_OVERRIDE = re.compile(r"""(?<![\w.\-$/{])([A-Z][A-Z0-9_]*(?:\.[A-Z][A-Z0-9_]*)+)[ \t]+(["']?)([^\s"'\\]+)\2""")
 _PLUS_OVERRIDE = re.compile(r"""(?<![\w.\-$/{])(\+{1,2}[A-Za-z_][\w\-]*)=(["']?)([^\s"'\\;|&]*)""")
 _KWARG = re.compile(r"""(?<![\w.=!<>$\-{])([a-z][a-z0-9]*_[a-z0-9_]*)=(?!=)(?:(["'])([\w.\-]+)\2|()(-?\d[\d.e\-]*|True|False|None))\s*[,)]""")
 _PY_FILE = re.compile(r"""(?<![\w\-])((?:[\w.\-${}]+/)*[\w.\-]+\.py)\b""")
@@ -309,10 +310,14 @@ def release_elements(bench: Path, stage: str, supported: bool | None = None) -> 
 
 
 def _without_prose(text: str) -> str:
-    """`text` without the release's explanations of its choices (runner.py's --decision-reason and
-    the decision_reason variables), which name options in prose; they still count for presence."""
+    """`text` without the release's explanations of its choices (runner.py's --decision-reason, the
+    decision_reason variables, usage texts printed with `cat <<EOF`), which name options in prose,
+    and without the option definitions of the helpers it calls (add_argument("--x"): what a helper
+    accepts, not what the stage passes); all of it still counts for presence."""
     text = re.sub(r"""--decision-reason[= ]+(?:"(?:[^"\\]|\\.)*"|'[^']*')""", "", text)
-    return re.sub(r"""(?i)\bdecision_reason["']?\s*[=:]\s*f?(?:"(?:[^"\\\n]|\\.)*"|'[^'\n]*')""", "", text)
+    text = re.sub(r"""\bcat\s+<<-?\s*['"]?(\w+)['"]?[^\n]*\n.*?\n\s*\1\s*\n""", "\n", text, flags=re.S)  # usage texts
+    text = re.sub(r"""(?i)\bdecision_reason["']?\s*[=:]\s*f?(?:"(?:[^"\\\n]|\\.)*"|'[^'\n]*')""", "", text)
+    return re.sub(r"""add_argument\(\s*["'](?:-\w["']\s*,\s*["'])?--[\w\-]+["']""", "add_argument(", text)
 
 
 def _release_skips(script: str) -> bool:
@@ -345,13 +350,27 @@ def _read_by(name: str, text: str) -> bool:
         or re.search(r"""getenv\(\s*["']""" + name + r"""["']""", text) is not None
 
 
+class _Values(dict):
+    """name -> value; a name assigned several values keeps them all, "a|b" (e.g. one per replica group)."""
+
+    def __setitem__(self, name: str, value: str) -> None:
+        if name in self and self[name] != value:
+            value = "|".join(dict.fromkeys([*self[name].split("|"), value]))
+        super().__setitem__(name, value)
+
+    def setdefault(self, name: str, value: str) -> str:  # type: ignore[override]
+        if name not in self:
+            self[name] = value
+        return self[name]
+
+
 def _named_in(name: str, text: str) -> bool:
     """reb-ray's helper text names variable `name` (how the spec passes a value to its own helper)."""
     return re.search(r"(?<![\w])" + name + r"(?![\w])", text) is not None
 
 
 def _env_from(text: str, el: Elements, release: bool, reader: str | None = None) -> None:
-    found: dict[str, str] = {}
+    found: _Values = _Values()
     for m in _ENV_ARG.finditer(text):
         name, value = next((m.group(i), m.group(i + 1)) for i in (1, 3, 5) if m.group(i))
         found[name] = value
@@ -379,7 +398,8 @@ def _env_from(text: str, el: Elements, release: bool, reader: str | None = None)
         if name in HARNESS_ENV or name.startswith(("SCIMLOPSBENCH", "REB_RAY", "BENCH")) or name == "WORKER" \
                 or re.search(r"_CACHE(?:_DIR)?$|_USERDIR$|TELEMETRY", name):
             continue
-        el.env[name] = _pythonpath_parts(value) if name == "PYTHONPATH" else _env_value(value)
+        el.env[name] = _pythonpath_parts(value.replace("|", ":")) if name == "PYTHONPATH" else \
+            "|".join(dict.fromkeys(_env_value(v) for v in value.split("|")))
 
 
 def _logical_lines(text: str) -> list[str]:
@@ -409,7 +429,7 @@ def _options_from(text: str, el: Elements, skip: set[str], kwargs: bool) -> None
     for m in _OPTION.finditer(text):
         value = m.group(3)
         add(m.group(1), None if value is None or value.startswith("-") else value)
-    for rx in (_OVERRIDE, _PLUS_OVERRIDE):
+    for rx in (_OVERRIDE, _PLUS_OVERRIDE, _YACS_OVERRIDE):
         for m in rx.finditer(text):
             if m.group(1).split(".")[0] in ("os", "sys", "self", "torch", "np", "args", "cfg", "config", "data", "json"):
                 continue
@@ -549,7 +569,7 @@ def compare(rel: Elements, spec: Elements, stage: str) -> list[Difference]:
             s = {p for p in spec.env[name].split(":") if p and p != "helper"}
             if r != s:
                 diffs.append(Difference("env", name, f"env PYTHONPATH: release {sorted(r)}, spec {sorted(s)}"))
-        elif rel.env[name] != "*" and spec.env[name] != "*" and rel.env[name] != spec.env[name]:
+        elif "*" not in (rel.env[name] + "|" + spec.env[name]).split("|") and not _same_value(rel.env[name], spec.env[name]):
             diffs.append(Difference("env", name, f"env {name}: release {rel.env[name]}, spec {spec.env[name]}"))
     for entry in sorted(rel.entries - spec.entries):
         if not re.search(r"(?<![\w])" + re.escape(entry.removesuffix(".py")) + r"(?![\w])",

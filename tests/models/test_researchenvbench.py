@@ -21,6 +21,7 @@ ROW_KEYS = {"id", "repo", "commit", "supports_cpu", "supports_single_gpu", "supp
 LAUNCHER_IN_COMMAND = re.compile(r"(?:^|[\s;&|])(?:torchrun|deepspeed|accelerate\s+launch)(?:\s|$)"
                                  r"|-m\s+(?:torch\.distributed\.(?:run|launch)|accelerate\.commands\.launch|deepspeed)\b")
 DATA = Path("/work/shared/data/researchenvbench")
+RELEASE = Path("/work/.mirror/No-518+ResearchEnvBench/repo")  # the paper's release, fetched as test input
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +51,9 @@ def test_stages_are_complete(tasks):
             stage = getattr(task.stages, name)
             if stage.applicable:
                 assert stage.command and stage.success.exit_code == 0, (task.id, name)
-                assert stage.timeout_s == (1200 if name == "multi_gpu" else 900), (task.id, name)
+                # the release's runner.py --timeout-sec: 600 s for C1 and C3, 1200 s for C4
+                assert stage.timeout_s == (1200 if name == "multi_gpu" else 600) or \
+                    "timeout" in (stage.deviation or ""), (task.id, name)
             else:
                 assert stage.skip_reason and stage.command is None, (task.id, name)
         if task.supports_multi_gpu:
@@ -130,14 +133,16 @@ def test_every_helper_is_used_by_a_stage_and_python_helpers_parse_on_old_pythons
                 ast.parse(path.read_text(encoding="utf-8"), filename=str(path), feature_version=(3, 8))
 
 
-def test_lmcache_follows_the_release_exit_0_on_sigint_and_states_no_deviation(tasks):
+def test_lmcache_follows_the_release_exit_0_on_sigint_and_states_no_deviation_of_it(tasks):
     """The release runs the starter under `timeout -s INT --preserve-status 8s` and requires exit 0
-    (its SIGINT handler stops the engine and exits 0): a crash on SIGINT must fail, not pass as 124."""
+    (its SIGINT handler stops the engine and exits 0): a crash on SIGINT must fail, not pass as 124.
+    (The stages' deviation is about the starter's config file only.)"""
     lmcache = {t.id: t for t in tasks}["lmcache--lmcache"]
     for name in ("cpu", "single_gpu", "multi_gpu"):
         stage = getattr(lmcache.stages, name)
         assert "timeout -s INT --preserve-status 8s python -m lmcache.v1.standalone" in stage.command, name
-        assert "124" not in stage.command and stage.success.exit_code == 0 and stage.deviation is None, name
+        assert "124" not in stage.command and stage.success.exit_code == 0, name
+        assert not re.search(r"exit|SIGINT|timeout", stage.deviation or ""), name
 
 
 def test_torchft_declares_its_lighthouse_log_on_every_stage(tasks):
@@ -152,3 +157,17 @@ def test_every_stated_deviation_is_beside_an_applicable_command(tasks):
         for name in ("cpu", "single_gpu", "multi_gpu"):
             stage = getattr(task.stages, name)
             assert stage.deviation is None or (stage.applicable and stage.deviation.strip()), (task.id, name)
+
+
+@pytest.mark.skipif(not RELEASE.is_dir(), reason=f"the paper's release is not fetched at {RELEASE}")
+def test_every_difference_from_the_release_scripts_is_documented():
+    """scripts/compare_release.py against the release: each stage does what the release's script does
+    or its deviation names what differs (exit 0, zero undocumented differences)."""
+    script = Path(__file__).resolve().parents[2] / "scripts" / "compare_release.py"
+    res = subprocess.run([sys.executable, str(script), str(RELEASE), "--json"], capture_output=True, text=True,
+                         timeout=600)
+    report = json.loads(res.stdout)
+    undocumented = [(row["task"], row["stage"], d["text"]) for row in report["stages"]
+                    for d in row["differences"] if not d["covered"]]
+    assert res.returncode == 0 and undocumented == [], undocumented
+    assert report["counts"]["stages"] == 132 and report["counts"]["missing_release"] == 0

@@ -44,7 +44,7 @@ def main():
     det_base.FontEngineFactory.create_engine = classmethod(lambda cls, settings, backend="onnx": _NoFontEngine())
 
     det = RTDetrV2ONNXDetection()
-    det.initialize(device=args.device)
+    det.initialize(device=args.device, confidence_threshold=0.3)  # as the paper's harness
     used = det.session.get_providers()
     print("onnxruntime providers:", used)
     if args.device != "cpu" and not any(name in used for name in GPU_PROVIDERS):
