@@ -27,7 +27,10 @@ not command lines. They are transcribed by a few generic rules, in this order:
 
 Entries that are prose rather than a command (HTTP-server smoke tests, `python -c: ...`, runpy)
 are written by hand in EXTRA[task].cmd, next to the CSV text they transcribe (kept as a comment
-above each stage in the generated file). Where the paper's harness generated a config or a tiny
+above each stage in the generated file). What the CSV notes leave out of the paper's release scripts
+(run_{cpu,single_gpu,multi_gpu}_entrypoint.sh: exported PYTHONPATH, success checks, flags) is added
+in FIDELITY, and every remaining difference from those scripts is named in DEVIATIONS, written as
+the stage's `deviation`; scripts/compare_release.py lists any difference no deviation names. Where the paper's harness generated a config or a tiny
 dataset that the CSV does not spell out, the spec says `# TODO(helper)`.
 """
 
