@@ -146,8 +146,6 @@ _KWARG = re.compile(r"""(?<![\w.=!<>$\-{])([a-z][a-z0-9]*_[a-z0-9_]*)=(?!=)(?:([
 _PY_FILE = re.compile(r"""(?<![\w\-])((?:[\w.\-${}]+/)*[\w.\-]+\.py)\b""")
 _MODULE = re.compile(r"""(?:-m|"-m",)\s+["']?([A-Za-z_][\w.]*)""")
 _ENV_ARG = re.compile(r"""--env[ =]+(?:"([A-Z_][A-Z0-9_]*)=([^"]*)"|'([A-Z_][A-Z0-9_]*)=([^']*)'|([A-Z_][A-Z0-9_]*)=("[^"]*"|'[^']*'|[^\s"']*))""")
-_EXPORT = re.compile(r"""(?:^|[;&(]\s*|\bexport\s+[^\n;]*?\s)export\s+([A-Z_][A-Z0-9_]*)=((?:"[^"]*"|'[^']*'|[^\s;])*)""",
-                     re.MULTILINE)
 _COMMAND_WORD = re.compile(r"""(?i)python|^\{python\}$|^\$\{?\w*py\w*\}?$|^(?:torchrun|accelerate|deepspeed|exec|env|"""
                            r"""timeout|bash|sh|uvicorn|nohup|stdbuf)$|\.(?:py|sh)$""")
 _PREFIX = re.compile(r"""(?:^|&&|\|\||;|\{|\(|\bexec|')[ \t]*((?:[A-Z_][A-Z0-9_]*=(?:"[^"]*"|'[^']*'|[^\s"';&|])*[ \t]+)+)"""
