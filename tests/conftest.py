@@ -60,7 +60,51 @@ NEXAU_SRC_ENV = "REB_RAY_NEXAU_SRC"
 _NOT_RUN_BY_DESIGN: list[str] = []
 
 
+#: Markers that mean "needs a real daemon, cluster or CLI": their tests are `integration`.
+INTEGRATION_MARKERS = ("docker", "agent_cli", "cluster_up", "nexau_src")
+#: Fixtures that start or reach a real daemon or cluster; a test that uses one (directly or
+#: through another fixture) is `integration` without having to say so.
+INTEGRATION_FIXTURES = frozenset({
+    "docker_client", "sandbox_image", "make_sandbox", "ray_local", "private_dockerd", "second_docker",
+    "raylets", "two_gpu_nodes", "two_single_gpu_nodes", "one_gpu_node", "ray_with_two_fake_gpus",
+    "docker_sandbox", "torch_sandbox", "toolbox_ready", "installed_toolchain", "nexau_toolchain",
+    "mini_bin", "cli_bin",
+})
+#: Where the unit tier points Docker: a socket that does not exist, so a test that reaches for the
+#: daemon without being marked fails at once instead of silently slowing the tier down.
+UNIT_TIER_DOCKER_HOST = "unix:///nonexistent/reb-ray-unit-tier-has-no-docker.sock"
+
+
+def _unit_tier(config) -> bool:
+    """True when this run selects `not integration` (the one-minute tier)."""
+    return "not integration" in (config.option.markexpr or "")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "integration: uses Docker, Ray, a CLI agent or a private "
+                            "daemon (set automatically from markers and fixtures); `-m 'not integration'` "
+                            "is the unit tier")
+    if _unit_tier(config):
+        os.environ["DOCKER_HOST"] = UNIT_TIER_DOCKER_HOST
+        import ray
+
+        def _no_ray(*args, **kwargs):
+            raise RuntimeError("the unit tier starts no Ray: mark this test `integration` "
+                               "(or give it an integration fixture)")
+        ray.init = _no_ray
+
+
+def _mark_integration(items) -> None:
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if (any(item.get_closest_marker(name) for name in INTEGRATION_MARKERS)
+                or INTEGRATION_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+                or params.get("provider") == "docker"):
+            item.add_marker(pytest.mark.integration)
+
+
 def pytest_collection_modifyitems(config, items):
+    _mark_integration(items)
     if os.environ.get(NEXAU_SRC_ENV):
         return
     keep = [item for item in items if item.get_closest_marker("nexau_src") is None]

@@ -59,6 +59,7 @@ def test_fetch_downloads_once_and_reports_what_it_cannot(tmp_path, task):
     assert again["weights"] == "present"
 
 
+@pytest.mark.integration
 def test_a_missing_asset_fails_fast_as_infra_naming_it(tmp_path, task):
     cache = tmp_path / "cache"
     fetch_assets([task], cache)
@@ -101,6 +102,7 @@ print(snapshot_download("org/tiny-data", repo_type="dataset"))
 """
 
 
+@pytest.mark.integration
 def test_hf_assets_land_where_offline_loading_by_id_finds_them(tmp_path):
     """`assets fetch` against a scripted Hub endpoint: hf_cache assets go into the hub cache
     layout (models--/datasets--) that offline from_pretrained-by-id reads through HF_HOME, and a
@@ -138,6 +140,7 @@ def test_hf_assets_land_where_offline_loading_by_id_finds_them(tmp_path):
     _preflight(TrialSpec(sweep_id="s", agent="noop", task=task, trial_index=0, config=SweepConfig(assets_dir=cache)))
 
 
+@pytest.mark.integration
 def test_an_asset_only_a_stage_that_does_not_apply_needs_is_never_missing(tmp_path):
     """The default `stages` names c1, c3 and c4; a CPU-only task needs its assets for c1 alone."""
     task_dir = tmp_path / "suites" / "assets" / "needs-assets"

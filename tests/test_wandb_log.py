@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("wandb")
+pytestmark = pytest.mark.integration  # a real W&B service process per run
 
 from analysis.analyze import analyze_run  # noqa: E402
 from analysis.plots import write_plots  # noqa: E402

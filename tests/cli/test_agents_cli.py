@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from reb_ray.agents.toolchain import PINS, toolchain_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,6 +53,7 @@ def test_install_of_a_kind_with_nothing_to_install_is_one_line():
     assert res.stderr.startswith("error: unknown installable agent kind 'heuristic'; valid: claude_code, codex, mini_swe_agent")
 
 
+@pytest.mark.integration
 def test_nexau_needs_a_source_checkout_one_line(tmp_path):
     res = run("agents", "install", "--kinds", "nexau", "--dir", str(tmp_path))
     assert res.returncode == 2 and res.stderr.count("\n") == 1

@@ -67,6 +67,7 @@ def test_an_agents_list_beside_agents_tables_says_what_to_do(tmp_path):
     assert message.startswith(f"{path}: not valid TOML") and "leave out `agents = [...]`" in message and "\n" not in message
 
 
+@pytest.mark.integration
 def test_an_explicit_network_in_the_config_is_warned_about_at_sweep_start(tmp_path):
     """`network = "bridge"` opts the open policy's sandboxes out of the host guard: never silently."""
     import subprocess

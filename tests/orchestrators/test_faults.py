@@ -30,6 +30,8 @@ from reb_ray.results.read import read_trials
 from reb_ray.sandbox.ownership import MANAGED, SWEEP
 from tests.ray_cluster import ROOT, actor_pids, kill_raylet, ray_cluster
 
+pytestmark = pytest.mark.integration
+
 TASK = """
 id = "{id}"
 suite = "faults"
