@@ -72,7 +72,9 @@ def _audit(event, args):
         if kind == "file" and value:
             path = os.path.realpath(os.path.join(os.getcwd(), str(value)))
             main["path"] = path
-            main["blob"] = _blob(path) if _in_repo(path) else None
+            if _in_repo(path):
+                main["repo_path"] = os.path.relpath(path, _state["repo"])
+                main["blob"] = _blob(path)
         _state["main"] = main
         _write("main")
     except Exception:
@@ -151,6 +153,8 @@ def _imports():
     for name, module in list(sys.modules.items()):
         try:
             path = getattr(module, "__file__", None)
+            if name == "__main__" and not path:  # a main script's __file__ is deleted once it ran
+                path = getattr(getattr(module, "__loader__", None), "path", None)
         except Exception:
             continue
         if not isinstance(path, str) or not path:
@@ -206,13 +210,9 @@ def _write(phase, full=False):
         "main": _state.get("main"), "repo_files": None, "repo_files_total": None, "modules": None, "modules_total": None,
     }
     if full:
-        main_module = sys.modules.get("__main__")
-        main_file = getattr(main_module, "__file__", None)
         repo, tops = _imports()
         listed = [{"path": os.path.relpath(p, _state["repo"]), "blob": _blob(p) if p.endswith(".py") else None,
                    "module": m} for p, m in sorted(repo.items())]
-        if isinstance(main_file, str) and main_file:
-            record["main_file"] = os.path.realpath(main_file)
         listed += _installed_from_repo(tops)
         owners = _owners() if tops else {}
         record["repo_files_total"] = len(listed)

@@ -47,8 +47,8 @@ def _pinned_files(record: dict) -> list[str]:
     files = [f for f in listed if _is_dict(f) and f.get("pinned") is True] if isinstance(listed, list) else []
     names = [str(f.get("path")) for f in files]
     main = record.get("main")
-    if _is_dict(main) and main.get("pinned") is True and main.get("path"):
-        names.append(str(main["path"]))
+    if _is_dict(main) and main.get("pinned") is True and (main.get("repo_path") or main.get("path")):
+        names.append(str(main.get("repo_path") or main["path"]))
     return sorted(set(names))
 
 
