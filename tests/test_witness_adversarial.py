@@ -13,6 +13,7 @@ import pytest
 
 from reb_ray.models.suite import load_suite
 from reb_ray.models.sweep import SweepConfig, TrialSpec
+from reb_ray.regrade import regrade_trial
 
 WHEELS = [Path("/opt/wheels")] if Path("/opt/wheels").is_dir() else []
 
@@ -113,6 +114,16 @@ def test_shortcuts_score_no_better_than_noop_on_c1(sandbox_image):
     for name, row in rows.items():  # nothing else was changed back
         if name not in ("editor", "committer"):
             assert row["repo_restored"] is True and row["repo_restored_files"] == [], name
+
+    # The stored rows carry the witness: a re-grade reaches the same verdicts.
+    task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
+    keys = ("status", "failure_category", "reason", "witness_status", "witness_interpreters", "witness_interpreter",
+            "witness_repo_files")
+    for name, outcome in outcomes.items():
+        again = regrade_trial(rows[name], {s["stage"]: s for s in outcome.stages}, task, "witness-regrade")
+        c1_again = next(s for s in again.stages if s["stage"] == "c1")
+        assert {k: c1_again[k] for k in keys} == {k: c1[name][k] for k in keys}, name
+        assert (again.trial["c1_witness"], again.trial["failure_category"]) == (rows[name]["c1_witness"], rows[name]["failure_category"])
 
 
 @pytest.mark.docker

@@ -8,7 +8,8 @@ file, named with the nonce, whose single `import` line starts the toolbox's hook
 (probes/witness/_reb_ray_witness.py) in every interpreter that processes that directory. The
 stage's environment also gets the hook's directory first on PYTHONPATH with the nonce in
 REB_RAY_WITNESS, for an interpreter whose site-packages could not be written (its
-sitecustomize.py chains to the environment's own). `collect` removes the `.pth` file, runs the
+sitecustomize.py chains to the environment's own); with the local provider, whose interpreters
+are the host's, only this. `collect` removes the `.pth` file, runs the
 collector (probes/witness_collect.py) with the image's python3, and returns its record, which
 reb_ray.grading.witness.grade_witness grades. Neither ever raises: a witness that could not be
 armed or collected grades as missing, which fails only a stage that would otherwise succeed.
@@ -54,7 +55,7 @@ info=$(cd / && env -i PATH="$SP" HOME=/root LC_ALL=C.UTF-8 timeout "$QT" "$py" -
 prefix=$(printf '%s\n' "$info" | sed -n 's/^@@PREFIX //p' | tail -n 1)
 site=$(printf '%s\n' "$info" | sed -n 's/^@@SITE //p' | tail -n 1)
 printf '@@PREFIX %s\n' "$prefix"
-if [ -n "$site" ] && [ -d "$site" ] && [ ! -e "$site/$name" ] && printf '%s\n' "$line" > "$site/$name"; then
+if [ -n "$name" ] && [ -n "$site" ] && [ -d "$site" ] && [ ! -e "$site/$name" ] && printf '%s\n' "$line" > "$site/$name"; then
   printf '@@PTH %s\n' "$site/$name"
 fi
 """
@@ -110,7 +111,8 @@ def arm(sandbox: Sandbox, toolbox: str, python_path: str, repo_dir: str) -> Witn
     nonce = secrets.token_hex(16)
     witness = Witness(nonce, posixpath.join(toolbox, "witness-out", nonce), posixpath.join(toolbox, "probes", "witness"),
                       repo_dir)
-    name = f"reb_ray_witness_{nonce[:16]}.pth"
+    # The local provider's interpreters are the host's: never write into the host's site-packages.
+    name = f"reb_ray_witness_{nonce[:16]}.pth" if sandbox.provider != "local" else ""
     line = pth_line(nonce, witness.out_dir, repo_dir, witness.hook_dir)
     env = {"SP": facts_env()["PATH"], "QUERY": _QUERY, "QT": str(QUERY_TIMEOUT_S), **facts_env()}
     try:
