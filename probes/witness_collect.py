@@ -6,8 +6,9 @@ Usage: python3 witness_collect.py --dir DIR --nonce N --python PYTHON_PATH --rep
 Run by the image's /usr/bin/python3 after the stage's command ended, never by PYTHON_PATH. It
 reads every `*.json` witness file in DIR (the hook's records, at most MAX_RECORDS, each at most
 MAX_BYTES), describes PYTHON_PATH as the filesystem has it (realpath, symlink, ELF or script),
-and marks each repository file a record lists as `pinned` when its git blob hash is a blob of
-COMMIT's tree (`git ls-tree -r`). PREFIX is sys.prefix as PYTHON_PATH reported it before the
+marks each repository file a record lists as `pinned` when its git blob hash is a blob of
+COMMIT's tree (`git ls-tree -r`), and adds to each third-party module the distribution installed
+in the directory it was imported from that lists it (null: none does). PREFIX is sys.prefix as PYTHON_PATH reported it before the
 stage ("" when unknown). Grading is separate and pure (reb_ray/grading/witness.py). Writes one
 JSON object to FILE (atomically):
 
@@ -91,6 +92,76 @@ def mark_pinned(records, blobs):
                 entry["pinned"] = None if blobs is None else (isinstance(blob, str) and blob in blobs)
 
 
+def _top_of(entry):
+    """The top-level import name a RECORD path's first component provides, or None."""
+    first = entry.split("/")[0]
+    if not first or first.endswith((".dist-info", ".egg-info", ".data")) or first in ("..", "__pycache__"):
+        return None
+    if "/" not in entry:  # a single-file module or extension: name.py, name.cpython-311-x86_64-linux-gnu.so
+        base = first.split(".")[0]
+        return base if first.endswith((".py", ".so", ".pyd")) else None
+    return first
+
+
+def site_owners(site_dir, cache):
+    """{top-level name: distribution name} of the distributions installed in `site_dir` (their
+    RECORD or installed-files.txt, and top_level.txt), cached per directory."""
+    if site_dir in cache:
+        return cache[site_dir]
+    owners = cache[site_dir] = {}
+    try:
+        entries = sorted(os.listdir(site_dir))
+    except OSError:
+        return owners
+    for entry in entries:
+        if not entry.endswith((".dist-info", ".egg-info")):
+            continue
+        info = os.path.join(site_dir, entry)
+        name = entry.rsplit(".", 1)[0].split("-")[0]
+        try:
+            with open(os.path.join(info, "METADATA" if entry.endswith(".dist-info") else "PKG-INFO"), errors="replace") as f:
+                for line in f:
+                    if line.startswith("Name:"):
+                        name = line[5:].strip()
+                        break
+                    if not line.strip():
+                        break
+        except OSError:
+            pass
+        for listing, relative_to in (("RECORD", site_dir), ("installed-files.txt", info), ("top_level.txt", None)):
+            try:
+                with open(os.path.join(info, listing), errors="replace") as f:
+                    lines = [line.split(",")[0].strip() for line in f]
+            except OSError:
+                continue
+            for line in lines:
+                if relative_to is None:
+                    top = line or None
+                else:
+                    rel = os.path.relpath(os.path.normpath(os.path.join(relative_to, line)), site_dir)
+                    top = _top_of(rel)
+                if top:
+                    owners.setdefault(top, name)
+    return owners
+
+
+def mark_owners(records):
+    """Each record's modules {top: file} become {top: {"file", "dist"}} (dist null: no
+    distribution in the directory the module was imported from lists it)."""
+    cache = {}
+    for record in records:
+        modules = record.get("modules")
+        if not isinstance(modules, dict):
+            continue
+        for top, path in list(modules.items()):
+            if not isinstance(path, str):
+                modules[top] = {"file": None, "dist": None}
+                continue
+            marker = "/" + top + "/"
+            site_dir = path.rsplit(marker, 1)[0] if marker in path else os.path.dirname(path)
+            modules[top] = {"file": path, "dist": site_owners(site_dir, cache).get(top)}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser()
     for name in ("--dir", "--nonce", "--python", "--repo", "--commit", "--prefix", "--out"):
@@ -103,6 +174,7 @@ def main(argv=None):
         records, unreadable, total = read_records(args.dir)
         blobs = pinned_blobs(args.repo, args.commit) if args.commit else None
         mark_pinned(records, blobs)
+        mark_owners(records)
         result.update(records=records, records_total=total, unreadable=unreadable, pinned_known=blobs is not None)
     except Exception as exc:  # noqa: BLE001 - the record says what failed
         result["error"] = "%s: %s" % (type(exc).__name__, exc)

@@ -14,8 +14,8 @@ first in an interpreter starts it, the other is a no-op. It writes one JSON file
             dies by a signal or os._exit still shows that the repository's script started
     exit    at interpreter exit (atexit): the repository files it imported (module files under
             the repository directory, and files of distributions installed from it, with their
-            git blob hashes), and every other non-stdlib top-level module with the installed
-            distribution that owns it (null: no distribution owns it)
+            git blob hashes), and every other non-stdlib top-level module with its file (the
+            collector adds the installed distribution that owns each)
 
 A process forked from a hooked one (multiprocessing, DataLoader workers) writes its own file
 at its exit. The hook changes nothing the program sees except `sys._reb_ray_witness` (the
@@ -23,7 +23,6 @@ nonce) and the audit hook it adds.
 """
 
 import atexit
-import hashlib
 import json
 import os
 import sys
@@ -34,6 +33,7 @@ MAX_FILES = 400
 MAX_MODULES = 400
 
 _state = {}
+_HERE = os.path.dirname(os.path.realpath(__file__))
 
 
 def start(nonce, out_dir, repo_dir, via):
@@ -96,6 +96,7 @@ def _in_repo(path):
 def _blob(path):
     """The git blob hash of a file's bytes (sha1 of "blob <size>\\0" + content), or None."""
     try:
+        import hashlib
         with open(path, "rb") as f:
             data = f.read()
         return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
@@ -104,6 +105,7 @@ def _blob(path):
 
 
 def _stdlib_dirs():
+    """The standard library's directories (Python < 3.10 only: newer ones name its modules)."""
     dirs = set()
     try:
         import sysconfig
@@ -116,39 +118,13 @@ def _stdlib_dirs():
     return dirs
 
 
-def _repo_dists():
-    """{distribution name: its install location} for distributions installed from the
-    repository (PEP 610 direct_url.json naming a file: URL under the repository)."""
-    found = {}
-    try:
-        from importlib import metadata
-        for dist in metadata.distributions():
-            try:
-                text = dist.read_text("direct_url.json")
-                if not text:
-                    continue
-                url = json.loads(text).get("url") or ""
-                if url.startswith("file://") and _in_repo(os.path.realpath(url[len("file://"):])):
-                    found[dist.metadata["Name"]] = dist
-            except Exception:
-                continue
-    except Exception:
-        pass
-    return found
-
-
-def _owners():
-    try:
-        from importlib import metadata
-        return metadata.packages_distributions()
-    except Exception:
-        return {}
-
-
 def _imports():
-    """(repository files, non-stdlib top-level modules -> owning distribution) of sys.modules."""
-    stdlib = _stdlib_dirs()
-    builtin = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
+    """(repository files {realpath: module}, other non-stdlib top-level modules {name: realpath
+    of its file}) of sys.modules. Owning distributions are looked up by the collector, once per
+    stage, not here in every interpreter."""
+    names = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
+    stdlib = () if getattr(sys, "stdlib_module_names", None) else _stdlib_dirs()
+    repo = _state.get("repo") or "/nonexistent"
     repo_files, tops = {}, {}
     for name, module in list(sys.modules.items()):
         try:
@@ -159,12 +135,16 @@ def _imports():
             continue
         if not isinstance(path, str) or not path:
             continue
+        top = name.split(".")[0]
+        if top in names and not path.startswith(repo):
+            continue
+        if top in tops and not path.startswith(repo):  # another module of a package already listed
+            continue
         real = os.path.realpath(path)
         if _in_repo(real):
             repo_files[real] = name
             continue
-        top = name.split(".")[0]
-        if top in builtin or top.startswith("_reb_ray_witness") or top == "sitecustomize" and "witness" in real:
+        if top.startswith("_reb_ray_witness") or top == "sitecustomize" and real.startswith(_HERE):
             continue
         if any(real.startswith(d.rstrip("/") + "/") and "-packages/" not in real[len(d):] for d in stdlib):
             continue
@@ -173,22 +153,41 @@ def _imports():
 
 
 def _installed_from_repo(tops):
-    """Repository files the interpreter ran from a copy installed from the repository."""
+    """Repository files the interpreter imported from a copy installed from the repository: the
+    imported modules' files of a distribution whose PEP 610 direct_url.json names a file: URL
+    under the repository (only the few dist-info directories holding a direct_url.json are read)."""
     files = []
-    dists = _repo_dists() if tops else {}
-    for name, dist in dists.items():
+    if not tops:
+        return files
+    loaded = {}
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None) if name.split(".")[0] in tops else None
+        if isinstance(path, str) and path.endswith(".py"):
+            loaded[os.path.realpath(path)] = name
+    for site_dir in {p for p in sys.path if p and "-packages" in p}:
         try:
-            for entry in dist.files or ():
-                path = str(entry)
-                if not path.endswith(".py") or path.split("/")[0] not in tops:
-                    continue
-                located = os.path.realpath(str(dist.locate_file(entry)))
-                modules = [m for m in list(sys.modules.values())
-                           if os.path.realpath(getattr(m, "__file__", "") or "") == located]
-                if modules:
-                    files.append({"path": path, "blob": _blob(located), "installed": name})
+            entries = [e for e in os.listdir(site_dir) if e.endswith(".dist-info")]
         except Exception:
             continue
+        for entry in entries:
+            info = os.path.join(site_dir, entry)
+            try:
+                with open(os.path.join(info, "direct_url.json")) as f:
+                    url = json.load(f).get("url") or ""
+            except Exception:
+                continue
+            if not (url.startswith("file://") and _in_repo(os.path.realpath(url[len("file://"):]))):
+                continue
+            try:
+                with open(os.path.join(info, "RECORD")) as f:
+                    recorded = [line.split(",")[0] for line in f]
+            except Exception:
+                continue
+            for rel in recorded:
+                real = os.path.realpath(os.path.join(site_dir, rel))
+                if real in loaded:
+                    files.append({"path": rel, "blob": _blob(real), "installed": entry[:-len(".dist-info")],
+                                  "module": loaded[real]})
     return files
 
 
@@ -214,12 +213,10 @@ def _write(phase, full=False):
         listed = [{"path": os.path.relpath(p, _state["repo"]), "blob": _blob(p) if p.endswith(".py") else None,
                    "module": m} for p, m in sorted(repo.items())]
         listed += _installed_from_repo(tops)
-        owners = _owners() if tops else {}
         record["repo_files_total"] = len(listed)
         record["repo_files"] = listed[:MAX_FILES]
-        modules = {top: (owners.get(top) or [None])[0] for top in sorted(tops)}
-        record["modules_total"] = len(modules)
-        record["modules"] = dict(list(modules.items())[:MAX_MODULES])
+        record["modules_total"] = len(tops)
+        record["modules"] = dict(sorted(tops.items())[:MAX_MODULES])
     path = os.path.join(_state["out"], _state["name"])
     tmp = path + ".tmp"
     with open(tmp, "w") as f:

@@ -27,7 +27,7 @@ def repo(tmp_path) -> tuple[Path, str]:
     repo = tmp_path / "repo"
     (repo / "pkg").mkdir(parents=True)
     (repo / "pkg" / "__init__.py").write_text("VALUE = 3\n")
-    (repo / "main.py").write_text("import sys, pkg\nprint('value', pkg.VALUE)\n")
+    (repo / "main.py").write_text("import sys, pkg, packaging.version, six\nprint('value', pkg.VALUE)\n")
     (repo / "die.py").write_text("import os, pkg\nos._exit(0)\n")
     (repo / "kill.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
     (repo / "forks.py").write_text("import os, sys, pkg\npid = os.fork()\nif pid == 0:\n    sys.exit(0)\nos.waitpid(pid, 0)\n")
@@ -63,7 +63,10 @@ def test_a_repository_script_in_the_reported_interpreter_is_witnessed(tmp_path, 
     (record,) = raw["records"]
     assert record["phase"] == "exit" and record["prefix_realpath"] == os.path.realpath(sys.prefix)
     assert {f["path"] for f in record["repo_files"]} == {"main.py", "pkg/__init__.py"}
-    assert all(f["pinned"] for f in record["repo_files"]) and record["modules"].get("pytest") is None
+    assert all(f["pinned"] for f in record["repo_files"]) and "pytest" not in record["modules"]
+    # third-party modules with the distribution that owns each (a package, a single-file module)
+    assert record["modules"]["packaging"]["dist"] == "packaging" and record["modules"]["six"]["dist"] == "six"
+    assert "json" not in record["modules"] and "_reb_ray_witness" not in record["modules"]
 
 
 def test_os_exit_and_sigkill_still_show_the_script_started(tmp_path, repo):
