@@ -52,7 +52,7 @@ def main() -> None:
     try:
         repo = f"{sandbox.workdir}/repo"
         sandbox.put(placed.path, repo)
-        setup = sandbox.exec(["sh", "-c", f"python3 -m venv {VENV} && {VENV}/bin/pip install -q -r requirements.txt "
+        setup = sandbox.exec(["sh", "-c", f"python3 -m venv {VENV} && {{ [ ! -f requirements.txt ] || {VENV}/bin/pip install -q -r requirements.txt; }} "
                                           f"&& {{ [ ! -f pyproject.toml ] || {VENV}/bin/pip install -q -e '.[cli]'; }}"],
                              timeout=900, workdir=repo, env=pip_env)
         assert setup.ok, setup.output[-2000:]
