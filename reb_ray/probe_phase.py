@@ -7,7 +7,10 @@ assigned than a stage needs, it fails with `insufficient_hardware` (non-success,
 paper, and labelled as hardware, not agent). Stages the spec does not apply to are `skipped`
 on every path; stages the agent left nothing to measure with are its failures; a command stage
 whose asset is missing (only under --skip-missing-assets) is `not_run`, infra_assets_missing
-(reb_ray/grading/unmeasured.py).
+(reb_ray/grading/unmeasured.py). Every command stage (C1, C3, C4) runs witnessed: a fresh nonce
+and the toolbox's hook make each interpreter it starts record what it ran, and a command that
+succeeds without the pinned repository's code running in the reported interpreter fails as
+`unverified_run` (reb_ray/grading/witness.py, docs/grading-witness.md).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from reb_ray.grading.c2 import grade_c2
 from reb_ray.grading.c5 import audit_report
 from reb_ray.grading.command_stage import grade_command_stage
 from reb_ray.grading.multi_gpu import grade_multi_gpu
+from reb_ray.grading.witness import WITNESS_COLUMNS, apply_witness, grade_witness
 from reb_ray.grading.unmeasured import (PROBE_STAGES, SANDBOX_BROKEN, agent_failed, assets_missing, interpreter_fault,
                                         skipped)
 from reb_ray.models.report import Report
@@ -38,6 +42,7 @@ from reb_ray.probes.multi_gpu import record_as_exec_result, run_multi_gpu
 from reb_ray.probes.side_logs import collect_side_logs
 from reb_ray.probes.task_helpers import install_task_helpers
 from reb_ray.probes.toolbox import install_toolbox
+from reb_ray.probes.witness import Witness, arm, collect
 from reb_ray.sandbox import Sandbox
 from reb_ray.trial_record import TrialRecorder
 
@@ -65,8 +70,19 @@ def _healthy(sandbox: Sandbox) -> bool:
         return False
 
 
-def _with_env(stage: StageSpec, extra: dict[str, str]) -> StageSpec:
-    return stage.model_copy(update={"env": {**extra, **stage.env}})
+def _with_env(stage: StageSpec, extra: dict[str, str], witness: Witness | None = None) -> StageSpec:
+    """`stage` with `extra` under its own variables, and the witness's over both (its
+    PYTHONPATH already leads the stage's own)."""
+    own = witness.env(stage.env) if witness is not None else {}
+    return stage.model_copy(update={"env": {**extra, **stage.env, **own}})
+
+
+def _witnessed(rec: TrialRecorder, name: str, graded: dict, raw: dict | None) -> dict:
+    """`graded` under the stage's witness verdict; the verdict's columns go into the stage row
+    (set by the caller) and `<name>_witness` into the trials row."""
+    verdict = grade_witness(raw)
+    rec.row[f"{name}_witness"] = verdict["witness_status"]
+    return {**apply_witness(graded, verdict), "witness": {k: verdict[k] for k in WITNESS_COLUMNS}}
 
 
 def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_dir: str,
@@ -118,13 +134,14 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
 
     # C1: the CPU command, GPUs hidden (F08).
     _command_stage(rec, sandbox, "c1", task, env, repo_dir, python, shim, visible="", needed=0, gpus=gpus, missing=missing,
-                   where=where, own_sandbox=c1_sandbox)
+                   where=where, toolbox=toolbox, own_sandbox=c1_sandbox)
 
     # C2: CUDA alignment, on the assigned GPUs.
     raw2 = _cuda_alignment(rec, sandbox, task, toolbox, python, gpus)
 
     # C3: single GPU.
-    _command_stage(rec, sandbox, "c3", task, env, repo_dir, python, shim, visible="0", needed=1, gpus=gpus, missing=missing, where=where)
+    _command_stage(rec, sandbox, "c3", task, env, repo_dir, python, shim, visible="0", needed=1, gpus=gpus, missing=missing,
+                   where=where, toolbox=toolbox)
 
     # C4: multi GPU under its launcher, free rendezvous port.
     stage4 = task.stages.multi_gpu
@@ -134,10 +151,14 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
         rec.apply([assets_missing("c4", [a.name for a in missing["c4"]], where)])
     else:
         runs = spec.config.c4_cpu_gloo or len(gpus) >= stage4.ranks
+        witness = arm(sandbox, toolbox, python, repo_dir) if runs else None
         with rec.full_log("c4" if runs else None) as log:
-            raw4 = run_multi_gpu(sandbox, _with_env(stage4, env), repo_dir, python, shim, gpus,
+            raw4 = run_multi_gpu(sandbox, _with_env(stage4, env, witness), repo_dir, python, shim, gpus,
                                  cpu_gloo=spec.config.c4_cpu_gloo, sink=log)
         g4 = grade_multi_gpu(stage4, raw4)
+        if witness is not None:  # after the run's leftovers were killed: every rank has exited
+            raw4["witness"] = collect(sandbox, toolbox, witness, python, rec.row.get("repo_commit"))
+            g4 = _witnessed(rec, "c4", g4, raw4["witness"])
         rec.row.update(c4_status=g4["status"], c4_exit_code=raw4.get("exit_code"), c4_failure_category=g4["failure_category"],
                        c4_port=raw4.get("port"))
         rec.stage("c4", g4["status"], result=record_as_exec_result(stage4, raw4), reason=g4["reason"],
@@ -145,6 +166,7 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
                   raw=json.dumps({k: v for k, v in raw4.items() if k != "output"}),
                   duration_s=raw4.get("duration_s"), log_pattern=stage4.success.log_pattern, log=log,
                   side_logs=_side_logs(sandbox, stage4, repo_dir) if runs else None)
+        rec.stages[-1].update(g4.get("witness") or {})
 
     # C5: the report against what the probes saw.
     _audit(rec, report, facts, (raw2 or {}).get("cuda_available"), len(gpus))
@@ -187,9 +209,10 @@ def _cuda_alignment(rec: TrialRecorder, sandbox: Sandbox, task: TaskSpec, toolbo
 
 def _command_stage(rec: TrialRecorder, sandbox: Sandbox, name: str, task: TaskSpec, env: dict[str, str], repo_dir: str,
                    python: str, shim: str, visible: str, needed: int, gpus: list[str], missing: dict, where: str,
-                   own_sandbox: Callable[[], AbstractContextManager[Sandbox]] | None = None) -> None:
-    """C1 / C3: one command, judged by its success rule. Too few GPUs is a hardware failure (it
-    would fail with the assets too); a missing asset the stage needs leaves it unmeasured.
+                   toolbox: str, own_sandbox: Callable[[], AbstractContextManager[Sandbox]] | None = None) -> None:
+    """C1 / C3: one command, judged by its success rule and its witness (a success without a
+    valid witness is `unverified_run`). Too few GPUs is a hardware failure (it would fail with
+    the assets too); a missing asset the stage needs leaves it unmeasured.
     `own_sandbox`: the stage runs in the sandbox it opens (opened only when the command runs)."""
     stage = task.stages.cpu if name == "c1" else task.stages.single_gpu
     if (verdict := skipped(task, name)) is not None:
@@ -203,16 +226,20 @@ def _command_stage(rec: TrialRecorder, sandbox: Sandbox, name: str, task: TaskSp
         rec.apply([assets_missing(name, [a.name for a in missing[name]], where)])
         return
     with own_sandbox() if own_sandbox else nullcontext(sandbox) as box, rec.full_log(name) as log:
-        result = run_stage_command(box, _with_env(stage, env), repo_dir, python, shim, visible_gpus=visible, sink=log)
+        witness = arm(box, toolbox, python, repo_dir)
+        result = run_stage_command(box, _with_env(stage, env, witness), repo_dir, python, shim, visible_gpus=visible, sink=log)
         side_logs = _side_logs(box, stage, repo_dir)
+        witness_raw = collect(box, toolbox, witness, python, rec.row.get("repo_commit"))
     pattern = stage.success.log_pattern
     graded = grade_command_stage(stage, result.exit_code, result.timed_out, result.output,
                                  result.pattern_matches.get(pattern) if pattern else None)
+    graded = _witnessed(rec, name, graded, witness_raw)
     rec.row.update({f"{name}_status": graded["status"], f"{name}_exit_code": result.exit_code,
                     f"{name}_failure_category": graded["failure_category"]})
     rec.stage(name, graded["status"], result=result, reason=graded["reason"], failure_category=graded["failure_category"],
               command=stage.command if isinstance(stage.command, str) else " ".join(stage.command),
-              log_pattern=pattern, log=log, side_logs=side_logs)
+              log_pattern=pattern, log=log, side_logs=side_logs, raw=json.dumps({"witness": witness_raw}))
+    rec.stages[-1].update(graded["witness"])
 
 
 def _side_logs(sandbox: Sandbox, stage: StageSpec, repo_dir: str) -> list[dict] | None:

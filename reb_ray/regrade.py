@@ -25,6 +25,7 @@ from reb_ray.grading.c2 import grade_c2
 from reb_ray.grading.c5 import audit_report
 from reb_ray.grading.command_stage import grade_command_stage
 from reb_ray.grading.multi_gpu import grade_multi_gpu
+from reb_ray.grading.witness import WITNESS_COLUMNS, apply_witness, grade_witness
 from reb_ray.grading.unmeasured import (INVALID_REPORT, MISSING_REPORT, PROBE_STAGES, PYRAMID, SANDBOX_BROKEN,
                                         agent_failed, interpreter_fault, skipped)
 from reb_ray.models.task import SuccessRule, TaskSpec
@@ -84,6 +85,29 @@ def pattern_evidence(stage: dict, rule: SuccessRule, run_dir: Path | None) -> tu
     if re.search(rule.log_pattern, _log(stage), re.MULTILINE):
         return True, f"{cut}; pattern found in the kept part", True
     return None, f"{cut}: the pattern cannot be judged on the kept part, original verdict kept", False
+
+
+def _stored_witness(raw: str | None) -> tuple[bool, dict | None]:
+    """(whether the stage ran witnessed, its collected witness record) from a command stage
+    row's raw JSON; rows written before the witness existed ran unwitnessed."""
+    try:
+        data = json.loads(raw) if raw else None
+    except ValueError:
+        return False, None
+    if not isinstance(data, dict) or "witness" not in data:
+        return False, None
+    return True, data["witness"]
+
+
+def _rewitness(row: dict, name: str, graded: dict, raw: str | None) -> tuple[dict, dict]:
+    """`graded` under the stored witness (reb_ray.grading.witness), and the stage row's witness
+    columns; unchanged (and no columns) for a row that ran unwitnessed."""
+    witnessed, record = _stored_witness(raw)
+    if not witnessed:
+        return graded, {}
+    verdict = grade_witness(record)
+    row[f"{name}_witness"] = verdict["witness_status"]
+    return apply_witness(graded, verdict), {k: verdict[k] for k in WITNESS_COLUMNS}
 
 
 def _with_note(graded: dict, note: str | None) -> dict:
@@ -154,9 +178,10 @@ def _regrade_measured(row: dict, trial: dict, stages: dict[str, dict], task: Tas
             graded = grade_command_stage(spec, stage["exit_code"], bool(stage["timed_out"]), _log(stage), matched)
             if not decidable:
                 graded = {"status": stage["status"], "failure_category": stage["failure_category"], "reason": stage["reason"]}
+            graded, columns = _rewitness(row, name, graded, stage.get("raw"))
             graded = _with_note(graded, note)
             row.update({f"{name}_status": graded["status"], f"{name}_failure_category": graded["failure_category"]})
-            keep(name, status=graded["status"], reason=graded["reason"], failure_category=graded["failure_category"])
+            keep(name, status=graded["status"], reason=graded["reason"], failure_category=graded["failure_category"], **columns)
     if task.stages.cuda.applicable and "c2" in stages and stages["c2"]["status"] in ("success", "failure"):
         c2 = grade_c2(json.loads(stages["c2"]["raw"]) if stages["c2"]["raw"] else None)
         category = c2["failure_category"]
@@ -171,9 +196,10 @@ def _regrade_measured(row: dict, trial: dict, stages: dict[str, dict], task: Tas
         g4 = grade_multi_gpu(task.stages.multi_gpu, raw4)
         if not decidable:
             g4 = {k: stage4[k] for k in ("status", "failure_category", "reason")}
+        g4, columns = _rewitness(row, "c4", g4, stage4["raw"])
         g4 = _with_note(g4, note)
         row.update(c4_status=g4["status"], c4_failure_category=g4["failure_category"])
-        keep("c4", status=g4["status"], reason=g4["reason"], failure_category=g4["failure_category"])
+        keep("c4", status=g4["status"], reason=g4["reason"], failure_category=g4["failure_category"], **columns)
 
 
 def _regrade_c5(row: dict, stages: dict[str, dict], keep) -> None:

@@ -42,6 +42,7 @@ from reb_ray.placement import place_repo
 from reb_ray.probe_phase import ASSETS_MOUNT, run_probe_phase
 from reb_ray.probe_sandbox import PhaseSplit
 from reb_ray.redact import Redactor
+from reb_ray.repo_restore import restore_pinned, unchanged_by_agent
 from reb_ray.repo_state import changed_since, tracked_state
 from reb_ray.sandbox import ExecResult, Sandbox, SandboxConfig, UnreadableFile, open_sandbox
 from reb_ray.sandbox import package_cache
@@ -171,7 +172,7 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
                            prompt=render_prompt(spec.task, report_path, repo_dir), toolchain=slot.sandbox_path,
                            llm=llm.access)
         ended_by = _agent_phase(rec, sandbox, agent, ctx, llm)
-        report = _between_phases(rec, sandbox, report_path, repo_dir, baseline)
+        report = _between_phases(rec, sandbox, report_path, repo_dir, baseline, placed.path)
         llm.judge(report)  # failed because of its LLM endpoint (429, 5xx, auth, budget): infra (F16)
         slot.detach()  # gone before any probe runs: not on their PATH, not in the env size
         probe_t0 = time.monotonic()
@@ -271,9 +272,10 @@ def _fill_package_cache(rec: TrialRecorder, spec: TrialSpec, config: SandboxConf
 
 
 def _between_phases(rec: TrialRecorder, sandbox: Sandbox, report_path: str, repo_dir: str,
-                    baseline: dict[str, str] | None) -> Report | None:
+                    baseline: dict[str, str] | None, pinned_checkout: Path | None = None) -> Report | None:
     """Stop everything the agent left running, copy the report out, record repo changes
-    (reb_ray/between_phases.py: one exec in a Docker sandbox).
+    (reb_ray/between_phases.py: one exec in a Docker sandbox), then put the tracked files back
+    to the pinned commit (reb_ray/repo_restore.py; `pinned_checkout` is the host's checkout).
 
     Leftovers are stopped first so nothing swaps the report while it is read; a report that is
     not a regular file (a symlink, FIFO, directory) or is over MAX_REPORT_BYTES is the agent's
@@ -293,7 +295,28 @@ def _between_phases(rec: TrialRecorder, sandbox: Sandbox, report_path: str, repo
     rec.stage("report", "success" if report else "failure", reason=reason, failure_category=None if report else status,
               raw=data.decode(errors="replace") if data else None)
     _record_changes(rec, baseline, settled.state)
+    _restore_repo(rec, sandbox, repo_dir, baseline, settled.state, pinned_checkout)
     return report
+
+
+def _restore_repo(rec: TrialRecorder, sandbox: Sandbox, repo_dir: str, baseline: dict[str, str] | None,
+                  after: dict[str, str] | None, pinned_checkout: Path | None) -> None:
+    """The stages run the pinned repository: restore the tracked files the agent changed; when
+    git in the sandbox cannot (its .git removed or broken), copy the host's pinned checkout over
+    the repository and restore again (then which files differed is unknown: null)."""
+    commit = rec.row.get("repo_commit")
+    keep = unchanged_by_agent(baseline, after)
+    columns = restore_pinned(sandbox, repo_dir, commit, keep)
+    if columns["repo_restored"] is not True and commit and pinned_checkout is not None:
+        try:
+            sandbox.put(pinned_checkout, repo_dir)
+        except (RebRayError, OSError):
+            pass
+        else:
+            again = restore_pinned(sandbox, repo_dir, commit, keep)
+            columns = {"repo_head_moved": columns["repo_head_moved"], "repo_restored": again["repo_restored"],
+                       "repo_restored_files": columns["repo_restored_files"]}
+    rec.row.update(columns)
 
 
 def _record_repo_changes(rec: TrialRecorder, sandbox: Sandbox, repo_dir: str, baseline: dict[str, str] | None) -> None:

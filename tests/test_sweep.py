@@ -169,7 +169,7 @@ def test_a_hanging_probe_times_out_and_the_other_trials_finish(tmp_path, docker_
     """F15c: per-stage deadlines end a probe that hangs forever; the sweep ends."""
     from reb_ray.sweep import run_sweep
 
-    for task_id, command in (("hangs", "sleep 100000"), ("quick", "echo fine")):
+    for task_id, command in (("hangs", "sleep 100000"), ("quick", "python main.py")):
         task_dir = tmp_path / "suites" / "hang" / task_id
         (task_dir / "repo").mkdir(parents=True)
         (task_dir / "repo" / "main.py").write_text("print('hi')\n")

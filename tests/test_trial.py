@@ -130,10 +130,15 @@ skip_reason = "cpu only"
 
 # 50 MiB of output, then the line the rule needs (C4 runs on CPU with --c4-cpu-gloo).
 [stages.multi_gpu]
-command = "yes 'rank 0: step loss 0.25' | head -c 52428800; echo; echo 'rank 1 done'"
+command = "python c4.py"
 launcher = "python"
 timeout_s = 120
 success = { exit_code = 0, log_pattern = "^rank 1 done$" }
+"""
+C4 = """
+import sys
+data = (b"rank 0: step loss 0.25\\n" * (52428800 // 23 + 1))[:52428800]
+sys.stdout.buffer.write(data + b"\\nrank 1 done\\n")
 """
 TRAIN = """
 for i in range(1500):
@@ -157,6 +162,7 @@ def test_rows_keep_all_evidence_of_a_chatty_trial(provider, tmp_path, request):
     task_dir = tmp_path / "tasks" / "ev" / "chatty"
     (task_dir / "repo").mkdir(parents=True)
     (task_dir / "repo" / "train.py").write_text(TRAIN)
+    (task_dir / "repo" / "c4.py").write_text(C4)
     (task_dir / "task.toml").write_text(EVIDENCE_TASK)
     image = request.getfixturevalue("sandbox_image") if provider == "docker" else None
     config = SweepConfig(sandbox=provider, output=tmp_path / "runs", wheelhouses=[], pip_cache=False, c4_cpu_gloo=True)

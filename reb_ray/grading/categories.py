@@ -34,7 +34,9 @@ in the trials row tells that case apart.
 Agent categories: deps, system_deps (a native library missing from the OS), native_ext_abi, missing_compiled_ext, assets, oom, timeout,
 entrypoint_not_found, runtime; and, for stages the agent left nothing to measure with
 (reb_ray/grading/unmeasured.py): missing_report, invalid_report, sandbox_broken_by_agent,
-interpreter_missing, interpreter_broken; and, when a sandbox limit ended the agent phase
+interpreter_missing, interpreter_broken; unverified_run (a command stage whose command succeeded
+but left no valid witness that the pinned repository's code ran in the reported interpreter:
+reb_ray/grading/witness.py); and, when a sandbox limit ended the agent phase
 (reb_ray/sandbox/limits.py): pids_limit, disk_quota, oom. Hardware: insufficient_hardware (decided by the caller from the
 GPU count, never from logs). Infrastructure (`infra_*`, never scored against the agent, retried):
 infra_shm (a /dev/shm too small: field case F09), infra_disk_full (ENOSPC), infra_assets (above),
@@ -59,7 +61,9 @@ AGENT_CATEGORIES = ("deps", "system_deps", "native_ext_abi", "missing_compiled_e
                     "missing_report", "invalid_report", "interpreter_missing", "interpreter_broken",
                     # a probe record written in the agent's environment that no grader can read
                     # (reb_ray.grading.record_types)
-                    "probe_record_invalid")
+                    "probe_record_invalid",
+                    # a command stage that succeeded without a valid witness (reb_ray.grading.witness)
+                    "unverified_run")
 HARDWARE_CATEGORIES = ("insufficient_hardware",)
 
 #: Where the probe phase mounts the asset cache (probe_phase.ASSETS_MOUNT; a test keeps them equal).

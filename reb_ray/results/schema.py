@@ -155,6 +155,14 @@ TRIALS_SCHEMA = pa.schema(
         ("probe_image_commit_s", pa.float64()),  # seconds to commit the agent's container to the attempt's image (null: none committed)
         ("probe_image_bytes", pa.int64()),  # bytes of that image's new layer (null: none committed)
         ("probe_gpu_wait_s", pa.float64()),  # seconds the probe phase waited for its exclusive GPU lease (null: no lease)
+        # -- the witness of each command stage and the repository as pinned (reb_ray/grading/witness.py,
+        # reb_ray/repo_restore.py; docs/grading-witness.md)
+        ("c1_witness", pa.string()),  # valid | unverified | missing; null: the stage's command did not run
+        ("c3_witness", pa.string()),
+        ("c4_witness", pa.string()),
+        ("repo_head_moved", pa.bool_()),  # the agent moved HEAD off the pinned commit (commit, checkout, reset)
+        ("repo_restored", pa.bool_()),  # tracked files were put back to the pinned commit before the probes (null: unknown)
+        ("repo_restored_files", _strings),  # the tracked paths the restore changed back (committed edits included)
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )
@@ -187,6 +195,12 @@ STAGES_SCHEMA = pa.schema(
         ("side_logs", _side_logs),  # files the command wrote besides its output, tails (reb_ray.probes.side_logs)
         ("log_path", pa.string()),  # the full output (gzip), relative to the output dir (reb_ray.artifacts)
         ("log_cut_bytes", pa.int64()),  # bytes of the output not in the log_path file (0: whole; null: no file)
+        # -- a command stage's witness (reb_ray/grading/witness.py): did the pinned repository's code run
+        # in the reported interpreter; null for other stages and rows written before it
+        ("witness_status", pa.string()),  # valid | unverified | missing
+        ("witness_interpreters", pa.int64()),  # interpreters that wrote a witness with the stage's nonce
+        ("witness_interpreter", pa.string()),  # the binary of the passing one (else of the first seen)
+        ("witness_repo_files", pa.int64()),  # distinct pinned repository files the passing interpreters ran
     ],
     metadata={"reb_ray.dataset": "stages", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

@@ -126,10 +126,24 @@ def _stage_lines(stages: list[dict]) -> list[str]:
             parts.append(f"exit {s['exit_code']}")
         if s.get("duration_s") is not None:
             parts.append(f"{s['duration_s']:.1f} s")
+        if s.get("witness_status"):
+            parts.append(f"witness {s['witness_status']} ({_fmt(s.get('witness_interpreters'))} interpreter(s), "
+                         f"{_fmt(s.get('witness_repo_files'))} pinned file(s))")
         if s.get("reason"):
             parts.append(str(s["reason"])[:300])
         lines.append("  ".join(parts))
     return lines
+
+
+def _repo_lines(row: dict) -> list[str]:
+    """What the agent changed in the tracked files and what was put back before the probes."""
+    if row.get("repo_modified") is None and row.get("repo_restored") is None:
+        return []
+    changed = ", ".join(row.get("repo_modified_files") or []) or "nothing"
+    restored = row.get("repo_restored_files")
+    back = ("unknown" if restored is None else ", ".join(restored) or "nothing") + (" (HEAD moved)" if row.get("repo_head_moved") else "")
+    return [f"repo     changed (git status): {changed}; restored to the pinned commit: {back} "
+            f"(restore {'done' if row.get('repo_restored') else 'failed' if row.get('repo_restored') is False else 'unknown'})"]
 
 
 def _attempt(row: dict) -> str:
@@ -163,6 +177,7 @@ def show_trial(output_dir: Path, trial_id: str, sweep_id: str | None = None, att
         *_llm_lines(row),
         *_command_lines(output_dir, row),
         *_report_lines(stages, row),
+        *_repo_lines(row),
         *_stage_lines(stages),
         _files(row),
     ]

@@ -23,7 +23,7 @@ category = "3_single_gpu+multi_gpu"
 source = { bundled = "repo" }
 
 [stages.cpu]
-command = "test -z \\"$CUDA_VISIBLE_DEVICES\\" && echo cpu-ok"
+command = "test -z \\"$CUDA_VISIBLE_DEVICES\\" && python main.py"
 
 [stages.single_gpu]
 command = "python -c 'print(1)'"
@@ -51,6 +51,7 @@ def test_gpu_trial_on_docker_without_nvidia_runtime_is_insufficient_hardware(tmp
 
     task_dir = tmp_path / "suites" / "gpus" / "gpu-task"
     (task_dir / "repo").mkdir(parents=True)
+    (task_dir / "repo" / "main.py").write_text("print('cpu-ok')\n")  # a stage passes only when repository code ran
     (task_dir / "task.toml").write_text(TASK)
     sweep_id = f"test-nogpu-{uuid.uuid4().hex[:8]}"
     config = SweepConfig(sweep_id=sweep_id, output=tmp_path / "runs", suite="gpus", tasks_root=tmp_path / "suites",

@@ -20,10 +20,10 @@ category = "3_single_gpu+multi_gpu"
 source = {{ bundled = "repo" }}
 
 [stages.cpu]
-command = "test -z \\"$CUDA_VISIBLE_DEVICES\\" && echo cpu-ok"  # F08: C1 must really hide the GPUs
+command = "test -z \\"$CUDA_VISIBLE_DEVICES\\" && python main.py"  # F08: C1 must really hide the GPUs
 
 [stages.single_gpu]
-command = "test \\"$CUDA_VISIBLE_DEVICES\\" = 0 && echo one-gpu-ok"
+command = "test \\"$CUDA_VISIBLE_DEVICES\\" = 0 && python main.py"
 
 [stages.multi_gpu]
 command = "python -c 'print(1)'"
@@ -45,6 +45,7 @@ def test_two_gpu_trial_on_one_gpu_nodes_is_insufficient_hardware(tmp_path, two_s
     for task_id in ("needs-two-a", "needs-two-b", "needs-two-c"):
         task_dir = tmp_path / "suites" / "gpus" / task_id
         (task_dir / "repo").mkdir(parents=True)
+        (task_dir / "repo" / "main.py").write_text("print('ok')\n")  # a stage passes only when repository code ran
         (task_dir / "task.toml").write_text(TASK.format(id=task_id))
     config = SweepConfig(output=tmp_path / "runs", suite="gpus", tasks_root=tmp_path / "suites", agents=["noop"],
                          sandbox="local", max_concurrent=3)

@@ -38,3 +38,17 @@ def test_trial_show_never_prints_a_control_character(tail, reason):
 def test_printable_shows_each_control_character_as_its_escape():
     assert printable("ok\x1b[2J\tgone\u202e\n") == "ok\\x1b[2J\tgone\\u202e\n"
     assert printable("plain text, é, 漢字") == "plain text, é, 漢字"
+
+
+def test_trial_show_says_what_was_changed_and_put_back_and_each_stages_witness(tmp_path):
+    from reb_ray.results.parquet_sink import ParquetSink
+
+    trial = row("a", "t1", 1, "scored", failure_owner="agent", failure_category="unverified_run", repo_modified=False,
+                repo_modified_files=[], repo_restored=True, repo_restored_files=["train.py"], repo_head_moved=True)
+    stage = {"sweep_id": "s1", "trial_id": "a/t1/0", "attempt": 1, "task_id": "t1", "agent": "a", "stage": "c1",
+             "status": "failure", "failure_category": "unverified_run", "exit_code": 0, "witness_status": "unverified",
+             "witness_interpreters": 2, "witness_repo_files": None, "reason": "command succeeded but the run is unverified"}
+    ParquetSink(tmp_path).write([trial], [stage])
+    out = show_trial(tmp_path, "a/t1/0")
+    assert "repo     changed (git status): nothing; restored to the pinned commit: train.py (HEAD moved) (restore done)" in out
+    assert "exit 0  witness unverified (2 interpreter(s), - pinned file(s))  command succeeded but" in out
