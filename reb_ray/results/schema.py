@@ -63,7 +63,7 @@ TRIALS_SCHEMA = pa.schema(
         ("probe_wall_time_s", pa.float64()),
         ("trial_wall_time_s", pa.float64()),
         ("env_size_bytes", pa.int64()),  # unique bytes of regular files under the report sys.prefix
-        ("env_size_apparent_bytes", pa.int64()),  # same files, hardlinks counted each time
+        ("env_size_apparent_bytes", pa.int64()),  # same files, every path counted (hard links again): the release's figure
         ("agent_output_tail", pa.string()),
         ("started_at", _ts),
         ("finished_at", _ts),
@@ -155,6 +155,9 @@ TRIALS_SCHEMA = pa.schema(
         ("probe_image_commit_s", pa.float64()),  # seconds to commit the agent's container to the attempt's image (null: none committed)
         ("probe_image_bytes", pa.int64()),  # bytes of that image's new layer (null: none committed)
         ("probe_gpu_wait_s", pa.float64()),  # seconds the probe phase waited for its exclusive GPU lease (null: no lease)
+        # -- the report contract (reb_ray/models/report.py): slips in informational keys, counted by C5
+        ("c5_report_faults", pa.int64()),  # keys missing or of the wrong JSON type (null: no report audited)
+        ("c5_report_fault_keys", _strings),  # those keys, in the contract's order
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )
