@@ -21,7 +21,7 @@ from reb_ray.assets import missing_by_stage
 from reb_ray.errors import RebRayError
 from reb_ray.grading.c0 import grade_c0
 from reb_ray.grading.c2 import grade_c2
-from reb_ray.grading.c5 import audit_report, audit_unprobed
+from reb_ray.grading.c5 import C5_ROW_COLUMNS, audit_report, audit_unprobed
 from reb_ray.grading.command_stage import grade_command_stage
 from reb_ray.grading.multi_gpu import grade_multi_gpu
 from reb_ray.grading.unmeasured import (INVALID_REPORT, PROBE_STAGES, SANDBOX_BROKEN, agent_failed, assets_missing,
@@ -43,8 +43,6 @@ from reb_ray.trial_record import TrialRecorder
 
 ASSETS_MOUNT = "/opt/reb-ray/assets"
 SCRATCH_DIR = "/tmp/reb-ray-out"  # writable scratch for stage outputs (task commands use it too)
-#: The trials-row columns of an audit (reb_ray.grading.c5.audit_report's keys).
-C5_COLUMNS = ("c5_path", "c5_version", "c5_capability", "c5_underclaims", "c5_report_faults", "c5_report_fault_keys")
 
 
 def probe_env(spec: TrialSpec) -> dict[str, str]:
@@ -176,7 +174,7 @@ def _audit(rec: TrialRecorder, report: Report, facts: dict | None, cuda_availabl
 
 def _record_c5(rec: TrialRecorder, c5: dict, status: str, reason: str | None, evidence: dict) -> None:
     """The C5 columns and stage row of an audit (`evidence`: the facts and observed it used)."""
-    rec.row.update({k: c5[k] for k in C5_COLUMNS}, c5_status=status)
+    rec.row.update({k: c5[k] for k in C5_ROW_COLUMNS}, c5_status=status)
     rec.stage("c5", status, reason=reason, raw=json.dumps({**evidence, "items": c5["c5_items"]}))
 
 

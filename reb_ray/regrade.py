@@ -22,7 +22,7 @@ from reb_ray.artifacts import search_log
 from reb_ray.errors import RebRayError
 from reb_ray.grading.c0 import grade_c0
 from reb_ray.grading.c2 import grade_c2
-from reb_ray.grading.c5 import audit_report, audit_unprobed
+from reb_ray.grading.c5 import C5_ROW_COLUMNS, audit_report, audit_unprobed
 from reb_ray.grading.command_stage import grade_command_stage
 from reb_ray.grading.multi_gpu import grade_multi_gpu
 from reb_ray.grading.unmeasured import (INVALID_REPORT, MISSING_REPORT, PROBE_STAGES, PYRAMID, SANDBOX_BROKEN,
@@ -41,10 +41,6 @@ def _log(stage: dict) -> str:
 def _facts(stages: dict[str, dict]) -> dict | None:
     raw = (stages.get("c5") or {}).get("raw")
     return json.loads(raw).get("facts") if raw else None
-
-
-#: The trials-row columns an audit sets (reb_ray.grading.c5.audit_report's keys).
-C5_ROW = ("c5_path", "c5_version", "c5_capability", "c5_underclaims", "c5_report_faults", "c5_report_fault_keys")
 
 
 def _unusable_report(trial: dict, stages: dict[str, dict]) -> dict | None:
@@ -137,7 +133,7 @@ def regrade_trial(trial: dict, stages: dict[str, dict], task: TaskSpec, new_swee
     if written is not None:  # a JSON object without a usable python_path: audited on its own words
         apply(agent_failed(task, tuple(s for s in PROBE_STAGES if s != "c5"), *gate))
         c5 = audit_unprobed(written, trial.get("gpus_assigned"))
-        row.update({k: c5[k] for k in C5_ROW}, c5_status="success")
+        row.update({k: c5[k] for k in C5_ROW_COLUMNS}, c5_status="success")
         keep("c5", status="success", reason="audited on the report alone: no usable python_path to probe",
              failure_category=None, raw=json.dumps({"facts": None, "observed": None, "items": c5["c5_items"]}))
     elif gate is not None:
@@ -206,7 +202,7 @@ def _regrade_c5(row: dict, stages: dict[str, dict], keep) -> None:
     report = json.loads(stages["report"]["raw"]) if (stages.get("report") or {}).get("raw") else None
     observed = dict(stored["observed"], c2_status=row.get("c2_status"), c4_status=row.get("c4_status"))
     c5 = audit_report(report, stored["facts"], observed)
-    row.update({k: c5[k] for k in C5_ROW})
+    row.update({k: c5[k] for k in C5_ROW_COLUMNS})
     keep("c5", raw=json.dumps({"facts": stored["facts"], "observed": observed, "items": c5["c5_items"]}))
 
 

@@ -62,6 +62,8 @@ from reb_ray.models.report import MAX_PATH_CHARS, Report, contract_faults, field
 
 C5_KEYS = ("c5_path", "c5_version", "c5_capability", "c5_underclaims", "c5_report_faults", "c5_report_fault_keys",
            "c5_items")
+#: The trials-row columns an audit sets (its keys but the items).
+C5_ROW_COLUMNS = C5_KEYS[:-1]
 KINDS = ("path", "version", "capability", "report")
 VERDICTS = ("hallucination", "ok", "inconclusive", "underclaim", "not_claimed", "fault")
 
