@@ -47,7 +47,7 @@ _LAUNCHER_IN_COMMAND = re.compile(
     r"|(?:^|[;&|({]\s*)deepspeed(?=\s))")
 _RANK_COUNT = re.compile(r"--(?:nproc[-_]per[-_]node|num[-_]processes|num[-_]gpus)[= ]([0-9]+)")
 _EXEC_REDIRECT = re.compile(r"(?:^|[;&|]\s*)exec\s+(?:1?>|&>)")
-_TRAILING_NULL = re.compile(r"(?:&>|1?>)\s*/dev/null(?:\s+2>&1)?\s*$")
+_TRAILING_NULL = re.compile(r"(?:&>|(?<![\d&])1?>)\s*/dev/null(?:\s+2>&1)?\s*$")  # stdout, not `2>/dev/null`
 _TORCHRUN_REDIRECTS = re.compile(r"(?:^|\s)(?:--redirects|-r)[= ]")
 _TORCHRUN_TEE = re.compile(r"(?:^|\s)(?:--tee|-t)[= ]")
 

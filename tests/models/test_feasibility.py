@@ -78,6 +78,8 @@ def test_a_log_pattern_on_output_sent_elsewhere_is_impossible():
                                   "success": {"log_pattern": "ok"}}})
     assert _rules(hidden) == [("c1", "output"), ("c3", "output"), ("c4", "output")]
     # Without a pattern the exit code alone decides, and a tee keeps torchrun's output.
+    quiet_stderr = _task({"cpu": {"command": "python x.py 2>/dev/null", "success": {"log_pattern": "ok"}}})
+    assert _rules(quiet_stderr) == []  # only stderr is dropped: the pattern can still be printed
     plain = _task({"cpu": {"command": "python x.py >/dev/null 2>&1"},
                    "multi_gpu": {"command": "--redirects 3 --tee 3 x.py", "launcher": "torchrun",
                                  "success": {"log_pattern": "ok"}}})
