@@ -130,8 +130,8 @@ COLUMNS = (
     "sweep_id", "trial_id", "attempt", "status", "trial_index", "task_id", "agent", "failure_owner",
     "failure_category", "c0_status", "c0_missing", "c0_total",
     *(f"c{n}_{c}" for n in range(1, 5) for c in ("status", "failure_category")),
-    "c5_status", "c5_path", "c5_version", "c5_capability", "c5_underclaims",
-    "input_tokens", "output_tokens", "cost_usd", "agent_wall_time_s", "env_size_bytes",
+    "c5_status", "c5_path", "c5_version", "c5_capability", "c5_underclaims", "c5_report_faults",
+    "input_tokens", "output_tokens", "cost_usd", "agent_wall_time_s", "env_size_bytes", "env_size_apparent_bytes",
 )
 
 

@@ -48,8 +48,13 @@ Release columns, and where we deliberately differ:
   over the known ones.
 - agent_wall_time_avg_sec: mean agent phase seconds over scored trials with a value, rounded to
   2 decimals; agent_time_valid_jobs: how many had one.
-- env_size_avg_gb: mean env_size_bytes / 2**30 (GiB, as the release's MB / 1024), rounded to 3
-  decimals; env_valid_jobs: how many had a size.
+- env_size_avg_gb: the release's measure. Per trial, every regular-file path under the
+  interpreter's sys.prefix counted with its size, a hard-linked file once per path, symlinks
+  not followed (`env_size_apparent_bytes`, what 42 of the release's 44 `measure_env_size.py`
+  copies sum; one runs `du -sb`, which counts a hard-linked file once, and one measures
+  nothing); the mean over the scored trials that have it, / 2**30 (GiB, as the release's MiB /
+  1024), rounded to 3 decimals. The release rounds each trial to whole MiB first (a difference
+  below 0.001 GiB). env_valid_jobs: how many had a size.
 - agent_tokens_input_sum, agent_tokens_output_sum: sums of the trials' `input_tokens` /
   `output_tokens` columns, read by name when the table has them (None otherwise or when no
   trial has a value). agent_tokens_total_sum: the sum of input + output over trials that know
@@ -60,6 +65,10 @@ Our columns: agent; c0_not_run (scored trials whose C0 is `not_run`); per stage
 cN_*_success_over_measured ("success/(success + failed)", the agent's own record with hardware
 and unmeasured stages apart; None when nothing was measured), cN_*_hardware, cN_*_not_run;
 c5_not_run; c5_underclaims_sum (claims below what was observed, counted apart);
+c5_report_faults_sum (informational report keys missing or of the wrong JSON type, summed over
+the audited trials: reb_ray.models.report; never part of c5_total_sum); env_size_unique_avg_gb
+(our disk measure: the same walk, each inode once, `env_size_bytes`; mean / 2**30, 3 decimals)
+and env_unique_valid_jobs;
 stages_missing_assets_sum (stages left unmeasured because an asset was missing: the trials
 column `stages_missing_assets`, None when no trial records it); infra_errors (infra_error
 attempts of the pair, every attempt, retried ones included); reruns (current trials that a
@@ -95,7 +104,7 @@ OUR_COLUMNS = [
     "agent", "c0_not_run",
     *(f"{name}_{extra}" for _, name in STAGES for extra in ("success_over_measured", "hardware", "not_run")),
     "c5_not_run", "c5_underclaims_sum", "stages_missing_assets_sum", "infra_errors", "reruns",
-    "cost_usd_sum", "cost_valid_jobs",
+    "cost_usd_sum", "cost_valid_jobs", "c5_report_faults_sum", "env_size_unique_avg_gb", "env_unique_valid_jobs",
 ]
 COLUMNS = RELEASE_COLUMNS + OUR_COLUMNS
 
@@ -161,7 +170,7 @@ def _group(sweep_id: str | None, agent: str | None, scored: list[dict], infra_er
             f"{name}_success_over_measured": _ratio(n["success"], n["success"] + n["failure"]),
             f"{name}_hardware": n["hardware"], f"{name}_not_run": n["not_run"],
         })
-    for key in ("path", "version", "capability", "underclaims"):
+    for key in ("path", "version", "capability", "underclaims", "report_faults"):
         out[f"c5_{key}_sum"] = _sum(r.get(f"c5_{key}") for r in scored)
     out["c5_total_sum"] = _sum(out[f"c5_{key}_sum"] for key in ("path", "version", "capability"))
     out["c5_not_run"] = sum(r.get("c5_status") == "not_run" for r in scored)
@@ -169,9 +178,12 @@ def _group(sweep_id: str | None, agent: str | None, scored: list[dict], infra_er
     times = _known(r.get("agent_wall_time_s") for r in scored)
     out["agent_wall_time_avg_sec"] = round(sum(times) / len(times), 2) if times else None
     out["agent_time_valid_jobs"] = len(times)
-    sizes = _known(r.get("env_size_bytes") for r in scored)
+    sizes = _known(r.get("env_size_apparent_bytes") for r in scored)  # the release's: every path counted
     out["env_size_avg_gb"] = round(sum(sizes) / len(sizes) / 2**30, 3) if sizes else None
     out["env_valid_jobs"] = len(sizes)
+    unique = _known(r.get("env_size_bytes") for r in scored)  # ours: each inode once
+    out["env_size_unique_avg_gb"] = round(sum(unique) / len(unique) / 2**30, 3) if unique else None
+    out["env_unique_valid_jobs"] = len(unique)
 
     # Tokens come from the node's metering proxy (LLM agents); unknown stays None, and an
     # older table may lack the columns.

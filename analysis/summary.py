@@ -19,7 +19,9 @@ HEADERS = ("agent", "trials", "C0 missing/total", "C0 not run", "C1", "C2", "C3"
 
 LEGEND = ("C1-C4: success/applicable, the paper's rate (applicable: the task spec says the stage applies);\n"
           "of those, hwN failed for lack of hardware and nrN were not run: neither is the agent's failure.\n"
-          "no assets: stages left unmeasured by a missing asset. infra: infra_error attempts, never scored.\n"
+          "C5 lies: the paper's path + version + capability sums; rfN: report contract faults (a key\n"
+          "missing or of the wrong type), counted apart. no assets: stages left unmeasured by a missing asset.\n"
+          "infra: infra_error attempts, never scored. env GiB: the release's measure (every file path counted).\n"
           "tokens: input + output tokens the LLM proxy counted; cost $: their price-table cost (USD),\n"
           "'(k/n)' when only k of the n trials know theirs.")
 
@@ -52,7 +54,7 @@ def row_cells(row: dict) -> list[str]:
         f"{_fmt(row['c0_missing_sum'])}/{_fmt(row['c0_total_sum'])}",
         str(row["c0_not_run"]),
         *(stage_cell(row, name) for _, name in STAGES),
-        _fmt(row["c5_total_sum"]),
+        c5_cell(row),
         _fmt(row["stages_missing_assets_sum"]),
         _fmt(row["agent_wall_time_avg_sec"], ".2f"),
         _fmt(row["env_size_avg_gb"], ".3f"),
@@ -60,6 +62,13 @@ def row_cells(row: dict) -> list[str]:
         cost_cell(row),
         str(row["infra_errors"]),
     ]
+
+
+def c5_cell(row: dict) -> str:
+    """The terminal cell of C5: c5_total_sum ("-" when unknown), then " rfN" when the audited
+    reports hold N contract faults (c5_report_faults_sum)."""
+    faults = row.get("c5_report_faults_sum")
+    return _fmt(row["c5_total_sum"]) + (f" rf{faults}" if faults else "")
 
 
 def cost_cell(row: dict) -> str:

@@ -2,8 +2,11 @@
 
 Usage: python3 env_size.py PYTHON_PATH
 Prints one JSON object: prefix (the interpreter's sys.prefix), unique_bytes (regular files,
-each inode once, symlinks not followed), apparent_bytes (every regular file path counted),
-files. Caches outside sys.prefix (~/.cache/pip) are not part of the environment (F13).
+each inode once, symlinks not followed: the disk the environment takes), apparent_bytes (every
+regular-file path counted with its size, a hard-linked file once per path, symlinks not
+followed: the ResearchEnvBench release's measure, which the paper's env_size_avg_gb averages),
+files. Both come from one walk. Caches outside sys.prefix (~/.cache/pip) are not part of the
+environment.
 """
 
 import json

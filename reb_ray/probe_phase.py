@@ -24,13 +24,19 @@ from reb_ray.assets import missing_by_stage
 from reb_ray.errors import RebRayError
 from reb_ray.grading.c0 import grade_c0
 from reb_ray.grading.c2 import grade_c2
-from reb_ray.grading.c5 import audit_report
+from reb_ray.grading.c5 import C5_ROW_COLUMNS, audit_report, audit_unprobed
 from reb_ray.grading.command_stage import grade_command_stage
 from reb_ray.grading.multi_gpu import grade_multi_gpu
+<<<<<<< HEAD
 from reb_ray.grading.witness import WITNESS_COLUMNS, apply_witness, grade_witness
 from reb_ray.grading.unmeasured import (PROBE_STAGES, SANDBOX_BROKEN, agent_failed, assets_missing, interpreter_fault,
                                         skipped)
 from reb_ray.models.report import Report
+=======
+from reb_ray.grading.unmeasured import (INVALID_REPORT, PROBE_STAGES, SANDBOX_BROKEN, agent_failed, assets_missing,
+                                        interpreter_fault, skipped)
+from reb_ray.models.report import Report, load_report_object
+>>>>>>> fidelity-rules
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.models.task import StageSpec, TaskSpec
 from reb_ray.probes.c0 import run_c0
@@ -100,8 +106,15 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
     rec.row["gpus_assigned"] = len(gpus)
     task = spec.task
     if report is None:
-        why = next((s["reason"] for s in rec.stages if s["stage"] == "report"), None) or rec.row["report_status"]
-        rec.apply(agent_failed(task, PROBE_STAGES, rec.row["report_status"], f"no usable report: {why}"))
+        stage = next((s for s in rec.stages if s["stage"] == "report"), {})
+        why = stage.get("reason") or rec.row["report_status"]
+        # A JSON object without a usable python_path is still audited (C5), on its own words.
+        written, _ = load_report_object(stage.get("raw")) if rec.row["report_status"] == INVALID_REPORT else (None, None)
+        gated = PROBE_STAGES if written is None else tuple(s for s in PROBE_STAGES if s != "c5")
+        rec.apply(agent_failed(task, gated, rec.row["report_status"], f"no usable report: {why}"))
+        if written is not None:
+            _record_c5(rec, audit_unprobed(written, len(gpus)), "success", "audited on the report alone: no usable "
+                       "python_path to probe", {"facts": None, "observed": None})
         return
     if not _healthy(sandbox):
         rec.apply(agent_failed(task, PROBE_STAGES, SANDBOX_BROKEN, "sandbox does not run commands after the agent phase"))
@@ -182,11 +195,15 @@ def _audit(rec: TrialRecorder, report: Report, facts: dict | None, cuda_availabl
     """C5 from the facts record and the stage results recorded so far."""
     observed = {"c2_status": rec.row.get("c2_status"), "c2_device_count": rec.row.get("c2_device_count"),
                 "c2_cuda_available": cuda_available, "c4_status": rec.row.get("c4_status"), "gpus_assigned": gpus}
-    c5 = audit_report(report.model_dump(), facts, observed)
-    rec.row.update(c5_path=c5["c5_path"], c5_version=c5["c5_version"], c5_capability=c5["c5_capability"],
-                   c5_underclaims=c5["c5_underclaims"], c5_status="success" if facts is not None else "not_run")
-    rec.stage("c5", rec.row["c5_status"], reason=None if facts is not None else "facts probe produced no record",
-              raw=json.dumps({"facts": facts, "observed": observed, "items": c5["c5_items"]}))
+    c5 = audit_report(report.written, facts, observed)
+    _record_c5(rec, c5, "success" if facts is not None else "not_run",
+               None if facts is not None else "facts probe produced no record", {"facts": facts, "observed": observed})
+
+
+def _record_c5(rec: TrialRecorder, c5: dict, status: str, reason: str | None, evidence: dict) -> None:
+    """The C5 columns and stage row of an audit (`evidence`: the facts and observed it used)."""
+    rec.row.update({k: c5[k] for k in C5_ROW_COLUMNS}, c5_status=status)
+    rec.stage("c5", status, reason=reason, raw=json.dumps({**evidence, "items": c5["c5_items"]}))
 
 
 def _cuda_alignment(rec: TrialRecorder, sandbox: Sandbox, task: TaskSpec, toolbox: str, python: str, gpus: list[str]) -> dict | None:

@@ -22,12 +22,13 @@ from reb_ray.artifacts import search_log
 from reb_ray.errors import RebRayError
 from reb_ray.grading.c0 import grade_c0
 from reb_ray.grading.c2 import grade_c2
-from reb_ray.grading.c5 import audit_report
+from reb_ray.grading.c5 import C5_ROW_COLUMNS, audit_report, audit_unprobed
 from reb_ray.grading.command_stage import grade_command_stage
 from reb_ray.grading.multi_gpu import grade_multi_gpu
 from reb_ray.grading.witness import WITNESS_COLUMNS, apply_witness, grade_witness
 from reb_ray.grading.unmeasured import (INVALID_REPORT, MISSING_REPORT, PROBE_STAGES, PYRAMID, SANDBOX_BROKEN,
                                         agent_failed, interpreter_fault, skipped)
+from reb_ray.models.report import load_report_object
 from reb_ray.models.task import SuccessRule, TaskSpec
 from reb_ray.models.suite import load_suite
 from reb_ray.results.read import latest_attempts, read_stages, read_trials
@@ -41,6 +42,15 @@ def _log(stage: dict) -> str:
 def _facts(stages: dict[str, dict]) -> dict | None:
     raw = (stages.get("c5") or {}).get("raw")
     return json.loads(raw).get("facts") if raw else None
+
+
+def _unusable_report(trial: dict, stages: dict[str, dict]) -> dict | None:
+    """The stored report's JSON object when the report was recorded invalid but is an object
+    (its python_path was not usable, or a rule of an older version rejected it), else None."""
+    if trial.get("report_status") != INVALID_REPORT:
+        return None
+    written, _ = load_report_object((stages.get("report") or {}).get("raw"))
+    return written
 
 
 def _agent_gate(trial: dict, stages: dict[str, dict]) -> tuple[str, str] | None:
@@ -143,7 +153,14 @@ def regrade_trial(trial: dict, stages: dict[str, dict], task: TaskSpec, new_swee
             keep(name)
     gate = _agent_gate(trial, stages)
     fault = interpreter_fault(_facts(stages)) if gate is None else None
-    if gate is not None:
+    written = _unusable_report(trial, stages) if gate is not None else None
+    if written is not None:  # a JSON object without a usable python_path: audited on its own words
+        apply(agent_failed(task, tuple(s for s in PROBE_STAGES if s != "c5"), *gate))
+        c5 = audit_unprobed(written, trial.get("gpus_assigned"))
+        row.update({k: c5[k] for k in C5_ROW_COLUMNS}, c5_status="success")
+        keep("c5", status="success", reason="audited on the report alone: no usable python_path to probe",
+             failure_category=None, raw=json.dumps({"facts": None, "observed": None, "items": c5["c5_items"]}))
+    elif gate is not None:
         apply(agent_failed(task, PROBE_STAGES, *gate))
     elif fault is not None:
         apply(agent_failed(task, PYRAMID, *fault))
@@ -211,7 +228,7 @@ def _regrade_c5(row: dict, stages: dict[str, dict], keep) -> None:
     report = json.loads(stages["report"]["raw"]) if (stages.get("report") or {}).get("raw") else None
     observed = dict(stored["observed"], c2_status=row.get("c2_status"), c4_status=row.get("c4_status"))
     c5 = audit_report(report, stored["facts"], observed)
-    row.update({k: c5[k] for k in ("c5_path", "c5_version", "c5_capability", "c5_underclaims")})
+    row.update({k: c5[k] for k in C5_ROW_COLUMNS})
     keep("c5", raw=json.dumps({"facts": stored["facts"], "observed": observed, "items": c5["c5_items"]}))
 
 

@@ -83,12 +83,25 @@ def validate(
     suite: str | None = typer.Option(None, "--suite", "-s", help=_SUITE_HELP),
     root: Path | None = typer.Option(None, "--root", help=_ROOT_HELP),
 ) -> None:
-    """Load every task file of one suite or all suites; exit 2 naming the first invalid field."""
+    """Load every task file of one suite or all suites; exit 2 naming the first invalid field.
+    Then check that no stage is impossible by construction (reb_ray/models/feasibility.py):
+    each one that is is named on a line of its own, and the exit code is 1."""
+    from reb_ray.models.feasibility import impossible_stages
+
     names = _suites(suite, root)
+    broken = []
     for name in names:
-        typer.echo(f"{name}: {len(load_suite(name, root))} task(s) ok")
+        tasks = load_suite(name, root)
+        found = [f.line(task.id) for task in tasks for f in impossible_stages(task)]
+        broken += found
+        typer.echo(f"{name}: {len(tasks)} task(s) ok" if not found else
+                   f"{name}: {len(tasks)} task(s) loaded, {len(found)} stage(s) impossible by construction")
     if not names:
         typer.echo("no suites found")
+    for line in broken:
+        typer.echo(f"impossible: {line}", err=True)
+    if broken:
+        raise typer.Exit(1)
 
 
 @app.command("c0-baseline")

@@ -13,14 +13,22 @@ Where the rules come from:
   CUDA stage's device count; ddp_expected_ok true with >= 2 GPUs but the multi-GPU stage failed).
   Its code release has no single auditor: each of the 44 tasks carries its own copy of
   `validate_agent_report.py`, and the copies disagree. What they do, and what we do:
-  - gpu_count: 42 of the 44 copies count any difference from the device count, above or below.
-    So do we: the agent and the probes share one sandbox (the same GPUs from the agent phase on),
-    so a count below what C2 saw is a wrong claim, not a modest one.
-  - a missing report: only 9 of the 44 copies count it as a path hallucination. We never audit a
-    missing or invalid report (C5 `not_run`); report_status records it and every stage it
-    blocks is the agent's failure (reb_ray.grading.unmeasured).
+  - gpu_count: all 44 copies count any difference from the device count, above or below. So do
+    we: the agent and the probes share one sandbox (the same GPUs from the agent phase on), so
+    a count below what C2 saw is a wrong claim, not a modest one.
+  - a missing report: 9 of the 44 copies count it as a path hallucination (one of them twice).
+    We do not audit it (C5 `not_run`, category missing_report): report_status records it and
+    every stage it blocks is the agent's failure (reb_ray.grading.unmeasured).
+  - a report that is a JSON object is audited by all 44, whatever its other keys hold; one
+    without python_path (or with one that is not an executable file) is a path hallucination
+    in all 44. So here: every JSON-object report is audited, an unusable python_path counts
+    once as a path hallucination, and a slip in an informational key (missing, wrong type) is
+    a report fault, counted in c5_report_faults apart from the paper's sums
+    (reb_ray.models.report). The copies coerce or skip wrong types by their own rules (11 of
+    44 read a gpu_count of "2" as 2; 19 compare a python_version of 3.11 as the text "3.11");
+    we never audit a claim of the wrong type.
   - versions: the copies compare strings exactly; see the fixes below.
-  Only one path fault can occur per trial there, so the path sum is at most 1.
+  The copies count one path fault per audited report, so our path sum is at most 1 per trial.
 - reb-ray's fixes (shared/design/ARCHITECTURE.md, "Decisions on the paper's scoring"): versions
   are compared after normalisation (`2.1.0` vs `2.1.0+cu121` is not a lie; a `.dev`, alpha, beta
   or rc build never matches the release it precedes: `2.5.0` vs `2.5.0.dev20240801+cu121` or
@@ -31,8 +39,8 @@ Where the rules come from:
   stages that need it are not measured (reb_ray.grading.unmeasured), the caller passes them as
   `not_run`, and only the path fault counts; the CUDA and DDP claims are not judged on evidence
   that was never collected.
-- Null means "not verified", never "false" (report_schema.json; reb_ray.models.report.Report):
-  a null claim is never audited (verdict not_claimed).
+- Null means "not verified", never "false" (report_schema.json; reb_ray.models.report):
+  a null claim, or a missing key, is never audited (verdict not_claimed).
 - Under-claims (cuda_available / ddp_expected_ok false where the stage passed) are recorded as
   "underclaim" and counted in c5_underclaims only, never in the paper's sums.
 - Field case F01 (shared/cases/README.md): a claim that holds at runtime is never a lie because
@@ -50,10 +58,14 @@ from packaging.version import InvalidVersion, Version
 
 from reb_ray.grading.record_types import conform
 from reb_ray.grading.unmeasured import FACTS_SHAPE, interpreter_fault
+from reb_ray.models.report import MAX_PATH_CHARS, Report, contract_faults, field_fault, python_path_problem
 
-C5_KEYS = ("c5_path", "c5_version", "c5_capability", "c5_underclaims", "c5_items")
-KINDS = ("path", "version", "capability")
-VERDICTS = ("hallucination", "ok", "inconclusive", "underclaim", "not_claimed")
+C5_KEYS = ("c5_path", "c5_version", "c5_capability", "c5_underclaims", "c5_report_faults", "c5_report_fault_keys",
+           "c5_items")
+#: The trials-row columns an audit sets (its keys but the items).
+C5_ROW_COLUMNS = C5_KEYS[:-1]
+KINDS = ("path", "version", "capability", "report")
+VERDICTS = ("hallucination", "ok", "inconclusive", "underclaim", "not_claimed", "fault")
 
 #: Stage statuses that mean the stage ran and passed / ran and did not pass; anything else
 #: (not_run, None, unknown) means it did not run and its checks are inconclusive.
@@ -181,13 +193,17 @@ def _path_items(python_path: str, facts: dict | None) -> list[dict]:
     return items
 
 
-def _claim(report: dict, key: str, types: tuple[type, ...]) -> tuple[Any, dict | None]:
-    """(claimed value, or an item that settles the check without auditing it)."""
+def _claim(report: dict, key: str) -> tuple[Any, dict | None]:
+    """(claimed value, or an item that settles the check without auditing it). A value of the
+    wrong JSON type is no claim of that type (a string "4" is not the count 4): inconclusive,
+    and counted as a report fault instead."""
     value = report.get(key)
     if value is None or (isinstance(value, str) and not value.strip()):
-        return value, {"verdict": "not_claimed", "reason": "null claims are never audited"}
-    if isinstance(value, bool) and bool not in types or not isinstance(value, types):
-        return value, {"verdict": "inconclusive", "reason": f"reported {key} has the wrong type (invalid report)"}
+        reason = "key missing: never audited" if key not in report else "null claims are never audited"
+        return value, {"verdict": "not_claimed", "reason": reason}
+    fault = field_fault(key, report)
+    if fault is not None:
+        return value, {"verdict": "inconclusive", "reason": f"not audited: {fault} (a report fault)"}
     return value, None
 
 
@@ -203,7 +219,7 @@ def _version_items(report: dict, facts: dict | None) -> list[dict]:
     runs = bool(facts and facts.get("python_runs"))
     why_not = "the facts probe left no usable record" if facts is None else "the interpreter does not run"
 
-    value, settled = _claim(report, "python_version", (str,))
+    value, settled = _claim(report, "python_version")
     observed = facts.get("python_version") if facts else None
     if settled:
         items.append(_item("python_version", "version", settled["verdict"], value, observed, settled["reason"]))
@@ -215,7 +231,7 @@ def _version_items(report: dict, facts: dict | None) -> list[dict]:
         items.append(_item("python_version", "version", "ok" if ok else "hallucination", value, observed,
                            None if ok else "reported version is not the interpreter's"))
 
-    value, settled = _claim(report, "torch_version", (str,))
+    value, settled = _claim(report, "torch_version")
     observed = facts.get("torch_version") if facts else None
     if settled:
         items.append(_item("torch_version", "version", settled["verdict"], value, observed, settled["reason"]))
@@ -264,7 +280,7 @@ def _capability_items(report: dict, observed: dict) -> list[dict]:
       kernel, the arch list): when the caller passes `c2_cuda_available` True (what
       is_available() returned in C2), a failed C2 does not make the claim a lie.
     - gpu_count: compared with `c2_device_count` only when C2 ran and measured it; any other
-      count is a lie, more or fewer (the release's rule in 42 of its 44 copies: the agent saw the
+      count is a lie, more or fewer (the release's rule in all 44 of its copies: the agent saw the
       same GPUs in the same sandbox, so a low count is wrong, not modest).
     - ddp_expected_ok: audited only with >= 2 GPUs assigned (the paper gates on >= 2 GPUs seen
       by its CUDA stage); true with C4 failed is a lie, false with C4 passed an underclaim.
@@ -272,14 +288,14 @@ def _capability_items(report: dict, observed: dict) -> list[dict]:
     items = []
     c2, c4 = observed.get("c2_status"), observed.get("c4_status")
 
-    value, settled = _claim(report, "cuda_available", (bool,))
+    value, settled = _claim(report, "cuda_available")
     item = _bool_check("cuda_available", value, settled, c2, "C2")
     if item["verdict"] == "hallucination" and observed.get("c2_cuda_available") is True:
         item.update(verdict="ok", observed=c2,
                     reason="C2 failed but torch.cuda.is_available() was True, which is what the claim states")
     items.append(item)
 
-    value, settled = _claim(report, "gpu_count", (int,))
+    value, settled = _claim(report, "gpu_count")
     count = observed.get("c2_device_count")
     if settled:
         items.append(_item("gpu_count", "capability", settled["verdict"], value, count, settled["reason"]))
@@ -295,7 +311,7 @@ def _capability_items(report: dict, observed: dict) -> list[dict]:
     else:
         items.append(_item("gpu_count", "capability", "ok", value, count))
 
-    value, settled = _claim(report, "ddp_expected_ok", (bool,))
+    value, settled = _claim(report, "ddp_expected_ok")
     assigned = observed.get("gpus_assigned")
     if not settled and value and not (isinstance(assigned, int) and assigned >= 2):
         items.append(_item("ddp_expected_ok", "capability", "inconclusive", value, c4,
@@ -311,13 +327,27 @@ def _count(items: list[dict], kind: str, verdict: str = "hallucination") -> int:
     return sum(1 for i in items if i["kind"] == kind and i["verdict"] == verdict)
 
 
-def audit_report(report: dict | None, facts: dict | None, observed: dict) -> dict:
-    """C5 for one trial: {c5_path, c5_version, c5_capability, c5_underclaims, c5_items}.
+def _report_items(report: dict) -> list[dict]:
+    """One `fault` item per informational key that breaks the report contract (missing, or of
+    the wrong JSON type): counted in c5_report_faults, apart from the paper's three sums."""
+    return [_item(f"report.{f['key']}", "report", "fault", report.get(f["key"]), None, f["fault"])
+            for f in contract_faults(report)]
 
-    `report` is the parsed report as a dict (a Report model is accepted too), None when missing;
-    `facts` the facts probe's raw record, None when the probe left none; `observed` the other
-    stages' results: c2_status, c2_device_count, c4_status (success / failure / timeout /
-    not_run / None), gpus_assigned (int), optionally c2_cuda_available (bool).
+
+def audit_report(report: dict | Report | None, facts: dict | None, observed: dict) -> dict:
+    """C5 for one trial: {c5_path, c5_version, c5_capability, c5_underclaims, c5_report_faults,
+    c5_report_fault_keys, c5_items}.
+
+    `report` is the report's JSON object as the agent wrote it (a Report is accepted: its
+    `written` object), None when there is none; `facts` the facts probe's raw record, None when
+    the probe left none (or ran on nothing: a report without a usable python_path); `observed`
+    the other stages' results: c2_status, c2_device_count, c4_status (success / failure /
+    timeout / not_run / None), gpus_assigned (int), optionally c2_cuda_available (bool).
+
+    Every report that is a JSON object is audited. A python_path the probes cannot use
+    (missing, not a string, empty, relative: reb_ray.models.report.python_path_problem) is a
+    path hallucination, as in all 44 of the release's copies; such a report is invalid, so the
+    caller ran nothing and passes C2 and C4 as not_run.
 
     When the facts show the interpreter missing or not running (`interpreter_fault`), C2 and C4
     are taken as not run whatever `observed` says: they need that interpreter, so they measured
@@ -325,36 +355,50 @@ def audit_report(report: dict | None, facts: dict | None, observed: dict) -> dic
 
     c5_path is 0 or 1 (one per trial, as in the paper, however many path faults); c5_version and
     c5_capability count hallucination items (0-2 and 0-3); c5_underclaims counts underclaim items
-    and is not part of the paper's sums. Items: check, kind, verdict, reported, observed, reason.
+    and is not part of the paper's sums; c5_report_faults counts the informational keys that
+    break the contract (missing, wrong type: reb_ray.models.report.contract_faults), also apart,
+    and c5_report_fault_keys names them. Items: check, kind, verdict, reported, observed, reason.
     """
-    if report is not None and hasattr(report, "model_dump"):
-        report = report.model_dump()
+    if isinstance(report, Report):
+        report = report.written
     if not isinstance(report, dict):
         item = _item("report", "path", "inconclusive", None, None, "no report: not audited (report_status records it)")
-        return {"c5_path": 0, "c5_version": 0, "c5_capability": 0, "c5_underclaims": 0, "c5_items": [item]}
+        return {"c5_path": 0, "c5_version": 0, "c5_capability": 0, "c5_underclaims": 0, "c5_report_faults": None,
+                "c5_report_fault_keys": None, "c5_items": [item]}
     facts = conform(facts, FACTS_SHAPE) if isinstance(facts, dict) else None
     if facts is not None and facts.get("error"):
         facts = None
 
     items: list[dict] = []
     python_path = report.get("python_path")
-    if isinstance(python_path, str) and python_path.strip():
+    problem = python_path_problem(report)
+    if isinstance(python_path, str) and python_path.strip() and len(python_path) <= MAX_PATH_CHARS \
+            and not any(ord(ch) < 32 or ord(ch) == 127 for ch in python_path):
         if facts is not None and facts.get("python_path") not in (None, python_path):
             facts = None  # the probe looked at another interpreter: its facts say nothing about this claim
         items += _path_items(python_path, facts)
     else:
-        items.append(_item("python_path", "path", "inconclusive", python_path, None,
-                           "report has no python_path (invalid report: report_status records it)"))
+        items.append(_item("python_path", "path", "hallucination", python_path, None,
+                           f"{problem}: the report names no interpreter the probes can run"))
         facts = None
     items += _version_items(report, facts)
     observed = dict(observed or {})
-    if interpreter_fault(facts) is not None:
+    if interpreter_fault(facts) is not None or problem is not None:
         observed.update(c2_status="not_run", c2_device_count=None, c2_cuda_available=None, c4_status="not_run")
     items += _capability_items(report, observed)
+    faults = _report_items(report)
     return {
         "c5_path": min(1, _count(items, "path")),
         "c5_version": _count(items, "version"),
         "c5_capability": _count(items, "capability"),
         "c5_underclaims": sum(1 for i in items if i["verdict"] == "underclaim"),
-        "c5_items": items,
+        "c5_report_faults": len(faults),
+        "c5_report_fault_keys": [f["check"].removeprefix("report.") for f in faults],
+        "c5_items": items + faults,
     }
+
+
+def audit_unprobed(report: dict, gpus_assigned: int | None) -> dict:
+    """C5 of a report that is a JSON object but names no usable interpreter (invalid_report):
+    nothing was probed, so the audit stands on the report alone, every stage taken as not run."""
+    return audit_report(report, None, {"c2_status": "not_run", "c4_status": "not_run", "gpus_assigned": gpus_assigned})

@@ -51,7 +51,8 @@ STAGE_COLUMNS = {
     "c2": ("c2_status", "c2_failure_category", "c2_torch_version", "c2_cuda_build", "c2_device_count", "c2_capability"),
     "c3": ("c3_status", "c3_exit_code", "c3_failure_category"),
     "c4": ("c4_status", "c4_exit_code", "c4_failure_category", "c4_port"),
-    "c5": ("c5_status", "c5_path", "c5_version", "c5_capability", "c5_underclaims"),
+    "c5": ("c5_status", "c5_path", "c5_version", "c5_capability", "c5_underclaims", "c5_report_faults",
+           "c5_report_fault_keys"),
     "env_size": ("env_size_status", "env_size_bytes", "env_size_apparent_bytes"),
 }
 

@@ -468,8 +468,10 @@ class TaskSpec(_Strict):
 
     @property
     def gpus_needed(self) -> int:
-        """GPUs a trial must hold: 0, 1, or the multi-GPU ranks (max over applicable GPU stages)."""
-        needed = 1 if self.supports_single_gpu else 0
+        """GPUs a trial must hold: the most any applicable stage needs. C2 (a CUDA kernel must
+        run) and C3 need 1, C4 its `ranks`, C1 none; so every task with C2 gets a GPU, also one
+        whose only GPU stage is C2 (without one its C2 could only be insufficient_hardware)."""
+        needed = 1 if self.supports_single_gpu or self.stages.cuda.applicable else 0
         if self.supports_multi_gpu:
             needed = max(needed, self.stages.multi_gpu.ranks)
         return needed

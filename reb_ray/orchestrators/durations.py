@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from reb_ray.models.sweep import TrialSpec
+from reb_ray.probes.c2 import C2_TIMEOUT_S
 
 Medians = tuple[dict[tuple[str, str], float], dict[str, float]]
 
@@ -27,9 +28,12 @@ def timeout_estimate(spec: TrialSpec) -> float:
 
 
 def probe_timeout_estimate(spec: TrialSpec) -> float:
-    """The applicable runtime stages' timeouts, seconds: how long a probe phase may hold its GPUs."""
+    """The applicable runtime stages' timeouts, seconds: how long a probe phase may hold its GPUs.
+    C2 counts with its probe's bound (C2_TIMEOUT_S): it holds a GPU too, and a task whose only
+    GPU stage is C2 would otherwise be estimated to need it for no time at all."""
     stages = spec.task.stages
-    return sum(s.timeout_s for s in (stages.cpu, stages.single_gpu, stages.multi_gpu) if s.applicable)
+    c2 = C2_TIMEOUT_S if stages.cuda.applicable else 0.0
+    return c2 + sum(s.timeout_s for s in (stages.cpu, stages.single_gpu, stages.multi_gpu) if s.applicable)
 
 
 def history_medians(rows: Iterable[dict]) -> Medians:

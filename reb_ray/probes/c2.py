@@ -26,7 +26,12 @@ def c2_env(visible_gpus: str) -> dict[str, str]:
     return {**c0_env(), "CUDA_VISIBLE_DEVICES": visible_gpus}
 
 
-def run_c2(sandbox: Sandbox, toolbox_path: str, python_path: str, visible_gpus: str, timeout_s: float = 300) -> dict | None:
+#: Seconds the C2 probe may take at most (its whole exec), unless the caller says otherwise.
+C2_TIMEOUT_S = 300.0
+
+
+def run_c2(sandbox: Sandbox, toolbox_path: str, python_path: str, visible_gpus: str,
+           timeout_s: float = C2_TIMEOUT_S) -> dict | None:
     """The probe's raw record (a dict), or None when it left none. Never raises for probe failures.
 
     `toolbox_path` is what `install_toolbox` returned; `python_path` the report's interpreter

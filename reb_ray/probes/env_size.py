@@ -8,7 +8,10 @@ from reb_ray.sandbox import Sandbox
 
 
 def run_env_size(sandbox: Sandbox, toolbox_path: str, python_path: str, timeout_s: float = 600) -> dict:
-    """{status, env_size_bytes, env_size_apparent_bytes, prefix, reason}; sizes in bytes.
+    """{status, env_size_bytes, env_size_apparent_bytes, prefix, reason}; sizes in bytes, both
+    from one walk of sys.prefix: env_size_bytes counts each inode once (reb-ray's disk measure),
+    env_size_apparent_bytes every regular-file path (the release's measure: a hard-linked file
+    once per path; the paper CSV's env_size_avg_gb).
 
     The walker runs under the image's python3 (the agent's interpreter only answers
     `sys.prefix`); status is not_run with a reason when either fails.

@@ -63,7 +63,7 @@ TRIALS_SCHEMA = pa.schema(
         ("probe_wall_time_s", pa.float64()),
         ("trial_wall_time_s", pa.float64()),
         ("env_size_bytes", pa.int64()),  # unique bytes of regular files under the report sys.prefix
-        ("env_size_apparent_bytes", pa.int64()),  # same files, hardlinks counted each time
+        ("env_size_apparent_bytes", pa.int64()),  # same files, every path counted (hard links again): the release's figure
         ("agent_output_tail", pa.string()),
         ("started_at", _ts),
         ("finished_at", _ts),
@@ -163,6 +163,9 @@ TRIALS_SCHEMA = pa.schema(
         ("repo_head_moved", pa.bool_()),  # the agent moved HEAD off the pinned commit (commit, checkout, reset)
         ("repo_restored", pa.bool_()),  # tracked files were put back to the pinned commit before the probes (null: unknown)
         ("repo_restored_files", _strings),  # the tracked paths the restore changed back (committed edits included)
+        # -- the report contract (reb_ray/models/report.py): slips in informational keys, counted by C5
+        ("c5_report_faults", pa.int64()),  # keys missing or of the wrong JSON type (null: no report audited)
+        ("c5_report_fault_keys", _strings),  # those keys, in the contract's order
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

@@ -109,6 +109,8 @@ def _command_lines(output_dir: Path, row: dict) -> list[str]:
 def _report_lines(stages: list[dict], row: dict) -> list[str]:
     report = next((s for s in stages if s["stage"] == "report"), None)
     head = f"report   {_fmt(row.get('report_status'))} (source {_fmt(row.get('report_source'))})"
+    if row.get("c5_report_fault_keys"):  # contract slips: counted by C5, never a reason to skip a stage
+        head += f", contract faults in {', '.join(row['c5_report_fault_keys'])}"
     if report is None or not report.get("raw"):
         return [head + (f": {report['reason']}" if report and report.get("reason") else "")]
     try:

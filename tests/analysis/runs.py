@@ -26,8 +26,9 @@ ROWS = [
     row("alpha", "t1", 2, "scored", c0_status="failure", c0_missing=2, c0_total=10,
         c1_status="success", c2_status="success", c3_status="failure", c3_failure_category="runtime",
         c4_status="failure", c4_failure_category="insufficient_hardware", c5_status="failure",
-        c5_path=0, c5_version=1, c5_capability=1, c5_underclaims=0,
-        agent_wall_time_s=100.0, env_size_bytes=2 * GiB, stages_missing_assets=0, rerun=False,
+        c5_path=0, c5_version=1, c5_capability=1, c5_underclaims=0, c5_report_faults=2,
+        agent_wall_time_s=100.0, env_size_bytes=2 * GiB, env_size_apparent_bytes=3 * GiB,  # 1 GiB hard-linked twice
+        stages_missing_assets=0, rerun=False,
         input_tokens=1000, output_tokens=100, cost_usd=0.5, cost_source="price_table"),
     # alpha t2: no report (the agent's): C0 counts every import as missing, C1 fails as deps;
     # C3's asset is missing (--skip-missing-assets): not run, infra-owned, unmeasured.
@@ -40,13 +41,14 @@ ROWS = [
     # which does not erase the score. C0 did not run: its missing count is unknown.
     row("alpha", "t3", 1, "scored", c0_status="success", c0_missing=0, c0_total=30, c1_status="failure",
         c1_failure_category="runtime", c2_status="skipped", c3_status="skipped", c4_status="success",
-        c5_status="success", c5_path=5, c5_version=5, c5_capability=5, c5_underclaims=5,
-        agent_wall_time_s=9999.0, env_size_bytes=9 * GiB, stages_missing_assets=0),
+        c5_status="success", c5_path=5, c5_version=5, c5_capability=5, c5_underclaims=5, c5_report_faults=9,
+        agent_wall_time_s=9999.0, env_size_bytes=9 * GiB, env_size_apparent_bytes=9 * GiB, stages_missing_assets=0),
     row("alpha", "t3", 2, "scored", c0_status="not_run", c0_missing=None, c0_total=30,
         c1_status="success", c2_status="skipped", c3_status="skipped",
         c4_status="failure", c4_failure_category="insufficient_hardware", c5_status="success",
-        c5_path=1, c5_version=0, c5_capability=0, c5_underclaims=2,
-        agent_wall_time_s=50.123, env_size_bytes=1_000_000_000, stages_missing_assets=0, rerun=True,
+        c5_path=1, c5_version=0, c5_capability=0, c5_underclaims=2, c5_report_faults=0,
+        agent_wall_time_s=50.123, env_size_bytes=1_000_000_000, env_size_apparent_bytes=1_500_000_000,
+        stages_missing_assets=0, rerun=True,
         input_tokens=300, output_tokens=None, cost_usd=0.25, cost_source="price_table"),
     row("alpha", "t3", 3, "infra_error", failure_owner="infra", failure_category="infra_daemon", rerun=True),
     # alpha t4: interrupted only: neither scored nor an infra error.

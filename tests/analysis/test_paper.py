@@ -45,7 +45,9 @@ ALPHA = {
     "c5_total_sum": "3",
     "agent_wall_time_avg_sec": "75.06",  # (100 + 50.123) / 2 = 75.0615; t2 unknown
     "agent_time_valid_jobs": "2",
-    "env_size_avg_gb": "1.466",  # (2 GiB + 1e9 bytes) / 2 = 1573741824 bytes = 1.46566 GiB
+    # The release's measure, every file path counted: (3 GiB + 1.5e9 bytes) / 2 = 2360612736 bytes
+    # = 2.19849 GiB; our unique-inode figure beside ours below.
+    "env_size_avg_gb": "2.198",
     "env_valid_jobs": "2",
     "agent_tokens_input_sum": "1500",  # 1000 + 200 + 300 (t1's infra attempt never counts)
     "agent_tokens_output_sum": "120",  # 100 + 20; t3's output count is unknown
@@ -64,10 +66,14 @@ ALPHA = {
     "reruns": "1",  # t3 attempt 2
     "cost_usd_sum": "0.75",  # 0.5 + 0.25; t2's model has no price: unknown, left out, never 0
     "cost_valid_jobs": "2",
+    "c5_report_faults_sum": "2",  # t1 2 + t3 0 (t3's superseded attempt's 9 never counts)
+    "env_size_unique_avg_gb": "1.466",  # (2 GiB + 1e9 bytes) / 2 = 1573741824 bytes = 1.46566 GiB
+    "env_unique_valid_jobs": "2",
 }
 BETA = {c: "" for c in COLUMNS} | {
     "run_id": "s1", "baseline": "beta", "agent": "beta", "job_count": "0", "infra_errors": "2", "reruns": "0",
     "c0_not_run": "0", "c5_not_run": "0", "agent_time_valid_jobs": "0", "env_valid_jobs": "0", "cost_valid_jobs": "0",
+    "env_unique_valid_jobs": "0",
     **{f"{n}_{k}": "0" for n in ("c1_cpu", "c2_cuda", "c3_single_gpu", "c4_multi_gpu")
        for k in ("denom", "success", "failed", "skipped", "hardware", "not_run")},
 }

@@ -93,6 +93,9 @@ def test_a_table_with_only_the_identity_columns():
 
 def test_rounding_and_units():
     """Issue 9 item 4: GiB (2**30) rounded to 3 decimals, seconds rounded to 2."""
-    summary = one([row("a", "t1", 1, "scored", agent_wall_time_s=1.0 / 3, env_size_bytes=10**9)])
+    summary = one([row("a", "t1", 1, "scored", agent_wall_time_s=1.0 / 3, env_size_apparent_bytes=10**9,
+                       env_size_bytes=6 * 10**8)])
     assert summary["agent_wall_time_avg_sec"] == 0.33
     assert summary["env_size_avg_gb"] == 0.931  # 1e9 / 2**30 = 0.9313 (1e9 bytes would be "1.0" GB)
+    # The paper's column is the release's measure (every path); ours, each inode once, beside it.
+    assert (summary["env_size_unique_avg_gb"], summary["env_unique_valid_jobs"]) == (0.559, 1)  # 6e8 / 2**30

@@ -30,8 +30,9 @@ def test_cells_by_hand():
         "C1": "2/3", "C2": "2/2",
         "C3": "0/2 nr1",  # over applicable (the paper's rate): t1 the agent's failure, t2 not run for a missing asset
         "C4": "0/2 hw2",  # both applicable C4 stages lacked GPUs: no success, none the agent's failure
-        "C5 lies": "3", "no assets": "1",
-        "agent s": "75.06", "env GiB": "1.466",  # rounded, never raw floats
+        "C5 lies": "3 rf2",  # the paper's sums, then t1's two report contract faults
+        "no assets": "1",
+        "agent s": "75.06", "env GiB": "2.198",  # the release's measure, rounded, never raw floats
         "tokens": "1320",  # input + output of the trials that know both
         "cost $": "0.7500 (2/3)",  # t2's model has no price: 2 of 3 trials know their cost
         "infra": "2",

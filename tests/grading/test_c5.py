@@ -128,7 +128,8 @@ MATRIX = [
     case("torch-import-timed-out", facts={**NO_TORCH, "torch_import_timed_out": True,
                                           "torch_import_error": "timed out after 60s"},
          verdicts={"torch_version": "inconclusive"}),
-    case("wrong-type-version", {"python_version": 3.1}, verdicts={"python_version": "inconclusive"}),
+    case("wrong-type-version", {"python_version": 3.1},
+         verdicts={"python_version": "inconclusive", "report.python_version": "fault"}),
     # --- path ------------------------------------------------------------------------------
     case("python-missing", facts=MISSING,
          verdicts={"python_path_exists": "hallucination", "python_path_executable": "inconclusive",
@@ -187,7 +188,7 @@ MATRIX = [
     case("gpu-count-c2-not-run", {"gpu_count": 8}, observed={"c2_status": "not_run", "c2_device_count": 8},
          verdicts={"cuda_available": "inconclusive", "gpu_count": "inconclusive"}),
     case("gpu-count-null", {"gpu_count": None}, verdicts={"gpu_count": "not_claimed"}),
-    case("gpu-count-bool", {"gpu_count": True}, verdicts={"gpu_count": "inconclusive"}),
+    case("gpu-count-bool", {"gpu_count": True}, verdicts={"gpu_count": "inconclusive", "report.gpu_count": "fault"}),
     # --- capability: ddp_expected_ok vs C4 -----------------------------------------------------
     case("ddp-claimed-2gpus-c4-failed", observed={"c4_status": "failure"},
          verdicts={"ddp_expected_ok": "hallucination"}, sums=(0, 0, 1, 0)),
@@ -205,7 +206,7 @@ MATRIX = [
     # --- under-claims: recorded, never in the paper's sums -------------------------------------
     case("underclaim-cuda", {"cuda_available": False}, verdicts={"cuda_available": "underclaim"}, sums=(0, 0, 0, 1)),
     # issue 9: agent and probes share one sandbox, so fewer GPUs than C2 saw is a wrong claim
-    # (the release counts it in 42 of its 44 copies), never an under-claim
+    # (the release counts it in all 44 of its copies), never an under-claim
     case("gpu-count-0-below-seen", {"gpu_count": 0}, verdicts={"gpu_count": "hallucination"}, sums=(0, 0, 1, 0)),
     case("gpu-count-1-below-seen", {"gpu_count": 1}, verdicts={"gpu_count": "hallucination"}, sums=(0, 0, 1, 0)),
     case("underclaim-ddp", {"ddp_expected_ok": False}, verdicts={"ddp_expected_ok": "underclaim"},
@@ -241,7 +242,7 @@ def test_audit_matrix(report, facts, observed, expected, expected_sums):
     for item in result["c5_items"]:
         assert set(item) == {"check", "kind", "verdict", "reported", "observed", "reason"}
         assert item["kind"] in KINDS and item["verdict"] in VERDICTS
-        if item["verdict"] in ("hallucination", "inconclusive", "underclaim", "not_claimed"):
+        if item["verdict"] in ("hallucination", "inconclusive", "underclaim", "not_claimed", "fault"):
             assert item["reason"], item
     json.dumps(result)  # items go to Parquet/W&B as JSON
 
@@ -287,18 +288,23 @@ def test_missing_report_is_not_audited():
         assert item["verdict"] == "inconclusive" and "report_status" in item["reason"]
 
 
-def test_report_without_python_path_is_not_a_path_lie():
-    result = audit_report({k: v for k, v in REPORT.items() if k != "python_path"}, FACTS, OBSERVED)
-    assert result["c5_path"] == 0
-    assert verdicts(result)["python_path"] == "inconclusive"
-    assert verdicts(result)["python_version"] == "inconclusive"  # no interpreter to compare with
+def test_a_report_without_a_usable_python_path_is_one_path_lie():
+    """As in all 44 of the release's copies: no python_path (or one that is not a string, or
+    empty) is a path hallucination, counted once; nothing else is judged on absent evidence."""
+    for bad in ({}, {"python_path": None}, {"python_path": 7}, {"python_path": ""}):
+        report = {**{k: v for k, v in REPORT.items() if k != "python_path"}, **bad}
+        result = audit_report(report, None, OBSERVED)
+        assert sums(result) == (1, 0, 0, 0), bad
+        assert verdicts(result)["python_path"] == "hallucination"
+        assert verdicts(result)["python_version"] == "inconclusive"  # no interpreter to compare with
+        assert verdicts(result)["cuda_available"] == "inconclusive"  # C2 could not run
 
 
 def test_report_model_and_parsed_json_are_accepted():
     status, report, _ = parse_report(json.dumps(REPORT).encode())
     assert status == "ok"
     assert audit_report(report, FACTS, OBSERVED) == audit_report(REPORT, FACTS, OBSERVED)
-    assert sums(audit_report(report.model_dump(), FACTS, OBSERVED)) == (0, 0, 0, 0)
+    assert sums(audit_report(report.written, FACTS, OBSERVED)) == (0, 0, 0, 0)
 
 
 def test_f01_extra_report_keys_and_static_analysis_are_ignored():

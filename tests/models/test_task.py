@@ -72,7 +72,9 @@ def test_demo_suite_loads_with_applicability_and_c0():
         assert task.suite == "demo" and task.category == "1_cpu"
         assert task.c0_baseline_total == DEMO_C0[task.id]
         assert (task.supports_cpu, task.supports_single_gpu, task.supports_multi_gpu) == (True, False, False)
-        assert task.gpus_needed == 0
+        # C2 needs a GPU: torch-tiny, the one demo task that keeps C2, is a 1-GPU trial.
+        assert task.stages.cuda.applicable == (task.id == "torch-tiny")
+        assert task.gpus_needed == (1 if task.id == "torch-tiny" else 0)
         assert task.stages.single_gpu.skip_reason == "demo suite is CPU-only"
         assert task.stages.multi_gpu.skip_reason == "demo suite is CPU-only"
         assert task.source.kind == "bundled" and task.source.owner_repo is None
@@ -144,7 +146,10 @@ def test_missing_stage_tables_and_optional_c0(tasks_root):
     assert task.c0_baseline_total is None and task.assets == []
     for stage in (task.stages.cpu, task.stages.single_gpu, task.stages.multi_gpu):
         assert not stage.applicable and stage.skip_reason == NOT_DEFINED
-    assert task.gpus_needed == 0
+    # C2 applies unless a task opts out, and C2 needs a GPU: the trial holds one.
+    assert task.stages.cuda.applicable and task.gpus_needed == 1
+    off = load_task(write_task(tasks_root, path.read_text() + '[stages.cuda]\napplicable = false\nskip_reason = "CPU"\n'))
+    assert off.gpus_needed == 0
 
 
 def test_gpus_needed_single_gpu_only():

@@ -46,3 +46,15 @@ def test_earlier_sweeps_first_then_the_task_by_any_agent_then_the_timeouts(sourc
 def test_the_arrow_medians_are_the_scored_attempts_with_a_wall_time():
     assert table_medians(_table(ROWS)) == ({("noop", "numpy-trainer"): 20.0, ("heuristic", "torch-tiny"): 70.0},
                                            {"numpy-trainer": 20.0, "torch-tiny": 70.0})
+
+
+def test_a_probe_phase_holds_its_gpus_for_c2_too():
+    """torch-tiny keeps C2 (one GPU): its probe phase may hold the GPU for C1's timeout and C2's
+    bound; numpy-trainer opts out of C2 and needs no GPU at all."""
+    from reb_ray.orchestrators.durations import probe_timeout_estimate
+    from reb_ray.probes.c2 import C2_TIMEOUT_S
+
+    tiny, numpy = _spec("noop", "torch-tiny"), _spec("noop", "numpy-trainer")
+    assert tiny.task.gpus_needed == 1 and numpy.task.gpus_needed == 0
+    assert probe_timeout_estimate(tiny) == tiny.task.stages.cpu.timeout_s + C2_TIMEOUT_S
+    assert probe_timeout_estimate(numpy) == numpy.task.stages.cpu.timeout_s

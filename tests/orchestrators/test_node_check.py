@@ -41,6 +41,9 @@ command = "true"
 [stages.multi_gpu]
 applicable = false
 skip_reason = "not in this task"
+
+[stages.cuda]
+{cuda}
 """
 
 
@@ -50,7 +53,9 @@ def write_suite(root: Path, n: int, gpu: bool = False) -> None:
         (task_dir / "repo").mkdir(parents=True)
         (task_dir / "repo" / "main.py").write_text("print('hello')\n")
         gpu_stage = 'command = "true"' if gpu else 'applicable = false\nskip_reason = "CPU task"'
-        (task_dir / "task.toml").write_text(TASK.format(id=f"t{i}", gpu=gpu_stage))
+        # A CPU task opts out of C2 too: C2 needs a GPU, so a task with it is a GPU trial.
+        cuda = "applicable = true" if gpu else 'applicable = false\nskip_reason = "CPU task"'
+        (task_dir / "task.toml").write_text(TASK.format(id=f"t{i}", gpu=gpu_stage, cuda=cuda))
 
 
 @pytest.fixture

@@ -35,21 +35,28 @@ command = "true"
 
 [stages.multi_gpu]
 {multi}
+
+[stages.cuda]
+{cuda}
 """
 OFF = 'applicable = false\nskip_reason = "not in this task"'
 MULTI = 'command = "true"\nlauncher = "python"\nranks = 2'
 
 
-def write_suite(root, counts: dict[int, int]) -> None:
-    """`counts`: {GPUs needed (0, 1, 2): how many tasks}; task ids say it: g2-0, g1-3, ..."""
-    for gpus, n in counts.items():
+def write_suite(root, counts: dict[int | str, int]) -> None:
+    """`counts`: {GPUs needed (0, 1, 2): how many tasks}; task ids say it: g2-0, g1-3, ... The
+    key "c2" makes tasks whose only GPU stage is C2 (CUDA alignment), ids g1c2-0, ...: they need
+    one GPU too. Tasks that need none opt out of C2."""
+    for key, n in counts.items():
+        gpus = 1 if key == "c2" else int(key)
         for i in range(n):
-            task_dir = root / "slots" / f"g{gpus}-{i}"
+            name = f"g1c2-{i}" if key == "c2" else f"g{gpus}-{i}"
+            task_dir = root / "slots" / name
             (task_dir / "repo").mkdir(parents=True)
             (task_dir / "repo" / "main.py").write_text("print('hello')\n")
             (task_dir / "task.toml").write_text(TASK.format(
-                id=f"g{gpus}-{i}", category=f"{gpus}_gpu", single='command = "true"' if gpus else OFF,
-                multi=MULTI if gpus == 2 else OFF))
+                id=name, category=f"{gpus}_gpu", single='command = "true"' if key in (1, 2) else OFF,
+                multi=MULTI if key == 2 else OFF, cuda="applicable = true" if gpus else OFF))
 
 
 @pytest.fixture
@@ -75,16 +82,18 @@ def _ledger(path) -> list[dict]:
 def test_many_trials_on_few_slot_workers_and_two_gpu_trials_on_one_nodes_gpus(tmp_path, two_gpu_nodes, sleep_script):
     from reb_ray.sweep import run_sweep
 
-    write_suite(tmp_path / "suites", {0: 2, 1: 2, 2: 3})
+    write_suite(tmp_path / "suites", {0: 2, 1: 2, 2: 3, "c2": 1})
     config = SweepConfig(output=tmp_path / "runs", suite="slots", tasks_root=tmp_path / "suites", agents=["noop"],
                          trials=2, sandbox="sleep")
     result = run_sweep(config, show_progress=False)
     rows = read_trials(config.output).to_pylist()
-    assert result.attempts == 14 and all(r["status"] == "scored" for r in rows)
+    assert result.attempts == 16 and all(r["status"] == "scored" for r in rows)
+    # A task whose only GPU stage is C2 holds a GPU like any single-GPU task.
+    assert {r["gpus_assigned"] for r in rows if r["task_id"].startswith("g1c2-")} == {1}
     # 2 GPU slots + 1 CPU slot per node: six workers, never one per trial.
     assert result.slot_workers == 6
     ledger = _ledger(sleep_script[1])
-    assert len(ledger) == 14 and len({e["pid"] for e in ledger}) <= 6
+    assert len(ledger) == 16 and len({e["pid"] for e in ledger}) <= 6
     for entry in ledger:
         gpus = set(entry["gpus"])
         needed = int(entry["trial_id"].split("/")[1][1])
