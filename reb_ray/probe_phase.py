@@ -27,16 +27,10 @@ from reb_ray.grading.c2 import grade_c2
 from reb_ray.grading.c5 import C5_ROW_COLUMNS, audit_report, audit_unprobed
 from reb_ray.grading.command_stage import grade_command_stage
 from reb_ray.grading.multi_gpu import grade_multi_gpu
-<<<<<<< HEAD
-from reb_ray.grading.witness import WITNESS_COLUMNS, apply_witness, grade_witness
-from reb_ray.grading.unmeasured import (PROBE_STAGES, SANDBOX_BROKEN, agent_failed, assets_missing, interpreter_fault,
-                                        skipped)
-from reb_ray.models.report import Report
-=======
 from reb_ray.grading.unmeasured import (INVALID_REPORT, PROBE_STAGES, SANDBOX_BROKEN, agent_failed, assets_missing,
                                         interpreter_fault, skipped)
+from reb_ray.grading.witness import WITNESS_COLUMNS, apply_witness, grade_witness
 from reb_ray.models.report import Report, load_report_object
->>>>>>> fidelity-rules
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.models.task import StageSpec, TaskSpec
 from reb_ray.probes.c0 import run_c0
