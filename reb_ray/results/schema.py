@@ -155,6 +155,12 @@ TRIALS_SCHEMA = pa.schema(
         ("probe_image_commit_s", pa.float64()),  # seconds to commit the agent's container to the attempt's image (null: none committed)
         ("probe_image_bytes", pa.int64()),  # bytes of that image's new layer (null: none committed)
         ("probe_gpu_wait_s", pa.float64()),  # seconds the probe phase waited for its exclusive GPU lease (null: no lease)
+        # -- who owns what C0 resolved, start-up hooks, the interpreter's kind (reb_ray/grading/startup.py)
+        ("c0_unowned", pa.int64()),  # modules C0 counts resolved whose file no installed distribution owns (null: unknown)
+        ("c0_unowned_modules", _strings),  # those modules, sorted
+        ("python_path_kind", pa.string()),  # PYTHON_PATH_KINDS: elf | symlink_to_elf | script | other | missing
+        ("startup_hooks", _strings),  # interpreter start-up hooks no distribution installed (sitecustomize, .pth imports, ...)
+        ("suspicious_actions", _strings),  # shortcuts seen in the sandbox or the agent's trajectory, one line each
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )
