@@ -37,11 +37,11 @@ RECORD_SHAPE = {
 }
 
 # A write whose target's file name is python, python3 or python3.N: a shell redirection or tee,
-# the destination of cp/mv/install/ln, or an edit tool's file_path.
+# the destination of cp/mv/ln, or an edit tool's file_path.
 _PYTHON_NAME = r"python(?:\d+(?:\.\d+)?)?"
 _WRITES_PYTHON = re.compile(
     r"(?:>>?|\btee(?:\s+-a)?)\s*['\"]?(?:\S*/)?" + _PYTHON_NAME + r"['\"]?(?=\s|$|[;&|)])"
-    r"|\b(?:cp|mv|install|ln)\s[^;&|\n]*\s['\"]?(?:\S*/)?" + _PYTHON_NAME + r"['\"]?\s*(?=$|[;&|\n])"
+    r"|\b(?:cp|mv|ln)\s[^;&|\n]*\s['\"]?(?:\S*/)?" + _PYTHON_NAME + r"['\"]?\s*(?=$|[;&|\n])"
     r"|\"file_path\"\s*:\s*\"[^\"]*/" + _PYTHON_NAME + r"\"")
 # Files made by hand in a site-packages (or dist-packages) directory: mkdir/touch/cp/mv/ln/tee or
 # a redirection into one, or an edit tool's file_path there (pip and the like are not matched).
