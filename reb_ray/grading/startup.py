@@ -92,7 +92,7 @@ def grade_startup(raw: dict | None, *, pythonstartup: str | None = None, repo_mo
     kind = kind_rec.get("kind") if kind_rec.get("kind") in PYTHON_PATH_KINDS else None
     hooks: list[str] | None = None  # unknown unless the interpreter's import path was read
     if raw is not None and not raw.get("error") and isinstance(raw.get("interpreter"), dict):
-        hooks = [_hook_line(h) for h in raw.get("hooks") or []][:MAX_ENTRIES]
+        hooks = [_hook_line(h) for h in raw.get("hooks") or [] if isinstance(h, dict) and h.get("path")][:MAX_ENTRIES]
     if pythonstartup:
         hooks = (hooks or []) + [f"PYTHONSTARTUP={_cut(pythonstartup)} (the report's env)"]
     actions: list[str] = []
@@ -105,7 +105,8 @@ def grade_startup(raw: dict | None, *, pythonstartup: str | None = None, repo_mo
         shown = ", ".join(repo_modified_files[:5]) + (f" and {len(repo_modified_files) - 5} more"
                                                       if len(repo_modified_files) > 5 else "")
         actions.append(f"edited tracked files: {shown}")
-    for entry in ((raw or {}).get("unowned_site_packages") or [])[:MAX_ENTRIES]:
+    entries = [e for e in (raw or {}).get("unowned_site_packages") or [] if isinstance(e, dict) and e.get("name")]
+    for entry in entries[:MAX_ENTRIES]:
         what = ("modified installed file" if entry.get("owner") == "modified"
                 else "package in site-packages that no distribution owns")
         actions.append(f"{what}: {entry.get('name')} ({entry.get('path')})")
