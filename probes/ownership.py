@@ -262,12 +262,18 @@ _LISTINGS = {}
 
 
 def _listing(root):
-    """The names in directory `root` (cached for the probe's run), as a set."""
+    """(the names in directory `root`, {module name: its native extension file name}), cached
+    for the probe's run."""
     if root not in _LISTINGS:
         try:
-            _LISTINGS[root] = set(os.listdir(root))
+            names = set(os.listdir(root))
         except OSError:
-            _LISTINGS[root] = set()
+            names = set()
+        native = {}
+        for entry in sorted(names):
+            if entry.endswith(_NATIVE_MARKERS) and "." in entry:
+                native.setdefault(entry.split(".")[0], entry)
+        _LISTINGS[root] = (names, native)
     return _LISTINGS[root]
 
 
@@ -275,21 +281,19 @@ def _module_file(root, name):
     """(kind, file) of top-level `name` in directory `root`: ("package", __init__ file),
     ("module", file), ("namespace", directory) or (None, None). Stub-only files (.pyi) are not
     what an import runs, so they do not count."""
-    names = _listing(root)
+    names, native = _listing(root)
     pkg = os.path.join(root, name)
     if name in names and os.path.isdir(pkg):
         for init in ("__init__.py", "__init__.pyc"):
             if os.path.isfile(os.path.join(pkg, init)):
                 return "package", os.path.join(pkg, init)
-        for entry in sorted(_listing(pkg)):
-            if entry.startswith("__init__.") and entry.endswith(_NATIVE_MARKERS):
-                return "package", os.path.join(pkg, entry)
+        if "__init__" in _listing(pkg)[1]:
+            return "package", os.path.join(pkg, _listing(pkg)[1]["__init__"])
     for suffix in _SOURCE_SUFFIXES:
         if name + suffix in names and os.path.isfile(os.path.join(root, name + suffix)):
             return "module", os.path.join(root, name + suffix)
-    for entry in sorted(names):
-        if entry.startswith(name + ".") and entry.endswith(_NATIVE_MARKERS) and entry.split(".")[0] == name:
-            return "module", os.path.join(root, entry)
+    if name in native:
+        return "module", os.path.join(root, native[name])
     if name in names and os.path.isdir(pkg):
         return "namespace", pkg
     return None, None
