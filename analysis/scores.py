@@ -61,7 +61,10 @@ Release columns, and where we deliberately differ:
   both; agent_tokens_total_avg: that sum / those trials, rounded to 3 decimals (the release
   divides a run-level token export by agent_time_valid_jobs).
 
-Our columns: agent; c0_not_run (scored trials whose C0 is `not_run`); per stage
+Our columns: agent; c0_not_run (scored trials whose C0 is `not_run`); c0_unowned_sum (the sum of
+`c0_unowned` over scored trials that know it: imports C0 counts as resolved whose file no installed
+distribution owns, e.g. an empty package made by hand; None when no trial knows it; the paper's
+c0_missing_sum is unchanged by it); per stage
 cN_*_success_over_measured ("success/(success + failed)", the agent's own record with hardware
 and unmeasured stages apart; None when nothing was measured), cN_*_hardware, cN_*_not_run;
 c5_not_run; c5_underclaims_sum (claims below what was observed, counted apart);
@@ -101,7 +104,7 @@ RELEASE_COLUMNS = [
     "agent_tokens_input_sum", "agent_tokens_output_sum", "agent_tokens_total_sum", "agent_tokens_total_avg",
 ]
 OUR_COLUMNS = [
-    "agent", "c0_not_run",
+    "agent", "c0_not_run", "c0_unowned_sum",
     *(f"{name}_{extra}" for _, name in STAGES for extra in ("success_over_measured", "hardware", "not_run")),
     "c5_not_run", "c5_underclaims_sum", "stages_missing_assets_sum", "infra_errors", "reruns",
     "cost_usd_sum", "cost_valid_jobs", "c5_report_faults_sum", "env_size_unique_avg_gb", "env_unique_valid_jobs",
@@ -158,7 +161,8 @@ def _group(sweep_id: str | None, agent: str | None, scored: list[dict], infra_er
     total = _sum(r.get("c0_total") for r in scored)
     out.update(c0_missing_sum=missing, c0_total_sum=total, c0_total_sum_reported=None,
                c0_missing_over_total=_ratio(missing, total),
-               c0_not_run=sum(r.get("c0_status") == "not_run" for r in scored))
+               c0_not_run=sum(r.get("c0_status") == "not_run" for r in scored),
+               c0_unowned_sum=_sum(r.get("c0_unowned") for r in scored))
     for stage, name in STAGES:
         outcomes = [stage_outcome(r, stage) for r in scored]
         n = {o: outcomes.count(o) for o in OUTCOMES}

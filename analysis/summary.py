@@ -14,10 +14,11 @@ from reb_ray.results.read import read_trials
 
 from .scores import STAGES, summarize
 
-HEADERS = ("agent", "trials", "C0 missing/total", "C0 not run", "C1", "C2", "C3", "C4", "C5 lies",
+HEADERS = ("agent", "trials", "C0 missing/total", "C0 unowned", "C0 not run", "C1", "C2", "C3", "C4", "C5 lies",
            "no assets", "agent s", "env GiB", "tokens", "cost $", "infra")
 
-LEGEND = ("C1-C4: success/applicable, the paper's rate (applicable: the task spec says the stage applies);\n"
+LEGEND = ("C0 unowned: imports C0 counts as resolved whose file no installed distribution owns (not in C0).\n"
+          "C1-C4: success/applicable, the paper's rate (applicable: the task spec says the stage applies);\n"
           "of those, hwN failed for lack of hardware and nrN were not run: neither is the agent's failure.\n"
           "C5 lies: the paper's path + version + capability sums; rfN: report contract faults (a key\n"
           "missing or of the wrong type), counted apart. no assets: stages left unmeasured by a missing asset.\n"
@@ -47,11 +48,12 @@ def stage_cell(row: dict, name: str) -> str:
 
 def row_cells(row: dict) -> list[str]:
     """The terminal table's cells (HEADERS order) of one `summarize` row; the HTML report's
-    summary table shows the same strings."""
+    summary table shows the same strings. "C0 unowned" is c0_unowned_sum ("-": unknown)."""
     return [
         _fmt(row["agent"]),
         str(row["job_count"]),
         f"{_fmt(row['c0_missing_sum'])}/{_fmt(row['c0_total_sum'])}",
+        _fmt(row["c0_unowned_sum"]),
         str(row["c0_not_run"]),
         *(stage_cell(row, name) for _, name in STAGES),
         c5_cell(row),

@@ -16,6 +16,11 @@ pyright config lives in a temporary directory outside the repository, bytecode w
   edits (F04), the walk records the modules that live in the repository below its root (which
   only a sys.path edit makes importable), and a scan of the interpreter's site directories
   records import-hook editable installs (F01).
+- `import_owners`: for every top-level module the repository imports, where it resolves for the
+  reported interpreter (pyright's order: the repository's roots, the standard library, the
+  interpreter's import path) and which installed distribution's manifest lists that file
+  (probes/ownership.py); the grader counts the modules C0 calls resolved that no distribution
+  owns (`c0_unowned`).
 """
 
 import argparse
@@ -29,7 +34,7 @@ import sys
 import tempfile
 import time
 
-PROBE_VERSION = 1
+PROBE_VERSION = 2  # 2: import_owners
 TAIL_CHARS = 4000
 MAX_AST_BYTES = 4 * 1024 * 1024
 GUARD_NAMES = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
@@ -52,7 +57,7 @@ for p in sys.path:
     if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages"):
         cands.append(p)
 out = {"executable": sys.executable, "version": list(sys.version_info)[:3], "prefix": sys.prefix,
-       "sys_path": [p for p in sys.path if p], "site_candidates": cands}
+       "base_prefix": getattr(sys, "base_prefix", sys.prefix), "sys_path": [p for p in sys.path if p], "site_candidates": cands}
 sys.stdout.write(json.dumps(out))
 """
 
@@ -246,8 +251,22 @@ def nested_modules(files):
     return found
 
 
-def scan_guarded(repo, files):
-    """(guarded imports [[file, line]], unparsed files, sys.path edits [[file, line]])."""
+def top_level_imports(tree):
+    """Top-level module names of the absolute imports anywhere in `tree` (relative ones are the
+    repository's own)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def scan_guarded(repo, files, imports=None):
+    """(guarded imports [[file, line]], unparsed files, sys.path edits [[file, line]]). When
+    `imports` is a dict, it is filled with top-level imported name -> set of the directories
+    (relative to repo) of the files importing it."""
     guarded, unparsed, path_edits = [], [], []
     for rel in files:
         path = os.path.join(repo, rel)
@@ -262,7 +281,44 @@ def scan_guarded(repo, files):
             continue
         guarded.extend([rel, line] for line in sorted(guarded_lines(tree)))
         path_edits.extend([rel, line] for line in sorted(sys_path_edit_lines(tree)))
+        if imports is not None:
+            for name in top_level_imports(tree):
+                imports.setdefault(name, set()).add(os.path.dirname(rel))
     return guarded, unparsed, path_edits
+
+
+def import_owners(toolbox, repo, info, imports, extra_roots):
+    """Who owns the file each imported top-level module resolves to, for the reported
+    interpreter (probes/ownership.py): name -> {"owner", "path", "name"}. `info` is
+    interpreter_info's answer (its import path and prefix), `extra_roots` the repository
+    directories pyright resolves from besides the root (src/)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import ownership
+
+    path_dirs = [real(p) for p in info["sys_path"] if p.startswith("/") and os.path.isdir(p)]
+    prefixes = [info.get("prefix"), info.get("base_prefix")]
+    manifests = ownership.Manifests(path_dirs, [real(p) for p in prefixes if p])
+    stdlib = ownership.stdlib_names(os.path.join(toolbox, "pyright", "dist", "typeshed-fallback", "stdlib", "VERSIONS"),
+                                    info.get("version"))
+    roots = [repo] + extra_roots
+    out = {}
+    for name in sorted(imports):
+        if not name.isidentifier():
+            continue
+        local = []
+        for rel in sorted(imports[name]):
+            d = os.path.normpath(os.path.join(repo, rel))
+            while under_dir(d, repo) and d not in local:
+                local.append(d)
+                d = os.path.dirname(d)
+        out[name] = ownership.resolve_owner(name, repo, roots, stdlib, path_dirs, manifests, local)
+    return out
+
+
+def under_dir(path, root):
+    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def parse_search_paths(text):
@@ -366,8 +422,18 @@ def probe(args):
                    editable_hook_installs=editable_hooks(info["site_packages"]))
     excluded, files = walk_repo(repo)
     rec["excluded_dirs"], rec["files_scanned"] = excluded, len(files)
-    rec["guarded_imports"], rec["unparsed_files"], rec["sys_path_edits"] = scan_guarded(repo, files)
+    imports = {}
+    rec["guarded_imports"], rec["unparsed_files"], rec["sys_path_edits"] = scan_guarded(repo, files, imports)
     rec["nested_modules"] = nested_modules(files)
+    if info is not None:  # who owns what each import resolves to (the grader counts the unowned)
+        t = time.time()
+        try:
+            src = os.path.join(repo, "src")
+            extra = [src] if os.path.isdir(src) and not os.path.isfile(os.path.join(src, "__init__.py")) else []
+            rec["import_owners"] = import_owners(toolbox, repo, info, imports, extra)
+        except Exception as exc:  # the ownership check must never cost the C0 record
+            rec["import_owners_error"] = "%s: %s" % (type(exc).__name__, exc)
+        rec["import_owners_duration_s"] = round(time.time() - t, 3)
 
     node = [os.path.join(toolbox, "node"), "--max-old-space-size=%d" % heap_limit_mb(),
             os.path.join(toolbox, "pyright", "index.js")]

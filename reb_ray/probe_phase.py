@@ -27,6 +27,7 @@ from reb_ray.grading.c2 import grade_c2
 from reb_ray.grading.c5 import C5_ROW_COLUMNS, audit_report, audit_unprobed
 from reb_ray.grading.command_stage import grade_command_stage
 from reb_ray.grading.multi_gpu import grade_multi_gpu
+from reb_ray.grading.startup import grade_startup
 from reb_ray.grading.unmeasured import (INVALID_REPORT, PROBE_STAGES, SANDBOX_BROKEN, agent_failed, assets_missing,
                                         interpreter_fault, skipped)
 from reb_ray.grading.witness import WITNESS_COLUMNS, apply_witness, grade_witness
@@ -40,6 +41,7 @@ from reb_ray.probes.env_size import run_env_size
 from reb_ray.probes.facts import run_facts
 from reb_ray.probes.multi_gpu import record_as_exec_result, run_multi_gpu
 from reb_ray.probes.side_logs import collect_side_logs
+from reb_ray.probes.startup import run_startup
 from reb_ray.probes.task_helpers import install_task_helpers
 from reb_ray.probes.toolbox import install_toolbox
 from reb_ray.probes.witness import Witness, arm, collect
@@ -109,11 +111,17 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
         if written is not None:
             _record_c5(rec, audit_unprobed(written, len(gpus)), "success", "audited on the report alone: no usable "
                        "python_path to probe", {"facts": None, "observed": None})
+        record_startup(rec, None, None, "no usable report")
         return
     if not _healthy(sandbox):
         rec.apply(agent_failed(task, PROBE_STAGES, SANDBOX_BROKEN, "sandbox does not run commands after the agent phase"))
+        record_startup(rec, None, report, "the sandbox does not run commands")
         return
     toolbox = install_toolbox(sandbox)
+    # Before anything runs the report's interpreter: what it is, what runs when it starts.
+    t = time.monotonic()
+    record_startup(rec, run_startup(sandbox, toolbox, report.python_path), report, "the start-up probe left no record",
+                   time.monotonic() - t)
     python, shim = report.python_path, f"{toolbox}/bin"
     env = {**probe_env(spec), **install_task_helpers(sandbox, task, toolbox)}
 
@@ -183,6 +191,22 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
     rec.row.update(env_size_status=size["status"], env_size_bytes=size["env_size_bytes"],
                    env_size_apparent_bytes=size["env_size_apparent_bytes"])
     rec.stage("env_size", size["status"], reason=size["reason"] or size["prefix"])
+
+
+def record_startup(rec: TrialRecorder, raw: dict | None, report: Report | None, why_not: str,
+                   duration_s: float | None = None) -> None:
+    """The `startup` stage row (its raw: the start-up probe's record, the report env's
+    PYTHONSTARTUP and the agent's trajectory hits, all `reb-ray regrade` needs) and the row's
+    python_path_kind, startup_hooks and suspicious_actions (reb_ray/grading/startup.py). Never a
+    failure: it is recorded, not scored (`not_run` with `why_not` when nothing was probed)."""
+    env = (report.model_extra or {}).get("env") if report is not None else None
+    pythonstartup = env.get("PYTHONSTARTUP") if isinstance(env, dict) else None
+    stored = {"probe": raw, "pythonstartup": pythonstartup if isinstance(pythonstartup, str) else None,
+              "trajectory_hits": rec.trajectory_hits}
+    rec.row.update(grade_startup(raw, pythonstartup=stored["pythonstartup"],
+                                 repo_modified_files=rec.row.get("repo_modified_files"), trajectory=rec.trajectory_hits))
+    rec.stage("startup", "success" if raw is not None else "not_run", reason=None if raw is not None else why_not,
+              raw=json.dumps(stored), duration_s=duration_s)
 
 
 def _audit(rec: TrialRecorder, report: Report, facts: dict | None, cuda_available: bool | None, gpus: int) -> None:

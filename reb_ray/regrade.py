@@ -25,6 +25,7 @@ from reb_ray.grading.c2 import grade_c2
 from reb_ray.grading.c5 import C5_ROW_COLUMNS, audit_report, audit_unprobed
 from reb_ray.grading.command_stage import grade_command_stage
 from reb_ray.grading.multi_gpu import grade_multi_gpu
+from reb_ray.grading.startup import grade_startup
 from reb_ray.grading.witness import WITNESS_COLUMNS, apply_witness, grade_witness
 from reb_ray.grading.unmeasured import (INVALID_REPORT, MISSING_REPORT, PROBE_STAGES, PYRAMID, SANDBOX_BROKEN,
                                         agent_failed, interpreter_fault, skipped)
@@ -169,6 +170,7 @@ def regrade_trial(trial: dict, stages: dict[str, dict], task: TaskSpec, new_swee
     else:
         _regrade_measured(row, trial, stages, task, keep, apply, run_dir)
         _regrade_c5(row, stages, keep)
+    _regrade_startup(row, trial, stages)
     for name in stages:
         if name not in {s["stage"] for s in out}:
             keep(name)
@@ -217,6 +219,18 @@ def _regrade_measured(row: dict, trial: dict, stages: dict[str, dict], task: Tas
         g4 = _with_note(g4, note)
         row.update(c4_status=g4["status"], c4_failure_category=g4["failure_category"])
         keep("c4", status=g4["status"], reason=g4["reason"], failure_category=g4["failure_category"], **columns)
+
+
+def _regrade_startup(row: dict, trial: dict, stages: dict[str, dict]) -> None:
+    """python_path_kind, startup_hooks and suspicious_actions from the `startup` row's stored
+    evidence (the start-up probe's record, PYTHONSTARTUP, the trajectory hits) and the row's
+    repo_modified_files; rows older than the start-up record keep theirs."""
+    raw = (stages.get("startup") or {}).get("raw")
+    if not raw:
+        return
+    stored = json.loads(raw)
+    row.update(grade_startup(stored.get("probe"), pythonstartup=stored.get("pythonstartup"),
+                             repo_modified_files=trial.get("repo_modified_files"), trajectory=stored.get("trajectory_hits")))
 
 
 def _regrade_c5(row: dict, stages: dict[str, dict], keep) -> None:

@@ -33,8 +33,10 @@ from reb_ray.assets import missing_by_stage
 from reb_ray.between_phases import settle
 from reb_ray.errors import InfraError, RebRayError
 from reb_ray.gpu_lease import GpuLease
+from reb_ray.grading.startup import trajectory_hits
 from reb_ray.grading.unmeasured import PROBE_STAGES, agent_failed
 from reb_ray.llm.trial_access import ProxyClient, TrialLlm
+from reb_ray.llm.transcript import commands
 from reb_ray.models.report import MAX_REPORT_BYTES, Report, parse_report
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.netpolicy.trial_egress import TrialEgress, harness_network
@@ -245,6 +247,9 @@ def _agent_phase(rec: TrialRecorder, sandbox: Sandbox, agent: Agent, ctx: AgentC
     # Tokens, cost and request log from the proxy; the transcript stored. A per-trial cost
     # limit that stopped the agent becomes run.limit (the agent's own limit).
     rec.row.update(llm.finish(run, rec.artifacts))
+    # Shortcuts in the agent's own commands (its transcript, where it left one): kept for the
+    # probe phase's start-up record (reb_ray/grading/startup.py).
+    rec.trajectory_hits = trajectory_hits([c.command for c in commands(run.transcript)]) if run.transcript else []
     rec.row.update(agent_exit_code=run.exit_code, agent_timed_out=run.timed_out, agent_wall_time_s=run.wall_time_s,
                    agent_output_tail=run.output[-DEFAULT_HEAD_BYTES:], agent_limit=run.limit,
                    agent_log_path=log.path if log is not None and log.error is None else None,

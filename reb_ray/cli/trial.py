@@ -18,7 +18,8 @@ def show(
     attempt: Optional[int] = typer.Option(None, help="This attempt (default: the one that counts: the last scored, else the last)."),
 ) -> None:
     """Print the trial's status, attempts, agent, LLM requests, tokens and cost, the commands it
-    ran with their exit codes, its report and its stage results."""
+    ran with their exit codes, its report, what its interpreter is (ELF or script), start-up hooks,
+    suspicious actions, and its stage results."""
     from reb_ray.errors import RebRayError
     from reb_ray.results.trial_view import show_trial
 

@@ -13,7 +13,12 @@ reason and `c0_missing` None, never 0: no raw record or no pyright JSON (the too
 `infra_toolbox`), pyright's search paths missing the interpreter's site-packages
 (`infra_probe_misconfigured`, F03). An interpreter that does not run is the agent's doing: C0
 fails with every baseline import missing (`c0_missing = baseline_total`, category
-`interpreter_broken`; issue 9, reb_ray/grading/unmeasured.py).
+`interpreter_broken`; reb_ray/grading/unmeasured.py).
+
+Beside the paper's number, `c0_unowned` counts the modules C0 calls resolved whose file no
+installed distribution owns (an empty `site-packages/numpy/__init__.py` made by hand resolves
+for pyright exactly like numpy): see `unowned_modules` and docs/DECISIONS.md. It never changes
+`c0_missing` or the status.
 
 Pyright 1.1.414 messages (English is forced by the probe):
     Import "foo.bar" could not be resolved                 (reportMissingImports, error)
@@ -34,8 +39,12 @@ _ANY_QUOTED = re.compile(r'["\u201c\u201e\u00ab\u2018\']\s*(?P<name>[.\w]+)\s*["
 
 C0_KEYS = (
     "c0_status", "c0_missing", "c0_missing_modules", "c0_missing_source", "c0_missing_source_modules",
-    "c0_guarded_modules", "c0_repo_path_modules", "c0_editable_hooks", "c0_total", "pyright_version", "reason", "failure_category",
+    "c0_guarded_modules", "c0_repo_path_modules", "c0_editable_hooks", "c0_total", "pyright_version",
+    "c0_unowned", "c0_unowned_modules", "reason", "failure_category",
 )
+#: Owners (probes/ownership.py) that make a resolved import unowned: no installed distribution's
+#: manifest lists the file it resolves to, or one does but the file's bytes differ from its hash.
+UNOWNED = ("unowned", "modified")
 
 
 _DIAGNOSTIC = {"rule": str, "message": str, "file": str, "range": {"start": {"line": int}}}
@@ -45,7 +54,7 @@ RECORD_SHAPE = {
     "python": str, "pyright_timed_out": bool, "pyright_error": str, "pyright_exit_code": int, "pyright_stderr_tail": str,
     "pyright": {"generalDiagnostics": [_DIAGNOSTIC]}, "search_paths_real": [str], "search_paths": [str],
     "interpreter_site_packages": [str], "guarded_imports": [list], "nested_modules": dict, "sys_path_edits": list,
-    "repo": str,
+    "repo": str, "import_owners": dict,
 }
 
 
@@ -157,6 +166,21 @@ def _grade_c0(raw: dict | None, baseline_total: int | None) -> dict:
         c0_repo_path_modules=sorted(m for m in missing if m in (raw.get("nested_modules") or {}))
         if raw.get("sys_path_edits") else [],
     )
+    result["c0_unowned_modules"] = unowned_modules(raw, set(missing) | set(source))
+    result["c0_unowned"] = None if result["c0_unowned_modules"] is None else len(result["c0_unowned_modules"])
     if missing:
         result["reason"] = f"{len(missing)} missing: {', '.join(sorted(missing)[:20])}"
     return result
+
+
+def unowned_modules(raw: dict, unresolved: set[str]) -> list[str] | None:
+    """Top-level modules C0 counts as resolved (imported, not in `unresolved`: pyright's missing
+    and missing-source ones) whose resolving file no installed distribution owns
+    (`import_owners` of the probe record, owner `unowned` or `modified`), sorted. Files of the
+    repository (outside an environment inside it) and the standard library are owned. None
+    when the record has no ownership facts (a probe older than the check, or it failed)."""
+    owners = raw.get("import_owners")
+    if not isinstance(owners, dict):
+        return None
+    return sorted(name for name, got in owners.items()
+                  if name not in unresolved and isinstance(got, dict) and got.get("owner") in UNOWNED)

@@ -46,7 +46,8 @@ ASSETS_MISSING = "infra_assets_missing"
 #: old row must not keep, say, the exit code 127 of a C4 that ran without an interpreter).
 STAGE_COLUMNS = {
     "c0": ("c0_status", "c0_missing", "c0_missing_modules", "c0_missing_source", "c0_missing_source_modules",
-           "c0_guarded_modules", "c0_repo_path_modules", "c0_editable_hooks", "pyright_version"),
+           "c0_guarded_modules", "c0_repo_path_modules", "c0_editable_hooks", "pyright_version",
+           "c0_unowned", "c0_unowned_modules"),
     "c1": ("c1_status", "c1_exit_code", "c1_failure_category"),
     "c2": ("c2_status", "c2_failure_category", "c2_torch_version", "c2_cuda_build", "c2_device_count", "c2_capability"),
     "c3": ("c3_status", "c3_exit_code", "c3_failure_category"),

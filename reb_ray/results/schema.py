@@ -166,6 +166,12 @@ TRIALS_SCHEMA = pa.schema(
         # -- the report contract (reb_ray/models/report.py): slips in informational keys, counted by C5
         ("c5_report_faults", pa.int64()),  # keys missing or of the wrong JSON type (null: no report audited)
         ("c5_report_fault_keys", _strings),  # those keys, in the contract's order
+        # -- who owns what C0 resolved, start-up hooks, the interpreter's kind (reb_ray/grading/startup.py)
+        ("c0_unowned", pa.int64()),  # modules C0 counts resolved whose file no installed distribution owns (null: unknown)
+        ("c0_unowned_modules", _strings),  # those modules, sorted
+        ("python_path_kind", pa.string()),  # PYTHON_PATH_KINDS: elf | symlink_to_elf | script | other | missing
+        ("startup_hooks", _strings),  # interpreter start-up hooks no distribution installed (sitecustomize, .pth imports, ...)
+        ("suspicious_actions", _strings),  # shortcuts seen in the sandbox or the agent's trajectory, one line each
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

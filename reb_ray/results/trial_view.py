@@ -5,8 +5,9 @@ item 8): a trial is debuggable without running it again.
 status and whose failure it was, every attempt's outcome, the agent (kind, model, version,
 exit code, time, the limit that fired), the LLM side (requests, failures, tokens, cost and the
 CLI's own figures), the commands it ran with their exit codes (from the stored transcript,
-reb_ray/llm/transcript.py; else the end of the agent's full log), its report, and every stage
-(status, category, reason).
+reb_ray/llm/transcript.py; else the end of the agent's full log), its report, what the reported
+interpreter is with the start-up hooks and suspicious actions recorded (python_path_kind,
+startup_hooks, suspicious_actions, c0_unowned), and every stage (status, category, reason).
 """
 
 from __future__ import annotations
@@ -120,6 +121,25 @@ def _report_lines(stages: list[dict], row: dict) -> list[str]:
     return [head + ":", f"  {text[:2000]}"]
 
 
+def _shortcut_lines(row: dict) -> list[str]:
+    """What the interpreter is, who owns what C0 resolved, start-up hooks and suspicious actions
+    (reb_ray/grading/startup.py); "-" where unknown (an attempt older than these checks)."""
+    unowned = row.get("c0_unowned")
+    modules = row.get("c0_unowned_modules") or []
+    hooks = row.get("startup_hooks")
+    lines = [f"checks   python_path {_fmt(row.get('report_python_path'))} is {_fmt(row.get('python_path_kind'))}; "
+             f"C0 unowned {_fmt(unowned)}" + (f" ({', '.join(modules[:10])})" if modules else "")
+             + f"; start-up hooks {'-' if hooks is None else len(hooks)}"]
+    lines.extend(f"  hook: {hook}" for hook in hooks or [])
+    actions = row.get("suspicious_actions")
+    if actions is None:
+        lines.append("suspicious actions: - (not recorded)")
+    else:
+        lines.append(f"suspicious actions ({len(actions)})" + (":" if actions else ": none"))
+        lines.extend(f"  ! {action}" for action in actions)
+    return lines
+
+
 def _stage_lines(stages: list[dict]) -> list[str]:
     lines = ["stages:"]
     for s in stages:  # in the order the attempt recorded them
@@ -180,6 +200,7 @@ def show_trial(output_dir: Path, trial_id: str, sweep_id: str | None = None, att
         *_command_lines(output_dir, row),
         *_report_lines(stages, row),
         *_repo_lines(row),
+        *_shortcut_lines(row),
         *_stage_lines(stages),
         _files(row),
     ]

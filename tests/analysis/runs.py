@@ -21,9 +21,9 @@ def row(agent: str, task: str, attempt: int, status: str, sweep: str = "s1", **v
 ROWS = [
     # alpha t1: an infra attempt, then scored. C3 is the agent's failure, C4 the hardware's.
     row("alpha", "t1", 1, "infra_error", failure_owner="infra", failure_category="infra_sandbox",
-        c0_missing=99, c0_total=10, agent_wall_time_s=1000.0, env_size_bytes=99 * GiB,
+        c0_missing=99, c0_total=10, c0_unowned=5, agent_wall_time_s=1000.0, env_size_bytes=99 * GiB,
         input_tokens=9999, output_tokens=999, cost_usd=9.0),
-    row("alpha", "t1", 2, "scored", c0_status="failure", c0_missing=2, c0_total=10,
+    row("alpha", "t1", 2, "scored", c0_status="failure", c0_missing=2, c0_total=10, c0_unowned=1,
         c1_status="success", c2_status="success", c3_status="failure", c3_failure_category="runtime",
         c4_status="failure", c4_failure_category="insufficient_hardware", c5_status="failure",
         c5_path=0, c5_version=1, c5_capability=1, c5_underclaims=0, c5_report_faults=2,

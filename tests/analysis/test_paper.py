@@ -54,6 +54,7 @@ ALPHA = {
     "agent_tokens_total_sum": "1320",  # (1000 + 100) + (200 + 20): the trials that know both
     "agent_tokens_total_avg": "660.0",  # over those 2
     "agent": "alpha", "c0_not_run": "1",
+    "c0_unowned_sum": "1",  # t1's current attempt; t1's infra attempt (5) never counts, the others are unknown
     "c1_cpu_success_over_measured": "2/3", "c1_cpu_hardware": "0", "c1_cpu_not_run": "0",
     "c2_cuda_success_over_measured": "2/2", "c2_cuda_hardware": "0", "c2_cuda_not_run": "0",
     "c3_single_gpu_success_over_measured": "0/1", "c3_single_gpu_hardware": "0", "c3_single_gpu_not_run": "1",

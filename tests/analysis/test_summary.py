@@ -26,7 +26,7 @@ def test_cells_by_hand():
     cells = table_rows(text)
     assert cells["alpha"] == {
         "agent": "alpha", "trials": "3",
-        "C0 missing/total": "22/60", "C0 not run": "1",
+        "C0 missing/total": "22/60", "C0 unowned": "1", "C0 not run": "1",
         "C1": "2/3", "C2": "2/2",
         "C3": "0/2 nr1",  # over applicable (the paper's rate): t1 the agent's failure, t2 not run for a missing asset
         "C4": "0/2 hw2",  # both applicable C4 stages lacked GPUs: no success, none the agent's failure
@@ -37,7 +37,7 @@ def test_cells_by_hand():
         "cost $": "0.7500 (2/3)",  # t2's model has no price: 2 of 3 trials know their cost
         "infra": "2",
     }
-    assert cells["beta"] == dict(zip(HEADERS, ["beta", "0", "-/-", "0", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
+    assert cells["beta"] == dict(zip(HEADERS, ["beta", "0", "-/-", "-", "0", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
                                                "2"]))
     assert format_summary([]) == "no trials"
 

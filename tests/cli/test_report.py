@@ -34,6 +34,7 @@ def _expected_cells(row: dict[str, str]) -> dict[str, str]:
 
     cells = {"agent": row["agent"], "trials": row["job_count"],
              "C0 missing/total": f"{dash(row['c0_missing_sum'])}/{dash(row['c0_total_sum'])}",
+             "C0 unowned": dash(row["c0_unowned_sum"]),
              "C0 not run": row["c0_not_run"],
              "C5 lies": dash(row["c5_total_sum"]) + (f" rf{row['c5_report_faults_sum']}"
                                                      if row["c5_report_faults_sum"] not in ("", "0") else ""),

@@ -173,3 +173,27 @@ def test_probe_error_is_not_run():
 )
 def test_import_name(message, name):
     assert import_name(message) == name
+
+
+def test_unowned_counts_only_modules_c0_calls_resolved():
+    """c0_unowned: imports pyright resolved whose file no distribution owns (or was changed after
+    install); missing and missing-source modules are C0's own columns, never counted twice."""
+    raw = raw_record(diag("absent"), diag("yaml", rule="reportMissingModuleSource"))
+    raw["import_owners"] = {
+        "numpy": {"owner": "unowned", "path": f"{SITE}/numpy/__init__.py", "name": None},
+        "torch": {"owner": "modified", "path": f"{SITE}/torch/__init__.py", "name": "torch-2.5.1"},
+        "requests": {"owner": "distribution", "path": f"{SITE}/requests/__init__.py", "name": "requests-2.32.0"},
+        "json": {"owner": "stdlib", "path": None, "name": None},
+        "mypkg": {"owner": "repository", "path": f"{REPO}/mypkg/__init__.py", "name": None},
+        "absent": {"owner": "unowned", "path": "/somewhere/absent.py", "name": None},  # missing for pyright: C0's
+        "yaml": {"owner": "unowned", "path": f"{SITE}/yaml.py", "name": None},  # missing source: C0's column
+        "odd": "not a dict",
+    }
+    g = grade_c0(raw, 10)
+    assert (g["c0_missing"], g["c0_missing_source"]) == (1, 1)
+    assert (g["c0_unowned"], g["c0_unowned_modules"]) == (2, ["numpy", "torch"])
+    del raw["import_owners"]  # a record from before the check: unknown, never 0
+    assert (grade_c0(raw, 10)["c0_unowned"], grade_c0(raw, 10)["c0_unowned_modules"]) == (None, None)
+    raw["import_owners"] = ["not", "a", "dict"]  # a malformed field grades as absent
+    assert grade_c0(raw, 10)["c0_unowned"] is None
+    assert grade_c0(None, 10)["c0_unowned"] is None

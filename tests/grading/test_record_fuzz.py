@@ -16,10 +16,11 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reb_ray.grading import c0, c2, c5
+from reb_ray.grading import c0, c2, c5, startup
 from reb_ray.grading.c0 import grade_c0
 from reb_ray.grading.c2 import grade_c2
 from reb_ray.grading.c5 import audit_report
+from reb_ray.grading.startup import PYTHON_PATH_KINDS, grade_startup
 from reb_ray.results.schema import STAGE_STATUSES, TRIALS_SCHEMA
 
 scalars = (st.none() | st.booleans() | st.integers(min_value=-2**70, max_value=2**70) | st.floats(allow_nan=True)
@@ -63,6 +64,16 @@ def test_c0_grades_any_record(raw, baseline):
 def test_c2_grades_any_record(raw):
     result = grade_c2(raw)
     assert result["c2_status"] in STAGE_STATUSES
+    fits_the_trials_schema(result)
+
+
+@SETTINGS
+@given(raw=st.none() | records(keys_read_by(startup)), pythonstartup=st.none() | st.text(max_size=10),
+       files=st.none() | st.lists(st.text(max_size=8), max_size=8), hits=st.none() | st.lists(st.text(max_size=8), max_size=4))
+def test_startup_grades_any_record(raw, pythonstartup, files, hits):
+    result = grade_startup(raw, pythonstartup=pythonstartup, repo_modified_files=files, trajectory=hits)
+    assert result["python_path_kind"] in (*PYTHON_PATH_KINDS, None)
+    assert isinstance(result["suspicious_actions"], list)
     fits_the_trials_schema(result)
 
 
