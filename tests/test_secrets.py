@@ -196,7 +196,8 @@ def test_the_real_key_is_only_in_the_drivers_environment_and_the_proxys_memory(t
             assert time.monotonic() < deadline, "the agent never made its first request"
             time.sleep(0.2)
         read_at = time.monotonic()
-        for pid in _descendants(driver.pid):
+        readable = _descendants(driver.pid)
+        for pid in readable:
             for name, key in (("used", keys[0]), ("unused", keys[1])):
                 if _memory_holds(pid, key):
                     memory.setdefault(name, []).append(f"{pid} {_cmdline(pid)[:120]}")
@@ -228,6 +229,8 @@ def test_the_real_key_is_only_in_the_drivers_environment_and_the_proxys_memory(t
         "files written under /tmp or /dev/shm": _file_hits(Path("/tmp"), keys, since=started)
                                                 + _file_hits(Path("/dev/shm"), keys, since=started),
     }
+    print(f"read the memory of {len(readable)} processes in {memory_s:.1f} s; proxy: {proxies}; "
+          f"Ray sessions {sorted(sessions)}")
     assert found == {where: [] for where in found}, f"a real key in: {found}"
     # The memory search finds what is there: the proxy holds the key it swaps in.
     assert proxies, f"the used key was not found in the proxy's memory (found in {memory})"

@@ -5,7 +5,8 @@ the name of the environment variable that holds the real key; it gets a per-tria
 the only credential its sandbox ever sees. The agent's CLI is pointed at the proxy's URL with
 that key. Each request is matched to its trial by the stand-in key (`x-api-key` or
 `Authorization: Bearer`), which is swapped for the real key on the way out; the real key is
-read from the environment per request and is never stored, logged or relayed back.
+read from the proxy's key table per request (`keys`: in memory, handed over by the driver; see
+reb_ray/llm/keys.py) and is never logged, written or relayed back.
 
 Requests and responses pass through unchanged: a streamed (SSE) answer is relayed as its bytes
 arrive, usage parsed from a copy on the side; a whole JSON answer is read, metered, then sent
@@ -25,8 +26,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import time
+from typing import Mapping
 
 import aiohttp
 from aiohttp import web
@@ -60,15 +61,19 @@ class ProxyServer:
     default). Bind `host` to an address the sandboxes reach (the Docker bridge gateway, or
     0.0.0.0); the default is loopback only. `ports`: listen at a free port of that range
     instead of `port` (the internal network's, which its host guard opens: reb_ray/netpolicy/).
+    `keys`: the real keys by variable name, a mapping the caller may fill later (the node's
+    proxy actor fills it with what the driver sealed to it); None reads this process's
+    environment (a proxy inside the harness process, e.g. `reb-ray trial`).
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, prices: PriceTable | None = None,
                  connect_timeout_s: float = 10.0, read_timeout_s: float = 600.0, log_size: int = LOG_SIZE,
-                 inject_stream_usage: bool = True, ports: range | None = None) -> None:
+                 inject_stream_usage: bool = True, ports: range | None = None,
+                 keys: Mapping[str, str] | None = None) -> None:
         self.prices = prices or price_table()
         self.connect_timeout_s, self.read_timeout_s = connect_timeout_s, read_timeout_s
         self.log_size, self.inject_stream_usage = log_size, inject_stream_usage
-        self.trials = TrialRegistry(self.prices, log_size)
+        self.trials = TrialRegistry(self.prices, log_size, keys)
         self._semaphores: dict[str, asyncio.Semaphore] = {}
         self._session: aiohttp.ClientSession | None = None
         self.unknown_key_requests = 0
@@ -158,7 +163,7 @@ class ProxyServer:
             rec.error = f"reb-ray proxy: trial budget exceeded (max_cost_usd={trial.meter.limits.max_cost_usd})"
             trial.meter.record(rec)
             return _local(api, 402, rec.error)
-        real_key = os.environ.get(trial.real_key_env) if trial.real_key_env else None
+        real_key = self.trials.keys.get(trial.real_key_env) if trial.real_key_env else None
         redact = Redactor([k for k in (real_key, trial.key) if k])
         recorded = False
 
@@ -175,7 +180,7 @@ class ProxyServer:
 
         try:
             if trial.real_key_env and not real_key:
-                rec.category, rec.error = AUTH, f"reb-ray proxy: the key variable {trial.real_key_env} is not set on this node"
+                rec.category, rec.error = AUTH, f"reb-ray proxy: it holds no key for {trial.real_key_env}"
                 return _local(api, 401, rec.error)
             semaphore = self._semaphore(trial.upstream)
             async with semaphore if semaphore is not None else contextlib.nullcontext():

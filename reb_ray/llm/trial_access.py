@@ -89,10 +89,10 @@ class ProxyClient(Protocol):
 def register_on(server: ProxyServer, trial_key: str, upstream: str, real_key_env: str | None,
                 limits: TrialLimits, model: str | None) -> tuple[str, str]:
     """Registers on `server` (in this process): (stand-in key, server.url). A real key variable
-    unset in this process is `infra_llm_auth` (never retried), any other refusal
+    the server's key table lacks is `infra_llm_auth` (never retried), any other refusal
     `infra_llm_proxy`. Raises InfraError."""
-    if real_key_env and not os.environ.get(real_key_env):
-        raise InfraError(AUTH, f"the key variable {real_key_env} is not set in the environment of the node's LLM proxy")
+    if real_key_env and not server.trials.keys.get(real_key_env):
+        raise InfraError(AUTH, f"the node's LLM proxy holds no key for {real_key_env}")
     try:
         return server.register_trial(trial_key, upstream, real_key_env, limits, model=model), server.url
     except RebRayError as exc:
@@ -114,7 +114,8 @@ def unregister_on(server: ProxyServer, trial_key: str, drain_s: float = DRAIN_S)
 
 class LocalProxy:
     """A ProxyServer in this process for one trial, bound on `host` (the sandbox's way to the
-    node), inside `ports` when given; it reads the real key from this process's environment.
+    node), inside `ports` when given; it reads the real key from this process's environment
+    (the harness process the user started with the key: no Ray process in between).
     `close()` stops it."""
 
     def __init__(self, host: str, ports: range | None = None) -> None:
