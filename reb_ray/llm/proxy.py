@@ -266,6 +266,12 @@ class ProxyServer:
 
     async def _relay_body(self, request: web.Request, upstream: aiohttp.ClientResponse, rec: RequestRecord,
                           headers: CIMultiDict, finish) -> web.StreamResponse:
+        """Relays a 2xx/3xx answer. An answer that ends before it is whole is `infra_llm_unavailable`
+        and reaches the client cut off (or as a 502 when it was read whole first), never as a
+        complete one: a body shorter than its Content-Length or a chunked body without its last
+        chunk (aiohttp raises), and, whatever the framing (a body delimited by the connection's
+        close ends the same way whether the upstream finished or was cut), a JSON body that does
+        not parse or an event stream without its API's final event (ResponseUsageReader.complete)."""
         reader = None
         if rec.api is not None:
             reader = ResponseUsageReader(rec.api, upstream.headers.get("content-type", ""),
@@ -275,12 +281,16 @@ class ProxyServer:
             # has the answer also finds it in the meter (it comes in one piece anyway).
             try:
                 body = await upstream.read()
-            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
                 rec.category = UNAVAILABLE
                 rec.error = f"upstream body broke: {type(exc).__name__}"
                 return _local(rec.api, 502, f"reb-ray proxy: {rec.error}")
             rec.response_bytes = len(body)
             reader.feed(body)
+            if "json" in upstream.headers.get("content-type", "").lower() and not reader.complete:
+                rec.category = UNAVAILABLE
+                rec.error = f"upstream body ended after {len(body)} bytes, before its JSON was whole"
+                return _local(rec.api, 502, f"reb-ray proxy: {rec.error}")
             rec.usage, model = reader.finish()
             rec.model = model or rec.model
             finish()
@@ -289,31 +299,49 @@ class ProxyServer:
         if upstream.content_length is not None and reader is None:
             response.content_length = upstream.content_length
         await response.prepare(request)
-        try:
-            async for chunk in upstream.content.iter_any():
-                rec.response_bytes += len(chunk)
-                await response.write(chunk)
-                if reader is not None:
-                    reader.feed(chunk)
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
-            if isinstance(exc, ConnectionResetError) or request.transport is None or request.transport.is_closing():
-                rec.client_disconnected, rec.error = True, "client disconnected"
-            else:
-                rec.category = UNAVAILABLE
-                rec.error = f"upstream stream broke after {rec.response_bytes} bytes: {type(exc).__name__}"
+        chunks = upstream.content.iter_any().__aiter__()
+        while True:
+            try:
+                chunk = await chunks.__anext__()
+            except StopAsyncIteration:
+                break
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:  # reading the upstream
+                if request.transport is None or request.transport.is_closing():
+                    rec.client_disconnected, rec.error = True, "client disconnected"
+                else:
+                    rec.category = UNAVAILABLE
+                    rec.error = f"upstream stream broke after {rec.response_bytes} bytes: {type(exc).__name__}"
+                return self._cut(request, response, reader, rec, finish)
+            rec.response_bytes += len(chunk)
             if reader is not None:
-                rec.usage, model = reader.finish()
-                rec.model = model or rec.model
-            finish()
-            # The client must see a cut-off answer, not a complete-looking one.
-            if request.transport is not None:
-                request.transport.abort()
-            return response
+                reader.feed(chunk)
+            try:
+                await response.write(chunk)
+            except (ConnectionError, aiohttp.ClientError, OSError):  # writing to the client
+                rec.client_disconnected, rec.error = True, "client disconnected"
+                return self._cut(request, response, reader, rec, finish)
+        if reader is not None and reader.streaming and not reader.complete:
+            rec.category = UNAVAILABLE
+            rec.error = f"upstream stream ended after {rec.response_bytes} bytes without its final event"
+            return self._cut(request, response, reader, rec, finish)
         if reader is not None:
             rec.usage, model = reader.finish()
             rec.model = model or rec.model
         finish()
         await response.write_eof()
+        return response
+
+    @staticmethod
+    def _cut(request: web.Request, response: web.StreamResponse, reader: ResponseUsageReader | None,
+             rec: RequestRecord, finish) -> web.StreamResponse:
+        """Records a relay that ended early, then cuts the client's connection: the client must
+        see a cut-off answer, not a complete-looking one."""
+        if reader is not None:
+            rec.usage, model = reader.finish()
+            rec.model = model or rec.model
+        finish()
+        if request.transport is not None:
+            request.transport.abort()
         return response
 
 
