@@ -158,6 +158,12 @@ class ProxyServer:
         rec = RequestRecord(started_at=time.time(), method=request.method, path=request.path_qs, api=api,
                             model=model, stream=stream, injected_stream_usage=injected)
         start = time.monotonic()
+        refused_key = trial.meter.auth_failure if api is not None else None
+        if refused_key is not None:  # the key was refused once: not sent again, answered at once
+            rec.refused, rec.status, rec.category = True, 401, AUTH
+            rec.error = f"reb-ray proxy: not sent; the trial's key was refused earlier ({refused_key})"[:300]
+            trial.meter.refuse(rec)
+            return _local(api, 401, rec.error)
         if not trial.meter.begin():
             rec.refused, rec.status = True, 402
             rec.error = f"reb-ray proxy: trial budget exceeded (max_cost_usd={trial.meter.limits.max_cost_usd})"

@@ -113,6 +113,16 @@ class ProxyActor:
             return {"error": [exc.category, str(exc)]}
         return {"meter": meter, "log": log}
 
+    def meter(self, trial_key: str) -> dict:
+        from reb_ray.errors import RebRayError
+
+        if self._server is None:
+            return {"error": [PROXY, f"the node's LLM proxy does not know trial {trial_key}"]}
+        try:
+            return {"meter": self._server.meter(trial_key)}
+        except RebRayError as exc:
+            return {"error": [PROXY, str(exc)]}
+
     def url(self) -> str | None:
         server = self._start()
         return server.url if server is not None else None
@@ -223,10 +233,10 @@ class RayProxyClient:
                                         "the node's first LLM trial)") from None
         return self._actor
 
-    def _call(self, method: str, *args) -> dict:
+    def _call(self, method: str, *args, timeout_s: float = CALL_TIMEOUT_S) -> dict:
         handle = self._handle()
         try:
-            answer = ray.get(getattr(handle, method).remote(*args), timeout=CALL_TIMEOUT_S)
+            answer = ray.get(getattr(handle, method).remote(*args), timeout=timeout_s)
         except (ray.exceptions.RayError, TimeoutError) as exc:
             raise InfraError(PROXY, f"the node's LLM proxy did not answer {method}: {_first_line(exc)}") from None
         if "error" in answer:
@@ -241,6 +251,9 @@ class RayProxyClient:
     def finish(self, trial_key: str) -> tuple[dict, list[dict]]:
         answer = self._call("finish", trial_key)
         return answer["meter"], answer["log"]
+
+    def meter(self, trial_key: str) -> dict:
+        return self._call("meter", trial_key, timeout_s=10.0)["meter"]
 
 
 def stop_proxies() -> list[str]:
