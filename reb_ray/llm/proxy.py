@@ -159,11 +159,13 @@ class ProxyServer:
                             model=model, stream=stream, injected_stream_usage=injected)
         start = time.monotonic()
         refused_key = trial.meter.auth_failure if api is not None else None
-        if refused_key is not None:  # the key was refused once: not sent again, answered at once
-            rec.refused, rec.status, rec.category = True, 401, AUTH
+        if refused_key is not None:
+            # The key was refused once: not sent again, answered at once. As a 400, which CLIs
+            # do not retry (they retry a 401 with backoff for minutes); recorded as auth.
+            rec.refused, rec.status, rec.category = True, 400, AUTH
             rec.error = f"reb-ray proxy: not sent; the trial's key was refused earlier ({refused_key})"[:300]
             trial.meter.refuse(rec)
-            return _local(api, 401, rec.error)
+            return _local(api, 400, rec.error)
         if not trial.meter.begin():
             rec.refused, rec.status = True, 402
             rec.error = f"reb-ray proxy: trial budget exceeded (max_cost_usd={trial.meter.limits.max_cost_usd})"

@@ -208,7 +208,8 @@ def test_the_failure_columns_say_how_the_attempt_ended_the_counts_keep_the_histo
 
 def test_a_refused_key_is_answered_by_the_proxy_and_ends_the_agent_phase_in_seconds(real_key):
     """After one 401 on a model request, the proxy answers the trial's later model requests
-    itself (the upstream sees one), and the auth watch stops the agent within its interval."""
+    itself (the upstream sees one; a 400 the CLIs do not retry, recorded as auth), and the auth
+    watch stops the agent within its interval."""
     import threading
     import time
 
@@ -228,7 +229,7 @@ def test_a_refused_key_is_answered_by_the_proxy_and_ends_the_agent_phase_in_seco
         finally:
             llm.close()
         assert endpoint.session(REAL_KEY)["position"] == 1
-    assert statuses == [401, 401, 401] and waited < 2
+    assert statuses == [401, 400, 400] and waited < 2  # a 400, which CLIs do not retry
     assert watch.fired == "HTTP 401: invalid x-api-key"
     assert columns["llm_auth_failures"] == 3 and columns["llm_failure_category"] == "infra_llm_auth"
     assert "not sent; the trial's key was refused earlier" in llm.log[-1]["error"]
