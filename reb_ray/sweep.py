@@ -80,8 +80,22 @@ def _history(config: SweepConfig):
         return {}, {}
 
 
-def _init_ray(address: str | None) -> None:
+def _key_names(config: SweepConfig) -> list[str]:
+    """The variables of the sweep's agents that may hold secrets (their key and credential
+    variables): with reb_ray.llm.keys.KNOWN_KEY_VARS, what no Ray process may inherit."""
+    from reb_ray.agents import get_agent
+
+    return [name for agent in config.agents for name in get_agent(config.agent_spec(agent)).credential_names()]
+
+
+def _init_ray(address: str | None, secrets: list[str] = ()) -> None:
+    """Joins the cluster at `address`, or starts a local Ray (none given). The provider key
+    variables and `secrets` are out of the environment while Ray starts: its head processes
+    are this process's children and its workers theirs, so none inherits a key
+    (reb_ray/llm/keys.py)."""
     import ray
+
+    from reb_ray.llm.keys import scrubbed
 
     if ray.is_initialized():
         return
@@ -90,7 +104,9 @@ def _init_ray(address: str | None) -> None:
     env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}}
     # No --address means a new local Ray, never whatever cluster this machine happens to run
     # (Ray's own default for address=None is to join it).
-    ray.init(address=address or "local", include_dashboard=False, log_to_driver=False, configure_logging=False, runtime_env=env)
+    with scrubbed(secrets):
+        ray.init(address=address or "local", include_dashboard=False, log_to_driver=False, configure_logging=False,
+                 runtime_env=env)
 
 
 def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_concurrency: int | None = None) -> SweepResult:
@@ -115,7 +131,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
     if not specs:
         return result
     start = time.monotonic()
-    _init_ray(config.address)
+    _init_ray(config.address, _key_names(config))
     from reb_ray.orchestrators.node_check import NodeRequirements
 
     # No --max-concurrent: as many trials as the live cluster's slots hold (a node that joins adds its own).

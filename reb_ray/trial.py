@@ -173,7 +173,10 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
         ctx = AgentContext(repo_dir, report_path, spec.config.agent_timeout_s, {**pip_env, **llm.sandbox_credentials()},
                            prompt=render_prompt(spec.task, report_path, repo_dir), toolchain=slot.sandbox_path,
                            llm=llm.access)
-        ended_by = _agent_phase(rec, sandbox, agent, ctx, llm)
+        ended_by, refused_key = _agent_phase(rec, sandbox, agent, ctx, llm)
+        if refused_key:  # the endpoint refused the key: the agent phase was ended at once (F16)
+            raise InfraError("infra_llm_auth", f"the LLM endpoint refused the trial's key ({refused_key}); "
+                                               "the agent phase was ended")
         report = _between_phases(rec, sandbox, report_path, repo_dir, baseline, placed.path)
         llm.judge(report)  # failed because of its LLM endpoint (429, 5xx, auth, budget): infra (F16)
         slot.detach()  # gone before any probe runs: not on their PATH, not in the env size
@@ -225,17 +228,20 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
 
 
 def _agent_phase(rec: TrialRecorder, sandbox: Sandbox, agent: Agent, ctx: AgentContext,
-                 llm: TrialLlm) -> tuple[str, str] | None:
-    """Run the agent under the sandbox's limit watch; returns (category, reason) of a sandbox
-    limit that ended the phase (pids_limit, disk_quota, oom), else None."""
+                 llm: TrialLlm) -> tuple[tuple[str, str] | None, str | None]:
+    """Run the agent under the sandbox's limit watch and the LLM key's watch (an LLM agent whose
+    key the endpoint refuses has its processes killed within seconds: TrialLlm.watch_auth).
+    Returns ((category, reason) of a sandbox limit that ended the phase (pids_limit,
+    disk_quota, oom), else None; why the key was refused when that ended it, else None)."""
     # Every exec of the agent streams into one full-log artifact, whatever the agent's code does.
     started = time.monotonic()
-    with rec.full_log("agent") as log, watch_limits(sandbox) as watch:
+    with rec.full_log("agent") as log, watch_limits(sandbox) as watch, \
+            llm.watch_auth(sandbox.kill_leftovers) as auth:
         tapped = TappedSandbox(sandbox, log)
         try:
             run = agent.run(tapped, ctx)
         except RebRayError:
-            if watch.fired is None:
+            if watch.fired is None and auth.fired is None:
                 raise
             run = AgentRun(exit_code=None, timed_out=False, wall_time_s=time.monotonic() - started, output="")
     ended_by = watch.verdict(run.exit_code, run.timed_out)
@@ -259,7 +265,7 @@ def _agent_phase(rec: TrialRecorder, sandbox: Sandbox, agent: Agent, ctx: AgentC
     category = ended_by[0] if ended_by else "timeout" if run.timed_out else None
     rec.stage("agent", status, result=result, reason=run.limit, failure_category=category,
               log=log, total_bytes=max(tapped.total_bytes, len(run.output.encode())))
-    return ended_by
+    return ended_by, auth.fired
 
 
 def _fill_package_cache(rec: TrialRecorder, spec: TrialSpec, config: SandboxConfig, sandbox: Sandbox,

@@ -159,10 +159,12 @@ class ChattyAgent(_Scripted):
 # most 5 requests against ctx.llm (Anthropic Messages or OpenAI Chat Completions, not streamed),
 # each tool call run with sh. It writes its transcript (reb-ray's generic JSON Lines shape:
 # {"type": "command", "command", "exit_code", "output"} ...) and its own usage sums, and the
-# report only when the model ended with a message; any HTTP error ends it at once (exit 3).
+# report only when the model ended with a message; an HTTP error ends it (exit 3) after
+# REB_LLM_RETRIES retries REB_LLM_RETRY_S seconds apart (none by default).
 LLM_CLIENT = r'''
-import json, os, subprocess, sys, urllib.error, urllib.request
+import json, os, subprocess, sys, time, urllib.error, urllib.request
 api, report, out_dir = sys.argv[1:4]
+retries, retry_s = int(os.environ.get("REB_LLM_RETRIES", "0")), float(os.environ.get("REB_LLM_RETRY_S", "0"))
 base, key, model = os.environ["REB_LLM_BASE"], os.environ["REB_LLM_KEY"], os.environ.get("REB_LLM_MODEL", "")
 os.makedirs(out_dir, exist_ok=True)
 transcript = open(os.path.join(out_dir, "transcript.jsonl"), "w")
@@ -186,13 +188,17 @@ for turn in range(5):
     request = urllib.request.Request(base + path, data=json.dumps(body).encode(),
                                      headers={**headers, "Content-Type": "application/json"})
     log({"type": "request", "turn": turn, "path": path})
-    try:
-        with urllib.request.urlopen(request, timeout=600) as response:
-            answer = json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        log({"type": "error", "status": exc.code, "body": exc.read().decode(errors="replace")[:300]})
-        print("llm error", exc.code, flush=True)
-        done(3)
+    for attempt in range(retries + 1):
+        try:
+            with urllib.request.urlopen(request, timeout=600) as response:
+                answer = json.loads(response.read())
+            break
+        except urllib.error.HTTPError as exc:
+            log({"type": "error", "status": exc.code, "body": exc.read().decode(errors="replace")[:300]})
+            print("llm error", exc.code, flush=True)
+            if attempt == retries:
+                done(3)
+            time.sleep(retry_s)
     if api == "anthropic":
         u = answer["usage"]
         read, written = u.get("cache_read_input_tokens") or 0, u.get("cache_creation_input_tokens") or 0
@@ -241,6 +247,7 @@ class LlmScriptAgent(Agent):
     uses_llm = True
     api = "anthropic"
     out_dir = "/tmp/llm-agent"
+    retries, retry_s = 0, 0.0  # of a request the endpoint answered with an HTTP error
 
     def run(self, sandbox, ctx: AgentContext) -> AgentRun:
         import json
@@ -248,7 +255,8 @@ class LlmScriptAgent(Agent):
         assert ctx.llm is not None, "the trial passes ctx.llm to an agent with uses_llm"
         started = time.monotonic()
         env = {**ctx.env, "REB_LLM_BASE": ctx.llm.base_url, "REB_LLM_KEY": ctx.llm.api_key,
-               "REB_LLM_MODEL": ctx.llm.model or ""}
+               "REB_LLM_MODEL": ctx.llm.model or "", "REB_LLM_RETRIES": str(self.retries),
+               "REB_LLM_RETRY_S": str(self.retry_s)}
         result = sandbox.exec(["python3", "-c", LLM_CLIENT, self.api, ctx.report_path, self.out_dir],
                               timeout=ctx.timeout_s, env=env)
         self.after(sandbox, env)
@@ -262,6 +270,13 @@ class LlmScriptAgent(Agent):
 
     def after(self, sandbox, env: dict) -> None:
         """A hook run in the sandbox after the client (the spy looks around)."""
+
+
+class LlmPersistentAgent(LlmScriptAgent):
+    """LlmScriptAgent that retries a failed request 12 times, 15 s apart (about 3 minutes), as
+    a CLI does with an error it takes for a passing one."""
+
+    retries, retry_s = 12, 15.0
 
 
 class LlmChatAgent(LlmScriptAgent):

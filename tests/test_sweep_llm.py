@@ -136,6 +136,9 @@ def test_tokens_cost_and_the_real_key_stays_out_of_the_sandbox(tmp_path, sandbox
     assert "input 4800 (cached 3700, cache write 500), output 101" in text
     assert f"${by_hand:.6f} (price_table" in text and '"python_path": "/usr/bin/python3"' in text
     assert "c1         failure   deps" in text  # stage results with their category
+    listing = text[text.index("files    "):]  # every log of the attempt, the stages' too
+    assert "log(s) of attempt 1:" in listing and f"{spy['llm_log_path']} (" in listing and "(missing)" not in listing
+    assert "c1 log" in listing and f"{spy['trajectory_path']} (" in listing
 
 
 def test_a_429_storm_ends_as_infra_rows_then_one_scored_row(tmp_path, sandbox_image, ray_local, real_key, endpoints):
@@ -176,6 +179,26 @@ def test_an_exhausted_budget_is_infra_never_retried_never_scored(tmp_path, sandb
     assert (rows[0]["status"], rows[0]["failure_owner"], rows[0]["failure_category"]) == (
         "infra_error", "infra", "infra_llm_budget")
     assert rows[0]["llm_budget_failures"] == 1 and "budget exceeded" in rows[0]["llm_last_error"]
+
+
+def test_a_refused_key_ends_the_agent_phase_in_seconds_never_retried(tmp_path, sandbox_image, ray_local, real_key,
+                                                                     endpoints):
+    """F16: the endpoint answers 401 to every request and the agent would keep retrying for about
+    3 minutes. The first refusal ends the agent phase within seconds (the proxy answers the
+    agent's later requests itself, the trial kills the agent): one `infra_llm_auth` row, never
+    retried, and the endpoint saw one request."""
+    from reb_ray.sweep import run_sweep
+
+    refused = endpoints([{"kind": "error", "status": 401, "message": "invalid x-api-key", "repeat": 100}])
+    config = _config(tmp_path, {"llm": _agent("LlmPersistentAgent", refused)}, max_attempts=3)
+    result = run_sweep(config, show_progress=False)
+    [row] = _rows(config)
+    assert result.attempts == 1
+    assert (row["status"], row["failure_owner"], row["failure_category"]) == ("infra_error", "infra", "infra_llm_auth")
+    assert "refused the trial's key (HTTP 401: invalid x-api-key)" in row["failure_reason"]
+    assert row["agent_wall_time_s"] < 20, row["agent_wall_time_s"]  # one retry is 15 s: at most the first
+    assert refused.session(real_key)["position"] == 1  # the later requests never left the proxy
+    assert row["llm_auth_failures"] == row["llm_requests"] >= 1
 
 
 def test_a_hanging_endpoint_hits_the_agent_timeout_and_the_row_says_so(tmp_path, sandbox_image, ray_local, real_key,

@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from reb_ray.llm.failures import CATEGORIES
+from reb_ray.llm.failures import AUTH, CATEGORIES
 from reb_ray.llm.prices import PriceTable, cost_usd
 from reb_ray.llm.usage import FIELDS, Usage
 
@@ -38,7 +38,8 @@ class RequestRecord:
     """One request as the proxy saw it; times in seconds, `started_at` epoch seconds.
 
     `status` is None when no HTTP answer came (connection refused, timeout before headers,
-    client gone); `refused` is true when the proxy answered itself (over budget).
+    client gone); `refused` is true when the proxy answered itself (over budget, or after the
+    trial's key was refused once).
     """
 
     started_at: float
@@ -87,6 +88,16 @@ class TrialMeter:
         self._log: collections.deque = collections.deque(maxlen=log_size)
         self._log_dropped = 0
         self._in_flight = 0
+        self._auth_failure: str | None = None  # the first refused key of a model request: "HTTP 401: message"
+
+    @property
+    def auth_failure(self) -> str | None:
+        """Why the trial's key was refused ("HTTP 401: message"), once a model request was
+        refused for authentication (`infra_llm_auth`); None before. The key will not start
+        working within the attempt, so the proxy answers the trial's later requests itself and
+        the trial ends its agent phase (reb_ray/llm/trial_access.py)."""
+        with self._lock:
+            return self._auth_failure
 
     def begin(self) -> bool:
         """Counts a new request; False when the trial is over its cost limit (refuse it)."""
@@ -99,6 +110,13 @@ class TrialMeter:
             self._upstream_requests += 1
             return True
 
+    def refuse(self, rec: RequestRecord) -> None:
+        """Counts and records a request the proxy answered itself without `begin` (an earlier
+        authentication failure): a request, never an upstream request."""
+        with self._lock:
+            self._requests += 1
+        self.record(rec)
+
     def record(self, rec: RequestRecord) -> None:
         """Adds a finished request (forwarded or refused) to the counts and the log."""
         with self._lock:
@@ -108,6 +126,9 @@ class TrialMeter:
                 self._status[str(rec.status)] += 1
             if rec.category is not None:
                 self._failures[rec.category] += 1
+                if rec.category == AUTH and rec.api is not None and self._auth_failure is None:
+                    status = f"HTTP {rec.status}" if rec.status is not None else "no answer"
+                    self._auth_failure = f"{status}: {rec.error or '?'}"[:300]
                 self._last_error = {"category": rec.category, "status": rec.status, "message": rec.error,
                                     "retry_after_s": rec.retry_after_s, "at": rec.started_at, "path": rec.path}
             if rec.status is not None and 200 <= rec.status < 300:
@@ -151,6 +172,7 @@ class TrialMeter:
                 "cost_limit_reached": self._cost_limit_reached, "budget_refusals": self._budget_refusals,
                 "failures": {c: self._failures.get(c, 0) for c in CATEGORIES},
                 "last_error": dict(self._last_error) if self._last_error else None,
+                "auth_failure": self._auth_failure,
                 "models": dict(self._models), "log_entries": len(self._log), "log_dropped": self._log_dropped,
                 "snapshot_at": time.time(),
             }

@@ -5,7 +5,8 @@ the name of the environment variable that holds the real key; it gets a per-tria
 the only credential its sandbox ever sees. The agent's CLI is pointed at the proxy's URL with
 that key. Each request is matched to its trial by the stand-in key (`x-api-key` or
 `Authorization: Bearer`), which is swapped for the real key on the way out; the real key is
-read from the environment per request and is never stored, logged or relayed back.
+read from the proxy's key table per request (`keys`: in memory, handed over by the driver; see
+reb_ray/llm/keys.py) and is never logged, written or relayed back.
 
 Requests and responses pass through unchanged: a streamed (SSE) answer is relayed as its bytes
 arrive, usage parsed from a copy on the side; a whole JSON answer is read, metered, then sent
@@ -25,8 +26,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import time
+from typing import Mapping
 
 import aiohttp
 from aiohttp import web
@@ -60,15 +61,19 @@ class ProxyServer:
     default). Bind `host` to an address the sandboxes reach (the Docker bridge gateway, or
     0.0.0.0); the default is loopback only. `ports`: listen at a free port of that range
     instead of `port` (the internal network's, which its host guard opens: reb_ray/netpolicy/).
+    `keys`: the real keys by variable name, a mapping the caller may fill later (the node's
+    proxy actor fills it with what the driver sealed to it); None reads this process's
+    environment (a proxy inside the harness process, e.g. `reb-ray trial`).
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, prices: PriceTable | None = None,
                  connect_timeout_s: float = 10.0, read_timeout_s: float = 600.0, log_size: int = LOG_SIZE,
-                 inject_stream_usage: bool = True, ports: range | None = None) -> None:
+                 inject_stream_usage: bool = True, ports: range | None = None,
+                 keys: Mapping[str, str] | None = None) -> None:
         self.prices = prices or price_table()
         self.connect_timeout_s, self.read_timeout_s = connect_timeout_s, read_timeout_s
         self.log_size, self.inject_stream_usage = log_size, inject_stream_usage
-        self.trials = TrialRegistry(self.prices, log_size)
+        self.trials = TrialRegistry(self.prices, log_size, keys)
         self._semaphores: dict[str, asyncio.Semaphore] = {}
         self._session: aiohttp.ClientSession | None = None
         self.unknown_key_requests = 0
@@ -153,12 +158,20 @@ class ProxyServer:
         rec = RequestRecord(started_at=time.time(), method=request.method, path=request.path_qs, api=api,
                             model=model, stream=stream, injected_stream_usage=injected)
         start = time.monotonic()
+        refused_key = trial.meter.auth_failure if api is not None else None
+        if refused_key is not None:
+            # The key was refused once: not sent again, answered at once. As a 400, which CLIs
+            # do not retry (they retry a 401 with backoff for minutes); recorded as auth.
+            rec.refused, rec.status, rec.category = True, 400, AUTH
+            rec.error = f"reb-ray proxy: not sent; the trial's key was refused earlier ({refused_key})"[:300]
+            trial.meter.refuse(rec)
+            return _local(api, 400, rec.error)
         if not trial.meter.begin():
             rec.refused, rec.status = True, 402
             rec.error = f"reb-ray proxy: trial budget exceeded (max_cost_usd={trial.meter.limits.max_cost_usd})"
             trial.meter.record(rec)
             return _local(api, 402, rec.error)
-        real_key = os.environ.get(trial.real_key_env) if trial.real_key_env else None
+        real_key = self.trials.keys.get(trial.real_key_env) if trial.real_key_env else None
         redact = Redactor([k for k in (real_key, trial.key) if k])
         recorded = False
 
@@ -175,7 +188,7 @@ class ProxyServer:
 
         try:
             if trial.real_key_env and not real_key:
-                rec.category, rec.error = AUTH, f"reb-ray proxy: the key variable {trial.real_key_env} is not set on this node"
+                rec.category, rec.error = AUTH, f"reb-ray proxy: it holds no key for {trial.real_key_env}"
                 return _local(api, 401, rec.error)
             semaphore = self._semaphore(trial.upstream)
             async with semaphore if semaphore is not None else contextlib.nullcontext():
@@ -261,6 +274,12 @@ class ProxyServer:
 
     async def _relay_body(self, request: web.Request, upstream: aiohttp.ClientResponse, rec: RequestRecord,
                           headers: CIMultiDict, finish) -> web.StreamResponse:
+        """Relays a 2xx/3xx answer. An answer that ends before it is whole is `infra_llm_unavailable`
+        and reaches the client cut off (or as a 502 when it was read whole first), never as a
+        complete one: a body shorter than its Content-Length or a chunked body without its last
+        chunk (aiohttp raises), and, whatever the framing (a body delimited by the connection's
+        close ends the same way whether the upstream finished or was cut), a JSON body that does
+        not parse or an event stream without its API's final event (ResponseUsageReader.complete)."""
         reader = None
         if rec.api is not None:
             reader = ResponseUsageReader(rec.api, upstream.headers.get("content-type", ""),
@@ -270,12 +289,16 @@ class ProxyServer:
             # has the answer also finds it in the meter (it comes in one piece anyway).
             try:
                 body = await upstream.read()
-            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
                 rec.category = UNAVAILABLE
                 rec.error = f"upstream body broke: {type(exc).__name__}"
                 return _local(rec.api, 502, f"reb-ray proxy: {rec.error}")
             rec.response_bytes = len(body)
             reader.feed(body)
+            if "json" in upstream.headers.get("content-type", "").lower() and not reader.complete:
+                rec.category = UNAVAILABLE
+                rec.error = f"upstream body ended after {len(body)} bytes, before its JSON was whole"
+                return _local(rec.api, 502, f"reb-ray proxy: {rec.error}")
             rec.usage, model = reader.finish()
             rec.model = model or rec.model
             finish()
@@ -284,31 +307,49 @@ class ProxyServer:
         if upstream.content_length is not None and reader is None:
             response.content_length = upstream.content_length
         await response.prepare(request)
-        try:
-            async for chunk in upstream.content.iter_any():
-                rec.response_bytes += len(chunk)
-                await response.write(chunk)
-                if reader is not None:
-                    reader.feed(chunk)
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
-            if isinstance(exc, ConnectionResetError) or request.transport is None or request.transport.is_closing():
-                rec.client_disconnected, rec.error = True, "client disconnected"
-            else:
-                rec.category = UNAVAILABLE
-                rec.error = f"upstream stream broke after {rec.response_bytes} bytes: {type(exc).__name__}"
+        chunks = upstream.content.iter_any().__aiter__()
+        while True:
+            try:
+                chunk = await chunks.__anext__()
+            except StopAsyncIteration:
+                break
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:  # reading the upstream
+                if request.transport is None or request.transport.is_closing():
+                    rec.client_disconnected, rec.error = True, "client disconnected"
+                else:
+                    rec.category = UNAVAILABLE
+                    rec.error = f"upstream stream broke after {rec.response_bytes} bytes: {type(exc).__name__}"
+                return self._cut(request, response, reader, rec, finish)
+            rec.response_bytes += len(chunk)
             if reader is not None:
-                rec.usage, model = reader.finish()
-                rec.model = model or rec.model
-            finish()
-            # The client must see a cut-off answer, not a complete-looking one.
-            if request.transport is not None:
-                request.transport.abort()
-            return response
+                reader.feed(chunk)
+            try:
+                await response.write(chunk)
+            except (ConnectionError, aiohttp.ClientError, OSError):  # writing to the client
+                rec.client_disconnected, rec.error = True, "client disconnected"
+                return self._cut(request, response, reader, rec, finish)
+        if reader is not None and reader.streaming and not reader.complete:
+            rec.category = UNAVAILABLE
+            rec.error = f"upstream stream ended after {rec.response_bytes} bytes without its final event"
+            return self._cut(request, response, reader, rec, finish)
         if reader is not None:
             rec.usage, model = reader.finish()
             rec.model = model or rec.model
         finish()
         await response.write_eof()
+        return response
+
+    @staticmethod
+    def _cut(request: web.Request, response: web.StreamResponse, reader: ResponseUsageReader | None,
+             rec: RequestRecord, finish) -> web.StreamResponse:
+        """Records a relay that ended early, then cuts the client's connection: the client must
+        see a cut-off answer, not a complete-looking one."""
+        if reader is not None:
+            rec.usage, model = reader.finish()
+            rec.model = model or rec.model
+        finish()
+        if request.transport is not None:
+            request.transport.abort()
         return response
 
 

@@ -1,5 +1,8 @@
 """The proxy's trials: stand-in key -> trial (upstream, key variable, meter), and each
 upstream's concurrency. Thread-safe: harness threads register while the proxy's loop looks up.
+
+The real keys are looked up by variable name in the proxy's key table (`keys`: the dict of
+keys the driver handed the node's proxy, or os.environ for a proxy inside the harness process).
 """
 
 from __future__ import annotations
@@ -8,6 +11,7 @@ import os
 import secrets
 import threading
 from dataclasses import dataclass
+from typing import Mapping
 
 from reb_ray.errors import RebRayError
 from reb_ray.llm.meter import TrialLimits, TrialMeter
@@ -19,7 +23,7 @@ STAND_IN_PREFIX = "sk-rebray-"
 @dataclass(frozen=True)
 class Trial:
     """A registered trial. `real_key_env` names the variable holding the real key; the key
-    itself is read when a request goes out and is never kept here."""
+    itself is read from the proxy's key table when a request goes out and is never kept here."""
 
     trial_id: str
     key: str
@@ -40,8 +44,9 @@ def key_of(headers) -> str:
 class TrialRegistry:
     """Registered trials and the concurrency of each upstream they use."""
 
-    def __init__(self, prices: PriceTable, log_size: int) -> None:
+    def __init__(self, prices: PriceTable, log_size: int, keys: Mapping[str, str] | None = None) -> None:
         self.prices, self.log_size = prices, log_size
+        self.keys: Mapping[str, str] = os.environ if keys is None else keys
         self._lock = threading.Lock()
         self._by_key: dict[str, Trial] = {}
         self._by_id: dict[str, Trial] = {}
@@ -52,8 +57,8 @@ class TrialRegistry:
         """Registers a trial; returns its stand-in key (give the sandbox only this).
 
         `upstream`: base URL the request path is appended to (`https://api.anthropic.com`,
-        `https://api.openai.com`, `http://10.0.0.5:8000`); `real_key_env`: the variable on
-        this node holding the real key (None: the upstream needs no key; the stand-in is
+        `https://api.openai.com`, `http://10.0.0.5:8000`); `real_key_env`: the variable whose
+        real key the proxy's key table holds (None: the upstream needs no key; the stand-in is
         passed through as it came, which lets a scripted endpoint keep one session per trial);
         `model`: the spec's model, used to price responses that do not name theirs.
         Raises RebRayError for a trial id already registered, a variable that is unset, a
@@ -63,8 +68,9 @@ class TrialRegistry:
         upstream = upstream.rstrip("/")
         if not upstream.startswith(("http://", "https://")):
             raise RebRayError(f"trial {trial_id}: upstream {upstream!r} is not an http(s) URL")
-        if real_key_env is not None and not os.environ.get(real_key_env):
-            raise RebRayError(f"trial {trial_id}: the key variable {real_key_env} is not set on this node")
+        if real_key_env is not None and not self.keys.get(real_key_env):
+            where = "is not set in this process's environment" if self.keys is os.environ else "has no key in the proxy"
+            raise RebRayError(f"trial {trial_id}: the key variable {real_key_env} {where}")
         if limits.max_cost_usd is not None and model is not None and self.prices.lookup(model) is None:
             raise RebRayError(f"trial {trial_id}: max_cost_usd needs a price for model {model!r}; "
                               f"add it to a prices file (table {self.prices.version})")

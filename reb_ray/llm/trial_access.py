@@ -43,7 +43,7 @@ import json
 import os
 import time
 from collections import Counter
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from reb_ray.agents.base import LlmAccess
 from reb_ray.errors import InfraError, RebRayError
@@ -85,14 +85,18 @@ class ProxyClient(Protocol):
         """Unregisters the trial; returns its final (meter, request log)."""
         ...
 
+    def meter(self, trial_key: str) -> dict:
+        """The registered trial's meter now (TrialMeter.snapshot)."""
+        ...
+
 
 def register_on(server: ProxyServer, trial_key: str, upstream: str, real_key_env: str | None,
                 limits: TrialLimits, model: str | None) -> tuple[str, str]:
     """Registers on `server` (in this process): (stand-in key, server.url). A real key variable
-    unset in this process is `infra_llm_auth` (never retried), any other refusal
+    the server's key table lacks is `infra_llm_auth` (never retried), any other refusal
     `infra_llm_proxy`. Raises InfraError."""
-    if real_key_env and not os.environ.get(real_key_env):
-        raise InfraError(AUTH, f"the key variable {real_key_env} is not set in the environment of the node's LLM proxy")
+    if real_key_env and not server.trials.keys.get(real_key_env):
+        raise InfraError(AUTH, f"the node's LLM proxy holds no key for {real_key_env}")
     try:
         return server.register_trial(trial_key, upstream, real_key_env, limits, model=model), server.url
     except RebRayError as exc:
@@ -114,7 +118,8 @@ def unregister_on(server: ProxyServer, trial_key: str, drain_s: float = DRAIN_S)
 
 class LocalProxy:
     """A ProxyServer in this process for one trial, bound on `host` (the sandbox's way to the
-    node), inside `ports` when given; it reads the real key from this process's environment.
+    node), inside `ports` when given; it reads the real key from this process's environment
+    (the harness process the user started with the key: no Ray process in between).
     `close()` stops it."""
 
     def __init__(self, host: str, ports: range | None = None) -> None:
@@ -136,8 +141,61 @@ class LocalProxy:
     def finish(self, trial_key: str) -> tuple[dict, list[dict]]:
         return unregister_on(self.server, trial_key)
 
+    def meter(self, trial_key: str) -> dict:
+        try:
+            return self.server.meter(trial_key)
+        except RebRayError as exc:
+            raise InfraError(PROXY, str(exc)) from None
+
     def close(self) -> None:
         self.server.stop()
+
+
+AUTH_POLL_S = 1.0  # how often the agent phase asks the proxy whether the trial's key was refused
+
+
+class AuthWatch:
+    """Ends the agent phase once the trial's key is refused (HTTP 401/403 on a model request,
+    `infra_llm_auth`): every `interval_s` seconds it asks `poll()` (the meter's `auth_failure`,
+    None while the key works) and on the first answer calls `stop()` (which ends the agent's
+    processes) and keeps the answer in `fired`. A CLI retries a refused key with its own backoff
+    for minutes; the key cannot start working within the attempt, so the attempt ends within
+    seconds of the first refusal. Use as a context manager around the agent phase; `poll=None`
+    watches nothing. Never raises from its thread."""
+
+    def __init__(self, poll: Callable[[], str | None] | None, stop: Callable[[], object],
+                 interval_s: float = AUTH_POLL_S) -> None:
+        import threading
+
+        self._poll, self._stop_agent, self.interval_s = poll, stop, interval_s
+        self.fired: str | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="reb-ray-auth-watch")
+
+    def __enter__(self) -> AuthWatch:
+        if self._poll is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        assert self._poll is not None
+        while not self._done.wait(self.interval_s):
+            try:
+                reason = self._poll()
+            except Exception:  # noqa: BLE001 - a failed poll must not end the trial
+                continue
+            if reason:
+                self.fired = reason
+                try:
+                    self._stop_agent()
+                except Exception:  # noqa: BLE001
+                    pass
+                return
 
 
 def proxy_host(provider: str, network: str) -> str:
@@ -236,6 +294,13 @@ class TrialLlm:
         self.access = LlmAccess(base_url=url, api_key=key, model=spec.model, max_turns=spec.max_turns)
         return self
 
+    def watch_auth(self, stop: Callable[[], object], interval_s: float = AUTH_POLL_S) -> AuthWatch:
+        """An AuthWatch of this attempt's key (a no-op for an agent without an LLM)."""
+        if not self.used or self.access is None or self._proxy is None:
+            return AuthWatch(None, stop)
+        proxy, key = self._proxy, self.key
+        return AuthWatch(lambda: proxy.meter(key).get("auth_failure"), stop, interval_s)
+
     def sandbox_credentials(self) -> dict[str, str]:
         """The spec's credentials that may enter the sandbox: all of them for an agent without
         an LLM; for an LLM agent all but its LLM key (by name and by value)."""
@@ -286,7 +351,11 @@ class TrialLlm:
             if prices.lookup(model or self.agent_spec.model) is not None:
                 cost, source = float(reported_cost), "agent_reported"
         failures = meter.get("failures") or {}
-        last = meter.get("last_error") or {}
+        # The failure columns say how the attempt's LLM use ended: filled only when its last
+        # request (the latest started) failed. A 429 the CLI retried past stays in the counts
+        # and the request log, not in llm_failure_category / llm_last_error.
+        latest = max(self.log, key=lambda e: e.get("started_at") or 0.0) if self.log else None
+        last = (meter.get("last_error") or {}) if latest is not None and latest.get("category") else {}
         return {
             "llm_requests": meter.get("requests"), **tokens,
             "cost_usd": cost, "cost_source": source if cost is not None else "unknown",
@@ -294,7 +363,7 @@ class TrialLlm:
             "llm_rate_limited": failures.get(RATE_LIMIT), "llm_unavailable": failures.get(UNAVAILABLE),
             "llm_auth_failures": failures.get(AUTH), "llm_budget_failures": failures.get(BUDGET),
             "llm_in_flight": meter.get("in_flight"), "llm_failure_category": last.get("category"),
-            "llm_last_error": _last_error(meter), "llm_retry_after_s": last.get("retry_after_s"),
+            "llm_last_error": _last_error(meter) if last else None, "llm_retry_after_s": last.get("retry_after_s"),
         }
 
     def _store_transcript(self, run: AgentRun | None, artifacts: TrialArtifacts | None) -> str | None:

@@ -116,7 +116,11 @@ class ResponseUsageReader:
     """Reads usage and model from a response relayed in chunks, streaming (SSE) or not.
 
     Feed the raw response bytes as they arrive (`feed`), then `finish()` returns (usage, model);
-    usage is None when the response carried none. JSON bodies are kept up to MAX_BODY_BYTES;
+    usage is None when the response carried none. `complete` says whether what was fed is a
+    whole answer: an SSE stream that reached its API's final event (Anthropic `message_stop`,
+    Responses `response.completed` / `.incomplete` / `.failed`, Chat `[DONE]` or a choice's
+    `finish_reason`; an `error` event ends any of them), a JSON body that parses; a body whose
+    encoding cannot be read counts as complete (nothing to judge by). JSON bodies are kept up to MAX_BODY_BYTES;
     SSE streams are read event by event and only events mentioning usage or the model are
     decoded. gzip/deflate bodies are decompressed on the side (the relayed bytes are untouched).
     """
@@ -134,6 +138,8 @@ class ResponseUsageReader:
         self._raw_usage: dict = {}  # Anthropic: merged message_start + message_delta usage
         self._usage: Usage | None = None
         self.model: str | None = None
+        self._ended = False  # the stream's final event was seen
+        self._overflow = False  # a JSON body larger than MAX_BODY_BYTES: not kept whole
 
     def feed(self, chunk: bytes) -> None:
         if self.unreadable or not chunk:
@@ -143,10 +149,29 @@ class ResponseUsageReader:
         if not self.streaming:
             if len(self._body) + len(chunk) <= self.MAX_BODY_BYTES:
                 self._body += chunk
+            else:
+                self._overflow = True
             return
         for event, data in self._sse.feed(chunk):
             if "usage" in data or (self.model is None and "model" in data):
                 self._on_event(event, data)
+            if not self._ended:
+                self._ended = _final(self.api, event, data)
+
+    @property
+    def complete(self) -> bool:
+        """Whether the bytes fed so far are a whole answer (see the class docstring)."""
+        if self.unreadable:
+            return True
+        if self.streaming:
+            return self._ended
+        if self._overflow:  # kept only in part: nothing to judge by
+            return True
+        try:
+            json.loads(bytes(self._body))
+        except ValueError:
+            return False
+        return True
 
     def _on_event(self, event: str | None, data: str) -> None:
         try:
@@ -190,3 +215,31 @@ class ResponseUsageReader:
                 return usage, model
             return None, None
         return self._usage, self.model
+
+
+_FINAL_TYPES = {ANTHROPIC: ("message_stop",), RESPONSES: ("response.completed", "response.incomplete", "response.failed")}
+
+
+def _final(api: str, event: str | None, data: str) -> bool:
+    """Whether an SSE event ends its API's stream (ResponseUsageReader.complete)."""
+    if event == "error":
+        return True
+    if api == CHAT:
+        if data.strip() == "[DONE]":
+            return True
+        if '"finish_reason"' not in data:
+            return False
+    elif event is not None:
+        return event in _FINAL_TYPES[api]
+    elif not any(t in data for t in _FINAL_TYPES[api]) and '"error"' not in data:
+        return False
+    try:
+        obj = json.loads(data)
+    except ValueError:
+        return False
+    if not isinstance(obj, dict):
+        return False
+    if api == CHAT:
+        choices = obj.get("choices")
+        return isinstance(choices, list) and any(isinstance(c, dict) and c.get("finish_reason") for c in choices)
+    return obj.get("type") in (*_FINAL_TYPES[api], "error")

@@ -7,7 +7,7 @@ import datetime as dt
 
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.trial import TrialOutcome
-from reb_ray.trial_record import now
+from reb_ray.trial_record import agent_columns, now
 
 
 def driver_outcome(spec: TrialSpec, category: str, message: str, *, owner: str = "infra", node: str | None = None,
@@ -16,6 +16,7 @@ def driver_outcome(spec: TrialSpec, category: str, message: str, *, owner: str =
     never scored, `failure_owner` `owner`, `failure_reason` "category: message" (2,000 chars).
 
     `node` is the host the attempt ran on, `started_at` when it started (UTC); None: unknown.
+    It carries the attempt's agent kind and model, as a row the attempt wrote would.
     """
     finished = now()
     row = {
@@ -26,7 +27,7 @@ def driver_outcome(spec: TrialSpec, category: str, message: str, *, owner: str =
         "node": node, "started_at": started_at, "finished_at": finished, "rerun": spec.rerun,
         "trial_wall_time_s": (finished - started_at).total_seconds() if started_at else None,
         "sweep_max_cost_usd": spec.config.max_cost_usd, "network_policy": spec.config.network_policy,
-        "gpu_sharing": spec.config.share_gpus_in_agent_phase,
+        "gpu_sharing": spec.config.share_gpus_in_agent_phase, **agent_columns(spec),
     }
     return TrialOutcome(row, [])
 

@@ -23,7 +23,9 @@ def expand(config: SweepConfig, image: str | None) -> tuple[list[TrialSpec], int
     credentials = {}
     for name in config.agents:
         agent = get_agent(config.agent_spec(name))
-        credentials[name] = {k: os.environ[k] for k in agent.credential_names() if k in os.environ}
+        # An LLM agent's key goes to the node's proxy only (reb_ray/llm/keys.py): never in a trial's spec.
+        llm_key = config.agent_spec(name).key_env if agent.uses_llm else None
+        credentials[name] = {k: os.environ[k] for k in agent.credential_names() if k in os.environ and k != llm_key}
         if agent.requires_model and not config.agent_spec(name).model:
             raise RebRayError(f"agent {name!r}: kind {config.agent_spec(name).kind} needs a model "
                               f"(`{config.agent_spec(name).kind}@MODEL` or `model = ...` in its table)")

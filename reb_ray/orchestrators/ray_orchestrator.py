@@ -23,8 +23,10 @@ on its node before the retry is queued, and the slot is replaced. On Ctrl-C the 
 killed and their containers reaped; rows already written stay.
 
 LLM agents (issue 10): their trials reach the node's metering proxy
-(reb_ray/orchestrators/llm_proxy.py), which holds the driver's values of the sweep's LLM key
-variables; the proxies are stopped when the run ends. An attempt that failed for a rate limit
+(reb_ray/orchestrators/llm_proxy.py). The driver makes a node's proxy and hands it its values of
+the sweep's LLM key variables, sealed, before the node's first trial (and again after a trial
+found the proxy gone); no trial's worker ever holds a key. The proxies are stopped when the run
+ends. An attempt that failed for a rate limit
 or an unavailable endpoint is retried after a backoff (reb_ray.llm.budget.RetryBackoff); one
 that failed for LLM authentication or budget is not retried (the next would fail the same
 way). With a sweep budget (`--max-cost-usd`), no new attempt is launched once it is reached;
@@ -48,13 +50,13 @@ from typing import Callable
 import ray
 
 from reb_ray.llm.budget import RetryBackoff, SweepBudget
-from reb_ray.llm.failures import NOT_RETRIED, RETRYABLE
+from reb_ray.llm.failures import NOT_RETRIED, PROXY, RETRYABLE
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.orchestrators.attempt_rows import driver_outcome, unplaceable_outcome
 from reb_ray.orchestrators.dispatch import Dispatcher, Job
 from reb_ray.orchestrators.autoscaler import BOOTSTRAP_CONFIG, joinable_node_types, request_gpu_nodes
 from reb_ray.orchestrators.durations import timeout_estimate
-from reb_ray.orchestrators.llm_proxy import RayProxyClient, stop_proxies
+from reb_ray.orchestrators.llm_proxy import NodeProxies, stop_proxies
 from reb_ray.orchestrators.node_check import NodeChecks, NodeRequirements, alive_nodes
 from reb_ray.orchestrators.node_roster import NodeRoster, NoUsableNode
 from reb_ray.orchestrators.node_tasks import reap_on, remove_dead_attempt
@@ -180,7 +182,7 @@ class RayOrchestrator:
         llm_retries: dict[str, int] = {}  # backoff retries so far, per trial_id
         inflight: dict[ray.ObjectRef, _Attempt] = {}
         finished: list[tuple[TrialOutcome, TrialSpec, bool]] = []  # (outcome, spec, will retry) to hand on
-        proxy = _proxy_client(specs)
+        proxy = _node_proxies(specs)
         pool.start()
         polled = time.monotonic()
         try:
@@ -222,6 +224,8 @@ class RayOrchestrator:
                             dispatcher.add_slot(slot.key, slot.shape.node_id, slot.shape.gpu)
                         continue
                     outcome = self._outcome(ref, attempt, pool, dispatcher)
+                    if proxy is not None and outcome.trial.get("failure_category") == PROXY:
+                        proxy.forget(attempt.slot.where["node_id"])  # made again, with the keys, before its next trial
                     dispatcher.finish(attempt.keys)
                     finished.append((outcome, attempt.spec, self._retry(outcome, attempt.spec, waiting, llm_retries, submit)))
                 pool.expire(time.monotonic())  # never up: not in the dispatcher yet
@@ -265,19 +269,23 @@ class RayOrchestrator:
             reap_on(where["node_id"])  # whatever else the dead worker's process left on its node
         return driver_outcome(attempt.spec, "infra_node", message, node=where["node"], started_at=attempt.launched_at)
 
-    def _launch(self, dispatcher: Dispatcher, jobs: dict[int, TrialSpec], pool: SlotPool, proxy: RayProxyClient | None,
+    def _launch(self, dispatcher: Dispatcher, jobs: dict[int, TrialSpec], pool: SlotPool, proxy: NodeProxies | None,
                 inflight: dict[ray.ObjectRef, _Attempt], on_start: Callable[[TrialSpec], None]) -> None:
         """Send every trial the dispatcher places now to its slot (the gang leader runs it with
-        the gang's GPU ids). Once the sweep's budget is spent, nothing is launched any more."""
+        the gang's GPU ids). Once the sweep's budget is spent, nothing is launched any more.
+        The LLM proxies of the nodes they go to are made first (NodeProxies.ensure)."""
         if self.budget is not None and self.budget.reached and dispatcher.pending:
             self.not_launched.extend(jobs.pop(job.key) for job in dispatcher.take_pending())
-        for job, slot_keys in dispatcher.assign(time.monotonic()):
+        placed = list(dispatcher.assign(time.monotonic()))
+        if proxy is not None and placed:
+            proxy.ensure(pool.slots[keys[0]].where["node_id"] for _, keys in placed)
+        for job, slot_keys in placed:
             spec = jobs.pop(job.key)
             leader = pool.slots[slot_keys[0]]
             gpus = [g for k in slot_keys for g in pool.slots[k].gpu_ids] if job.gpus else []
             reason = self.nodes.no_gpu_nodes.get(leader.where["node_id"], self.no_gpus_anywhere)
             lease = self.nodes.lease(spec, leader) if leader.shape.shares_gpus else None
-            ref = leader.actor.run.remote(spec, gpus, reason, proxy, lease)
+            ref = leader.actor.run.remote(spec, gpus, reason, proxy.client() if proxy is not None else None, lease)
             inflight[ref] = _Attempt(spec, slot_keys, leader, now())
             on_start(spec)
 
@@ -301,29 +309,29 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
 
 
-def _proxy_client(specs: list[TrialSpec]) -> RayProxyClient | None:
-    """The way to the nodes' metering proxies when any spec's agent uses an LLM, else None.
+def _node_proxies(specs: list[TrialSpec]) -> NodeProxies | None:
+    """The driver's way to the nodes' metering proxies when any spec's agent uses an LLM, else
+    None. It holds the driver's values of those agents' key variables (read from its
+    environment here; expand checked they are set), which only the proxies receive, sealed."""
+    import os
 
-    It carries the driver's values of those agents' key variables (their specs' credentials),
-    which reach only the proxy actors' environment."""
     from reb_ray.agents import get_agent
 
-    env: dict[str, str] = {}
+    keys: dict[str, str] = {}
     uses: dict[str, bool] = {}
     for spec in specs:
         if spec.agent not in uses:
             uses[spec.agent] = get_agent(spec.agent_spec).uses_llm
         key_env = spec.agent_spec.key_env
-        if uses[spec.agent] and key_env and key_env in spec.credentials:
-            env[key_env] = spec.credentials[key_env]
+        if uses[spec.agent] and key_env and os.environ.get(key_env):
+            keys[key_env] = os.environ[key_env]
     if not any(uses.values()):
         return None
     from reb_ray.netpolicy.trial_egress import sandbox_network
 
     config = specs[0].config
     # Bound where the sandboxes are: the gateway of reb-ray's network for the policy.
-    return RayProxyClient(env, config.sandbox, sandbox_network(config),
-                          str(config.prices_file) if config.prices_file else None)
+    return NodeProxies(keys, config.sandbox, sandbox_network(config), str(config.prices_file) if config.prices_file else None)
 
 
 def _reap_after_kill() -> None:

@@ -125,8 +125,8 @@ TRIALS_SCHEMA = pa.schema(
         ("llm_auth_failures", pa.int64()),  # requests that failed infra_llm_auth
         ("llm_budget_failures", pa.int64()),  # requests the upstream refused for quota or budget
         ("llm_in_flight", pa.int64()),  # requests still unanswered when the agent phase ended
-        ("llm_failure_category", pa.string()),  # the infra_llm_* category of the last failed request
-        ("llm_last_error", pa.string()),  # that request: "category: HTTP status: message"
+        ("llm_failure_category", pa.string()),  # the infra_llm_* category of the attempt's last request, when it failed
+        ("llm_last_error", pa.string()),  # that request: "category: HTTP status: message" (null: it succeeded)
         ("llm_retry_after_s", pa.float64()),  # its Retry-After, seconds (the orchestrator's backoff honours it)
         ("agent_reported_input_tokens", pa.int64()),  # the CLI's own usage report, kept beside the proxy's
         ("agent_reported_output_tokens", pa.int64()),

@@ -7,7 +7,9 @@ exit code, time, the limit that fired), the LLM side (requests, failures, tokens
 CLI's own figures), the commands it ran with their exit codes (from the stored transcript,
 reb_ray/llm/transcript.py; else the end of the agent's full log), its report, what the reported
 interpreter is with the start-up hooks and suspicious actions recorded (python_path_kind,
-startup_hooks, suspicious_actions, c0_unowned), and every stage (status, category, reason).
+startup_hooks, suspicious_actions, c0_unowned), every stage (status, category, reason) and every
+log of the attempt (the agent's, the transcript, the request and network logs, each stage's, and
+any other file of its artifact directory).
 """
 
 from __future__ import annotations
@@ -173,10 +175,34 @@ def _attempt(row: dict) -> str:
     return f"{row['attempt']} {row['status']}" + (f" {category}" if category else "")
 
 
-def _files(row: dict) -> str:
-    named = [(name, row.get(key)) for name, key in (("agent log", "agent_log_path"), ("transcript", "trajectory_path"),
-                                                    ("request log", "llm_log_path"))]
-    return "files    " + (", ".join(f"{name} {path}" for name, path in named if path) or "none stored")
+_TRIAL_FILES = (("agent log", "agent_log_path"), ("transcript", "trajectory_path"), ("request log", "llm_log_path"),
+                ("network log", "network_log_path"))
+
+
+def _file_lines(output_dir: Path, row: dict, stages: list[dict]) -> list[str]:
+    """Every log of the attempt: those its rows name (the trial's, then each stage's, in the
+    order recorded), then any other file in the attempt's artifact directory, with sizes;
+    paths relative to the output directory. A named file that is not there says so."""
+    from reb_ray.artifacts import artifact_dir
+
+    named = [(name, row.get(key)) for name, key in _TRIAL_FILES]
+    named += [(f"{s['stage']} log", s.get("log_path")) for s in stages]
+    named = [(name, path) for name, path in named if path]
+    directory = output_dir / artifact_dir(row["sweep_id"], row["trial_id"], row["attempt"])
+    known = {path for _, path in named}
+    if directory.is_dir():  # logs no column names (written by a newer harness, or left by a cut attempt)
+        named += [("other", f.relative_to(output_dir).as_posix()) for f in sorted(directory.rglob("*"))
+                  if f.is_file() and not f.name.startswith(".") and f.relative_to(output_dir).as_posix() not in known]
+    if not named:
+        return ["files    none stored"]
+    lines = [f"files    {len(named)} log(s) of attempt {row['attempt']}:"]
+    for name, path in named:
+        try:
+            size = f"{(output_dir / path).stat().st_size} bytes"
+        except OSError:
+            size = "missing"
+        lines.append(f"  {name:<14} {path} ({size})")
+    return lines
 
 
 def show_trial(output_dir: Path, trial_id: str, sweep_id: str | None = None, attempt: int | None = None) -> str:
@@ -202,6 +228,6 @@ def show_trial(output_dir: Path, trial_id: str, sweep_id: str | None = None, att
         *_repo_lines(row),
         *_shortcut_lines(row),
         *_stage_lines(stages),
-        _files(row),
+        *_file_lines(output_dir, row, stages),
     ]
     return printable("\n".join(lines))  # every line may hold the agent's words

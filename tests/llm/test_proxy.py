@@ -109,24 +109,24 @@ def test_failures_are_classified_with_retry_after(real_key):
         {"kind": "error", "status": 402},
         {"kind": "error", "status": 403, "message": "monthly budget exceeded for this key"},
         {"kind": "error", "status": 429, "message": "You exceeded your current quota", "error_type": "insufficient_quota"},
-        {"kind": "error", "status": 401},
         {"kind": "error", "status": 400, "message": "messages: field required"},
         {"kind": "hang"},
+        {"kind": "error", "status": 401},  # last: after a refused key the proxy sends nothing more
     ]})
     with ScriptedEndpoint(script) as endpoint, ProxyServer(read_timeout_s=1.0) as proxy:
         key = proxy.register_trial("t1", endpoint.url, REAL_KEY_ENV)
         direct_429 = post(endpoint.url, CHAT, request_body(CHAT, False), "direct")
         statuses = [post(proxy.url, CHAT, request_body(CHAT, False), key).status for _ in range(8)]
         meter, log = proxy.meter("t1"), proxy.request_log("t1")
-    assert statuses == [429, 500, 402, 403, 429, 401, 400, 504]
+    assert statuses == [429, 500, 402, 403, 429, 400, 504, 401]
     assert [e["category"] for e in log] == [
         "infra_llm_rate_limit", "infra_llm_unavailable", "infra_llm_budget", "infra_llm_budget",
-        "infra_llm_budget", "infra_llm_auth", None, "infra_llm_unavailable"]
+        "infra_llm_budget", None, "infra_llm_unavailable", "infra_llm_auth"]
     assert log[0]["retry_after_s"] == 2.0 and log[0]["error"] == "rate limit exceeded (scripted)"
-    assert log[7]["status"] is None and "no answer within 1 s" in log[7]["error"]
+    assert log[6]["status"] is None and "no answer within 1 s" in log[6]["error"]
     assert meter["failures"] == {"infra_llm_rate_limit": 1, "infra_llm_unavailable": 2, "infra_llm_auth": 1,
                                  "infra_llm_budget": 3}
-    assert meter["last_error"]["category"] == "infra_llm_unavailable"
+    assert meter["last_error"]["category"] == "infra_llm_auth" and meter["auth_failure"].startswith("HTTP 401: ")
     assert meter["status_counts"] == {"429": 2, "500": 1, "402": 1, "403": 1, "401": 1, "400": 1}
     assert meter["responses_ok"] == 0 and meter["input_tokens"] is None  # nothing reported: unknown
     assert direct_429.status == 429  # the direct session's first turn: same script, same answer

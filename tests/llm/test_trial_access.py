@@ -183,3 +183,53 @@ def test_the_sweep_checks_keys_and_prices_before_any_trial(monkeypatch):
         check_llm_agent(unpriced, table, 5.0)
     with pytest.raises(RebRayError, match="max_cost_usd needs a price for its model None"):
         check_llm_agent(spec.model_copy(update={"model": None, "max_cost_usd": 1.0}), table, None)
+
+
+def test_the_failure_columns_say_how_the_attempt_ended_the_counts_keep_the_history(real_key):
+    """A 429 the agent retried past: counted (llm_rate_limited 1), but the attempt's LLM use did
+    not end in a failure, so llm_failure_category, llm_last_error and llm_retry_after_s are null;
+    a 429 as the last request fills them."""
+    rate_limited = {"kind": "error", "status": 429, "retry_after_s": 3}
+    for turns, posts, failed in (([rate_limited, MESSAGE], 2, False), ([MESSAGE, rate_limited], 2, True)):
+        with ScriptedEndpoint(script_from({"model": "claude-sonnet-4-5", "turns": turns})) as endpoint:
+            llm, _ = _trial(endpoint)
+            llm.open()
+            try:
+                for _ in range(posts):
+                    post(llm.access.base_url, ANTHROPIC, request_body(ANTHROPIC, False), llm.access.api_key)
+                columns = llm.finish(_run(), None)
+            finally:
+                llm.close()
+        assert columns["llm_rate_limited"] == 1 and columns["llm_requests"] == 2
+        expected = ("infra_llm_rate_limit", 3.0) if failed else (None, None)
+        assert (columns["llm_failure_category"], columns["llm_retry_after_s"]) == expected
+        assert (columns["llm_last_error"] is not None) == failed
+
+
+def test_a_refused_key_is_answered_by_the_proxy_and_ends_the_agent_phase_in_seconds(real_key):
+    """After one 401 on a model request, the proxy answers the trial's later model requests
+    itself (the upstream sees one; a 400 the CLIs do not retry, recorded as auth), and the auth
+    watch stops the agent within its interval."""
+    import threading
+    import time
+
+    refused = {"kind": "error", "status": 401, "message": "invalid x-api-key", "repeat": 10}
+    with ScriptedEndpoint(script_from({"model": "claude-sonnet-4-5", "turns": [refused]})) as endpoint:
+        llm, _ = _trial(endpoint)
+        llm.open()
+        stopped = threading.Event()
+        try:
+            with llm.watch_auth(stopped.set, interval_s=0.1) as watch:
+                first = time.monotonic()
+                statuses = [post(llm.access.base_url, ANTHROPIC, request_body(ANTHROPIC, False), llm.access.api_key).status
+                            for _ in range(3)]
+                assert stopped.wait(5)
+                waited = time.monotonic() - first
+            columns = llm.finish(_run(), None)
+        finally:
+            llm.close()
+        assert endpoint.session(REAL_KEY)["position"] == 1
+    assert statuses == [401, 400, 400] and waited < 2  # a 400, which CLIs do not retry
+    assert watch.fired == "HTTP 401: invalid x-api-key"
+    assert columns["llm_auth_failures"] == 3 and columns["llm_failure_category"] == "infra_llm_auth"
+    assert "not sent; the trial's key was refused earlier" in llm.log[-1]["error"]

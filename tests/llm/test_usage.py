@@ -72,3 +72,34 @@ def test_a_gzip_body_is_read_on_the_side():
     brotli = ResponseUsageReader(CHAT, "application/json", "br")
     brotli.feed(b"\x00\x01")
     assert brotli.finish() == (None, None) and brotli.unreadable
+
+
+@pytest.mark.parametrize("api, events, final", [
+    (ANTHROPIC, [("message_start", '{"type":"message_start","message":{}}')], ("message_stop", '{"type":"message_stop"}')),
+    (RESPONSES, [("response.created", '{"type":"response.created","response":{}}')],
+     ("response.completed", '{"type":"response.completed","response":{}}')),
+    (RESPONSES, [(None, '{"type":"response.output_text.delta","delta":"hi"}')],
+     (None, '{"type":"response.incomplete","response":{}}')),
+    (CHAT, [(None, '{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}')], (None, "[DONE]")),
+    (CHAT, [(None, '{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}')],
+     (None, '{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}')),
+    (ANTHROPIC, [("message_start", '{"type":"message_start","message":{}}')],
+     ("error", '{"type":"error","error":{"type":"overloaded_error"}}')),
+])
+def test_a_stream_is_complete_only_with_its_final_event(api, events, final):
+    from reb_ray.llm.sse import format_event
+
+    reader = ResponseUsageReader(api, "text/event-stream")
+    for event, data in events:
+        reader.feed(format_event(data, event))
+    assert not reader.complete
+    reader.feed(format_event(final[1], final[0]))
+    assert reader.complete
+
+
+def test_a_json_body_is_complete_when_it_parses():
+    reader = ResponseUsageReader(CHAT, "application/json")
+    reader.feed(b'{"choices": [], "usage"')
+    assert not reader.complete
+    reader.feed(b': {"prompt_tokens": 1, "completion_tokens": 1}}')
+    assert reader.complete

@@ -52,3 +52,33 @@ def test_trial_show_says_what_was_changed_and_put_back_and_each_stages_witness(t
     out = show_trial(tmp_path, "a/t1/0")
     assert "repo     changed (git status): nothing; restored to the pinned commit: train.py (HEAD moved) (restore done)" in out
     assert "exit 0  witness unverified (2 interpreter(s), - pinned file(s))  command succeeded but" in out
+
+
+def test_trial_show_lists_every_log_of_the_attempt(tmp_path):
+    """The trial's logs, each stage's, and a file of the attempt's artifact directory no column
+    names; a named file that is gone says so. Logs of another attempt are not listed."""
+    from reb_ray.artifacts import artifact_dir
+    from reb_ray.results.parquet_sink import ParquetSink
+
+    base = artifact_dir("s1", "a/t1/0", 2)
+    files = {f"{base}/agent.log.gz": b"a", f"{base}/c1.log.gz": b"bb", f"{base}/llm_requests.jsonl.gz": b"ccc",
+             f"{base}/between_phases.log.gz": b"dddd", f"{artifact_dir('s1', 'a/t1/0', 1)}/agent.log.gz": b"old"}
+    for rel, data in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(data)
+    trial = row("a", "t1", 2, "scored", agent_log_path=f"{base}/agent.log.gz", llm_log_path=f"{base}/llm_requests.jsonl.gz",
+                network_log_path=f"{base}/network.jsonl.gz")
+    stage = {k: trial[k] for k in ("sweep_id", "trial_id", "attempt", "task_id", "agent")}
+    sink = ParquetSink(tmp_path)
+    sink.write([row("a", "t1", 1, "infra_error", agent_log_path=f"{artifact_dir('s1', 'a/t1/0', 1)}/agent.log.gz")], [])
+    sink.write([trial], [{**stage, "stage": "c1", "status": "failure", "log_path": f"{base}/c1.log.gz"}])
+    sink.close()
+    out = show_trial(tmp_path, "a/t1/0")
+    listing = out[out.index("files    "):]
+    assert listing.splitlines()[0] == "files    5 log(s) of attempt 2:"
+    assert f"agent log      {base}/agent.log.gz (1 bytes)" in listing
+    assert f"request log    {base}/llm_requests.jsonl.gz (3 bytes)" in listing
+    assert f"network log    {base}/network.jsonl.gz (missing)" in listing
+    assert f"c1 log         {base}/c1.log.gz (2 bytes)" in listing
+    assert f"other          {base}/between_phases.log.gz (4 bytes)" in listing
+    assert "/1/agent.log.gz" not in listing
