@@ -1,7 +1,8 @@
 """The state of a repository's tracked files inside a sandbox, to tell what the agent changed.
 
 `repo_modified` compares the state right after the repository entered the sandbox (before the
-agent phase) with the state after it (issue 9, item 16): a tracked file that was already
+agent phase) with the state after it, so the agent is charged only for its own edits: a
+tracked file that was already
 missing or different before the agent ran is not charged to the agent, and one the agent
 changed again, or put back, is.
 """

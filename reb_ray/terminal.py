@@ -2,7 +2,8 @@
 
 Agent output, failure reasons and report fields are the untrusted agent's words. Printed raw,
 an escape sequence in them can clear the screen, rewrite earlier lines (hiding a failure),
-retitle the window or, on some terminals, answer back as typed input (issue 11, item 5).
+retitle the window or, on some terminals, answer back as typed input. So every such text is
+passed through `printable` before it reaches a terminal or an HTML page.
 """
 
 from __future__ import annotations

@@ -49,8 +49,9 @@ def _llm_runner(spec: AgentSpec) -> Agent:
 def get_agent(spec: AgentSpec | str) -> Agent:
     """A new agent for `spec` (a name is read as shorthand: `kind`, `kind@model`, `package.module:Class`).
 
-    Kinds: heuristic, noop, command, codex, claude_code, or a class path. The LLM CLI kinds whose
-    runner module does not exist yet (mini_swe_agent, nexau) raise RebRayError; so does an unknown kind.
+    Kinds: heuristic, noop, command, the LLM CLI kinds (codex, claude_code, mini_swe_agent,
+    nexau: one runner module each, `LLM_RUNNERS`), or a class path. An unknown kind, or a class
+    path that does not import, raises RebRayError.
     """
     if isinstance(spec, str):
         try:

@@ -23,7 +23,7 @@ REPORT_PATH = "/opt/scimlopsbench/report.json"
 
 @dataclass(frozen=True)
 class LlmAccess:
-    """How an LLM agent reaches its model from inside the sandbox (issue 10).
+    """How an LLM agent reaches its model from inside the sandbox: through the metering proxy only.
 
     `base_url` is the node's metering proxy as the sandbox sees it, with no API path
     (`http://172.17.0.1:PORT`): the proxy relays `/v1/messages`, `/v1/responses` and

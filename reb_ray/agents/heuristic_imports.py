@@ -19,8 +19,8 @@ repository's code runs:
 - every directory a runtime sys.path edit names, when its argument reads statically: string
   literals, `__file__`, `sys.path[0]`, `os.path.dirname/abspath/realpath/normpath/join`,
   `Path(...)`, `.parent`, `.resolve()`, `/` and `+`. A relative string is tried against the
-  editing file's folder (a script's usual working directory) and the repository root (field case
-  F04: tools/train.py inserts third_party/stylegan and imports `dnnlib`);
+  editing file's folder (a script's usual working directory) and the repository root (e.g.
+  tools/train.py inserts third_party/stylegan and imports `dnnlib`);
 - for each file, its own folder (a module beside it).
 
 The rule errs towards "own" on purpose: a distribution installed under a local name breaks the

@@ -16,7 +16,7 @@ CLI start-up included, stays under a second: benchmarks/agent_overhead.py measur
    written as the report (`report_source = forced_from_output`).
 
 The CLI's environment: the spec's `env`, then `ctx.env` less the driver's credential variables
-(`credential_names()`: the real key stays with the metering proxy, issue 10 item 5; the CLI
+(`credential_names()`: the real key stays with the metering proxy, so no agent can read it; the CLI
 only ever gets `ctx.llm.api_key`, the trial's stand-in), then what the kind sets, with
 PATH = the image's system PATH (the CLI is called by its absolute path, so the toolchain's
 bin/ is not on the agent's commands' PATH).

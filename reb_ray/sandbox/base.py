@@ -188,7 +188,8 @@ class Sandbox(abc.ABC):
         """Contents of the regular sandbox file `src`, at most `limit` bytes.
 
         Everything under the sandbox is the agent's to shape, so this never follows a symlink
-        and never opens a FIFO, device, socket or directory (issue 11, item 5). Raises
+        and never opens a FIFO, device, socket or directory (a link to /proc/self/environ or a FIFO
+        that never ends must not leak a secret or hang the harness). Raises
         FileNotFoundError when `src` does not exist, UnreadableFile when it is not a regular
         file or holds more than `limit` bytes.
         """

@@ -32,7 +32,7 @@ def connect(timeout: float = 120.0) -> docker.DockerClient:
     return client
 
 
-#: Seconds a trial waits for a Docker daemon that does not answer (restarting: F20) before its
+#: Seconds a trial waits for a Docker daemon that does not answer (one that restarts) before its
 #: attempt fails as infra_daemon; the in-flight attempts of a restart are retried at once, and
 #: their retries wait here, so they run once the daemon answers instead of failing too.
 DAEMON_WAIT_S = 90.0
@@ -69,7 +69,7 @@ _SHARED_LOCK = threading.Lock()
 def shared_client() -> docker.DockerClient:
     """This process's client of the daemon DOCKER_HOST names, made by `connect` on first use and
     then reused: a slot worker runs many trials, and each would otherwise open and ping its own
-    (issue 12, item 2). A daemon that restarted is reached again on the next request (the
+    (a round trip per trial). A daemon that restarted is reached again on the next request (the
     client's connection pool reconnects). Raises DockerUnavailable on first use without a daemon.
     """
     key = os.environ.get("DOCKER_HOST", "")

@@ -1,9 +1,10 @@
 """The Docker sandbox provider: one container per trial, driven through the docker SDK.
 
-Rules (ARCHITECTURE.md "Life of a trial", step 2): an init process as PID 1 (the image's tini),
-a large /dev/shm (16 GiB default; the Docker default of 64 MB breaks DataLoader workers and
-NCCL, field case F09), never privileged and with reduced privileges and a pids limit
-(reb_ray/sandbox/hardening.py), labels naming sweep/trial/attempt/owner, GPUs given
+Rules: an init process as PID 1 (the image's tini, so orphans are reaped and a signal ends
+every process), a large /dev/shm (16 GiB default, in bytes `shm_size_bytes`; Docker's default
+of 64 MB makes DataLoader workers and NCCL fail, and such a failure would be charged to the
+agent), never privileged and with reduced privileges and a pids limit (`hardening_kwargs`),
+labels naming sweep/trial/attempt/owner, GPUs given
 as physical ids mapped to a device request (inside, devices count from 0), and the host's
 CUDA_VISIBLE_DEVICES never forwarded.
 """
@@ -161,7 +162,7 @@ class DockerSandbox(Sandbox):
         name = f"reb-ray-{uuid.uuid4().hex[:12]}"
         try:
             # create + start, not containers.run: run pulls a missing image from a registry; a
-            # missing image is found by create itself, so no lookup per sandbox (issue 12, item 2).
+            # missing image is found by create itself, so no lookup per sandbox (one request less).
             self._container = self._client.containers.create(**container_create_kwargs(config, name))
             self._container.start()
         except ImageNotFound:
@@ -202,7 +203,7 @@ class DockerSandbox(Sandbox):
         try:
             self._remove()
         except requests.exceptions.ConnectionError:
-            # The daemon went away (a restart: F20): remove the container once it answers again,
+            # The daemon went away (it restarted): remove the container once it answers again,
             # bounded, so no container of ours outlives its attempt.
             wait_for_daemon()
             self._remove()
@@ -266,7 +267,7 @@ class DockerSandbox(Sandbox):
             poll = min(poll * 2, 0.25)
         duration = time.monotonic() - start
         stream.close()
-        # The inspect that saw it end holds its exit code: no second round trip (issue 12).
+        # The inspect that saw it end holds its exit code: no second round trip per exec.
         exit_code = None if forced else inspected["ExitCode"]
         timed_out = forced or (
             timeout is not None and exit_code in (124, 137) and duration >= timeout * 0.98
@@ -317,7 +318,7 @@ class DockerSandbox(Sandbox):
     def _put_archive(self, archive: Any, directory: str, name: Path | None = None) -> None:
         """Unpack the tar stream `archive` (a seekable file) into sandbox `directory`, made
         first with `mkdir -p` (one exec) unless it is the workdir (Docker made it) or `/`: that
-        exec was a tenth of a second of each trial's repository copy (issue 12). A workdir that
+        exec was a tenth of a second of each trial's repository copy. A workdir that
         is gone after all (the agent removed it) is made then, and the archive sent again; a
         missing directory is never found out by sending a large archive twice."""
         assumed = directory.rstrip("/") in ("", self.workdir.rstrip("/"))

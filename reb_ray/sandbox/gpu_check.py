@@ -1,4 +1,4 @@
-"""Can this node's Docker give a container GPUs? (issue 9, item 9)
+"""Can this node's Docker give a container GPUs?
 
 A GPU a container cannot get makes every GPU trial fail at container start, on every attempt
 and every resume. So before any trial, each node with GPUs starts one tiny container from the

@@ -1,4 +1,4 @@
-"""The privileges of a Docker sandbox: what an untrusted agent may and may not do (issue 11).
+"""The privileges of a Docker sandbox: what an untrusted agent may and may not do.
 
 An agent runs whatever a model decides, as root inside its container. The container therefore
 gets `no-new-privileges` (no setuid binary or file capability can raise a process's

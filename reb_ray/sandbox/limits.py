@@ -1,6 +1,6 @@
-"""Resource limits of a Docker sandbox during the agent phase, and which one fired (issue 11).
+"""Resource limits of a Docker sandbox during the agent phase, and which one fired.
 
-Memory and pids are enforced by the kernel (container options, reb_ray/sandbox/hardening.py);
+Memory and pids are enforced by the kernel (container options, `hardening.hardening_kwargs`);
 the writable layer has no kernel quota on overlay2 without xfs project quotas, so `LimitWatch`
 polls it. Every `interval_s` seconds the watch reads the container's pids count (its cgroup
 file on the host, else the daemon's stats) and its writable-layer size (`Sandbox.size`:

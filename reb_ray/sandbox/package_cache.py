@@ -1,4 +1,4 @@
-"""The node's package cache: read-only to trials, filled by the harness from the index (issue 11).
+"""The node's package cache: read-only to trials, filled by the harness from the index.
 
 A cache that trials write into lets one trial's agent change what later trials install (a
 poisoned wheel), which breaks the independence of trials. So the node's cache is a flat

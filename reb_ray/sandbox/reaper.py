@@ -1,10 +1,13 @@
-"""Removing containers whose owner process is gone (field case F13), or of one dead attempt.
+"""Removing containers whose owner process is gone, or of one dead attempt.
+
+A driver or slot worker killed with SIGKILL leaves its sandboxes running; a later sweep must
+remove them, and only them, or they hold the node's CPUs, GPUs and disk for ever.
 
 `reap` removes only containers labelled `reb-ray.managed=true` whose owner ran on this host and
 no longer runs (pid gone, or pid reused by a process with another start time). Containers of
 live owners, of owners on other hosts, and anyone else's containers are never touched.
 `remove_attempt` removes the containers (and image) of one named attempt at once (its trial
-actor died: issue 9, item 8), whatever their owner's state. `reap_images` (part of `reap`)
+actor died, so its retry does not run beside it), whatever their owner's state. `reap_images` (part of `reap`)
 removes per-attempt images left behind (agent-phase GPU sharing commits one per attempt): an
 image committed from one of our containers carries that container's labels (ours, its attempt
 and its owner), so the same owner rule applies; the sandbox image itself has no owner label

@@ -1,8 +1,8 @@
 """The sleeping sandbox provider (`sleep`): each phase takes its scripted seconds, no command runs.
 
 For the scheduling benchmark (benchmarks/scheduling.py) and orchestrator tests at scale, where
-a cluster is simulated on one machine without Docker (issue 12, item 4). The trial path is the
-real one (reb_ray/trial.py); only the work inside the sandbox is replaced by sleeps. Files are
+a cluster is simulated on one machine without Docker. The trial path is the
+real one (`run_trial`); only the work inside the sandbox is replaced by sleeps. Files are
 real, in a temporary directory as with the local provider (put, get, report, size); an
 absolute path outside it (a Docker-style /opt/...) lands inside it. Commands
 are not run: the first exec of the agent phase sleeps the trial's `agent_s`, the first exec

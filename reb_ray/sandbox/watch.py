@@ -2,7 +2,8 @@
 
 A stage's success rule may need a log pattern (`SuccessRule.log_pattern`), and the release
 searches the whole log; the harness keeps only a head and a tail of the output (output.py), so
-the pattern is matched here, on every byte, as the chunks arrive (issue 9, item 14).
+the pattern is matched here, on every byte, as the chunks arrive: a pattern printed in the
+middle of a long log, outside the kept head and tail, still counts.
 
 Semantics: for each pattern, whether `re.search(pattern, whole_output, re.MULTILINE)` finds a
 match in the output decoded as UTF-8 with replacement, with two documented limits that keep
