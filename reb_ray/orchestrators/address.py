@@ -1,4 +1,4 @@
-"""Failing fast on a wrong `--address` (issue 13).
+"""Failing fast on a wrong `--address`, in seconds instead of minutes.
 
 `ray.init(address="HOST:PORT")` keeps retrying an address where no Ray cluster listens: about
 40 s for a closed port here (its GCS client waits for the server), minutes elsewhere. Before

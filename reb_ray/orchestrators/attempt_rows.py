@@ -1,5 +1,6 @@
 """Rows the driver writes for attempts that produced none themselves: an attempt whose slot
-worker died, and a trial no node of the cluster can ever hold (F19)."""
+worker died, and a trial no node of the cluster can ever hold (recorded at once: Ray would
+keep its request pending for ever)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def driver_outcome(spec: TrialSpec, category: str, message: str, *, owner: str =
 
 
 def unplaceable_outcome(spec: TrialSpec, why: str) -> TrialOutcome:
-    """F19: the trial needs more than any node can give (`why` says what). Recorded at once, owner
+    """The trial needs more than any node can give (`why` says what). Recorded at once, owner
     hardware, category insufficient_hardware, never retried in this run; not scored, so a resume
     on a cluster that can hold it runs it."""
     return driver_outcome(spec, "insufficient_hardware", why, owner="hardware")

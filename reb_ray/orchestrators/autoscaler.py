@@ -1,4 +1,4 @@
-"""Nodes an autoscaler may still start, and asking it for them (issue 13, item 4).
+"""Nodes an autoscaler may still start, and asking it for them.
 
 `ray up` writes the cluster's configuration on the head as ~/ray_bootstrap_config.yaml (the
 autoscaler's `--autoscaling-config`, cluster-aws.yaml's head start command; Ray Tune reads the

@@ -1,4 +1,4 @@
-"""GPU-aware dispatch of trials onto slots: which trial starts next, and where (issue 12, item 1).
+"""GPU-aware dispatch of trials onto slots: which trial starts next, and where.
 
 Pure: no Ray, no clock of its own (the caller passes `now`, in seconds). A slot runs one trial
 at a time; a GPU slot holds one GPU of its node, a CPU slot none. A trial needing k GPUs runs on

@@ -1,4 +1,4 @@
-"""How long a trial is expected to take, for longest-first dispatch (issue 12, item 1).
+"""How long a trial is expected to take, in seconds, for longest-first dispatch.
 
 From earlier sweeps of the same tasks when the output directory holds them: the median
 `trial_wall_time_s` of the scored attempts of the same (agent, task), else of the same task by

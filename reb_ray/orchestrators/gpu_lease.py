@@ -1,4 +1,4 @@
-"""GPU leases on Ray for sweeps that share GPUs in the agent phase (issue 12, item 5).
+"""GPU leases on Ray for sweeps that share GPUs in the agent phase.
 
 Each GPU node used gets one `NodeGpuLease` actor pinned to it, holding all of the node's usable
 GPUs in Ray's accounting (so Ray places nothing else on them) and no CPU. Agent phases run on

@@ -1,4 +1,4 @@
-"""The node's metering proxy as a Ray actor (issue 10, item 5): one per node, sweep-scoped.
+"""The node's metering proxy as a Ray actor: one per node, sweep-scoped.
 
 The driver creates `reb-ray-llm-proxy-<node_id>` on a node before the first trial of an LLM
 agent goes there (`NodeProxies.ensure`: hard node affinity, no CPU reserved, `get_if_exists`),

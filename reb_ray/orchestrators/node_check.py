@@ -1,8 +1,8 @@
-"""Every node prepared and checked for a sweep (issue 13, item 3), at sweep start and on each
+"""Every node prepared and checked for a sweep, at sweep start and on each
 node that joins during it.
 
 On each node a zero-CPU task pinned to it (so a full node still answers) first reaps what dead
-owners left there (our containers, and per-attempt images: reb_ray/sandbox/reaper.py), then
+owners left there (our containers, and per-attempt images: `reap`), then
 checks the node for the sweep (reb_ray/node_health.check_node): Docker healthy, the sandbox
 image present, free disk, the sweep's mirror and asset directories present. A node that only
 lacks the image gets it from the driver: the driver `docker save`s it once per sweep into a

@@ -1,10 +1,10 @@
-"""The cluster's nodes as one run sees them (issue 13, items 3 and 4; issue 12, item 5).
+"""The cluster's nodes as one run sees them, from the start of the run and as nodes join.
 
 `NodeRoster` holds what the orchestrator knows about nodes: which passed their check
-(reb_ray/orchestrators/node_check.py), their capacity (CPUs, GPUs, `reb_ray_slot` cap, memory),
+(`NodeChecks`), their capacity (CPUs, GPUs, `reb_ray_slot` cap, memory),
 which GPU nodes' Docker gives containers no GPUs (node_tasks.docker_gpu_problems), the slots to
 start on them (slot_plan), and, in a GPU-sharing sweep, each GPU node's lease actor
-(reb_ray/orchestrators/gpu_lease.py). The dispatch loop stays in ray_orchestrator.py.
+(`NodeGpuLease`). The dispatch loop stays in `RayOrchestrator`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from reb_ray.orchestrators.slot_pool import Slot
 
 
 class NoUsableNode(RebRayError):
-    """No node of the cluster passed its check: the sweep stops before any trial (issue 13)."""
+    """No node of the cluster passed its check: the sweep stops before any trial, so no row is written on a cluster
+    that cannot run one."""
 
 
 class NodeRoster:

@@ -1,6 +1,6 @@
 """Small Ray tasks pinned to one node: its Docker's GPU check, removing a dead attempt's
-containers (issue 9, items 8 and 9), and reaping the node's orphans when a slot worker died
-there (issue 13, item 3). Each runs with no CPU reserved, so a full node still
+containers (before its retry is queued, so two attempts of one trial never run at once), and
+reaping the node's orphans when a slot worker died there. Each runs with no CPU reserved, so a full node still
 answers, and with hard node affinity, so it acts on that node's Docker daemon and no other.
 """
 

@@ -1,29 +1,28 @@
 """Running trial specs on Ray: long-lived slot workers, each running many trials in turn.
 
-The run plans the cluster's sandbox slots (reb_ray/orchestrators/slot_plan.py: a GPU slot per
-usable GPU, CPU slots in the CPU room left), starts one worker actor per slot
-(reb_ray/orchestrators/slot_pool.py), and sends each trial to free slots as the dispatcher
-decides (reb_ray/orchestrators/dispatch.py: longest expected first, a k-GPU trial on k GPU slots
+The run plans the cluster's sandbox slots (`plan_slots`: a GPU slot per usable GPU, CPU slots
+in the CPU room left), starts one worker actor per slot (`SlotWorker`), and sends each trial to
+free slots as the `Dispatcher` decides (longest expected first, a k-GPU trial on k GPU slots
 of one node, no head-of-line blocking, a drained node for a multi-GPU trial that waits). A trial
 needing more GPUs than any node has is capped to the largest node (its stages that need more
-are `insufficient_hardware`); when no node can hold a single slot (F19), every trial is
-recorded at once as `insufficient_hardware` (owner hardware) and the run ends.
+are `insufficient_hardware`); when no node can hold a single slot (say `--cpus-per-trial 8` on
+2-CPU nodes), every trial is recorded at once as `insufficient_hardware` (owner hardware) and
+the run ends, since Ray would keep such a request pending for ever and hang the sweep.
 
-Before any trial, every node is prepared and checked (reb_ray/orchestrators/node_check.py:
+Before any trial, every node is prepared and checked (`NodeChecks`:
 orphans reaped, Docker, image (shipped from the driver when missing), free disk, mirrors and
 assets); a node that fails gets no slots and is named in one line (`on_node_line`), and when
 none passes the run raises NoUsableNode before any row. The cluster's nodes are read again every
 `poll_s` seconds: a node that joins (an autoscaled GPU worker) is checked the same way and gets
 slots for the trials still waiting. Each GPU node also checks that its Docker gives containers
-GPUs (reb_ray/orchestrators/node_tasks.py); a node that cannot gets no GPU slots, and a trial run
+GPUs (`docker_gpu_problems`); a node that cannot gets no GPU slots, and a trial run
 without GPUs because no node can has its GPU stages `insufficient_hardware` saying why. Each
 outcome goes to the sink the moment it arrives; infrastructure failures are retried as new
 attempts (`max_attempts` per run). When a slot's actor dies, its attempt's container is removed
 on its node before the retry is queued, and the slot is replaced. On Ctrl-C the actors are
 killed and their containers reaped; rows already written stay.
 
-LLM agents (issue 10): their trials reach the node's metering proxy
-(reb_ray/orchestrators/llm_proxy.py). The driver makes a node's proxy and hands it its values of
+LLM agents: their trials reach the node's metering proxy (`NodeProxies`, one actor per node). The driver makes a node's proxy and hands it its values of
 the sweep's LLM key variables, sealed, before the node's first trial (and again after a trial
 found the proxy gone); no trial's worker ever holds a key. The proxies are stopped when the run
 ends. An attempt that failed for a rate limit
@@ -32,9 +31,9 @@ that failed for LLM authentication or budget is not retried (the next would fail
 way). With a sweep budget (`--max-cost-usd`), no new attempt is launched once it is reached;
 the specs left are in `not_launched`.
 
-Agent-phase GPU sharing (issue 12, item 5; `share_gpus`): no slot holds a GPU. GPU trials run on
-sharing slots of GPU nodes (slot_plan.plan_shared_slots) and their probe phases lease the node's
-GPUs exclusively from its lease actor (reb_ray/orchestrators/gpu_lease.py), which holds them in
+Agent-phase GPU sharing (`share_gpus`): no slot holds a GPU. GPU trials run on sharing slots of
+GPU nodes (`plan_shared_slots`) and their probe phases lease the node's GPUs exclusively from
+its lease actor (`NodeGpuLease`), which holds them in
 Ray's accounting; a trial's agent phase sees as many of the node's GPUs as it will lease.
 """
 

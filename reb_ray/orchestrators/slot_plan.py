@@ -1,8 +1,8 @@
-"""Which sandbox slots each node gets (issue 12, item 1). Pure: nodes in, slot shapes out.
+"""Which sandbox slots each node gets. Pure: nodes in, slot shapes out.
 
 A slot is one long-lived worker running one trial at a time with `cpus_per_trial` CPUs: a GPU
 slot also holds one GPU of its node, a CPU slot none. A k-GPU trial runs on k GPU slots of one
-node (reb_ray/orchestrators/dispatch.py), so the shapes never have to match the trial mix.
+node (`Dispatcher`), so the shapes never have to match the trial mix.
 
 Per node: CPU room = floor(CPUs / cpus_per_trial), at most its `reb_ray_slot` resource when it
 declares one (cluster.yaml's per-node cap on concurrent sandboxes; each slot worker then holds
@@ -12,8 +12,9 @@ left is CPU slots. Only slots the sweep can use are made: GPU slots on whole nod
 nodes first, until the trials' GPUs (capped) are covered; CPU slots, spread over the nodes, up to
 the CPU trials; both kinds at most what `max_concurrent` trials can use at once. A trial needing
 more GPUs than any node's GPU slots is capped to the largest such node (its stages that need
-more are then `insufficient_hardware`, as before); with no slot at all (F19: `--cpus-per-trial 8`
-on 2-CPU nodes), `plan_slots` returns none and the caller records every trial at once.
+more are then `insufficient_hardware`); with no slot at all (`--cpus-per-trial 8` on 2-CPU
+nodes), `plan_slots` returns none and the caller records every trial at once rather than leave
+Ray a request it would keep pending for ever.
 """
 
 from __future__ import annotations
@@ -100,14 +101,15 @@ def plan_slots(nodes: list[NodeCapacity], cpus_per_trial: float, gpu_needs: list
 
 
 def hardware_refusal(nodes: list[NodeCapacity], cpus_per_trial: float, memory_bytes: int | None) -> str | None:
-    """Why no trial of the sweep can ever run, in one line, or None (issue 13, item 4; F19).
+    """Why no trial of the sweep can ever run, in one line, or None.
 
     `nodes`: every node that is or may become part of the cluster (alive nodes that passed
     their check, and node types an autoscaler may still start). The CPUs and the sandbox memory
     (`memory_bytes`, --memory-gb; None: the node's own default) are the same for every trial of
     a sweep, so either the largest node holds one or none ever will. A node of unknown memory
     may hold any. GPUs are never refused here: a trial needing more than any node has is capped
-    to the largest node and its GPU stages are `insufficient_hardware` (F11).
+    to the largest node and its GPU stages are `insufficient_hardware`, so the other stages of
+    that trial are still measured.
     """
     if not any(cpu_room(n, cpus_per_trial) for n in nodes):
         largest = max((n.cpus for n in nodes), default=0.0)
@@ -125,8 +127,8 @@ def hardware_refusal(nodes: list[NodeCapacity], cpus_per_trial: float, memory_by
 
 def plan_shared_slots(nodes: list[NodeCapacity], cpus_per_trial: float, gpu_needs: list[int],
                       max_concurrent: int | None = None) -> list[SlotShape]:
-    """The slots of a GPU-sharing sweep (issue 12, item 5): no slot holds a GPU; a node's GPUs are
-    leased to probe phases (reb_ray/orchestrators/gpu_lease.py).
+    """The slots of a GPU-sharing sweep: no slot holds a GPU; a node's GPUs are leased to probe
+    phases (`NodeGpuLease`).
 
     Sharing slots (`shares_gpus`, one per CPU room, round-robin) go on the nodes whose usable GPUs
     cover the largest need in `gpu_needs` (already capped to the largest such node), up to the

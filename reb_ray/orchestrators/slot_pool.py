@@ -1,14 +1,14 @@
-"""Long-lived slot workers on Ray (issue 12, item 1): one actor per sandbox slot, many trials each.
+"""Long-lived slot workers on Ray: one actor per sandbox slot, many trials each.
 
 Starting a Ray actor costs about a second and Ray starts only a few at a time per node, so a
-sweep starts its slots once (reb_ray/orchestrators/slot_plan.py) and sends each trial to a free
+sweep starts its slots once (`plan_slots`) and sends each trial to a free
 one. A `SlotWorker` is pinned to its node (hard node affinity) and holds its slot's resources
 (`cpus_per_trial` CPUs, plus one GPU for a GPU slot, plus one `reb_ray_slot` on a node that
 declares that cap), so Ray's accounting matches what runs;
 its `where()` answer (node, pid, GPU id) marks it ready. A slot whose actor died is replaced by
 a new actor of the same shape on the same node while the node lives, and on whichever node Ray
-finds room for it when the node died (issue 13: node loss retries the attempt on another node;
-the slot takes the node it lands on); one that fails to start `MAX_START_FAILURES` times in a
+finds room for it when the node died (node loss retries the attempt on another node; the
+slot takes the node it lands on); one that fails to start `MAX_START_FAILURES` times in a
 row, or is not up within `start_timeout_s`, is dropped.
 """
 
