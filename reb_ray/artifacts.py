@@ -1,4 +1,5 @@
-"""Full output logs of a trial attempt, kept as gzip files beside the datasets (issue 9, item 20).
+"""Full output logs of a trial attempt, kept as gzip files beside the datasets, so a
+stage's verdict can be checked against everything its command printed.
 
 The `stages` rows keep only a head and a tail of each output; the whole output of the agent
 and of every stage command is streamed, chunk by chunk as it arrives, into a gzip file on the
@@ -6,7 +7,7 @@ host where the trial runs (memory stays bounded whatever the command prints):
 
     <output>/artifacts/sweep_id=<id>/<URI-encoded trial_id>/<attempt>/<stage>.log.gz
 
-An LLM agent's trajectory goes beside them (reb_ray/llm/trial_access.py): the CLI's own
+An LLM agent's trajectory goes beside them (`TrialLlm`): the CLI's own
 transcript `trajectory.jsonl.gz` and the proxy's request log `llm_requests.jsonl.gz`.
 Rows carry the path relative to `<output>` (`stages.log_path`, `trials.agent_log_path`,
 `trials.trajectory_path`, `trials.llm_log_path`). A file
@@ -19,7 +20,7 @@ in the stream as in the rows (reb_ray.redact), also when a secret is split acros
 The node that runs a trial writes its logs into a staging directory of its own; when the
 attempt ends they are either moved into `<output>` on that node (a trial run in-process) or
 carried back with the rows (`TrialOutcome.artifacts`, read by `collect`) and written by the
-driver with `store` before it writes the rows naming them (issue 13, item 5): a cluster needs no
+driver with `store` before it writes the rows naming them: a cluster needs no
 shared filesystem, and a row never names a file that is not there yet.
 """
 

@@ -2,11 +2,12 @@
 
 After the agent phase the harness (1) stops every process the agent left running, (2) reads
 the report file, only as a regular file, never through a symlink, at most MAX_REPORT_BYTES,
-and (3) records the repository's tracked-files state (reb_ray.repo_state). In a Docker sandbox
+and (3) records the repository's tracked-files state (`tracked_state`). In a Docker sandbox
 that was two execs and an archive request (three execs and two requests when the agent
 changed files); `settle` runs them as one harness script, in that order, so leftovers are
-dead before the report is looked at (issue 12, item 2). Other providers, and a Docker sandbox
-whose script could not run (a container the agent stopped, F15a) or whose answer is not
+dead before the report is looked at (no process of the agent can swap the report while it is
+read) and a trial pays one exec, not three. Other providers, and a Docker sandbox
+whose script could not run (a container the agent stopped) or whose answer is not
 well-formed, take the steps one by one as before (`settle_step_by_step`).
 
 The script's answer is one stream: the killed processes' listing, then sections that each

@@ -49,7 +49,7 @@ class ImportScan:
     of those skipped because they do not parse (`syntax_errors`), and `runtime_path`: imported
     names that exist only below the repository root (not at the root, in src/ or next to the
     importing file), which Python finds after a runtime sys.path edit and static analysis never
-    does (field case F04: `import dnnlib` with third_party/stylegan put on sys.path)."""
+    does (e.g. `import dnnlib` with third_party/stylegan put on sys.path)."""
 
     modules: set[str] = field(default_factory=set)
     files: int = 0
@@ -127,7 +127,8 @@ def _probe_rules():
 
 def edits_sys_path(tree: ast.AST) -> bool:
     """True when the module edits the import path at run time: sys.path.insert/append/extend,
-    `sys.path += / =`, site.addsitedir (probes/c0_probe.py's `sys_path_edit_lines`, field case F04)."""
+    `sys.path += / =`, site.addsitedir (the C0 probe's own `sys_path_edit_lines`, so the host and
+    the sandbox apply one rule)."""
     return bool(_probe_rules().sys_path_edit_lines(tree))
 
 
@@ -197,7 +198,7 @@ def baseline_for_commit(git_dir: Path, commit: str, *, include_stdlib: bool = Tr
     (a shared clone: `git_dir` is only read) and scan it (flags as in `scan`).
 
     Returns {"total": n, "modules": sorted names, "syntax_errors": k, "runtime_path": sorted
-    names only a runtime sys.path edit resolves (F04; counted in the total, as in the paper)}. Raises RuntimeError
+    names only a runtime sys.path edit resolves (counted in the total, as in the paper)}. Raises RuntimeError
     when git cannot clone or check the commit out, or a tracked Python file is missing from the
     checkout (e.g. an object absent from a partial mirror).
     """

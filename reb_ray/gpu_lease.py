@@ -1,10 +1,10 @@
-"""Per-node GPU leases for the probe phase when agent phases share the node's GPUs (issue 12, item 5).
+"""Per-node GPU leases for the probe phase when agent phases share the node's GPUs.
 
 With `--share-gpus-in-agent-phase` a trial's agent phase holds no GPU: it runs on a CPU slot of
-a GPU node and sees some of the node's GPUs without holding them (docs/DECISIONS.md, "Issue 12:
-agent-phase GPU sharing"). Its probe phase then leases GPUs of that same node exclusively, from
+a GPU node and sees some of the node's GPUs without holding them (docs/DECISIONS.md,
+"Agent-phase GPU sharing"). Its probe phase then leases GPUs of that same node exclusively, from
 the node's `LeaseBook`. No Ray here: the book is pure (the caller passes `now`, in seconds), and
-the Ray actor that holds a node's GPUs around it lives in reb_ray/orchestrators/gpu_lease.py.
+the Ray actor that holds a node's GPUs around it is `NodeGpuLease`, with the orchestrators.
 
 The book's rule is EASY backfilling on one node: requests are served oldest first; when the
 oldest does not fit (a 2-GPU probe while one GPU is leased), it is promised the moment its GPUs

@@ -6,7 +6,7 @@ mirror directory (`--repo-mirror DIR`, looked up by owner/name), or a clone of t
 URL. The checked-out commit is verified,
 and so is the whole checkout: every tracked file present (none deleted in `git status`). A
 mirror that lacks blobs makes `git checkout` print `unable to read sha1 file` and still exit 0,
-leaving those files out (issue 9, item 16); that is caught here, not charged to the agent
+leaving those files out; that is caught here, not charged to the agent
 later as `repo_modified`. Any failure here is an infrastructure failure
 (`infra_clone`), never the agent's.
 """
@@ -119,7 +119,7 @@ def _tree_key(root: Path) -> str:
 
 def bundled_checkout(task: TaskSpec) -> tuple[Path, str]:
     """The task's bundled source committed into a git repository once per node and content, then
-    reused by every trial (issue 12, item 2): (its directory, the commit). Callers copy it into
+    reused by every trial, so no trial pays a `git commit` of the tree: (its directory, the commit). Callers copy it into
     their sandbox and never write it.
 
     Cached under `<reb-ray cache>/bundled/<suite>--<task>--<hash of the tree>/`, built in a

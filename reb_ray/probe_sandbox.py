@@ -1,8 +1,8 @@
-"""The probe phase's sandboxes in a sweep whose agent phases share GPUs (issue 12, item 5).
+"""The probe phase's sandboxes in a sweep whose agent phases share GPUs.
 
 A GPU cannot be added to a running container, so in a `--share-gpus-in-agent-phase` sweep a
-docker trial changes containers between the phases (docs/DECISIONS.md, "Issue 12: agent-phase
-GPU sharing"): its agent container was created with `lease.agent_gpus` (devices visible, held by
+docker trial changes containers between the phases (docs/DECISIONS.md, "Agent-phase GPU
+sharing"): its agent container was created with `lease.agent_gpus` (devices visible, held by
 nobody); after the leftovers are killed and the report is read, it is committed to a
 per-attempt image on this node and removed; the probe phase waits for its exclusive lease, then
 runs in a new container from that image with exactly the leased GPUs, and C1 runs in one more

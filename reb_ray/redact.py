@@ -1,7 +1,7 @@
 """Keeping secrets out of everything reb-ray writes (Parquet rows, logs, the console).
 
-The only secrets a sandbox ever sees are the agent's own credentials (ARCHITECTURE.md, Life of
-a trial, step 4); whatever the agent echoes, writes into its report or leaves in its output,
+The only secrets a sandbox ever sees are the agent's own credentials (an LLM agent's are a
+per-trial stand-in key; the real key stays with the metering proxy); whatever the agent echoes, writes into its report or leaves in its output,
 their values are replaced by `MASK` in every row before it reaches a sink.
 """
 

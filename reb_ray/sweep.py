@@ -46,7 +46,8 @@ class SweepResult:
 
 
 def _prepare_sandbox(config: SweepConfig) -> str | None:
-    """Reap orphans of dead sweeps (F13) and resolve the image tag (docker only).
+    """Reap orphans of dead sweeps (containers whose owner process is gone) and resolve the image
+    tag (docker only).
 
     Raises DockerUnavailable or ImageMissing with the one-line fix.
     """
@@ -175,7 +176,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
             orchestrator.run(specs, on_outcome, on_start)
         finally:
             sink.close()  # every row on disk, the run lock released
-    result.compaction = compact_if_idle(config.output, result.sweep_id)  # a few files per sweep (issue 12)
+    result.compaction = compact_if_idle(config.output, result.sweep_id)  # a few files per sweep, not one per flush
     if wandb is not None:  # after Parquet is whole and compacted: the artifact holds the final files
         _finish_wandb(wandb, config, result.sweep_id)
     result.not_launched = len(orchestrator.not_launched)

@@ -1,11 +1,11 @@
-"""A sweep's scoring identity, stored with its rows, and the drift check on resume (issue 13, item 7).
+"""A sweep's scoring identity, stored with its rows, and the drift check on resume.
 
 A resumed sweep continues the trials of its first run, so everything that decides a trial's
 score must be what it was: each agent's identity (kind, model, arguments, limits, and the pinned
 version of its CLI), each task's spec (commit, commands, timeouts, rules, assets), the probe
 toolbox (probe sources, pyright and node versions), the sandbox image and the settings a trial
 runs under (agent timeout, shm, limits, CPUs, network policy). Volatile fields never count
-(field case F18): the Ray address, output and mirror paths, endpoints and their ports, keys,
+(a moved endpoint port must not make a finished sweep run again): the Ray address, output and mirror paths, endpoints and their ports, keys,
 concurrency, attempts, budgets, W&B.
 
 The identity is stored at `<output>/sweeps/<sweep_id>/identity.json` on the first run. A later

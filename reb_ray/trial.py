@@ -1,16 +1,16 @@
-"""The life of one trial attempt (ARCHITECTURE.md "Life of a trial"), with no Ray in sight.
+"""The life of one trial attempt (docs/architecture.md, "The life of a trial"), with no Ray in sight.
 
 `run_trial(spec, gpus)` checks the node, places the repository, puts a docker sandbox on
 reb-ray's network for its policy behind the host guard, and a `registries` one behind its own
-allow-listing egress proxy too (reb_ray/netpolicy/), registers an LLM agent with
+allow-listing egress proxy too (`TrialEgress`), registers an LLM agent with
 the node's metering proxy, runs the agent phase, reads the trial's meter, stops what the agent
 left running and records whether it modified tracked files, runs the hidden probes
-(reb_ray/probe_phase.py), and returns one `trials` row plus its `stages` rows with the agent's
+(`run_probe_phase`), and returns one `trials` row plus its `stages` rows with the agent's
 credentials masked. In a sweep that shares GPUs in the agent phase (a `gpu_lease` is given), the
 agent sees GPUs it does not hold and the probe phase runs in sandboxes of its own, with GPUs it
-leases exclusively (reb_ray/probe_sandbox.py). It always returns: infrastructure failures become an `infra_error` row
+leases exclusively (`PhaseSplit`). It always returns: infrastructure failures become an `infra_error` row
 (retried by the orchestrator; an agent that failed because of its LLM endpoint is one,
-reb_ray/llm/trial_access.py), agent failures a `scored` row. The sandbox and the host
+`TrialLlm.judge`), agent failures a `scored` row. The sandbox and the host
 workspace are removed on every path.
 """
 
@@ -99,12 +99,12 @@ def _preflight(spec: TrialSpec) -> None:
     naming the asset and its stages) unless the sweep runs with --skip-missing-assets: then the
     probe phase leaves only those stages not_run and the rest is measured and scored.
     """
-    if spec.config.sandbox == "docker":  # a restarting daemon (F20): the attempt waits for it, bounded
+    if spec.config.sandbox == "docker":  # a restarting daemon: the attempt waits for it, bounded, not fails
         from reb_ray.sandbox.docker_client import wait_for_daemon
 
         wait_for_daemon()
     free = shutil.disk_usage(tempfile.gettempdir()).free
-    if free < spec.config.min_free_bytes:  # F13: a full disk is infra, found before the trial
+    if free < spec.config.min_free_bytes:  # a full disk is infra (owner: infra), found before the agent runs
         raise InfraError("infra_disk_full", f"{free / 1e9:.1f} GB free, need {spec.config.min_free_bytes / 1e9:.1f} GB")
     missing = missing_by_stage(spec.task, spec.config.assets_dir)
     if missing and not spec.config.skip_missing_assets:
@@ -164,24 +164,24 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
                        sandbox_disk_quota_bytes=config.disk_quota_bytes)
         repo_dir = f"{sandbox.workdir}/repo"
         sandbox.put(placed.path, repo_dir)
-        baseline = tracked_state(sandbox, repo_dir)  # what the agent is not charged for (issue 9, item 16)
+        baseline = tracked_state(sandbox, repo_dir)  # the state before the agent: what was already off is not the agent's
         report_path = REPORT_PATH if sandbox.provider == "docker" else f"{sandbox.workdir}/../report/report.json"
         # An LLM agent reaches its model only through the node's proxy, with a stand-in key:
-        # its real key never enters the sandbox (reb_ray/llm/trial_access.py).
+        # its real key never enters the sandbox (`TrialLlm`).
         llm = TrialLlm(agent, spec, llm_proxy, sandbox.provider).open()
         egress.allow_llm(llm.access)
         ctx = AgentContext(repo_dir, report_path, spec.config.agent_timeout_s, {**pip_env, **llm.sandbox_credentials()},
                            prompt=render_prompt(spec.task, report_path, repo_dir), toolchain=slot.sandbox_path,
                            llm=llm.access)
         ended_by, refused_key = _agent_phase(rec, sandbox, agent, ctx, llm)
-        if refused_key:  # the endpoint refused the key: the agent phase was ended at once (F16)
+        if refused_key:  # the endpoint refused the key: the agent phase was ended at once, never retried
             raise InfraError("infra_llm_auth", f"the LLM endpoint refused the trial's key ({refused_key}); "
                                                "the agent phase was ended")
         report = _between_phases(rec, sandbox, report_path, repo_dir, baseline, placed.path)
-        llm.judge(report)  # failed because of its LLM endpoint (429, 5xx, auth, budget): infra (F16)
+        llm.judge(report)  # failed because of its LLM endpoint (429, 5xx, auth, budget): infra, not the agent's
         slot.detach()  # gone before any probe runs: not on their PATH, not in the env size
         probe_t0 = time.monotonic()
-        if ended_by:  # a sandbox limit stopped the agent (reb_ray/sandbox/limits.py): nothing is probed
+        if ended_by:  # a sandbox limit stopped the agent (`LimitWatch`): nothing is probed
             rec.apply(agent_failed(spec.task, PROBE_STAGES, *ended_by))
         else:
             if split:  # the agent's sandbox committed, exclusive GPUs leased, the probe sandbox opened
@@ -203,7 +203,7 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
         rec.infra(exc.category, str(exc))
     except RebRayError as exc:
         rec.infra("infra_sandbox", str(exc))
-    except requests.exceptions.ConnectionError as exc:  # the Docker daemon went away mid-attempt (F20)
+    except requests.exceptions.ConnectionError as exc:  # the Docker daemon went away mid-attempt (a restart): infra, retried
         rec.infra("infra_daemon", f"Docker daemon connection lost: {exc}")
     except Exception as exc:  # a harness bug must not be scored against the agent
         rec.infra("infra_harness", f"{type(exc).__name__}: {exc}")

@@ -1,11 +1,11 @@
-"""A sweep's rows in Weights & Biases, logged from the driver (issue 14, deliverable 7).
+"""A sweep's rows in Weights & Biases, logged from the driver.
 
 `WandbLog(project, ...)` starts one W&B run in a child process; `rows()` hands it each
 attempt's trials and stages rows as they arrive (after the Parquet sink wrote them: Parquet is
 always first and always whole); `finish()` adds summary metrics, plots and the run's Parquet
 datasets as an artifact, and waits at most `finish_timeout_s` seconds. A W&B that is slow,
 absent or unreachable never fails or hangs the sweep: past the bound the child is killed and a
-warning names the local directory (field case F14).
+warning names the local directory, and the sweep exits as it would without W&B.
 
 Why a child process: wandb's own network retries and its atexit hook can block for minutes, and
 a thread cannot be stopped; a process can. Rows are the sink's rows, already redacted

@@ -116,7 +116,8 @@ def c0_baseline(
     canonical `c0_baseline_total` (which stays the scoring denominator).
 
     Per task: the paper's rule (every distinct top-level import), the third-party-only count an
-    agent must install, and the imports only a runtime sys.path edit resolves (F04). Tasks
+    agent must install, and the imports only a runtime sys.path edit resolves (pyright cannot
+    follow them, so they stay missing for every agent). Tasks
     without a mirror are listed as such; exit 1 if any task could not be scanned.
     """
     from reb_ray.c0_baseline import baseline_for_commit

@@ -15,8 +15,8 @@
 
 A spec's NAME is what the trials' `agent` column holds. Its identity (kind, model, arguments,
 limits: `identity()`) goes into the sweep id, so a changed model is a different sweep; the
-endpoint URL and the key variable do not (field case F18: a moved endpoint port must not make a
-finished sweep run again).
+endpoint URL and the key variable do not (a moved endpoint port must not make a finished sweep
+run again).
 """
 
 from __future__ import annotations

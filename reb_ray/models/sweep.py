@@ -55,14 +55,14 @@ class SweepConfig(BaseModel):
     # (e.g. "bridge", Docker's default bridge) under `open`: that network as it is, unguarded,
     # recorded in the row (`network_host_guard` false) and warned about at sweep start.
     network: str | None = Field(None, min_length=1)
-    # Egress of the sandboxes (issue 11, item 4; reb_ray/netpolicy/): `open` (the default: research
+    # Egress of the sandboxes (`TrialEgress`): `open` (the default: research
     # repositories fetch from many hosts) or `registries`: only the hosts of `network_allow` (host
-    # patterns, reb_ray/netpolicy/allowlist.py; a list replaces the default) and the node's LLM proxy,
+    # patterns, `DEFAULT_ALLOW`; a list replaces the default) and the node's LLM proxy,
     # through a per-trial allow-listing proxy; docker sandbox only.
     network_policy: Literal["open", "registries"] = "open"
     network_allow: list[str] = Field(default_factory=lambda: list(DEFAULT_ALLOW))
     cpus_per_trial: float = Field(1.0, gt=0)
-    # Sandbox limits (issue 11; reb_ray/sandbox/hardening.py, limits.py). memory_bytes None: the
+    # Sandbox limits, in bytes and processes (`hardening_kwargs`, `LimitWatch`). memory_bytes None: the
     # node's memory x 0.8 / its sandbox slots (limits.default_memory_bytes), decided on the node.
     memory_bytes: int | None = Field(None, gt=0)
     pids_limit: int = Field(4096, ge=64)
@@ -74,13 +74,13 @@ class SweepConfig(BaseModel):
     # A missing asset fails the trial before the agent runs (infra, retried) unless this is set:
     # then the agent runs, only the stages needing the asset are left not_run, the rest is scored.
     skip_missing_assets: bool = False
-    shm_size_bytes: int = 16 * GiB  # /dev/shm of each sandbox (F09: Docker's 64 MB breaks DataLoader/NCCL)
+    shm_size_bytes: int = 16 * GiB  # /dev/shm of each sandbox, bytes (Docker's 64 MB breaks DataLoader/NCCL)
     toolchains_dir: Path | None = None  # agent toolchains (reb-ray agents install); default ~/.cache/reb-ray/toolchains
     c4_cpu_gloo: bool = False  # test switch: run C4 on CPU with gloo when no GPUs exist
-    # Issue 12, item 5 (reb_ray/probe_sandbox.py): agent phases run on CPU slots of GPU nodes and
+    # Agent-phase GPU sharing (`PhaseSplit`): agent phases run on CPU slots of GPU nodes and
     # see GPUs without holding them; each probe phase leases its node's GPUs exclusively.
     share_gpus_in_agent_phase: bool = False
-    # LLM agents (issue 10). The sweep's budget in USD: no new trial is launched once the cost
+    # LLM agents. The sweep's budget in USD: no new trial is launched once the cost
     # recorded in its rows (every attempt, earlier runs included) reaches it. Not part of the
     # sweep id: a resume with a larger budget continues the same sweep.
     max_cost_usd: float | None = Field(None, gt=0)
@@ -89,7 +89,7 @@ class SweepConfig(BaseModel):
     llm_retry_backoff_s: float = Field(10.0, ge=0)
     llm_retry_backoff_max_s: float = Field(300.0, ge=0)
     prices_file: Path | None = None  # a user price table over the shipped one (reb_ray/llm/prices.py)
-    # W&B (issue 14, item 7; reb_ray/wandb_log.py): the project the driver logs rows to, or None.
+    # W&B (`WandbLog`): the project the driver logs rows to, or None.
     # Not part of the sweep id: where rows are mirrored does not change a trial.
     wandb_project: str | None = None
     wandb_timeout_s: float = Field(60.0, gt=0)  # the bound on W&B's finish; past it W&B is abandoned
