@@ -1,4 +1,4 @@
-"""The sweep's budget (`--max-cost-usd`, issue 10 item 6) and the retry backoff of LLM failures.
+"""The sweep's budget (`--max-cost-usd`, in USD) and the retry backoff of LLM failures.
 
 `SweepBudget` counts USD from the trials rows: the cost already recorded for the sweep (every
 attempt of earlier runs, infra ones included: money spent is spent) plus each attempt as it

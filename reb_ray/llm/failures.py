@@ -1,4 +1,5 @@
-"""Which LLM-side failures are infrastructure, and of what kind (issue 10, item 7).
+"""Which LLM-side failures are infrastructure, and of what kind (a rate limit or an outage is
+not the agent's failure and must not be scored as one).
 
 Categories (owner infra, never the agent's):
 

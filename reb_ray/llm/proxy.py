@@ -1,4 +1,4 @@
-"""The metering proxy (issue 10, item 5): one per node, between every agent and its LLM endpoint.
+"""The metering proxy: one per node, between every agent and its LLM endpoint.
 
 A trial is registered with its upstream (the vendor's base URL, or any compatible server) and
 the name of the environment variable that holds the real key; it gets a per-trial stand-in key,

@@ -1,4 +1,5 @@
-"""The commands an agent ran, read back from its stored transcript (issue 10, item 8).
+"""The commands an agent ran, read back from its stored transcript (for `reb-ray trial show`
+and the suspicious-action list: a trial is debuggable without running it again).
 
 A transcript is JSON Lines (AgentRun.transcript, stored as `trajectory.jsonl.gz`). Three
 shapes are read, one event per line, others ignored:

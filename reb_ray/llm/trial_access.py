@@ -1,8 +1,8 @@
-"""One trial of an LLM agent and the node's metering proxy (issue 10, items 5, 7 and 8).
+"""One trial of an LLM agent and the node's metering proxy: registration, meter, verdict, trajectory.
 
-`TrialLlm` is what reb_ray/trial.py uses; it knows no Ray. The proxy comes in as a
+`TrialLlm` is what `run_trial` uses; it knows no Ray. The proxy comes in as a
 `ProxyClient` (the orchestrator injects one that talks to the node's proxy actor,
-reb_ray/orchestrators/llm_proxy.py); without one (run_trial called directly) the trial starts
+`RayProxyClient`); without one (run_trial called directly) the trial starts
 a private in-process `LocalProxy`.
 
 - `open()`, before the agent phase: registers the attempt with upstream = the spec's base_url
@@ -12,10 +12,11 @@ a private in-process `LocalProxy`.
   the sandbox sees it). `sandbox_credentials()` is what of the spec's credentials may enter the
   sandbox: for an LLM agent never its LLM key (the real key lives only in the proxy's process).
 - `finish(run)`, after it: reads the meter and the request log, unregisters, stores the
-  trajectory (the CLI's transcript and the request log, gzip, via reb_ray/artifacts.py) and
+  trajectory (the CLI's transcript and the request log, gzip, as the attempt's artifacts) and
   returns the trials row's LLM columns. A per-trial cost limit that stopped the agent is the
   agent's own limit: `run.limit` becomes `max_cost_usd=<limit>`.
-- `judge(report)`: raises InfraError when the agent failed because of its endpoint (F16).
+- `judge(report)`: raises InfraError when the agent failed because of its endpoint, so a rate
+  limit or an outage is retried instead of scored against the agent.
 
 The rule of `judge` (`llm_verdict`): an attempt is an LLM infrastructure failure only when the
 agent produced no usable report AND the trial's last LLM request (the latest started) failed
@@ -34,7 +35,8 @@ Cost (`cost_usd`, `cost_source`): the proxy's tokens priced by the price table
 (`price_table`); when that is unknown (a response without usage) but the table prices the
 model, the CLI's own dollar figure (`agent_reported`); otherwise null (`unknown`): a model the
 table lacks has no cost, never 0, and a CLI's figure for such a model (claude's guess for an
-unknown model) stays only in `agent_reported_cost_usd` (field case F17).
+unknown model) stays only in `agent_reported_cost_usd`, so every agent's `cost_usd` is priced
+by one table and comparable.
 """
 
 from __future__ import annotations

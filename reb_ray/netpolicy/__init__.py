@@ -1,4 +1,4 @@
-"""The network policy of sandboxes (issue 11, item 4; docs/DECISIONS.md "Issue 11: network policy").
+"""The network policy of sandboxes (why each choice: docs/DECISIONS.md, "Network").
 
 `open` (the default) leaves a sandbox on the sweep's Docker network. `registries` puts it on
 the node's internal network (network.py), where the only way out is its trial's allow-listing

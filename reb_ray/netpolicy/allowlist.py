@@ -1,4 +1,4 @@
-"""The hosts a `registries` sandbox may reach through its egress proxy (issue 11, item 4).
+"""The hosts a `registries` sandbox may reach through its egress proxy.
 
 A pattern is a host name (`pypi.org`: that name only), a wildcard (`*.anaconda.org`: any name
 below it, not the name itself), or an IPv4 address, each optionally with `:PORT`. Without a
@@ -7,7 +7,7 @@ compare case-insensitively, without a trailing dot. Anything else (a URL, a path
 is refused with a one-line error naming the pattern.
 
 DEFAULT_ALLOW is the package registries an environment build needs (why each is there:
-docs/DECISIONS.md, "Issue 11: network policy"). Model weights and data sets are not packages:
+docs/DECISIONS.md, "Network"). Model weights and data sets are not packages:
 Hugging Face is not in it (the probes' assets come from the asset cache); add
 `huggingface.co`, `*.huggingface.co`, `*.hf.co` to `network_allow` when a task's build needs it.
 """

@@ -1,4 +1,4 @@
-"""The host guard: what a docker sandbox may reach on its own node (issue 11, item 4).
+"""The host guard: what a docker sandbox may reach on its own node.
 
 Docker's iptables rules filter forwarded packets only: a packet from a sandbox to any address
 of the node itself (its gateway, or the node's other addresses through the default route

@@ -1,4 +1,4 @@
-"""The node's port range for the proxies docker sandboxes may reach (issue 11, item 4).
+"""The node's port range for the proxies docker sandboxes may reach.
 
 Every proxy a sandbox on one of reb-ray's networks (network.py) is allowed to talk to (its
 trial's egress proxy under `registries`, the node's LLM proxy) listens on that network's

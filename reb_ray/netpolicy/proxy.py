@@ -1,4 +1,4 @@
-"""The allow-listing egress proxy of one `registries` sandbox (issue 11, item 4).
+"""The allow-listing egress proxy of one `registries` sandbox.
 
 An HTTP/1.1 forward proxy: `CONNECT host:port` opens a TCP tunnel (TLS stays end to end
 between the sandbox and the registry: nothing is decrypted), and an absolute-form plain-HTTP

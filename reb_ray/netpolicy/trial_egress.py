@@ -1,4 +1,4 @@
-"""The network side of one trial attempt, as reb_ray/trial.py uses it (issue 11, item 4).
+"""The network side of one trial attempt, as `run_trial` uses it.
 
 `open`: a docker sandbox joins reb-ray's network for the sweep's policy (network.py:
 `reb-ray-registries` under `registries`, `reb-ray-open` under `open`), after making sure it

@@ -1,4 +1,5 @@
-"""The scripted LLM endpoint (issue 10, item 9): a real HTTP server replaying a Script.
+"""The scripted LLM endpoint: a real HTTP server replaying a Script, so the agent CLIs are
+tested end to end without a vendor's model or key.
 
 It speaks Anthropic Messages (`POST /v1/messages`), OpenAI Responses (`POST /v1/responses`)
 and Chat Completions (`POST /v1/chat/completions`), streaming (SSE) when the request says
