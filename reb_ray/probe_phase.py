@@ -1,13 +1,13 @@
 """The probe phase of a trial: hidden stages C0-C5 and env size, run after the agent.
 
-The toolbox enters the sandbox only now (ARCHITECTURE.md, step 6). Each stage has its own
+The toolbox enters the sandbox only now, so the agent never saw it. Each stage has its own
 timeout and writes a stage row with its raw output, so `reb-ray regrade` can recompute
-everything offline. GPUs: C1 sees none (F08), C3 exactly one, C4 `ranks`; with fewer GPUs
+everything offline. GPUs: C1 sees none (a CPU run that needs a GPU must fail), C3 exactly one, C4 `ranks`; with fewer GPUs
 assigned than a stage needs, it fails with `insufficient_hardware` (non-success, as in the
 paper, and labelled as hardware, not agent). Stages the spec does not apply to are `skipped`
 on every path; stages the agent left nothing to measure with are its failures; a command stage
 whose asset is missing (only under --skip-missing-assets) is `not_run`, infra_assets_missing
-(reb_ray/grading/unmeasured.py). Every command stage (C1, C3, C4) runs witnessed: a fresh nonce
+(`skip_reason`, `agent_failed`). Every command stage (C1, C3, C4) runs witnessed: a fresh nonce
 and the toolbox's hook make each interpreter it starts record what it ran, and a command that
 succeeds without the pinned repository's code running in the reported interpreter fails as
 `unverified_run` (reb_ray/grading/witness.py, docs/grading-witness.md).
@@ -126,7 +126,8 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
     env = {**probe_env(spec), **install_task_helpers(sandbox, task, toolbox)}
 
     # The facts probe first: it is also the check that the report's interpreter runs at all. If it
-    # does not, every stage that needs it is judged once, for that one reason (issue 9, item 13).
+    # does not, every stage that needs it is judged once, for that one reason (never a second
+    # failure, or a C5 lie, counted for the same broken interpreter).
     facts = run_facts(sandbox, toolbox, python)
     fault = interpreter_fault(facts)
     if fault is not None:
@@ -147,7 +148,7 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
     missing = missing_by_stage(task, spec.config.assets_dir)
     where = str(spec.config.assets_dir or "(no --assets directory given)")
 
-    # C1: the CPU command, GPUs hidden (F08).
+    # C1: the CPU command, GPUs hidden ("" makes torch see none).
     _command_stage(rec, sandbox, "c1", task, env, repo_dir, python, shim, visible="", needed=0, gpus=gpus, missing=missing,
                    where=where, toolbox=toolbox, own_sandbox=c1_sandbox)
 

@@ -1,19 +1,19 @@
 """Grading C0 (static imports): a pure function of the raw record of probes/c0_probe.py.
 
 C0 counts DISTINCT TOP-LEVEL modules that pyright flags with `reportMissingImports` (the paper's
-metric; a namespace package `ns` split over `ns.a` and `ns.b` counts once, field case F02);
+metric; a namespace package `ns` split over `ns.a` and `ns.b` counts once);
 relative imports are the repository's own and never count. `reportMissingModuleSource` (a stub
 exists, the package does not) is a separate column. Modules whose every missing-import
-diagnostic sits on an import guarded by `except ImportError` are listed apart (F05), so both a
+diagnostic sits on an import guarded by `except ImportError` are listed apart, so both a
 strict and an adjusted C0 can be computed. Missing modules that live inside the repository below
-its root (importable only after a runtime sys.path edit, F04: `dnnlib` from
+its root (importable only after a runtime sys.path edit, e.g. `dnnlib` from
 third_party/stylegan) still count, as in the paper, and are listed apart too, so a reader can
 tell them from a missing package. A C0 that could not be measured is `not_run` with a
 reason and `c0_missing` None, never 0: no raw record or no pyright JSON (the toolbox failed,
 `infra_toolbox`), pyright's search paths missing the interpreter's site-packages
-(`infra_probe_misconfigured`, F03). An interpreter that does not run is the agent's doing: C0
+(`infra_probe_misconfigured`: C0 would count every import missing). An interpreter that does not run is the agent's doing: C0
 fails with every baseline import missing (`c0_missing = baseline_total`, category
-`interpreter_broken`; reb_ray/grading/unmeasured.py).
+`interpreter_broken`; `agent_failed`).
 
 Beside the paper's number, `c0_unowned` counts the modules C0 calls resolved whose file no
 installed distribution owns (an empty `site-packages/numpy/__init__.py` made by hand resolves

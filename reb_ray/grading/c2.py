@@ -1,9 +1,9 @@
 """Grading C2 (CUDA alignment): a pure function of the raw record of probes/c2_probe.py.
 
-C2 succeeds only when a real kernel ran on the device and matched the CPU (ARCHITECTURE.md:
-"C2 runs a real kernel and checks the arch list, not only `is_available()`"). A failure gets
-exactly one category, decided in this order (field case F07 needs the order: a CPU-only torch
-is `cpu_only_build` even on a node whose GPUs and driver are fine):
+C2 succeeds only when a real kernel ran on the device and matched the CPU (`is_available()`
+alone is true for a build whose arch list lacks the device, which then fails at the first
+kernel). A failure gets exactly one category, decided in this order (the order matters: a
+CPU-only torch is `cpu_only_build` even on a node whose GPUs and driver are fine):
 
     no_framework        no torch, TensorFlow or JAX in the interpreter, or torch is installed
                         but `import torch` fails (the import error is the reason)

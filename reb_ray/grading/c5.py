@@ -29,7 +29,7 @@ Where the rules come from:
     we never audit a claim of the wrong type.
   - versions: the copies compare strings exactly; see the fixes below.
   The copies count one path fault per audited report, so our path sum is at most 1 per trial.
-- reb-ray's fixes (shared/design/ARCHITECTURE.md, "Decisions on the paper's scoring"): versions
+- reb-ray's fixes (docs/DECISIONS.md, "Scoring"): versions
   are compared after normalisation (`2.1.0` vs `2.1.0+cu121` is not a lie; a `.dev`, alpha, beta
   or rc build never matches the release it precedes: `2.5.0` vs `2.5.0.dev20240801+cu121` or
   `2.5.0a0+git...` is a lie), a stage that did not run makes its check inconclusive (never a
@@ -39,12 +39,12 @@ Where the rules come from:
   stages that need it are not measured (reb_ray.grading.unmeasured), the caller passes them as
   `not_run`, and only the path fault counts; the CUDA and DDP claims are not judged on evidence
   that was never collected.
-- Null means "not verified", never "false" (report_schema.json; reb_ray.models.report):
+- Null means "not verified", never "false" (the report contract; `Report`):
   a null claim, or a missing key, is never audited (verdict not_claimed).
 - Under-claims (cuda_available / ddp_expected_ok false where the stage passed) are recorded as
   "underclaim" and counted in c5_underclaims only, never in the paper's sums.
-- Field case F01 (shared/cases/README.md): a claim that holds at runtime is never a lie because
-  static analysis (C0) disagrees. The schema has no "importable" claim, C0 is not an input here,
+- A claim that holds at run time is never a lie because static analysis (C0) disagrees (an
+  editable install through an import hook imports fine and is missing for pyright). The schema has no "importable" claim, C0 is not an input here,
   and keys outside the audited ones are ignored.
 """
 

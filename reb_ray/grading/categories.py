@@ -39,7 +39,7 @@ but left no valid witness that the pinned repository's code ran in the reported 
 reb_ray/grading/witness.py); and, when a sandbox limit ended the agent phase
 (reb_ray/sandbox/limits.py): pids_limit, disk_quota, oom. Hardware: insufficient_hardware (decided by the caller from the
 GPU count, never from logs). Infrastructure (`infra_*`, never scored against the agent, retried):
-infra_shm (a /dev/shm too small: field case F09), infra_disk_full (ENOSPC), infra_assets (above),
+infra_shm (a /dev/shm too small for DataLoader workers or NCCL), infra_disk_full (ENOSPC), infra_assets (above),
 plus the kinds the harness raises itself: infra_assets_missing, infra_daemon, infra_clone,
 infra_sandbox, infra_toolbox, infra_toolchain, infra_node, infra_harness, infra_probe_misconfigured,
 infra_network_guard (the host guard of a docker sandbox's network cannot be installed: reb_ray/netpolicy/hostguard.py).
@@ -79,7 +79,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         r"unable to write to file </torch_\d+|DataLoader worker \(pid \d+\) is killed by signal: Bus error"
         r"|insufficient shared memory \(shm\)|Error while creating shared memory segment /dev/shm")),
     ("infra_disk_full", re.compile(r"No space left on device|\[Errno 28\]")),
-    # F10: a rank that never joins ends in the collective's or the store's own timeout.
+    # A rank that never joins ends in the collective's or the store's own timeout: a hang, not a crash.
     ("timeout", re.compile(
         r"Watchdog caught collective operation timeout|ran for \d+ milliseconds before timing out"
         r"|DistStoreError: Timed out")),

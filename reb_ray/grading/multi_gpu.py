@@ -8,8 +8,8 @@ from storage, so missing keys are tolerated). Rules:
 - `status_hint == "insufficient_hardware"`: `failure` with category `insufficient_hardware`
   (as in the paper: a non-success, labelled as the hardware's, never the agent's);
 - otherwise the command-stage rule (exit code and optional log pattern, failure categories);
-  a run killed at its deadline is category `timeout` (field case F10: a hung rendezvous is a
-  timeout, not a generic failure).
+  a run killed at its deadline is category `timeout` (a hung rendezvous is a timeout, not a
+  generic failure).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Probe records as the graders may assume them: each known field of its type, or absent.
 
 A probe writes its record inside the sandbox with an interpreter the agent controls (even
-/usr/bin/python3 can be replaced by root in the container), so any JSON object can come back
-(issue 11, item 5). The graders already read every field as optional; `conform` makes that
+/usr/bin/python3 can be replaced by root in the container), so any JSON object can come back,
+and a crafted one must not crash the harness or corrupt a typed column. The graders already read every field as optional; `conform` makes that
 assumption true for types too: a field whose value is not of its declared type is dropped, so it
 grades as missing, typically a failure, and never crashes a grader or reaches a typed Parquet
 column. A grader that still fails on a conformed record gives `malformed` instead: the stage

@@ -1,6 +1,6 @@
 """Stages that were not measured, and whose that is: pure rules shared by trials and re-grading.
 
-A probe stage that was not measured is one of three things (issue 9):
+A probe stage that was not measured is one of three things, each with its owner:
 
 - `skipped`: the task spec says it does not apply (`applicable = false` and its skip_reason).
   Applicability comes from the spec alone, on every path: also when nothing was probed because

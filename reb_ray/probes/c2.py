@@ -2,8 +2,8 @@
 
 The probe runs under the report's interpreter itself (it must import the agent's framework),
 with the system PATH only and `CUDA_VISIBLE_DEVICES` set to the sandbox's assigned devices,
-which inside a Docker sandbox are numbered from 0 (ARCHITECTURE.md, step 2: the host's value is
-never forwarded). Grading is separate and pure (reb_ray.grading.c2.grade_c2).
+which inside a Docker sandbox are numbered from 0 (the container sees only its own devices; the
+host's CUDA_VISIBLE_DEVICES is never forwarded). Grading is separate and pure (reb_ray.grading.c2.grade_c2).
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ def install_python_shim(sandbox: Sandbox, shim_dir: str, python_path: str) -> No
 
 def stage_env(stage: StageSpec, python_path: str, shim_dir: str, visible_gpus: str) -> dict[str, str]:
     """The stage's environment: the shim and the interpreter's bin dir first on PATH, GPUs
-    limited to `visible_gpus` ("" hides them all: C1 must really run without GPUs, field
-    case F08), then the task's own variables."""
+    limited to `visible_gpus` ("" hides them all: C1 must really run without GPUs, or a
+    CPU entrypoint that needs a GPU would pass it), then the task's own variables."""
     env = {
         "PATH": f"{shim_dir}:{posixpath.dirname(python_path)}:{SYSTEM_PATH}",
         "CUDA_VISIBLE_DEVICES": visible_gpus,

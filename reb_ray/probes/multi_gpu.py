@@ -24,7 +24,8 @@ says `insufficient_hardware` (the paper's label: a non-success that is not the a
 `cpu_gloo` switch runs with no GPU at all and REB_RAY_C4_BACKEND=gloo (tests, CPU nodes).
 
 After the run every process of it is found and killed, also ranks that escaped the exec's
-process tree (field case F10: no rank may outlive the stage); their pids are recorded.
+process tree (a rank stuck in a rendezvous that never completes must not outlive the stage
+and hold its GPU); their pids are recorded.
 Grading is separate and pure: reb_ray.grading.multi_gpu.grade_multi_gpu.
 """
 

@@ -1,4 +1,5 @@
-"""A stage's side logs: files its command writes besides its output (issue 9, item 18).
+"""A stage's side logs: files its command writes besides its output (a helper's
+error may be only there, so the stage row keeps it as evidence).
 
 A stage command may start a helper process whose output goes to a file (torchft's lighthouse
 writes /tmp/reb-ray-lighthouse.log); when the helper fails, the stage's own output shows only

@@ -3,7 +3,7 @@
 `tasks/<suite>/<task-id>/helpers/` holds what the paper's harness generated or wrote per
 repository (a tiny config, a one-sample dataset generator, a wrapper script; ResearchEnvBench
 release, per-repo `benchmark_scripts/`). Like the rest of the probe toolbox it enters the
-sandbox only in the probe phase (ARCHITECTURE.md, step 6), so the agent never sees it; stage
+sandbox only in the probe phase, so the agent never sees it; stage
 commands find it at `$REB_RAY_HELPERS`.
 """
 

