@@ -1,4 +1,7 @@
-"""Compaction: merge a run's part files into a few, never losing or doubling a row (issue 12).
+"""Compaction: merge a run's part files into a few, never losing or doubling a row.
+
+A sink rewrites small parts at every flush; without compaction a long sweep leaves thousands
+of small files, and every reader pays for each.
 
 `compact(output_dir)` (`reb-ray compact RUN`, and every sweep at its end) rewrites, per sweep
 and dataset, the small files (under half of `target_bytes` on disk, every legacy one-file-per-

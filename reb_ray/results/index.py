@@ -6,7 +6,7 @@ An index file holds the INDEX_COLUMNS of exactly the rows of the trials part of 
 and records in its footer (`reb_ray.covers`) the size and mtime (ns) of the trials file version
 it describes. The sink writes it right after each trials part (reb_ray.results.parquet_sink)
 and compaction writes one per output file. A crash between the two writes, a copy that did not
-keep mtimes, or a run from before issue 12 leaves a trials part without a matching index file:
+keep mtimes, or a run in the legacy layout leaves a trials part without a matching index file:
 `read_index` then reads those parts' few key columns instead, so the index is only ever a
 shortcut and never a second truth. Which attempt counts stays `read.latest_attempts`' rule.
 """

@@ -1,4 +1,4 @@
-"""The compaction journal: the commit point that makes a file swap all-or-nothing (issue 12).
+"""The compaction journal: the commit point that makes a file swap all-or-nothing.
 
 A journal `<output>/.reb-ray/journal/<uuid>.json` lists a swap's inputs (files to delete,
 relative to the output directory) and outputs ([temporary path, final path] pairs of complete,

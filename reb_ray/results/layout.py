@@ -1,6 +1,6 @@
 """Where the results datasets live under an output directory, and which of their files count.
 
-Layout (issue 12; no hive partitioning, so no partition column can clash with a stored one)::
+Layout (no hive partitioning, so no partition column can clash with a stored one)::
 
     <output>/trials/sweep-<URI-encoded sweep_id>/part-<writer>-<seq>.parquet
     <output>/stages/sweep-<id>/part-<writer>-<seq>.parquet
@@ -14,7 +14,7 @@ polars and duckdb read `<output>/trials` (or `trials/**/*.parquet`) directly and
 dataset directories only ever hold complete Parquet files: temporary files live in
 `.reb-ray/tmp`, and a rename within one filesystem is atomic.
 
-Runs written before issue 12 use `<dataset>/sweep_id=<id>/part-<trial>-a<attempt>.parquet`
+Runs written by older versions use `<dataset>/sweep_id=<id>/part-<trial>-a<attempt>.parquet`
 (one file per attempt, "legacy"); reb-ray's readers still read them and `reb-ray compact`
 converts them to this layout.
 """
@@ -53,7 +53,7 @@ def part_name(writer_id: str, seq: int) -> str:
 
 
 def sweep_dir_name(sweep_id: str) -> str:
-    """The legacy (pre issue 12) partition directory name `sweep_id=<URI-encoded id>`.
+    """The legacy (one file per attempt) partition directory name `sweep_id=<URI-encoded id>`.
 
     Still the artifacts' directory name (reb_ray.artifacts), which is not a Parquet dataset."""
     return f"{LEGACY_PREFIX}{quote(sweep_id, safe='')}"

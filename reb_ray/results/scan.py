@@ -3,7 +3,7 @@
 Every reader of reb-ray's datasets (reb_ray.results.read, the resume index, compaction) goes
 through `scan`: each file's footer is checked against the schema first (a foreign dataset or a
 foreign or retyped column is refused, naming the file), columns an older file lacks read as
-null, and nothing is ever null-typed (field case F12).
+null, and nothing is ever null-typed (an all-null batch keeps its column's type).
 """
 
 from __future__ import annotations

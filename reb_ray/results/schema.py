@@ -1,8 +1,8 @@
 """The explicit, versioned Arrow schemas of the `trials` and `stages` datasets.
 
 Every column is nullable and typed: an unknown value is null, never 0, and no column is ever
-null-typed (field case F12: a batch whose values are all null is still written with the real
-type). Bump SCHEMA_VERSION when a column changes meaning; add columns only at the end.
+null-typed (a batch whose values are all null is still written with the real type, so files of
+one dataset always share one schema). Bump SCHEMA_VERSION when a column changes meaning; add columns only at the end.
 Status columns use: success | failure | skipped | not_run.
 """
 
@@ -52,7 +52,7 @@ TRIALS_SCHEMA = pa.schema(
         ("c0_missing_modules", _strings),
         ("c0_missing_source", pa.int64()),  # distinct modules flagged reportMissingModuleSource
         ("c0_missing_source_modules", _strings),
-        ("c0_guarded_modules", _strings),  # missing ones imported only under try/except ImportError (F05)
+        ("c0_guarded_modules", _strings),  # missing ones imported only under try/except ImportError
         ("pyright_version", pa.string()),
         ("c1_status", pa.string()),
         ("c1_exit_code", pa.int64()),
@@ -67,7 +67,7 @@ TRIALS_SCHEMA = pa.schema(
         ("agent_output_tail", pa.string()),
         ("started_at", _ts),
         ("finished_at", _ts),
-        ("c0_editable_hooks", _strings),  # import-hook editable installs seen in site-packages (F01)
+        ("c0_editable_hooks", _strings),  # import-hook editable installs seen in site-packages (pyright cannot follow them)
         ("env_size_status", pa.string()),
         # -- the rest of the pyramid (C2-C5), between-phase checks, and the row's category
         ("failure_category", pa.string()),  # the owner's highest failed stage's category (or the infra kind)
@@ -93,8 +93,8 @@ TRIALS_SCHEMA = pa.schema(
         ("c5_capability", pa.int64()),
         ("c5_underclaims", pa.int64()),
         ("agent_limit", pa.string()),  # which limit fired in the agent phase, e.g. agent_timeout_s=600
-        ("sandbox_shm_bytes", pa.int64()),  # /dev/shm size given to the sandbox (F09)
-        ("c0_repo_path_modules", _strings),  # missing ones that live in the repo below its root (F04)
+        ("sandbox_shm_bytes", pa.int64()),  # /dev/shm size given to the sandbox, bytes
+        ("c0_repo_path_modules", _strings),  # missing ones that live in the repo below its root (a runtime sys.path edit)
         # applicable stages left not_run because an asset they need was missing (--skip-missing-assets);
         # 0 on every scored row that lacked none, null only where no stage was settled (infra before probes)
         ("stages_missing_assets", pa.int64()),
@@ -102,14 +102,14 @@ TRIALS_SCHEMA = pa.schema(
         ("leftover_processes", pa.int64()),  # processes the agent left running, stopped between phases
         ("leftover_commands", _strings),  # their command lines: the first 20, each cut to 200 characters
         ("agent_log_path", pa.string()),  # the agent's full output (gzip), relative to the output dir (reb_ray.artifacts)
-        # -- agents (issue 10): which prompt, which agent program, where the report came from
+        # -- agents: which prompt, which agent program, where the report came from
         ("prompt_sha256", pa.string()),  # sha256 (hex) of the prompt text as rendered for a Docker sandbox
         ("agent_kind", pa.string()),  # the spec's kind: codex, claude_code, ..., command, heuristic, noop, or a class path
         ("agent_model", pa.string()),  # the spec's model, null when none was given
         ("agent_version", pa.string()),  # the agent program's version (a CLI's --version), null when unknown
         ("report_source", pa.string()),  # REPORT_SOURCES: who wrote the report file, or none
-        # -- LLM metering (issue 10): counted by the node's proxy from the responses' own usage
-        # fields (reb_ray/llm/trial_access.py); every one null when the agent uses no LLM
+        # -- LLM metering: counted by the node's proxy from the responses' own usage
+        # fields (`TrialLlm.finish`); every one null when the agent uses no LLM
         ("llm_requests", pa.int64()),  # requests the agent sent through the proxy (refused ones included)
         ("input_tokens", pa.int64()),  # prompt tokens, cache reads and writes included (reb_ray.llm.usage)
         ("cached_input_tokens", pa.int64()),  # of those, read from the prompt cache
@@ -134,7 +134,7 @@ TRIALS_SCHEMA = pa.schema(
         ("trajectory_path", pa.string()),  # the CLI's transcript (JSON Lines, gzip), relative to the output dir
         ("llm_log_path", pa.string()),  # the proxy's meter and request log (JSON Lines, gzip), same
         ("sweep_max_cost_usd", pa.float64()),  # the sweep's --max-cost-usd when this attempt ran (null: none)
-        # -- sandbox limits (issue 11; reb_ray/sandbox/limits.py); null for the local provider
+        # -- sandbox limits (`LimitWatch`); null for the local provider
         ("sandbox_pids_limit", pa.int64()),  # processes and threads the sandbox may hold
         ("sandbox_memory_bytes", pa.int64()),  # its memory (and memory+swap) limit
         ("sandbox_disk_quota_bytes", pa.int64()),  # writable-layer size past which the agent is stopped
@@ -142,15 +142,15 @@ TRIALS_SCHEMA = pa.schema(
         ("sandbox_oom_kills", pa.int64()),  # processes the OOM killer killed during the agent phase
         ("sandbox_disk_peak_bytes", pa.int64()),  # largest writable-layer size the watch saw in the agent phase
         ("pip_cache_filled", pa.int64()),  # wheels the harness added to the node's package cache after this trial
-        # -- network policy (issue 11, item 4; reb_ray/netpolicy/)
+        # -- network policy (`TrialEgress`)
         ("network_policy", pa.string()),  # open | registries (the sweep's --network-policy)
         ("network_denied_count", pa.int64()),  # connections the egress proxy refused (null: policy open)
         ("network_log_path", pa.string()),  # the egress proxy's connection log (JSON Lines, gzip), rel. to output
-        # -- resume identity (issue 13, item 7; reb_ray/sweep_identity.py)
+        # -- resume identity (`check_identity`)
         ("config_drift", pa.list_(pa.string())),  # scoring fields changed since the sweep's first run (--allow-drift); null: none
         ("sandbox_network", pa.string()),  # the Docker network the sandbox joined (null: local provider, or none made)
-        ("network_host_guard", pa.bool_()),  # the node's services were closed to the sandbox (reb_ray/netpolicy/hostguard.py); false: an explicit `network` or the local provider
-        # -- agent-phase GPU sharing (issue 12, item 5; reb_ray/probe_sandbox.py)
+        ("network_host_guard", pa.bool_()),  # the node's services were closed to the sandbox (the host guard); false: an explicit `network` or the local provider
+        # -- agent-phase GPU sharing (`PhaseSplit`)
         ("gpu_sharing", pa.bool_()),  # the sweep ran with --share-gpus-in-agent-phase
         ("probe_image_commit_s", pa.float64()),  # seconds to commit the agent's container to the attempt's image (null: none committed)
         ("probe_image_bytes", pa.int64()),  # bytes of that image's new layer (null: none committed)
@@ -196,7 +196,7 @@ STAGES_SCHEMA = pa.schema(
         ("log_tail", pa.string()),
         ("raw", pa.string()),  # raw probe output kept for re-grading (e.g. pyright JSON)
         ("started_at", _ts),
-        # -- evidence (issue 9): what of the output is not in log_head/log_tail, and where it all is
+        # -- evidence: what of the output is not in log_head/log_tail, and where it all is
         ("output_truncated", pa.bool_()),  # log_head + log_tail are not the whole output
         ("output_dropped_bytes", pa.int64()),  # bytes of the output in neither log_head nor log_tail
         ("log_pattern", pa.string()),  # the success rule's regex, searched in the whole output as it streamed

@@ -1,5 +1,4 @@
-"""What one trial did, from its rows and stored artifacts alone (`reb-ray trial show`, issue 10
-item 8): a trial is debuggable without running it again.
+"""What one trial did, from its rows and stored artifacts alone (`reb-ray trial show`): a trial is debuggable without running it again.
 
 `show_trial(output_dir, trial_id)` prints, for the trial's current attempt (or `attempt`): its
 status and whose failure it was, every attempt's outcome, the agent (kind, model, version,
