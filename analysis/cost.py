@@ -1,4 +1,4 @@
-"""Cost and efficiency per trial and per agent (issue 14, item 3).
+"""Cost and efficiency per trial and per agent (USD and tokens; unknown cost is never 0).
 
 Units: tokens = input + output tokens the node's metering proxy counted (`input_tokens` +
 `output_tokens`; a trial missing either has no token count), cost in USD (`cost_usd`, the

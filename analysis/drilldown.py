@@ -1,5 +1,5 @@
 """Per-trial detail for the HTML report: what `reb-ray trial show` tells about a trial, from its
-rows alone (issue 14, item 6).
+rows alone (no artifact has to be opened to see why a trial failed).
 
 `trial_details(output_dir, trials, stages, run, link_base)` gives one dict per trial's current
 attempt (`reb_ray.results.read.latest_attempts`: scored or not, so an infra error is shown too),

@@ -1,4 +1,4 @@
-"""Failure and honesty analysis (issue 14, item 4).
+"""Failure and honesty analysis: who owns each failure, and what the reports over-claimed.
 
 Failures: every stage C0..C5 of every current scored trial whose outcome
 (`analysis.outcomes.outcome`) is not a success, counted per (sweep, agent, stage, owner,

@@ -8,7 +8,7 @@ its own (`c5_status` success means "audited"): C5 is a success when the report w
 holds no over-claim (c5_path + c5_version + c5_capability = 0), a failure when it holds one.
 
 Denominators come from the task spec's applicability, never from the statuses a trial happened
-to record (issue 14, item 8; the rule is `reb_ray.grading.unmeasured.skip_reason`): C0 and C5
+to record, so every agent is rated over the same trials (the rule is `skip_reason`): C0 and C5
 apply to every task; C1..C4 as the spec's stages say. With the specs at hand (`tasks=`) they
 decide; without them, applicability is read from the rows, where it is recorded on every path
 (a stage the spec does not apply is `skipped` in every trial of the task, also when nothing was

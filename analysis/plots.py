@@ -1,4 +1,4 @@
-"""Plots of an analysed run (issue 14, item 5), PNG via matplotlib's Agg backend (no display).
+"""Plots of an analysed run, PNG via matplotlib's Agg backend (no display).
 
 Per sweep, four figures, each a function returning a matplotlib Figure (so its numbers can be
 checked) and written by `write_plots` under deterministic names (`plot_path`):

@@ -1,5 +1,5 @@
-"""`reb-ray report RUN --html FILE`: the run's report as one self-contained HTML file (issue 14,
-item 6).
+"""`reb-ray report RUN --html FILE`: the run's report as one self-contained HTML file (no
+script, no network: it opens anywhere and cannot run what an agent wrote).
 
 It holds, per sweep: any `FINDING:` first, the per-agent summary table (`analysis.summary`'s
 cells: the numbers the terminal and the CSV show, from the one `analysis.scores.summarize`),

@@ -18,7 +18,7 @@ Release columns, and where we deliberately differ:
 - job_count: scored trials (the release counts every job directory it finds, failed runs too).
 - c0_missing_sum: sum of c0_missing over scored trials that have a value; None when none has
   one. The release adds `missing or 0`, so a C0 that never ran scored as "nothing missing"
-  (issue 9, item 1); we add only what was measured and show `c0_not_run` beside it. (Grading
+  (a failure that looks like a perfect score); we add only what was measured and show `c0_not_run` beside it. (Grading
   records an agent-caused C0 non-run as a failure with c0_missing = c0_total, and an infra-caused
   one never reaches a scored row, so `c0_not_run` should be 0 on rows this version writes.)
 - c0_total_sum: sum of c0_total, the task spec's canonical baseline import count (the release's
@@ -78,7 +78,7 @@ attempts of the pair, every attempt, retried ones included); reruns (current tri
 `--rerun` produced); cost_usd_sum (USD: the sum of the trials' `cost_usd` over scored trials
 that know it, the proxy's tokens priced by the price table; None when none does, never 0 for
 unknown) and cost_valid_jobs (how many knew it: a sum over fewer trials than job_count leaves
-some cost out). Cost per successful stage is issue 14's.
+some cost out). Cost per successful stage is in `analysis.cost`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Statistics per agent and stage, and paired comparisons of agents (issue 14, item 2).
+"""Statistics per agent and stage, and paired comparisons of agents (intervals over tasks, since
+trials of one repository are correlated).
 
 Inputs are `analysis.outcomes.RunOutcomes` (current scored trials, stage outcomes per task,
 denominators from the task spec's applicability); `run_statistics(trials)` builds them from a

@@ -34,7 +34,7 @@ def _fmt(value: Any, spec: str = "") -> str:
 def stage_cell(row: dict, name: str) -> str:
     """The terminal cell of stage `name` (e.g. "c4_multi_gpu") of a summarize row:
     "success/applicable" (the paper's rate, the number the analysis and the CSV's
-    `_success`/`_denom` show: issue 14 item 8), then " hwN" / " nrN" for the applicable stages
+    `_success`/`_denom` show, so no two views disagree), then " hwN" / " nrN" for the applicable stages
     owned by hardware / not run, or "-" alone when the stage applied to no trial."""
     if not row[f"{name}_denom"]:
         return "-"

@@ -11,11 +11,12 @@ pyright config lives in a temporary directory outside the repository, bytecode w
   diagnostics only); the repository root is the execution root (plus `src/` like pyright's own
   default), agent-made environments inside the repository are excluded.
 - A quick second `--verbose` run over an empty directory records pyright's search paths, so a
-  grader can tell when they miss the interpreter's site-packages (field case F03).
-- An `ast` scan records imports guarded by try/except ImportError (F05) and runtime sys.path
-  edits (F04), the walk records the modules that live in the repository below its root (which
+  grader can tell when they miss the interpreter's site-packages (C0 is then not measured,
+  never a large count).
+- An `ast` scan records imports guarded by try/except ImportError and runtime sys.path
+  edits, the walk records the modules that live in the repository below its root (which
   only a sys.path edit makes importable), and a scan of the interpreter's site directories
-  records import-hook editable installs (F01).
+  records import-hook editable installs (which Python imports and pyright cannot follow).
 - `import_owners`: for every top-level module the repository imports, where it resolves for the
   reported interpreter (pyright's order: the repository's roots, the standard library, the
   interpreter's import path) and which installed distribution's manifest lists that file
@@ -118,7 +119,7 @@ def interpreter_info(python, env):
 
 
 def editable_hooks(site_dirs):
-    """Names of .pth files that install an import hook for an editable install (F01): setuptools'
+    """Names of .pth files that install an import hook for an editable install: setuptools'
     `__editable__.*.pth` finders, hatchling/editables, scikit-build-core, meson-python."""
     found = []
     for d in site_dirs:
@@ -217,7 +218,7 @@ _PATH_CALLS = {("path", "insert"), ("path", "append"), ("path", "extend"), ("sit
 
 def sys_path_edit_lines(tree):
     """Line numbers of runtime import-path edits: sys.path.insert/append/extend(...),
-    `sys.path += ...` / `sys.path = ...`, site.addsitedir(...) (field case F04)."""
+    `sys.path += ...` / `sys.path = ...`, site.addsitedir(...)."""
     lines = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
@@ -236,7 +237,7 @@ def sys_path_edit_lines(tree):
 def nested_modules(files):
     """Top-level module name -> the first directory (relative to the repo) below the root and
     src/, not itself a package, that holds it as `name.py` or a package `name/`: what only a
-    runtime sys.path edit makes importable (F04: third_party/stylegan/dnnlib imported as `dnnlib`)."""
+    runtime sys.path edit makes importable (e.g. third_party/stylegan/dnnlib imported as `dnnlib`)."""
     packages = set(rel.rsplit("/", 1)[0] for rel in files if rel.endswith("/__init__.py"))
     found = {}
     for rel in files:

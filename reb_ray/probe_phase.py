@@ -65,7 +65,8 @@ def probe_env(spec: TrialSpec) -> dict[str, str]:
 
 
 def _healthy(sandbox: Sandbox) -> bool:
-    """Field case F15a: an agent that killed PID 1 or broke /bin/sh leaves nothing to probe."""
+    """Whether the sandbox still runs a command: an agent that killed PID 1 or broke /bin/sh leaves
+    nothing to probe, and that is its failure (`sandbox_broken_by_agent`), not a probe's."""
     try:
         return sandbox.exec("true", timeout=60).ok
     except RebRayError:

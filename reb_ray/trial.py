@@ -271,10 +271,10 @@ def _agent_phase(rec: TrialRecorder, sandbox: Sandbox, agent: Agent, ctx: AgentC
 def _fill_package_cache(rec: TrialRecorder, spec: TrialSpec, config: SandboxConfig, sandbox: Sandbox,
                         report: Report | None) -> None:
     """Add the wheels of what the reported interpreter holds to the node's cache, downloaded
-    from the index by the harness (reb_ray/sandbox/package_cache.py); never fails the trial."""
+    from the index by the harness (`package_cache.fill`); never fails the trial."""
     if not spec.config.pip_cache or sandbox.provider != "docker" or report is None:
         return
-    try:  # a sandbox the agent stopped (F15a) has nothing to list: the trial's verdict stands
+    try:  # a sandbox the agent stopped has nothing to list: the trial's verdict stands
         listed = package_cache.installed(sandbox, report.python_path)
         if listed is not None:
             rec.row["pip_cache_filled"] = len(package_cache.fill(spec.config.pip_cache_dir, config, *listed))

@@ -1,11 +1,11 @@
 """`claude_code`: Anthropic's Claude Code CLI (`@anthropic-ai/claude-code`, pinned in
-reb_ray/agents/toolchain.py), in print mode.
+`toolchain.PINS`), in print mode.
 
     claude -p PROMPT --output-format stream-json --verbose --dangerously-skip-permissions
            [--model M] [--max-turns N] [extra_args]
 
-run in the repository root by the shared LLM CLI run (reb_ray/agents/llm_cli.py). Choices, and
-why (facts checked on the pinned version: shared/design/AGENT-CLIS.md):
+run in the repository root by the shared LLM CLI run (`LlmCliAgent`). Choices, and
+why (each checked by running the pinned version):
 
 - **Root, told it is sandboxed** (`IS_SANDBOX=1`). Claude refuses
   `--dangerously-skip-permissions` as root otherwise. Running it as a non-root user instead

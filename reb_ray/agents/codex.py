@@ -1,9 +1,9 @@
-"""`codex`: OpenAI's Codex CLI (`@openai/codex`, pinned in reb_ray/agents/toolchain.py), headless.
+"""`codex`: OpenAI's Codex CLI (`@openai/codex`, pinned in `toolchain.PINS`), headless.
 
     codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox PROMPT [extra_args] < /dev/null
 
-run in the repository root by the shared LLM CLI run (reb_ray/agents/llm_cli.py). Choices, and
-why (facts checked on the pinned version: shared/design/AGENT-CLIS.md):
+run in the repository root by the shared LLM CLI run (`LlmCliAgent`). Choices, and
+why (each checked by running the pinned version):
 
 - Its own sandbox is off: Landlock and bubblewrap do not work under Docker's default seccomp
   profile, and our container is the sandbox.
