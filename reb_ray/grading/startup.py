@@ -1,7 +1,7 @@
 """Start-up hooks, the interpreter's kind and suspicious actions: pure rules over stored evidence.
 
 Nothing here changes a stage's verdict: these are recorded so a reader can tell a shortcut from
-an environment (docs/DECISIONS.md, "What C0 ownership and the start-up record prove").
+an environment (docs/DECISIONS.md, "C0 ownership and the start-up record").
 
 - `python_path_kind` (PYTHON_PATH_KINDS): what the reported python_path is on disk, from the
   start-up probe (probes/startup_probe.py). A real interpreter is `elf` or `symlink_to_elf`
