@@ -60,7 +60,7 @@ def verify_checkout(dest: Path, commit: str, origin: str, checkout_stderr: str =
 
     Files present but shown as modified are left alone: right after a checkout only attribute
     rules (line-ending normalisation, filters) produce those, the repository is as committed,
-    and the trial's baseline (reb_ray/repo_state.py) keeps them from being charged to the agent.
+    and the trial's baseline (`tracked_state`) keeps them from being charged to the agent.
     Raises InfraError("infra_clone", ...) naming the first missing file and git's own error
     line (e.g. `unable to read sha1 file of F (SHA)`).
     """

@@ -10,7 +10,7 @@ whose asset is missing (only under --skip-missing-assets) is `not_run`, infra_as
 (`skip_reason`, `agent_failed`). Every command stage (C1, C3, C4) runs witnessed: a fresh nonce
 and the toolbox's hook make each interpreter it starts record what it ran, and a command that
 succeeds without the pinned repository's code running in the reported interpreter fails as
-`unverified_run` (reb_ray/grading/witness.py, docs/grading-witness.md).
+`unverified_run` (`grade_witness`, docs/grading-witness.md).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
                     c1_sandbox: Callable[[], AbstractContextManager[Sandbox]] | None = None) -> None:
     """Run every stage for `report`'s interpreter and record rows. Raises InfraError(infra_toolbox).
 
-    `c1_sandbox` (a GPU-sharing sweep, reb_ray/probe_sandbox.py): opens the sandbox C1 runs in, a
+    `c1_sandbox` (a GPU-sharing sweep, `PhaseSplit.c1_opener`): opens the sandbox C1 runs in, a
     copy of this one with no GPU device and the toolbox installed; None: C1 runs in `sandbox`.
 
     Stages the task does not apply to are `skipped` on every path. When the agent left nothing to
@@ -199,7 +199,7 @@ def record_startup(rec: TrialRecorder, raw: dict | None, report: Report | None, 
                    duration_s: float | None = None) -> None:
     """The `startup` stage row (its raw: the start-up probe's record, the report env's
     PYTHONSTARTUP and the agent's trajectory hits, all `reb-ray regrade` needs) and the row's
-    python_path_kind, startup_hooks and suspicious_actions (reb_ray/grading/startup.py). Never a
+    python_path_kind, startup_hooks and suspicious_actions (`grade_startup`). Never a
     failure: it is recorded, not scored (`not_run` with `why_not` when nothing was probed)."""
     env = (report.model_extra or {}).get("env") if report is not None else None
     pythonstartup = env.get("PYTHONSTARTUP") if isinstance(env, dict) else None

@@ -8,7 +8,7 @@ per-attempt image on this node and removed; the probe phase waits for its exclus
 runs in a new container from that image with exactly the leased GPUs, and C1 runs in one more
 container from it with no GPU device at all (a repository that sets CUDA_VISIBLE_DEVICES itself
 still sees none). The image carries the attempt's labels plus `reb-ray.attempt-image=true`, so
-the reaper removes it when its owner is gone (reb_ray/sandbox/reaper.py); `close()` removes it on
+the reaper removes it when its owner is gone (`reap`); `close()` removes it on
 every other path. The local and sleeping providers have no devices (their GPUs are only
 CUDA_VISIBLE_DEVICES), so there the same sandbox carries on with the leased GPUs.
 

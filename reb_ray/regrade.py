@@ -9,7 +9,7 @@ returns rows for a new sweep id
 have nothing to grade; earlier `-regrade` sweeps are left alone unless named with `sweep_id`.
 Today's rules apply to old rows too: stages the agent left nothing to measure with (no report,
 a broken sandbox, a missing or broken interpreter seen in the stored facts) become its failures,
-stages the task spec does not apply to are skipped (reb_ray/grading/unmeasured.py).
+stages the task spec does not apply to are skipped (`skip_reason`).
 """
 
 from __future__ import annotations

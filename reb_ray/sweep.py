@@ -69,7 +69,7 @@ def _prepare_sandbox(config: SweepConfig) -> str | None:
 
 def _history(config: SweepConfig):
     """Median wall seconds of earlier attempts in the output directory (every sweep), for
-    longest-first dispatch (reb_ray/orchestrators/durations.py); none when they cannot be read."""
+    longest-first dispatch (`table_medians`); none when they cannot be read."""
     from reb_ray.errors import RebRayError
     from reb_ray.orchestrators.durations import table_medians
     from reb_ray.results.read import read_trials
@@ -93,7 +93,7 @@ def _init_ray(address: str | None, secrets: list[str] = ()) -> None:
     """Joins the cluster at `address`, or starts a local Ray (none given). The provider key
     variables and `secrets` are out of the environment while Ray starts: its head processes
     are this process's children and its workers theirs, so none inherits a key
-    (reb_ray/llm/keys.py)."""
+    (`keys.scrubbed`)."""
     import ray
 
     from reb_ray.llm.keys import scrubbed
@@ -209,7 +209,7 @@ def _node_line(config: SweepConfig, sweep_id: str, line: str) -> None:
 
 
 def _store_artifacts(config: SweepConfig, outcome: TrialOutcome) -> None:
-    """Write the logs a worker shipped with the outcome (reb_ray/artifacts.py) into the output
+    """Write the logs a worker shipped with the outcome (`artifacts.store`) into the output
     directory; on failure the rows stay, their artifact paths cleared and the reason noted."""
     from reb_ray import artifacts
 
@@ -228,7 +228,7 @@ def _store_artifacts(config: SweepConfig, outcome: TrialOutcome) -> None:
 
 
 def _check_identity(config: SweepConfig, image: str | None, sweep_id: str) -> list[str]:
-    """The fields allowed to drift since the sweep's first run (reb_ray/sweep_identity.py);
+    """The fields allowed to drift since the sweep's first run (`check_identity`);
     raises RebRayError naming them when drift is not allowed."""
     from reb_ray.models.suite import load_suite, select_tasks
     from reb_ray.sweep_identity import check_identity, scoring_identity
@@ -242,7 +242,7 @@ def _check_identity(config: SweepConfig, image: str | None, sweep_id: str) -> li
 
 
 def _open_wandb(config: SweepConfig, sweep_id: str):
-    """The sweep's W&B run (reb_ray/wandb_log.py), or None without --wandb. Raises RebRayError
+    """The sweep's W&B run (`WandbLog`), or None without --wandb. Raises RebRayError
     when the `wandb` extra is not installed (before any trial runs)."""
     if not config.wandb_project:
         return None

@@ -73,7 +73,7 @@ def _sandbox_config(spec: TrialSpec, gpus: list[str]) -> tuple[SandboxConfig, di
     find_links = [mounts[str(w)] for w in cfg.wheelhouses] if docker else [str(w) for w in cfg.wheelhouses]
     if cfg.pip_cache:
         # The node's wheel cache: read-only find-links, filled by the harness after trials
-        # (reb_ray/sandbox/package_cache.py); each trial's own ~/.cache/pip dies with it.
+        # (`package_cache.fill`); each trial's own ~/.cache/pip dies with it.
         cfg.pip_cache_dir.mkdir(parents=True, exist_ok=True)
         if docker:
             mounts[str(cfg.pip_cache_dir)] = PIP_CACHE_MOUNT
@@ -122,13 +122,13 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
     """Run one attempt. `gpus` are the physical GPU ids assigned to it (may be empty).
 
     `no_gpus_reason` says why this node cannot give the sandbox GPUs (its Docker lacks the
-    NVIDIA runtime: reb_ray/sandbox/gpu_check.py); then the sandbox gets none, the CPU stages
+    NVIDIA runtime: `docker_gpu_problems`); then the sandbox gets none, the CPU stages
     run, and the GPU stages are `insufficient_hardware` with that reason (never retried).
     `llm_proxy` is the node's metering proxy for an LLM agent (the orchestrator's); None starts
     a private one in this process, which reads the real key from this process's environment.
     The attempt's logs are staged on this node; `ship_artifacts` returns them in the outcome for
     the driver to store (a cluster without a shared filesystem), else they are moved into the
-    sweep's output directory here (reb_ray/artifacts.py).
+    sweep's output directory here (`artifacts.deliver`).
     `gpu_lease` (a GPU-sharing sweep's GPU trial; then `gpus` is empty): the agent sandbox gets
     its `agent_gpus`, held by nobody, and the probe phase the GPUs it leases exclusively.
     """
@@ -149,13 +149,13 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
         placed = place_repo(spec.task, workspace, spec.config.repo_mirrors)
         rec.row["repo_commit"] = placed.commit
         agent = get_agent(spec.agent_spec)
-        # The agent toolchain, for the agent phase only (agents/toolchain_mount.py).
+        # The agent toolchain, for the agent phase only (`toolchain_slot`).
         slot = toolchain_slot(agent.uses_toolchain, spec.config.sandbox, spec.config.toolchains_dir).open()
         config, pip_env = _sandbox_config(spec, gpus)
         config = split.agent_config(config) if split else config  # GPUs shown, held by nobody
         config.propagated_mounts.update(slot.mounts)
         # reb-ray's network for the policy, behind the host guard; under `registries` egress
-        # only through this attempt's allow-listing proxy (reb_ray/netpolicy/).
+        # only through this attempt's allow-listing proxy (`TrialEgress`).
         config = egress.open(config)
         sandbox = open_sandbox(spec.config.sandbox, config, trusted=agent.trusted, allow_unsafe=spec.config.unsafe_local)
         egress.attach(sandbox)
@@ -254,7 +254,7 @@ def _agent_phase(rec: TrialRecorder, sandbox: Sandbox, agent: Agent, ctx: AgentC
     # limit that stopped the agent becomes run.limit (the agent's own limit).
     rec.row.update(llm.finish(run, rec.artifacts))
     # Shortcuts in the agent's own commands (its transcript, where it left one): kept for the
-    # probe phase's start-up record (reb_ray/grading/startup.py).
+    # probe phase's start-up record (`grade_startup`).
     rec.trajectory_hits = trajectory_hits([c.command for c in commands(run.transcript)]) if run.transcript else []
     rec.row.update(agent_exit_code=run.exit_code, agent_timed_out=run.timed_out, agent_wall_time_s=run.wall_time_s,
                    agent_output_tail=run.output[-DEFAULT_HEAD_BYTES:], agent_limit=run.limit,
@@ -285,8 +285,8 @@ def _fill_package_cache(rec: TrialRecorder, spec: TrialSpec, config: SandboxConf
 def _between_phases(rec: TrialRecorder, sandbox: Sandbox, report_path: str, repo_dir: str,
                     baseline: dict[str, str] | None, pinned_checkout: Path | None = None) -> Report | None:
     """Stop everything the agent left running, copy the report out, record repo changes
-    (reb_ray/between_phases.py: one exec in a Docker sandbox), then put the tracked files back
-    to the pinned commit (reb_ray/repo_restore.py; `pinned_checkout` is the host's checkout).
+    (`settle`: one exec in a Docker sandbox), then put the tracked files back
+    to the pinned commit (`restore_pinned`; `pinned_checkout` is the host's checkout).
 
     Leftovers are stopped first so nothing swaps the report while it is read; a report that is
     not a regular file (a symlink, FIFO, directory) or is over MAX_REPORT_BYTES is the agent's

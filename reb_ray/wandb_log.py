@@ -9,7 +9,7 @@ warning names the local directory, and the sweep exits as it would without W&B.
 
 Why a child process: wandb's own network retries and its atexit hook can block for minutes, and
 a thread cannot be stopped; a process can. Rows are the sink's rows, already redacted
-(reb_ray/redact.py): no sandbox ever talks to W&B and no secret reaches it.
+(`Redactor`): no sandbox ever talks to W&B and no secret reaches it.
 
 Rows are buffered in the child and logged as one table per key ("trials", "stages") every
 `flush_s` seconds (30 by default) or INCREMENT_ROWS rows, so a 250,000-row sweep is 25 tables of
