@@ -140,13 +140,18 @@ async def _guard(request: web.Request, handler) -> web.StreamResponse:
     except (NotFound, Forbidden, RebRayError) as exc:
         status = 404 if isinstance(exc, NotFound) else 403 if isinstance(exc, Forbidden) else 400
         response = _render(request, "error.html.j2", status=status, title=f"{status}", message=str(exc))
-    except web.HTTPException as exc:
-        response = exc
-    response.headers["Content-Security-Policy"] = CSP
-    response.headers["X-Content-Type-Options"] = "nosniff"
-    response.headers["Referrer-Policy"] = "no-referrer"
-    response.headers["X-Frame-Options"] = "DENY"
+    except web.HTTPException as exc:  # aiohttp's own (no such route, a static file missing)
+        _secure(exc.headers)
+        raise
+    _secure(response.headers)
     return response
+
+
+def _secure(headers) -> None:
+    headers["Content-Security-Policy"] = CSP
+    headers["X-Content-Type-Options"] = "nosniff"
+    headers["Referrer-Policy"] = "no-referrer"
+    headers["X-Frame-Options"] = "DENY"
 
 
 async def overview(request: web.Request) -> web.Response:
@@ -268,8 +273,7 @@ async def log(request: web.Request) -> web.StreamResponse:
         return web.FileResponse(path, headers={"Content-Type": "application/octet-stream",
                                                "Content-Disposition": f'attachment; filename="{path.name}"'})
     response = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8"})
-    response.headers["Content-Security-Policy"] = CSP
-    response.headers["X-Content-Type-Options"] = "nosniff"
+    _secure(response.headers)  # set before prepare: the middleware comes too late for a stream
     await response.prepare(request)
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rb") as f:
