@@ -84,12 +84,16 @@ def reached(table: pa.Table) -> pa.Array:
 
 @dataclass
 class Base:
-    """The current attempt of every trial (MATRIX_COLUMNS, `reached`, `attempts`: the attempts
-    written for it), as of the trials files `snapshot`."""
+    """The current attempt of every trial (MATRIX_COLUMNS, `reached`), as of the trials files `snapshot`."""
 
     snapshot: tuple
-    table: pa.Table
+    table: pa.Table  # in no particular order
     written: int  # trial rows written, every attempt
+    repeated: dict[str, int]  # "sweep_id\x1ftrial_id" -> attempts written, for trials with several
+
+    def attempts(self, row: dict) -> int:
+        """Attempts written for the trial of matrix row `row` (1 unless it was retried or rerun)."""
+        return self.repeated.get(f"{row['sweep_id']}\x1f{row['trial_id']}", 1)
 
 
 @dataclass
@@ -194,14 +198,17 @@ class Run:
             if self._base is not None and self._base.snapshot == snapshot:
                 return self._base
             table = _retrying(lambda: scan(self.files(TRIALS_DIR), TRIALS_SCHEMA, MATRIX_COLUMNS))
-            counts = table.group_by(["sweep_id", "trial_id"]).aggregate([("attempt", "count", pc.CountOptions(mode="all"))])
-            current = latest_attempts(table)
-            current = current.append_column("reached", reached(current))
-            joined = current.join(counts, ["sweep_id", "trial_id"], join_type="left outer")
-            joined = joined.rename_columns([("attempts" if c == "attempt_count" else c) for c in joined.column_names])
-            order = pc.sort_indices(joined, [("sweep_id", "ascending"), ("task_id", "ascending"),
-                                             ("agent", "ascending"), ("trial_index", "ascending")])
-            self._base = Base(snapshot, joined.take(order), table.num_rows)
+            key = pc.fill_null(pc.binary_join_element_wise(table["sweep_id"], table["trial_id"], "\x1f"), "\x1e")
+            counts = pa.table({"key": key}).group_by("key").aggregate([("key", "count")])
+            repeated = counts.filter(pc.greater(counts["key_count"], 1))
+            # Only trials written more than once need the current-attempt rule (most have one
+            # row); the rule is per trial, so applying it to those rows alone gives its answer.
+            if repeated.num_rows:
+                again = pc.is_in(key, value_set=repeated["key"])
+                table = pa.concat_tables([table.filter(pc.invert(again)), latest_attempts(table.filter(again))])
+            table = table.append_column("reached", reached(table))
+            many = dict(zip(repeated["key"].to_pylist(), repeated["key_count"].to_pylist()))
+            self._base = Base(snapshot, table, sum(counts["key_count"].to_pylist()) if counts.num_rows else 0, many)
             return self._base
 
     def sweeps(self) -> list[dict]:
@@ -209,30 +216,32 @@ class Run:
         tasks, attempts written, and the last finish time."""
         base = self.base()
         out = []
-        for sweep in sorted({s for s in base.table["sweep_id"].to_pylist()}, key=lambda s: (s is None, s or "")):
+        for sweep in sorted(pc.unique(base.table["sweep_id"]).to_pylist(), key=lambda s: (s is None, s or "")):
             t = base.table.filter(pc.fill_null(pc.equal(base.table["sweep_id"], sweep), False))
-            status = t["status"].to_pylist()
+            status = dict(zip(*(c.to_pylist() for c in pc.value_counts(t["status"]).flatten())))
             last = pc.max(t["finished_at"]).as_py()
-            out.append({"id": sweep, "trials": t.num_rows, "scored": status.count("scored"),
-                        "infra_error": status.count("infra_error"), "interrupted": status.count("interrupted"),
-                        "agents": sorted({a for a in t["agent"].to_pylist() if a is not None}),
-                        "tasks": len(set(t["task_id"].to_pylist())), "attempts": pc.sum(t["attempts"]).as_py(),
+            extra = sum(n - 1 for k, n in base.repeated.items() if k.split("\x1f", 1)[0] == sweep)
+            out.append({"id": sweep, "trials": t.num_rows, "scored": status.get("scored", 0),
+                        "infra_error": status.get("infra_error", 0), "interrupted": status.get("interrupted", 0),
+                        "agents": sorted(a for a in pc.unique(t["agent"]).to_pylist() if a is not None),
+                        "tasks": len(pc.unique(t["task_id"])), "attempts": t.num_rows + extra,
                         "last_finished": None if last is None else last.isoformat(timespec="seconds")})
         return out
 
     # -- the matrix
     def matrix(self, q: Query) -> Matrix:
         """The page of the matrix `q` asks for. Raises NotFound for an unknown sweep."""
-        base = self.base().table
-        sweeps = sorted({s for s in base["sweep_id"].to_pylist() if s is not None})
+        whole = self.base()
+        base = whole.table
+        sweeps = sorted(s for s in pc.unique(base["sweep_id"]).to_pylist() if s is not None)
         if q.sweep is None and sweeps:
             q.sweep = sweeps[0]
         if q.sweep is not None and q.sweep not in sweeps:
             raise NotFound(f"no sweep {q.sweep!r} here; sweeps: {', '.join(sweeps) or 'none'}")
         t = base.filter(pc.fill_null(pc.equal(base["sweep_id"], q.sweep), False)) if q.sweep else base
-        choices = {"agents": sorted({a for a in t["agent"].to_pylist() if a is not None}),
+        choices = {"agents": sorted(a for a in pc.unique(t["agent"]).to_pylist() if a is not None),
                    "statuses": list(TRIAL_STATUSES), "owners": ["agent", "infra", "hardware", "none"],
-                   "categories": sorted({c for c in t["failure_category"].unique().to_pylist() if c is not None}),
+                   "categories": sorted(c for c in pc.unique(t["failure_category"]).to_pylist() if c is not None),
                    "reached": ["0", "1", "2", "3", "4", "none"]}
         t = t.filter(self._mask(t, q))
         agents = [q.agent] if q.agent else choices["agents"]
@@ -243,7 +252,8 @@ class Run:
         shown = tasks[(page - 1) * q.per: page * q.per]
         rows_t = t.filter(pc.is_in(t["task_id"], value_set=pa.array(shown, pa.string()))) if shown else t.slice(0, 0)
         cells: dict[tuple, list[dict]] = {}
-        for r in rows_t.to_pylist():
+        for r in sorted(rows_t.to_pylist(), key=lambda r: (r["trial_index"] is None, r["trial_index"] or 0)):
+            r["attempts"] = whole.attempts(r)
             cells.setdefault((r["task_id"], r["agent"]), []).append(r)
         rows = [(task, [cells.get((task, agent), []) for agent in agents]) for task in shown]
         return Matrix(q.sweep, agents, rows, len(tasks), t.num_rows, pages, page, choices)
@@ -329,9 +339,13 @@ class Run:
 
     def trials_of(self, sweep: str, task: str, agent: str) -> list[dict]:
         """The current attempts (matrix base rows) of `agent` on `task` in `sweep`, by trial index."""
-        t = self.base().table
+        base = self.base()
+        t = base.table
         mask = pc.and_(pc.and_(pc.equal(t["sweep_id"], sweep), pc.equal(t["task_id"], task)), pc.equal(t["agent"], agent))
-        return t.filter(pc.fill_null(mask, False)).to_pylist()
+        rows = sorted(t.filter(pc.fill_null(mask, False)).to_pylist(), key=lambda r: (r["trial_index"] is None, r["trial_index"] or 0))
+        for r in rows:
+            r["attempts"] = base.attempts(r)
+        return rows
 
     # -- artifacts
     def artifact(self, rel: str) -> Path:

@@ -164,7 +164,7 @@ async def overview(request: web.Request) -> web.Response:
                    headers=result.get("headers", []), legend=result.get("legend", ""),
                    computing=summary.running is not None, stale=summary.result is not None,
                    summary_error=summary.error, summary_seconds=result.get("seconds"),
-                   summary_attempts=result.get("attempts"))
+                   summary_attempts=result.get("attempts"), summary_peak=result.get("peak_mb"))
 
 
 async def matrix(request: web.Request) -> web.Response:
@@ -291,7 +291,10 @@ async def log(request: web.Request) -> web.StreamResponse:
 
 
 async def _start_summary(app: web.Application) -> None:
+    """At start: the paper's table begins computing, and the matrix base is read in a worker
+    thread, so the first page usually finds it ready."""
     await app[SUMMARY_KEY].refresh()
+    asyncio.get_running_loop().run_in_executor(None, app[RUN_KEY].base)
 
 
 def make_app(output_dir: Path) -> web.Application:
