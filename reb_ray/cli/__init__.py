@@ -8,6 +8,7 @@ import typer
 
 from reb_ray import __version__
 from reb_ray.cli import agents, assets, cluster, compact, doctor, image, llm, mirror, regrade, report, sandbox, sweep, tasks, trial
+from reb_ray.cli import view
 from reb_ray.errors import RebRayError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Evaluate environment-synthesis agents on Ray.")
@@ -17,6 +18,8 @@ app.command("regrade")(regrade.regrade)
 app.command("report")(report.report)
 app.command("compact")(compact.compact)
 app.command("mirror")(mirror.mirror)
+app.command("view")(view.view)
+app.command("export-trajectories")(view.export_trajectories)
 app.add_typer(image.app, name="image")
 app.add_typer(sandbox.app, name="sandbox")
 app.add_typer(tasks.app, name="tasks")

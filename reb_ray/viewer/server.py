@@ -1,0 +1,323 @@
+"""The viewer's web application (aiohttp), its routes and its safety rules.
+
+Routes (all GET; trial ids hold slashes, so they travel as query parameters):
+
+- `/`: the sweeps (trials, scored, infra errors, agents, tasks, last finish) and per sweep the
+  paper's table and the success rates with 95% intervals (reb_ray.viewer.summary; computed in a
+  child process, shown when ready, recomputed when rows arrive).
+- `/matrix?sweep=&agent=&task=&reached=&status=&owner=&category=&cost_min=&cost_max=&page=`:
+  tasks x agents, each trial a square coloured by the highest stage it reached, filtered, a
+  page of tasks at a time (reb_ray.viewer.data).
+- `/trial?sweep=&id=&attempt=`: one attempt: identity, timings, tokens and cost, the report
+  beside what C5 observed, every stage with its verdict, category and kept output, the
+  trajectory's steps (ATIF, reb_ray.llm.atif), leftovers and repository changes, and links
+  to every log.
+- `/trial.atif.json?sweep=&id=&attempt=`: that trajectory as an ATIF document.
+- `/compare?sweep=&task=&a=&b=`: two agents on one task side by side.
+- `/log?path=REL[&download=1]`: an artifact streamed (gzip logs decompressed on the fly, or
+  the gzip file itself with download=1); only paths under `<output>/artifacts`.
+- `/static/...`: the stylesheet shipped in this package.
+
+Safety: it binds 127.0.0.1 unless told otherwise; every page is rendered by jinja2 with
+autoescape on and every value passed through `reb_ray.terminal.printable` first (the HTML
+report's rules: an agent's `<script>` is text); no page holds a script, and the
+Content-Security-Policy header (`CSP`) forbids scripts and any resource from elsewhere; logs are
+served as text/plain with nosniff, so a log cannot become a page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from aiohttp import web
+
+import reb_ray
+from reb_ray.errors import RebRayError
+from reb_ray.terminal import printable
+from reb_ray.viewer.data import Forbidden, NotFound, Query, Run
+
+HERE = Path(__file__).resolve().parent
+TEMPLATES = HERE / "templates"
+STATIC = HERE / "static"
+CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; "
+       "frame-ancestors 'none'")
+CHUNK = 64 * 1024
+STEPS_SHOWN = 400  # trajectory steps rendered on a page (the ATIF link has them all)
+STAGE_ORDER = ("agent", "report", "c0", "c1", "c2", "c3", "c4", "c5", "env_size")
+RUN_KEY = web.AppKey("run", Run)
+SUMMARY_KEY = web.AppKey("summary", object)
+JINJA_KEY = web.AppKey("jinja", object)
+
+
+def _environment():
+    import jinja2
+
+    # Lenient undefined: optional keys of a row or an ATIF step read as empty. Autoescape on.
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+                             finalize=lambda v: printable(v) if isinstance(v, str) else ("-" if v is None else v))
+    env.filters["q"] = lambda params: urlencode({k: v for k, v in params.items() if v not in (None, "")})
+    env.filters["fmt"] = lambda v, spec="": "-" if v is None else format(v, spec)
+    env.filters["pretty"] = _pretty
+    return env
+
+
+def _pretty(raw: str | None) -> str:
+    """A JSON text indented, or as it is when it is not JSON."""
+    if not raw:
+        return ""
+    try:
+        return json.dumps(json.loads(raw), indent=2, ensure_ascii=False)
+    except ValueError:
+        return raw
+
+
+class Summary:
+    """The paper's table of the run, computed by `python -m reb_ray.viewer.summary` in a child
+    process whenever the trials files changed since the last computation (one at a time)."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.result: dict | None = None
+        self.error: str | None = None
+        self.snapshot: tuple | None = None  # what `result` was computed from
+        self.running: asyncio.Task | None = None
+        self.started: float | None = None
+
+    async def refresh(self) -> None:
+        """Start a computation when the data changed and none is running."""
+        snapshot = await asyncio.to_thread(self.run.snapshot)
+        if snapshot != self.snapshot and self.running is None:
+            self.started = time.time()
+            self.running = asyncio.get_running_loop().create_task(self._compute(snapshot))
+
+    async def _compute(self, snapshot: tuple) -> None:
+        env = dict(os.environ)
+        root = str(Path(reb_ray.__file__).resolve().parents[1])  # the same code as this server
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "reb_ray.viewer.summary", str(self.run.output_dir),
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+            out, err = await proc.communicate()
+            if proc.returncode != 0:
+                self.error = f"the summary process failed (exit {proc.returncode}): {err.decode(errors='replace')[-500:]}"
+            else:
+                result = json.loads(out)
+                if "error" in result:
+                    self.error = result["error"]
+                else:
+                    self.result, self.error = result, None
+        except (OSError, ValueError) as exc:
+            self.error = f"the summary process failed: {exc}"
+        finally:
+            self.snapshot, self.running = snapshot, None
+
+    async def wait(self) -> None:
+        """Until no computation runs (tests and the benchmark)."""
+        while self.running is not None:
+            await asyncio.shield(self.running)
+
+
+def _render(request: web.Request, template: str, status: int = 200, **context) -> web.Response:
+    text = request.app[JINJA_KEY].get_template(template).render(version=reb_ray.__version__,
+                                                                output_dir=str(request.app[RUN_KEY].output_dir), **context)
+    return web.Response(text=text, content_type="text/html", charset="utf-8", status=status)
+
+
+@web.middleware
+async def _guard(request: web.Request, handler) -> web.StreamResponse:
+    """Security headers on every answer; the library's errors as pages with their status."""
+    try:
+        response = await handler(request)
+    except (NotFound, Forbidden, RebRayError) as exc:
+        status = 404 if isinstance(exc, NotFound) else 403 if isinstance(exc, Forbidden) else 400
+        response = _render(request, "error.html.j2", status=status, title=f"{status}", message=str(exc))
+    except web.HTTPException as exc:  # aiohttp's own (no such route, a static file missing)
+        _secure(exc.headers)
+        raise
+    _secure(response.headers)
+    return response
+
+
+def _secure(headers) -> None:
+    headers["Content-Security-Policy"] = CSP
+    headers["X-Content-Type-Options"] = "nosniff"
+    headers["Referrer-Policy"] = "no-referrer"
+    headers["X-Frame-Options"] = "DENY"
+
+
+async def overview(request: web.Request) -> web.Response:
+    run, summary = request.app[RUN_KEY], request.app[SUMMARY_KEY]
+    await summary.refresh()
+    sweeps = await asyncio.to_thread(run.sweeps)
+    result = summary.result or {}
+    by_id = {s["id"]: s for s in result.get("sweeps", [])}
+    return _render(request, "overview.html.j2", title="reb-ray view", sweeps=sweeps, by_id=by_id,
+                   headers=result.get("headers", []), legend=result.get("legend", ""),
+                   computing=summary.running is not None, stale=summary.result is not None,
+                   summary_error=summary.error, summary_seconds=result.get("seconds"),
+                   summary_attempts=result.get("attempts"), summary_peak=result.get("peak_mb"))
+
+
+async def matrix(request: web.Request) -> web.Response:
+    run = request.app[RUN_KEY]
+    q = Query.parse(request.query)
+    m = await asyncio.to_thread(run.matrix, q)
+    return _render(request, "matrix.html.j2", title=f"matrix: {m.sweep}", m=m, q=q)
+
+
+def _int_param(request: web.Request, name: str) -> int | None:
+    raw = request.query.get(name)
+    if raw in (None, ""):
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise RebRayError(f"{name}={raw!r}: not an integer") from None
+
+
+def _required(request: web.Request, *names: str) -> list[str]:
+    missing = [n for n in names if not request.query.get(n)]
+    if missing:
+        raise RebRayError(f"missing parameter(s): {', '.join(missing)}")
+    return [request.query[n] for n in names]
+
+
+def trajectory_of(run: Run, row: dict) -> dict:
+    """The ATIF document of an attempt, built from its stored transcript and request log."""
+    from reb_ray.viewer.trajectories import of_attempt
+
+    return of_attempt(run, row)
+
+
+_TRIAL_FILES = (("agent log", "agent_log_path"), ("transcript", "trajectory_path"), ("LLM request log", "llm_log_path"),
+                ("network log", "network_log_path"))
+
+
+def _trial_context(run: Run, sweep: str, trial_id: str, attempt: int | None) -> dict:
+    row, attempts, stages = run.trial(sweep, trial_id, attempt)
+    stages.sort(key=lambda s: STAGE_ORDER.index(s["stage"]) if s["stage"] in STAGE_ORDER else len(STAGE_ORDER))
+    files = [(name, row.get(key)) for name, key in _TRIAL_FILES if row.get(key)]
+    files += [(f"{s['stage']} log", s["log_path"]) for s in stages if s.get("log_path")]
+    files += [("other", rel) for rel in run.other_files(row, {rel for _, rel in files})]
+    sizes = {}
+    for _, rel in files:
+        try:
+            sizes[rel] = run.artifact(rel).stat().st_size
+        except RebRayError:
+            sizes[rel] = None
+    report = next((s for s in stages if s["stage"] == "report"), None)
+    c5 = next((s for s in stages if s["stage"] == "c5"), None)
+    items = []
+    if c5 and c5.get("raw"):
+        try:
+            items = [i for i in json.loads(c5["raw"]).get("items", []) if isinstance(i, dict)]
+        except (ValueError, AttributeError):
+            items = []
+    traj = trajectory_of(run, row)
+    return {"row": row, "attempts": attempts, "stages": stages, "files": files, "sizes": sizes,
+            "report": report, "c5_items": items, "traj": traj, "steps": traj["steps"][:STEPS_SHOWN],
+            "steps_total": len(traj["steps"])}
+
+
+async def trial(request: web.Request) -> web.Response:
+    sweep, trial_id = _required(request, "sweep", "id")
+    ctx = await asyncio.to_thread(_trial_context, request.app[RUN_KEY], sweep, trial_id, _int_param(request, "attempt"))
+    return _render(request, "trial.html.j2", title=f"trial {trial_id}", **ctx)
+
+
+async def trial_atif(request: web.Request) -> web.Response:
+    sweep, trial_id = _required(request, "sweep", "id")
+    run = request.app[RUN_KEY]
+
+    def build() -> dict:
+        row, _, _ = run.trial(sweep, trial_id, _int_param(request, "attempt"))
+        return trajectory_of(run, row)
+
+    doc = await asyncio.to_thread(build)
+    return web.Response(text=json.dumps(doc, indent=1, ensure_ascii=False), content_type="application/json", charset="utf-8")
+
+
+async def compare(request: web.Request) -> web.Response:
+    sweep, task, a, b = _required(request, "sweep", "task", "a", "b")
+    run = request.app[RUN_KEY]
+    index = _int_param(request, "index")
+
+    def build() -> list[dict]:
+        sides = []
+        for agent in (a, b):
+            trials = run.trials_of(sweep, task, agent)
+            chosen = next((t for t in trials if index is None or t["trial_index"] == index), None)
+            detail = _trial_context(run, sweep, chosen["trial_id"], chosen["attempt"]) if chosen else None
+            sides.append({"agent": agent, "trials": trials, "detail": detail})
+        return sides
+
+    sides = await asyncio.to_thread(build)
+    agents = (await asyncio.to_thread(run.matrix, Query(sweep=sweep, task=task))).choices["agents"]
+    return _render(request, "compare.html.j2", title=f"{a} vs {b} on {task}", sweep=sweep, task=task, sides=sides,
+                   agents=agents, a=a, b=b)
+
+
+async def log(request: web.Request) -> web.StreamResponse:
+    run = request.app[RUN_KEY]
+    path = run.artifact(request.query.get("path", ""))
+    if request.query.get("download"):
+        return web.FileResponse(path, headers={"Content-Type": "application/octet-stream",
+                                               "Content-Disposition": f'attachment; filename="{path.name}"'})
+    response = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8"})
+    _secure(response.headers)  # set before prepare: the middleware comes too late for a stream
+    await response.prepare(request)
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        while True:
+            try:
+                chunk = await asyncio.to_thread(f.read, CHUNK)
+            except (OSError, EOFError) as exc:
+                await response.write(f"\n[reb-ray view: the file ends early or is damaged: {exc}]\n".encode())
+                break
+            if not chunk:
+                break
+            await response.write(chunk)
+    await response.write_eof()
+    return response
+
+
+async def _start_summary(app: web.Application) -> None:
+    """At start: the paper's table begins computing, and the matrix base is read in a worker
+    thread, so the first page usually finds it ready."""
+    await app[SUMMARY_KEY].refresh()
+    asyncio.get_running_loop().run_in_executor(None, app[RUN_KEY].base)
+
+
+def make_app(output_dir: Path) -> web.Application:
+    """The application serving the results directory `output_dir`. Raises RebRayError when it
+    holds no trials dataset."""
+    run = Run(Path(output_dir))
+    app = web.Application(middlewares=[_guard])
+    app[RUN_KEY] = run
+    app[SUMMARY_KEY] = Summary(run)
+    app[JINJA_KEY] = _environment()
+    app.router.add_get("/", overview)
+    app.router.add_get("/matrix", matrix)
+    app.router.add_get("/trial", trial)
+    app.router.add_get("/trial.atif.json", trial_atif)
+    app.router.add_get("/compare", compare)
+    app.router.add_get("/log", log)
+    app.router.add_static("/static", STATIC, follow_symlinks=False)
+    app.on_startup.append(_start_summary)
+    return app
+
+
+def serve(output_dir: Path, host: str = "127.0.0.1", port: int = 8765, announce: Any = print) -> None:
+    """Serve `output_dir` on host:port until interrupted."""
+    app = make_app(output_dir)
+    announce(f"reb-ray view: http://{host}:{port}/ serving {Path(output_dir).resolve()} (Ctrl-C stops)")
+    web.run_app(app, host=host, port=port, print=None, handle_signals=True)

@@ -1,0 +1,184 @@
+"""`reb-ray view` served for real on a free port over a run written with the real ParquetSink,
+its pages fetched over HTTP: the overview's numbers against the terminal summary, the matrix's
+filters and paging, a trial page with its report, C5 audit, stages, trajectory and logs, the
+ATIF document, two agents side by side, rows arriving while it runs, escaping and refused
+paths."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from urllib.parse import quote, urlencode
+
+import pytest
+
+from analysis.scores import summarize
+from analysis.summary import row_cells
+from reb_ray.llm.atif import validate
+from reb_ray.results.parquet_sink import ParquetSink
+from reb_ray.results.read import read_trials
+from tests.analysis.synthetic import HOSTILE_TRIAL, PAYLOAD, trial
+from tests.viewer.dom import parse, squares
+from tests.viewer.runs import (CHAT_TRIAL, CLAUDE_REQUESTS, CLAUDE_TRIAL, CODEX_TRIAL, COMMAND_TRIAL, INFRA_TRIAL,
+                               STAGE_LOG_TEXT, SWEEP, write_run)
+from tests.viewer.served import Served
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    return write_run(tmp_path_factory.mktemp("viewer") / "run")
+
+
+@pytest.fixture(scope="module")
+def served(run_dir):
+    s = Served(run_dir)
+    s.wait_summary()
+    yield s
+    s.close()
+
+
+def q(**params) -> str:
+    return urlencode(params)
+
+
+def matrix(served, **params) -> list[dict]:
+    return squares(parse(served.text(f"/matrix?{q(sweep=SWEEP, **params)}")))
+
+
+def test_overview_shows_the_terminal_summary_numbers_and_intervals(served, run_dir):
+    page = parse(served.text("/"))
+    sweeps = page.tables["sweeps"]
+    assert sweeps[1][:6] == [SWEEP, "37", "36", "1", "0", "38"]  # 37 trials (t7 infra only), 38 attempts written
+    shown = page.tables["summary"][1:]
+    expected = [row_cells(r) for r in summarize(read_trials(run_dir))]
+    assert shown == expected
+    frugal = next(r for r in shown if r[0] == "frugal")
+    assert (frugal[1], frugal[5], frugal[14], frugal[15]) == ("12", "3/8", "0.2400", "1")  # by hand from the fixture
+    rates = {r[0]: r for r in page.tables["rates"][1:]}
+    assert rates["frugal"][2].startswith("3/8 38% [") and rates["weak"][2].startswith("0/8 0% [")
+    assert "Computing" not in page.text
+
+
+@pytest.mark.parametrize("params, trials", [
+    ({"agent": "weak"}, {f"weak/t{t}/{i}" for t in range(1, 7) for i in (0, 1)}),
+    ({"reached": "4"}, {"frugal/t1/0", "spender/t1/0"}),  # SSSS on t1 trial 0 only
+    ({"status": "infra_error"}, {INFRA_TRIAL}),
+    ({"owner": "infra"}, {INFRA_TRIAL}),
+    ({"category": "infra_sandbox"}, {INFRA_TRIAL}),
+    ({"cost_min": "0.1"}, {f"spender/t{t}/{i}" for t in range(1, 7) for i in (0, 1)}),
+    ({"cost_max": "0.05", "task": "t6"}, {"frugal/t6/0", "frugal/t6/1"}),
+    ({"reached": "none"}, {INFRA_TRIAL}),
+])
+def test_matrix_filters(served, params, trials):
+    found = matrix(served, **params, per=100)
+    assert {s["title"].split(":")[0] for s in found} == trials
+
+
+def test_matrix_colours_and_paging(served):
+    page = parse(served.text(f"/matrix?{q(sweep=SWEEP, per=2, page=2)}"))
+    assert [r[0] for r in page.tables["matrix"][1:]] == ["t3", "t4"]
+    assert page.tables["matrix"][0][:4] == ["task", "frugal", "spender", "weak"]
+    assert "page 2 of 4" in page.text  # t1..t7
+    nxt = [link["href"] for link in page.links if link["text"].startswith("next")]
+    assert nxt and "page=3" in nxt[0]
+    colours = {s["title"].split(":")[0]: s["class"] for s in matrix(served, task="t1")}
+    assert colours["frugal/t1/0"] == "sq r4" and colours["frugal/t1/1"] == "sq r3" and colours["weak/t1/0"] == "sq r2"
+    assert matrix(served, page=99, per=2)  # past the end: the last page
+    status, _, body = served.get(f"/matrix?{q(sweep=SWEEP, page='x')}")
+    assert status == 400 and b"page=" in body
+
+
+def test_trial_page(served):
+    page = parse(served.text(f"/trial?{q(sweep=SWEEP, id=CLAUDE_TRIAL)}"))
+    stages = {r[0]: r for r in page.tables["stages"][1:]}
+    assert stages["c1"][1] == "success" and stages["c4"][1] == "success"
+    assert "pip install -r requirements.txt" in page.text and "No module named 'apex'" in page.text
+    assert "tokens in 1000" in page.text and "$0.005000" in page.text  # the first model turn's request
+    assert "deps first" in " ".join(page.pres)  # the reasoning
+    log = [link["href"] for link in page.links if link["text"] == "full log"]
+    assert len(log) == 1
+    status, headers, body = served.get(log[0])
+    assert status == 200 and body.decode() == STAGE_LOG_TEXT and headers["Content-Type"].startswith("text/plain")
+    status, _, raw = served.get(log[0] + "&download=1")
+    assert status == 200 and gzip.decompress(raw).decode() == STAGE_LOG_TEXT
+    audited = parse(served.text(f"/trial?{q(sweep=SWEEP, id='frugal/t2/0')}"))
+    assert ["torch_version", "version", "null", "null", "hallucination", ""] in audited.tables["c5"]
+
+
+def test_agent_words_are_text(served):
+    status, headers, body = served.get(f"/trial?{q(sweep=SWEEP, id=HOSTILE_TRIAL)}")
+    page = parse(body.decode())
+    assert status == 200 and page.scripts == 0 and "<script" not in body.decode()
+    assert PAYLOAD in page.text and "script-src" not in headers["Content-Security-Policy"]
+    assert "default-src 'none'" in headers["Content-Security-Policy"]
+
+
+@pytest.mark.parametrize("path, status", [
+    ("../trials", 403), ("artifacts/../../../../etc/passwd", 403), ("/etc/passwd", 403), ("trials", 403),
+    ("artifacts/evil/passwd", 403), ("artifacts/missing.log.gz", 404), ("", 403),
+])
+def test_log_paths_outside_artifacts_are_refused(served, run_dir, path, status):
+    evil = run_dir / "artifacts" / "evil"
+    if not evil.exists():
+        os.symlink("/etc", evil)
+    got, _, body = served.get(f"/log?path={quote(path, safe='')}")
+    assert got == status
+    assert b"root:" not in body
+
+
+@pytest.mark.parametrize("trial_id", [CLAUDE_TRIAL, CODEX_TRIAL, CHAT_TRIAL, COMMAND_TRIAL, HOSTILE_TRIAL, INFRA_TRIAL])
+def test_atif_documents_validate(served, run_dir, trial_id):
+    doc = json.loads(served.text(f"/trial.atif.json?{q(sweep=SWEEP, id=trial_id)}"))
+    assert validate(doc) == []
+    assert doc["schema_version"] == "ATIF-v1.7" and doc["steps"][0]["source"] == "user"
+
+
+def test_atif_step_metrics_sum_to_the_row(served):
+    doc = json.loads(served.text(f"/trial.atif.json?{q(sweep=SWEEP, id=CLAUDE_TRIAL)}"))
+    turns = [s for s in doc["steps"] if "metrics" in s]
+    assert [(s["metrics"]["prompt_tokens"], s["metrics"]["completion_tokens"]) for s in turns] == \
+        [(i, o) for i, o, _ in CLAUDE_REQUESTS]
+    assert sum(s["metrics"]["prompt_tokens"] for s in turns) == doc["final_metrics"]["total_prompt_tokens"] == 4000
+    assert sum(s["metrics"]["completion_tokens"] for s in turns) == doc["final_metrics"]["total_completion_tokens"] == 1000
+    assert sum(s["metrics"]["cost_usd"] for s in turns) == pytest.approx(doc["final_metrics"]["total_cost_usd"])
+    codex = json.loads(served.text(f"/trial.atif.json?{q(sweep=SWEEP, id=CODEX_TRIAL)}"))
+    assert not any("metrics" in s for s in codex["steps"]) and "not per step" in codex["extra"]["metrics_attribution"]
+    assert codex["final_metrics"]["total_prompt_tokens"] == 90000
+
+
+def test_compare_page(served):
+    page = parse(served.text(f"/compare?{q(sweep=SWEEP, task='t1', a='frugal', b='weak')}"))
+    assert "frugal/t1/0" in page.text and "weak/t1/0" in page.text
+    assert "pip install -r requirements.txt" in page.text  # frugal's trajectory
+    assert len(page.tables["stages"]) > 1
+
+
+def test_unknown_trial_and_missing_parameters(served):
+    assert served.get(f"/trial?{q(sweep=SWEEP, id='nobody/t1/0')}")[0] == 404
+    assert served.get(f"/trial?{q(sweep=SWEEP, id=CLAUDE_TRIAL, attempt=9)}")[0] == 404
+    assert served.get("/trial?sweep=syn")[0] == 400
+    assert served.get("/matrix?sweep=nope")[0] == 404
+
+
+def test_rows_written_while_it_runs_show_without_a_restart(served, run_dir):
+    assert not matrix(served, task="t9")
+    with ParquetSink(run_dir) as sink:
+        row, stages = trial("frugal", "t9", 0, "SSSS")
+        sink.write([row], stages)
+    assert [s["title"].split(":")[0] for s in matrix(served, task="t9")] == ["frugal/t9/0"]
+    served.wait_summary()
+    assert parse(served.text("/")).tables["sweeps"][1][1] == "38"
+
+
+def test_export_trajectories(run_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from reb_ray.cli import app
+
+    result = CliRunner().invoke(app, ["export-trajectories", str(run_dir), str(tmp_path / "atif")])
+    assert result.exit_code == 0, result.output
+    files = sorted((tmp_path / "atif").rglob("trajectory.json"))
+    assert len(files) >= 37
+    for path in files:
+        assert validate(json.loads(path.read_text())) == [], path
