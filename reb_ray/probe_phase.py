@@ -199,7 +199,7 @@ def record_startup(rec: TrialRecorder, raw: dict | None, report: Report | None, 
     PYTHONSTARTUP and the agent's trajectory hits, all `reb-ray regrade` needs) and the row's
     python_path_kind, startup_hooks and suspicious_actions (reb_ray/grading/startup.py). Never a
     failure: it is recorded, not scored (`not_run` with `why_not` when nothing was probed)."""
-    env = (report.model_extra or {}).get("env") if report is not None else None
+    env = report.written.get("env") if report is not None else None
     pythonstartup = env.get("PYTHONSTARTUP") if isinstance(env, dict) else None
     stored = {"probe": raw, "pythonstartup": pythonstartup if isinstance(pythonstartup, str) else None,
               "trajectory_hits": rec.trajectory_hits}
