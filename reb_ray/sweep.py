@@ -6,7 +6,7 @@ import logging
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -43,6 +43,8 @@ class SweepResult:
     not_launched: int = 0
     compaction: CompactionResult | None = None  # None: nothing written, or another sink still writes there
     slot_workers: int = 0  # slot worker actors started (replacements included)
+    reused: int = 0  # trials taken over from other sweeps' scored trials of the same identity
+    reused_from: dict[str, int] = field(default_factory=dict)  # {source sweep id: trials reused from it}
 
 
 def _prepare_sandbox(config: SweepConfig) -> str | None:
@@ -122,7 +124,10 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
     image = _prepare_sandbox(config)
     specs, skipped = expand(config, image)
     result = SweepResult(sweep_id=config.resolved_sweep_id(), skipped=skipped)
-    drift = _check_identity(config, image, result.sweep_id)
+    scoring = _scoring_identity(config, image)
+    drift = _check_identity(config, scoring, result.sweep_id)
+    identities = _trial_identities(specs, scoring)
+    specs = _reuse(config, specs, identities, result)
     if config.max_cost_usd is not None:  # what earlier runs of the sweep spent counts (a resume continues)
         result.budget = SweepBudget.from_rows(config.max_cost_usd, config.output.resolve(), result.sweep_id)
         if result.budget.reached:
@@ -155,6 +160,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
 
         def on_outcome(outcome: TrialOutcome, retry: bool) -> None:
             outcome.trial["config_drift"] = drift or None
+            outcome.trial["trial_identity"] = identities.get(outcome.trial.get("trial_id"))
             _store_artifacts(config, outcome)  # before the rows that name them
             sink.write([outcome.trial], outcome.stages)  # Parquet first, always
             if wandb is not None:
@@ -226,18 +232,65 @@ def _store_artifacts(config: SweepConfig, outcome: TrialOutcome) -> None:
                     row[key] = None
 
 
-def _check_identity(config: SweepConfig, image: str | None, sweep_id: str) -> list[str]:
+def _scoring_identity(config: SweepConfig, image: str | None) -> dict[str, object]:
+    """The sweep's scoring identity (reb_ray/sweep_identity.py) over its selected tasks."""
+    from reb_ray.models.suite import load_suite, select_tasks
+    from reb_ray.sweep_identity import scoring_identity
+
+    return scoring_identity(config, image, select_tasks(load_suite(config.suite, config.tasks_root), config.tasks))
+
+
+def _check_identity(config: SweepConfig, scoring: dict[str, object], sweep_id: str) -> list[str]:
     """The fields allowed to drift since the sweep's first run (reb_ray/sweep_identity.py);
     raises RebRayError naming them when drift is not allowed."""
-    from reb_ray.models.suite import load_suite, select_tasks
-    from reb_ray.sweep_identity import check_identity, scoring_identity
-
     from reb_ray.results.read import scored_trial_ids
+    from reb_ray.sweep_identity import check_identity
 
-    tasks = select_tasks(load_suite(config.suite, config.tasks_root), config.tasks)
     scored = bool(scored_trial_ids(config.output.resolve(), sweep_id))
-    return check_identity(config.output.resolve(), sweep_id, scoring_identity(config, image, tasks), config.allow_drift,
-                          scored=scored)
+    return check_identity(config.output.resolve(), sweep_id, scoring, config.allow_drift, scored=scored)
+
+
+def _trial_identities(specs: list[TrialSpec], scoring: dict[str, object]) -> dict[str, str]:
+    """{trial_id: identity digest} of the trials to run (reb_ray/trial_identity.py)."""
+    from reb_ray.trial_identity import trial_identities
+
+    return trial_identities(specs, scoring)
+
+
+def _reuse(config: SweepConfig, specs: list[TrialSpec], identities: dict[str, str], result: SweepResult) -> list[TrialSpec]:
+    """The specs still to run once every trial that a scored trial of the same identity in the
+    output directory covers is copied into the sweep (reb_ray/trial_identity.py), counted in
+    `result`. None is reused under `--fresh` or `--rerun` (both ask for new runs)."""
+    from reb_ray.trial_identity import plan_reuse, reused_rows
+
+    if config.fresh or config.rerun or not specs:
+        return specs
+    output = config.output.resolve()
+    plan = plan_reuse(output, result.sweep_id, specs, identities)
+    if not plan.picks:
+        return specs
+    remaining, copied = [], {}
+    sink = ParquetSink(config.output)
+    try:
+        for spec in specs:
+            source = plan.picks.get(spec.trial_id)
+            if source is None:
+                remaining.append(spec)
+                continue
+            try:
+                trial, stages = reused_rows(output, spec, source)
+            except LookupError as exc:  # compacted away meanwhile: run it
+                log.warning("trial %s: not reused: %s", spec.trial_id, exc)
+                remaining.append(spec)
+                continue
+            trial["trial_identity"] = identities[spec.trial_id]
+            sink.write([trial], stages)
+            copied[source[0]] = copied.get(source[0], 0) + 1
+    finally:
+        sink.close()
+    result.reused = sum(copied.values())
+    result.reused_from = dict(sorted(copied.items(), key=lambda kv: (-kv[1], kv[0])))
+    return remaining
 
 
 def _open_wandb(config: SweepConfig, sweep_id: str):
