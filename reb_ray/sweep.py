@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -90,15 +91,19 @@ def _key_names(config: SweepConfig) -> list[str]:
     return [name for agent in config.agents for name in get_agent(config.agent_spec(agent)).credential_names()]
 
 
-def _init_ray(address: str | None, secrets: list[str] = ()) -> None:
+def _init_ray(address: str | None, secrets: list[str] = (), log_path: Path | None = None) -> None:
     """Joins the cluster at `address`, or starts a local Ray (none given). The provider key
     variables and `secrets` are out of the environment while Ray starts: its head processes
     are this process's children and its workers theirs, so none inherits a key
-    (reb_ray/llm/keys.py)."""
+    (reb_ray/llm/keys.py). Ray's own messages go to `log_path`, the sweep log, never to the
+    terminal (reb_ray/orchestrators/ray_logs.py)."""
     import ray
 
     from reb_ray.llm.keys import scrubbed
+    from reb_ray.orchestrators.ray_logs import route_ray_output, starting_ray
 
+    if log_path is not None:
+        route_ray_output(log_path)
     if ray.is_initialized():
         return
     # Workers must import reb_ray from the same place as the driver (a source checkout too).
@@ -106,7 +111,7 @@ def _init_ray(address: str | None, secrets: list[str] = ()) -> None:
     env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}}
     # No --address means a new local Ray, never whatever cluster this machine happens to run
     # (Ray's own default for address=None is to join it).
-    with scrubbed(secrets):
+    with scrubbed(secrets), (starting_ray(log_path) if log_path is not None else contextlib.nullcontext()):
         ray.init(address=address or "local", include_dashboard=False, log_to_driver=False, configure_logging=False,
                  runtime_env=env)
 
@@ -136,7 +141,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
     if not specs:
         return result
     start = time.monotonic()
-    _init_ray(config.address, _key_names(config))
+    _init_ray(config.address, _key_names(config), sweep_log(config, result.sweep_id))
     from reb_ray.orchestrators.node_check import NodeRequirements
 
     # No --max-concurrent: as many trials as the live cluster's slots hold (a node that joins adds its own).
