@@ -6,6 +6,9 @@ from __future__ import annotations
 import shutil
 
 import pyarrow.compute as pc
+from typer.testing import CliRunner
+
+from reb_ray.cli import app
 
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.models.suite import load_suite, select_tasks
@@ -98,7 +101,14 @@ def test_a_moved_output_and_another_ray_address_run_nothing(tmp_path, ray_local)
     same = run_sweep(_config(moved, agent_specs=two, address=address), show_progress=False)
     assert (same.sweep_id, same.attempts, same.skipped) == (first.sweep_id, 0, 2)
     # Another sweep id, a renamed agent table and another endpoint port: still the same trials.
-    renamed = {"a2": {**two["a"], "base_url": "http://127.0.0.1:4999/v1"}, "b": two["b"]}
-    other = run_sweep(_config(moved, agent_specs=renamed, address=address, sweep_id="elsewhere"), show_progress=False)
-    assert (other.attempts, other.reused, other.reused_from) == (0, 2, {first.sweep_id: 2})
+    # Through the command line, as a user runs it: the summary says what was reused and from where.
+    config = tmp_path / "sweep.toml"
+    config.write_text('wheelhouses = []\n[agents.a2]\nkind = "noop"\nmodel = "m-a"\nbase_url = "http://127.0.0.1:4999/v1"\n'
+                      '[agents.b]\nkind = "noop"\nmodel = "m-b"\n')
+    done = CliRunner().invoke(app, ["sweep", "--config", str(config), "--output", str(moved), "--address", address,
+                                    "--sweep-id", "elsewhere", "--sandbox", "local", "--tasks", "numpy-trainer",
+                                    "--no-pip-cache", "--quiet"])
+    assert done.exit_code == 0, done.output
+    assert "elsewhere: 0 attempt(s) run" in done.output
+    assert f"reused 2 scored trial(s) of the same identity from sweep(s) {first.sweep_id} (2)" in done.output
     assert sorted(read_trials(moved, "elsewhere")["trial_id"].to_pylist()) == ["a2/numpy-trainer/0", "b/numpy-trainer/0"]
