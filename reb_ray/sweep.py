@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -43,6 +44,8 @@ class SweepResult:
     not_launched: int = 0
     compaction: CompactionResult | None = None  # None: nothing written, or another sink still writes there
     slot_workers: int = 0  # slot worker actors started (replacements included)
+    reused: int = 0  # trials taken over from other sweeps' scored trials of the same identity
+    reused_from: dict[str, int] = field(default_factory=dict)  # {source sweep id: trials reused from it}
 
 
 def _prepare_sandbox(config: SweepConfig) -> str | None:
@@ -89,15 +92,19 @@ def _key_names(config: SweepConfig) -> list[str]:
     return [name for agent in config.agents for name in get_agent(config.agent_spec(agent)).credential_names()]
 
 
-def _init_ray(address: str | None, secrets: list[str] = ()) -> None:
+def _init_ray(address: str | None, secrets: list[str] = (), log_path: Path | None = None) -> None:
     """Joins the cluster at `address`, or starts a local Ray (none given). The provider key
     variables and `secrets` are out of the environment while Ray starts: its head processes
     are this process's children and its workers theirs, so none inherits a key
-    (`keys.scrubbed`)."""
+    (`keys.scrubbed`). Ray's own messages go to `log_path`, the sweep log, never to the
+    terminal (`route_ray_output`)."""
     import ray
 
     from reb_ray.llm.keys import scrubbed
+    from reb_ray.orchestrators.ray_logs import route_ray_output, starting_ray
 
+    if log_path is not None:
+        route_ray_output(log_path)
     if ray.is_initialized():
         return
     # Workers must import reb_ray from the same place as the driver (a source checkout too).
@@ -105,7 +112,7 @@ def _init_ray(address: str | None, secrets: list[str] = ()) -> None:
     env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}}
     # No --address means a new local Ray, never whatever cluster this machine happens to run
     # (Ray's own default for address=None is to join it).
-    with scrubbed(secrets):
+    with scrubbed(secrets), (starting_ray(log_path) if log_path is not None else contextlib.nullcontext()):
         ray.init(address=address or "local", include_dashboard=False, log_to_driver=False, configure_logging=False,
                  runtime_env=env)
 
@@ -123,7 +130,10 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
     image = _prepare_sandbox(config)
     specs, skipped = expand(config, image)
     result = SweepResult(sweep_id=config.resolved_sweep_id(), skipped=skipped)
-    drift = _check_identity(config, image, result.sweep_id)
+    scoring = _scoring_identity(config, image)
+    drift = _check_identity(config, scoring, result.sweep_id)
+    identities = _trial_identities(specs, scoring)
+    specs = _reuse(config, specs, identities, result)
     if config.max_cost_usd is not None:  # what earlier runs of the sweep spent counts (a resume continues)
         result.budget = SweepBudget.from_rows(config.max_cost_usd, config.output.resolve(), result.sweep_id)
         if result.budget.reached:
@@ -132,7 +142,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
     if not specs:
         return result
     start = time.monotonic()
-    _init_ray(config.address, _key_names(config))
+    _init_ray(config.address, _key_names(config), sweep_log(config, result.sweep_id))
     from reb_ray.orchestrators.node_check import NodeRequirements
 
     # No --max-concurrent: as many trials as the live cluster's slots hold (a node that joins adds its own).
@@ -156,6 +166,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
 
         def on_outcome(outcome: TrialOutcome, retry: bool) -> None:
             outcome.trial["config_drift"] = drift or None
+            outcome.trial["trial_identity"] = identities.get(outcome.trial.get("trial_id"))
             _store_artifacts(config, outcome)  # before the rows that name them
             sink.write([outcome.trial], outcome.stages)  # Parquet first, always
             if wandb is not None:
@@ -227,18 +238,65 @@ def _store_artifacts(config: SweepConfig, outcome: TrialOutcome) -> None:
                     row[key] = None
 
 
-def _check_identity(config: SweepConfig, image: str | None, sweep_id: str) -> list[str]:
-    """The fields allowed to drift since the sweep's first run (`check_identity`);
-    raises RebRayError naming them when drift is not allowed."""
+def _scoring_identity(config: SweepConfig, image: str | None) -> dict[str, object]:
+    """The sweep's scoring identity (`scoring_identity`) over its selected tasks."""
     from reb_ray.models.suite import load_suite, select_tasks
-    from reb_ray.sweep_identity import check_identity, scoring_identity
+    from reb_ray.sweep_identity import scoring_identity
 
+    return scoring_identity(config, image, select_tasks(load_suite(config.suite, config.tasks_root), config.tasks))
+
+
+def _check_identity(config: SweepConfig, scoring: dict[str, object], sweep_id: str) -> list[str]:
+    """The fields allowed to drift since the sweep's first run (`scoring_identity`);
+    raises RebRayError naming them when drift is not allowed."""
     from reb_ray.results.read import scored_trial_ids
+    from reb_ray.sweep_identity import check_identity
 
-    tasks = select_tasks(load_suite(config.suite, config.tasks_root), config.tasks)
     scored = bool(scored_trial_ids(config.output.resolve(), sweep_id))
-    return check_identity(config.output.resolve(), sweep_id, scoring_identity(config, image, tasks), config.allow_drift,
-                          scored=scored)
+    return check_identity(config.output.resolve(), sweep_id, scoring, config.allow_drift, scored=scored)
+
+
+def _trial_identities(specs: list[TrialSpec], scoring: dict[str, object]) -> dict[str, str]:
+    """{trial_id: identity digest} of the trials to run (`trial_identities`)."""
+    from reb_ray.trial_identity import trial_identities
+
+    return trial_identities(specs, scoring)
+
+
+def _reuse(config: SweepConfig, specs: list[TrialSpec], identities: dict[str, str], result: SweepResult) -> list[TrialSpec]:
+    """The specs still to run once every trial that a scored trial of the same identity in the
+    output directory covers is copied into the sweep (`plan_reuse`), counted in
+    `result`. None is reused under `--fresh` or `--rerun` (both ask for new runs)."""
+    from reb_ray.trial_identity import plan_reuse, reused_rows
+
+    if config.fresh or config.rerun or not specs:
+        return specs
+    output = config.output.resolve()
+    plan = plan_reuse(output, result.sweep_id, specs, identities)
+    if not plan.picks:
+        return specs
+    remaining, copied = [], {}
+    sink = ParquetSink(config.output)
+    try:
+        for spec in specs:
+            source = plan.picks.get(spec.trial_id)
+            if source is None:
+                remaining.append(spec)
+                continue
+            try:
+                trial, stages = reused_rows(output, spec, source)
+            except LookupError as exc:  # compacted away meanwhile: run it
+                log.warning("trial %s: not reused: %s", spec.trial_id, exc)
+                remaining.append(spec)
+                continue
+            trial["trial_identity"] = identities[spec.trial_id]
+            sink.write([trial], stages)
+            copied[source[0]] = copied.get(source[0], 0) + 1
+    finally:
+        sink.close()
+    result.reused = sum(copied.values())
+    result.reused_from = dict(sorted(copied.items(), key=lambda kv: (-kv[1], kv[0])))
+    return remaining
 
 
 def _open_wandb(config: SweepConfig, sweep_id: str):

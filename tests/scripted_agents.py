@@ -348,3 +348,22 @@ class SleepAgent(_Scripted):
     restarts the Docker daemon (F20), and short enough to run again."""
 
     script = "sleep 8"
+
+
+class DieOnceAgent(_Scripted):
+    """Kills the Ray worker that runs it (SIGKILL) the first time, and behaves like noop on the
+    retry. The flag file lives on the host, named by DIE_ONCE_FLAG in the driver's environment."""
+
+    credential_env = ("DIE_ONCE_FLAG",)
+
+    def run(self, sandbox, ctx: AgentContext) -> AgentRun:
+        import os
+        import signal
+
+        from reb_ray.agents.noop import NoopAgent
+
+        flag = ctx.env["DIE_ONCE_FLAG"]
+        if not os.path.exists(flag):
+            open(flag, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return NoopAgent().run(sandbox, ctx)

@@ -94,6 +94,7 @@ def sweep(
     wandb_timeout: Optional[float] = typer.Option(None, "--wandb-timeout", help="Seconds the sweep waits for W&B to finish (default 60)."),
     sweep_id: Optional[str] = typer.Option(None, help="Sweep id (default: derived from suite, tasks, agents, trials)."),
     rerun: bool = typer.Option(False, "--rerun", help="Run trials again even if already scored."),
+    fresh: bool = typer.Option(False, "--fresh", help="Reuse no scored trial of another sweep in --output (by default a trial whose identity, i.e. agent, model, arguments, CLI version, task spec, probes, image, limits and trial index, matches one already scored is taken over, not run)."),
     allow_drift: bool = typer.Option(False, "--allow-drift", help="Resume although scoring settings (agent model or CLI version, task specs, probes, image, timeouts, limits) changed since the sweep's first run; the changed fields are recorded in `config_drift`."),
     config: Optional[Path] = typer.Option(None, "--config", help="sweep.toml with defaults; flags override it."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
@@ -111,7 +112,7 @@ def sweep(
         "shm_size_bytes": int(shm_size_gb * 1024**3) if shm_size_gb else None, "sweep_id": sweep_id,
         "memory_bytes": None if memory_gb is None else int(memory_gb * 1024**3), "pids_limit": pids_limit,
         "disk_quota_bytes": None if disk_quota_gb is None else int(disk_quota_gb * 1024**3),
-        "network_policy": network_policy, "rerun": rerun or None, "toolchains_dir": toolchains_dir, "max_cost_usd": max_cost_usd, "prices_file": prices,
+        "network_policy": network_policy, "rerun": rerun or None, "fresh": fresh or None, "toolchains_dir": toolchains_dir, "max_cost_usd": max_cost_usd, "prices_file": prices,
         "wandb_project": wandb, "wandb_timeout_s": wandb_timeout, "allow_drift": allow_drift or None,
         "share_gpus_in_agent_phase": share_gpus_in_agent_phase or None,
     }
@@ -123,6 +124,9 @@ def sweep(
     result = run_sweep(cfg, show_progress=not quiet)
     typer.echo(f"sweep {result.sweep_id}: {result.attempts} attempt(s) run, {result.skipped} already scored, "
                f"{result.infra_errors} infra error(s), {result.wall_time_s:.1f} s; results in {cfg.output}")
+    if result.reused:
+        sources = ", ".join(f"{sweep} ({n})" for sweep, n in result.reused_from.items())
+        typer.echo(f"reused {result.reused} scored trial(s) of the same identity from sweep(s) {sources}; --fresh runs them again")
     if result.budget is not None:
         stop = (f"; budget reached: {result.not_launched} trial(s) not launched (run again with a larger "
                 "--max-cost-usd to continue)" if result.not_launched else "")

@@ -36,7 +36,8 @@ class SweepBudget:
 
         import pyarrow.compute as pc
 
-        rows = read_trials(output, sweep_id, columns=["cost_usd", "llm_requests"])
+        rows = read_trials(output, sweep_id, columns=["cost_usd", "llm_requests", "reused_from"])
+        rows = rows.filter(pc.is_null(rows["reused_from"]))  # a reused trial was paid for by the sweep that ran it
         budget = cls(limit_usd)
         budget.spent_usd = pc.sum(rows["cost_usd"]).as_py() or 0.0  # the same sum `add` makes, in Arrow
         budget.unknown = pc.sum(pc.and_(pc.is_null(rows["cost_usd"]), pc.greater(rows["llm_requests"], 0))).as_py() or 0

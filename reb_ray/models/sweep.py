@@ -94,6 +94,9 @@ class SweepConfig(BaseModel):
     wandb_project: str | None = None
     wandb_timeout_s: float = Field(60.0, gt=0)  # the bound on W&B's finish; past it W&B is abandoned
     rerun: bool = False
+    # Run every trial this sweep has not scored itself, reusing none scored by other sweeps of the
+    # output directory (reb_ray/trial_identity.py).
+    fresh: bool = False
     # Resume with scoring settings that differ from the sweep's first run (reb_ray/sweep_identity.py);
     # the drifted fields are recorded in the identity file and in each new row's `config_drift`.
     allow_drift: bool = False

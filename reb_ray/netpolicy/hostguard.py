@@ -33,10 +33,11 @@ lock it reads the filter table (`iptables -S`, a few ms) and rewrites the chain 
 only when they differ from the above, in one atomic `iptables-restore --noflush` transaction
 (the chain is never seen half made, the jump never doubled). It touches no other chain than
 its own and its one jump in INPUT. It fails the attempt (InfraError, CATEGORY) when iptables
-is missing or refuses (not root): a sandbox is never silently open to the node. Limits: a
-firewall manager that flushes INPUT (firewalld's reload, `iptables -F`) opens the host until
-the next trial start puts the jump back; a rule someone inserts above the jump that accepts
-the bridge's packets wins over it.
+is missing or refuses (not root): a sandbox is never silently open to the node. While a trial
+holds the network, guard_watch.py re-runs it on a timer, so a firewall manager that flushes
+INPUT or the chain (firewalld's reload, `iptables -F`) opens the host for at most that interval,
+not until the next trial start. Limit: a rule someone inserts above the jump that accepts the
+bridge's packets wins over it.
 """
 
 from __future__ import annotations
@@ -75,10 +76,11 @@ def chain_rules6(chain: str = CHAIN) -> list[str]:
             f"-A {chain} -j REJECT --reject-with icmp6-port-unreachable"]
 
 
-def ensure_guard(bridge: str, gateway: str, ports: range, chain: str = CHAIN) -> None:
+def ensure_guard(bridge: str, gateway: str, ports: range, chain: str = CHAIN) -> bool:
     """Makes `chain` and its jump from INPUT exactly as in the module docstring, for packets
     entering on interface `bridge`, the proxies on `gateway` at `ports`; does nothing when
-    they already are. Raises InfraError (CATEGORY, one line) when iptables is missing or fails."""
+    they already are. True when something was rewritten. Raises InfraError (CATEGORY, one
+    line) when iptables is missing or fails."""
     lock_path = Path(tempfile.gettempdir()) / "reb-ray-host-guard.lock"
     try:  # read-only is enough for flock: any user's process can wait on root's lock file
         lock = os.open(lock_path, os.O_RDONLY | os.O_CREAT, 0o644)
@@ -86,9 +88,10 @@ def ensure_guard(bridge: str, gateway: str, ports: range, chain: str = CHAIN) ->
         raise InfraError(CATEGORY, f"cannot open the host guard's lock {lock_path}: {exc.strerror or exc}") from None
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        _ensure(IPTABLES, bridge, chain, chain_rules(gateway, ports, chain))
+        changed = _ensure(IPTABLES, bridge, chain, chain_rules(gateway, ports, chain))
         if _kernel_has_ipv6():
-            _ensure(IP6TABLES, bridge, chain, chain_rules6(chain))
+            changed = _ensure(IP6TABLES, bridge, chain, chain_rules6(chain)) or changed
+        return changed
     finally:
         os.close(lock)  # releases the lock
 
@@ -122,17 +125,18 @@ def _jump(bridge: str, chain: str) -> str:
     return f"-A INPUT -i {bridge} -j {chain}"
 
 
-def _ensure(binary: str, bridge: str, chain: str, rules: list[str]) -> None:
+def _ensure(binary: str, bridge: str, chain: str, rules: list[str]) -> bool:
     jump = _jump(bridge, chain)
     table = _table(binary)
     jumps = table.count(jump)
     if _chain_of(table, chain) == rules and jumps == 1:
-        return
+        return False
     lines = [f":{chain} - [0:0]", *rules]  # with --noflush, declaring the chain empties it
     if jumps == 0:
         lines.append(f"-I INPUT 1 -i {bridge} -j {chain}")
     lines += [f"-D{jump[2:]}"] * max(0, jumps - 1)
     _restore(binary, lines)
+    return True
 
 
 def _table(binary: str) -> list[str]:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from reb_ray.errors import InfraError, RebRayError
 from reb_ray.netpolicy.allowlist import HostPolicy
+from reb_ray.netpolicy import guard_watch
 from reb_ray.netpolicy.hostguard import ensure_guard
 from reb_ray.netpolicy.network import OPEN, REGISTRIES, SandboxNetwork, by_name, ensure_network, proxy_env
 from reb_ray.netpolicy.ports import sandbox_ports
@@ -100,6 +101,7 @@ class TrialEgress:
         self.gateway: str | None = None
         self.joined: str | None = None  # the row's sandbox_network, once decided
         self.host_guard: bool | None = None  # the row's network_host_guard: null until decided
+        self.guard_watch: tuple | None = None  # the guard's watch held until close (guard_watch.py)
 
     def open(self, config: SandboxConfig) -> SandboxConfig:
         """The sandbox config to create the sandbox with. Raises InfraError (`infra_network_guard`)
@@ -116,6 +118,7 @@ class TrialEgress:
             ensure_guard(net.bridge, self.gateway, ports, net.chain)  # before any sandbox of this trial exists
         except InfraError as exc:
             raise InfraError(exc.category, str(exc) + ("" if self.active else _OPT_OUT)) from None
+        self.guard_watch = guard_watch.hold(net.bridge, self.gateway, ports, net.chain)  # re-asserted while sandboxes run
         self.joined, self.host_guard = net.name, True
         if not self.active:
             return config.model_copy(update={"network": net.name})
@@ -153,6 +156,9 @@ class TrialEgress:
         never decided them), `network_denied_count` and `network_log_path` (null when the
         policy is open, or the proxy never started). Never raises."""
         columns = {"sandbox_network": self.joined, "network_host_guard": self.host_guard}
+        if self.guard_watch is not None:
+            guard_watch.release(self.guard_watch)
+            self.guard_watch = None
         if self.proxy is None:
             return columns
         proxy, self.proxy = self.proxy, None

@@ -172,6 +172,9 @@ TRIALS_SCHEMA = pa.schema(
         ("python_path_kind", pa.string()),  # PYTHON_PATH_KINDS: elf | symlink_to_elf | script | other | missing
         ("startup_hooks", _strings),  # interpreter start-up hooks no distribution installed (sitecustomize, .pth imports, ...)
         ("suspicious_actions", _strings),  # shortcuts seen in the sandbox or the agent's trajectory, one line each
+        # -- resume by trial identity (reb_ray/trial_identity.py)
+        ("trial_identity", pa.string()),  # 16-hex digest of what decides the trial's score (null: written before it)
+        ("reused_from", pa.string()),  # the sweep whose scored attempt this row copies (null: run by this sweep)
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

@@ -82,3 +82,19 @@ class HostServiceProbeAgent(Agent):
         env = {**(self.spec.env if self.spec is not None else {}), **ctx.env}
         result = sandbox.exec(["sh", "-c", _HOST_SCRIPT, "agent", ctx.report_path], timeout=ctx.timeout_s, env=env)
         return AgentRun.from_exec(result, ctx.timeout_s, started)
+
+
+class WaitThenProbeHostAgent(HostServiceProbeAgent):
+    """HostServiceProbeAgent that first touches the host file STARTED_FLAG (its sandbox runs),
+    then waits up to 120 s for the host file GO_FLAG (the test has tampered with the node's
+    firewall meanwhile) before it tries the node's service."""
+
+    def run(self, sandbox, ctx: AgentContext) -> AgentRun:
+        import os
+
+        env = self.spec.env if self.spec is not None else {}
+        open(env["STARTED_FLAG"], "w").close()
+        deadline = time.monotonic() + 120
+        while not os.path.exists(env["GO_FLAG"]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return super().run(sandbox, ctx)
