@@ -186,7 +186,8 @@ def _file_lines(output_dir: Path, row: dict, stages: list[dict]) -> list[str]:
 
     named = [(name, row.get(key)) for name, key in _TRIAL_FILES]
     named += [(f"{s['stage']} log", s.get("log_path")) for s in stages]
-    named = [(name, path) for name, path in named if path]
+    seen: set[str] = set()  # a stage row may name the trial's own log (the agent stage): listed once
+    named = [(name, path) for name, path in named if path and not (path in seen or seen.add(path))]
     directory = output_dir / artifact_dir(row["sweep_id"], row["trial_id"], row["attempt"])
     known = {path for _, path in named}
     if directory.is_dir():  # logs no column names (written by a newer harness, or left by a cut attempt)

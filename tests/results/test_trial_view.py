@@ -71,7 +71,8 @@ def test_trial_show_lists_every_log_of_the_attempt(tmp_path):
     stage = {k: trial[k] for k in ("sweep_id", "trial_id", "attempt", "task_id", "agent")}
     sink = ParquetSink(tmp_path)
     sink.write([row("a", "t1", 1, "infra_error", agent_log_path=f"{artifact_dir('s1', 'a/t1/0', 1)}/agent.log.gz")], [])
-    sink.write([trial], [{**stage, "stage": "c1", "status": "failure", "log_path": f"{base}/c1.log.gz"}])
+    sink.write([trial], [{**stage, "stage": "agent", "status": "success", "log_path": f"{base}/agent.log.gz"},
+                         {**stage, "stage": "c1", "status": "failure", "log_path": f"{base}/c1.log.gz"}])
     sink.close()
     out = show_trial(tmp_path, "a/t1/0")
     listing = out[out.index("files    "):]
@@ -82,3 +83,4 @@ def test_trial_show_lists_every_log_of_the_attempt(tmp_path):
     assert f"c1 log         {base}/c1.log.gz (2 bytes)" in listing
     assert f"other          {base}/between_phases.log.gz (4 bytes)" in listing
     assert "/1/agent.log.gz" not in listing
+    assert listing.count(f"{base}/agent.log.gz") == 1  # the agent stage names the same log: listed once
