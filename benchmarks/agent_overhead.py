@@ -43,7 +43,7 @@ from reb_ray.sandbox import open_sandbox
 from reb_ray.sandbox.docker_client import connect
 from reb_ray.sandbox.image import build_image
 from reb_ray.sandbox.tap import TappedSandbox
-from reb_ray.trial import _sandbox_config
+from reb_ray.trial.run import _sandbox_config
 
 MODELS = {"codex": "gpt-5.1-codex", "claude_code": "claude-sonnet-4-5"}
 KEY_ENV = "REB_RAY_BENCH_LLM_KEY"

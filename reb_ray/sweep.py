@@ -18,7 +18,7 @@ from reb_ray.orchestrators.durations import estimator
 from reb_ray.orchestrators.expand import expand
 from reb_ray.results.compact import CompactionResult, compact_if_idle
 from reb_ray.results.parquet_sink import ParquetSink
-from reb_ray.trial import TrialOutcome
+from reb_ray.trial.record import TrialOutcome
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +210,7 @@ def _node_line(config: SweepConfig, sweep_id: str, line: str) -> None:
 def _store_artifacts(config: SweepConfig, outcome: TrialOutcome) -> None:
     """Write the logs a worker shipped with the outcome (reb_ray/artifacts.py) into the output
     directory; on failure the rows stay, their artifact paths cleared and the reason noted."""
-    from reb_ray import artifacts
+    from reb_ray.trial import artifacts
 
     files, outcome.artifacts = outcome.artifacts, {}
     if not files:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.models.suite import load_suite
-from reb_ray.repo_state import changed_since, tracked_state
-from reb_ray.trial import _record_repo_changes
-from reb_ray.trial_record import TrialRecorder
+from reb_ray.trial.repo_state import changed_since, tracked_state
+from reb_ray.trial.run import _record_repo_changes
+from reb_ray.trial.record import TrialRecorder
 
 _ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
         "PATH": "/usr/bin:/bin"}

@@ -71,7 +71,7 @@ class TranscriptWrapperAgent(_Scripted):
 
 
 def _trial(tmp_path: Path, name: str, spec: dict | str, image: str):
-    from reb_ray.trial import run_trial
+    from reb_ray.trial.run import run_trial
 
     specs = {name: spec} if isinstance(spec, dict) else {}
     agent = name if isinstance(spec, dict) else spec

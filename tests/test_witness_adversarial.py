@@ -68,7 +68,7 @@ def _specs() -> dict:
 
 
 def _trial(agent: str, task_id: str, image: str):
-    from reb_ray.trial import run_trial
+    from reb_ray.trial.run import run_trial
 
     config = SweepConfig(wheelhouses=WHEELS, pip_cache=False, agent_specs=_specs())
     task = next(t for t in load_suite("demo") if t.id == task_id)

@@ -116,7 +116,7 @@ def sweep(
         "share_gpus_in_agent_phase": share_gpus_in_agent_phase or None,
     }
     cfg = load_config(config, overrides)
-    from reb_ray.netpolicy.trial_egress import unguarded_warning
+    from reb_ray.trial.egress import unguarded_warning
 
     if (warning := unguarded_warning(cfg)) is not None:  # an explicit `network`: the user's choice, never silent
         typer.echo(warning, err=True)

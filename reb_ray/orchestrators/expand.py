@@ -7,7 +7,7 @@ import os
 from reb_ray.agents import get_agent
 from reb_ray.errors import RebRayError
 from reb_ray.llm.prices import price_table
-from reb_ray.llm.trial_access import check_llm_agent
+from reb_ray.trial.llm import check_llm_agent
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.models.suite import load_suite, select_tasks
 from reb_ray.results.read import last_attempts, scored_trial_ids

@@ -24,7 +24,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from reb_ray.errors import InfraError
-from reb_ray.gpu_lease import LeaseBook
+from reb_ray.trial.gpu_lease import LeaseBook
 from reb_ray.sandbox.ownership import process_start_ticks
 
 WATCH_S = 1.0  # how often holders' worker processes are checked

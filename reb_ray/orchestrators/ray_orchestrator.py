@@ -62,8 +62,8 @@ from reb_ray.orchestrators.node_roster import NodeRoster, NoUsableNode
 from reb_ray.orchestrators.node_tasks import reap_on, remove_dead_attempt
 from reb_ray.orchestrators.slot_plan import gpu_cap, hardware_refusal
 from reb_ray.orchestrators.slot_pool import Slot, SlotPool
-from reb_ray.trial import TrialOutcome
-from reb_ray.trial_record import now
+from reb_ray.trial.record import TrialOutcome
+from reb_ray.trial.record import now
 
 
 @dataclass
@@ -327,7 +327,7 @@ def _node_proxies(specs: list[TrialSpec]) -> NodeProxies | None:
             keys[key_env] = os.environ[key_env]
     if not any(uses.values()):
         return None
-    from reb_ray.netpolicy.trial_egress import sandbox_network
+    from reb_ray.trial.egress import sandbox_network
 
     config = specs[0].config
     # Bound where the sandboxes are: the gateway of reb-ray's network for the policy.

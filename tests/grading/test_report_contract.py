@@ -121,7 +121,7 @@ SLOPPY = {"python_path": "/usr/bin/python3", "python_version": 3.11, "torch_vers
 @pytest.mark.docker
 def test_a_sloppy_report_runs_every_stage_and_counts_its_faults(sandbox_image):
     from reb_ray.models.sweep import TrialSpec
-    from reb_ray.trial import run_trial
+    from reb_ray.trial.run import run_trial
 
     script = 'mkdir -p "$(dirname "$1")" && printf "%s" "$2" > "$1"'
     spec = {"kind": "command", "command": ["sh", "-c", script, "agent", "{report_path}", json.dumps(SLOPPY)]}
@@ -146,7 +146,7 @@ def test_a_sloppy_report_runs_every_stage_and_counts_its_faults(sandbox_image):
 def test_a_report_without_a_usable_python_path_gates_the_stages_and_is_audited(sandbox_image):
     from reb_ray.models.sweep import TrialSpec
     from reb_ray.regrade import regrade_trial
-    from reb_ray.trial import run_trial
+    from reb_ray.trial.run import run_trial
 
     report = {**SLOPPY, "python_path": "venv/bin/python"}
     script = 'mkdir -p "$(dirname "$1")" && printf "%s" "$2" > "$1"'

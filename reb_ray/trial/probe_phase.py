@@ -46,7 +46,7 @@ from reb_ray.probes.task_helpers import install_task_helpers
 from reb_ray.probes.toolbox import install_toolbox
 from reb_ray.probes.witness import Witness, arm, collect
 from reb_ray.sandbox import Sandbox
-from reb_ray.trial_record import TrialRecorder
+from reb_ray.trial.record import TrialRecorder
 
 ASSETS_MOUNT = "/opt/reb-ray/assets"
 SCRATCH_DIR = "/tmp/reb-ray-out"  # writable scratch for stage outputs (task commands use it too)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from reb_ray.errors import RebRayError
 from reb_ray.models.report import MAX_REPORT_BYTES
-from reb_ray.repo_state import STATE_SCRIPT, parse_state, tracked_state
+from reb_ray.trial.repo_state import STATE_SCRIPT, parse_state, tracked_state
 from reb_ray.sandbox import Sandbox, UnreadableFile
 from reb_ray.sandbox.base import DEFAULT_READ_LIMIT
 

@@ -18,7 +18,7 @@ from reb_ray.sandbox import ExecResult
 from reb_ray.sandbox.output import TRUNCATION_MARK_RE
 
 if TYPE_CHECKING:
-    from reb_ray.artifacts import LogArtifact, TrialArtifacts
+    from reb_ray.trial.artifacts import LogArtifact, TrialArtifacts
 
 LOG_KEEP = 8 * 1024  # bytes of head and of tail kept per stage in the `stages` rows
 RAW_KEEP = 4 * 1024 * 1024  # raw probe output kept for re-grading, per stage
