@@ -16,7 +16,7 @@ from reb_ray.agents.base import AgentRun
 from reb_ray.grading.startup import trajectory_hits
 from reb_ray.models.suite import load_suite
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.regrade import regrade
+from reb_ray.sweep.regrade import regrade
 from reb_ray.results.parquet_sink import ParquetSink
 from reb_ray.results.trial_view import show_trial
 from tests.scripted_agents import _Scripted

@@ -13,7 +13,7 @@ import pytest
 
 from reb_ray.models.suite import load_suite
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.regrade import regrade_trial
+from reb_ray.sweep.regrade import regrade_trial
 
 WHEELS = [Path("/opt/wheels")] if Path("/opt/wheels").is_dir() else []
 

@@ -49,7 +49,7 @@ from typing import Callable
 
 import ray
 
-from reb_ray.llm.budget import RetryBackoff, SweepBudget
+from reb_ray.orchestrators.budget import RetryBackoff, SweepBudget
 from reb_ray.llm.failures import NOT_RETRIED, PROXY, RETRYABLE
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.orchestrators.attempt_rows import driver_outcome, unplaceable_outcome

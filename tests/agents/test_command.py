@@ -46,7 +46,7 @@ _PRINT = 'echo "agent: done, report follows"; printf "%s\\n" "$3"'
 
 @pytest.mark.docker
 def test_command_agents_in_a_real_sweep(tmp_path, monkeypatch, docker_client, sandbox_image, ray_local):
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     monkeypatch.setenv("CMD_AGENT_KEY", "sk-cmd-agent-5678")
     report = json.dumps(REPORT)

@@ -145,7 +145,7 @@ def test_a_sloppy_report_runs_every_stage_and_counts_its_faults(sandbox_image):
 @pytest.mark.docker
 def test_a_report_without_a_usable_python_path_gates_the_stages_and_is_audited(sandbox_image):
     from reb_ray.models.sweep import TrialSpec
-    from reb_ray.regrade import regrade_trial
+    from reb_ray.sweep.regrade import regrade_trial
     from reb_ray.trial.run import run_trial
 
     report = {**SLOPPY, "python_path": "venv/bin/python"}

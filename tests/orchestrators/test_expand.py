@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reb_ray.models.sweep import SweepConfig
-from reb_ray.orchestrators.expand import expand
+from reb_ray.sweep.expand import expand
 from reb_ray.results.parquet_sink import ParquetSink
 from reb_ray.trial.record import TrialRecorder
 

@@ -107,7 +107,7 @@ def wait_for(predicate, timeout_s: float, what: str):
 
 def run_in_thread(config: SweepConfig) -> tuple[threading.Thread, dict]:
     """run_sweep(config) in a thread; its result (or error) lands in the returned dict."""
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     box: dict = {}
 

@@ -3,24 +3,27 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from reb_ray.errors import RebRayError
-from reb_ray.llm.budget import RetryBackoff, SweepBudget
+from reb_ray.orchestrators.budget import RetryBackoff, SweepBudget
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.orchestrators.durations import estimator
-from reb_ray.orchestrators.expand import expand
+from reb_ray.sweep.expand import expand
 from reb_ray.results.compact import CompactionResult, compact_if_idle
 from reb_ray.results.parquet_sink import ParquetSink
 from reb_ray.trial.record import TrialOutcome
 
 log = logging.getLogger(__name__)
+
+# (output, sweep_id, out_dir) -> (summary metrics, {plot name: PNG path})
+WandbExtras = Callable[[Path, str, Path], tuple[dict, dict]]
 
 
 @dataclass
@@ -88,34 +91,17 @@ def _key_names(config: SweepConfig) -> list[str]:
     return [name for agent in config.agents for name in get_agent(config.agent_spec(agent)).credential_names()]
 
 
-def _init_ray(address: str | None, secrets: list[str] = ()) -> None:
-    """Joins the cluster at `address`, or starts a local Ray (none given). The provider key
-    variables and `secrets` are out of the environment while Ray starts: its head processes
-    are this process's children and its workers theirs, so none inherits a key
-    (reb_ray/llm/keys.py)."""
-    import ray
-
-    from reb_ray.llm.keys import scrubbed
-
-    if ray.is_initialized():
-        return
-    # Workers must import reb_ray from the same place as the driver (a source checkout too).
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}}
-    # No --address means a new local Ray, never whatever cluster this machine happens to run
-    # (Ray's own default for address=None is to join it).
-    with scrubbed(secrets):
-        ray.init(address=address or "local", include_dashboard=False, log_to_driver=False, configure_logging=False,
-                 runtime_env=env)
-
-
-def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_concurrency: int | None = None) -> SweepResult:
+def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_concurrency: int | None = None,
+              wandb_extras: WandbExtras | None = None) -> SweepResult:
     """Run every not-yet-scored trial of `config`; rows are written as each attempt finishes.
 
     `slot_start_concurrency`: slot workers started at once (None: all; a cluster simulated on
-    one machine, whose raylets share its cores, starts them faster a few at a time)."""
+    one machine, whose raylets share its cores, starts them faster a few at a time).
+    `wandb_extras(output, sweep_id, out_dir) -> (summary, {plot: png})`: what the W&B run's
+    finish adds beyond the rows (the CLI passes analysis.wandb_extras.summary_and_plots)."""
     from reb_ray.orchestrators.address import probe
     from reb_ray.orchestrators.ray_orchestrator import RayOrchestrator
+    from reb_ray.orchestrators.session import init_ray
 
     if config.address:  # a wrong address fails in seconds (not after Ray's minutes), before anything is written
         probe(config.address)
@@ -131,7 +117,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
     if not specs:
         return result
     start = time.monotonic()
-    _init_ray(config.address, _key_names(config))
+    init_ray(config.address, _key_names(config))
     from reb_ray.orchestrators.node_check import NodeRequirements
 
     # No --max-concurrent: as many trials as the live cluster's slots hold (a node that joins adds its own).
@@ -177,7 +163,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
             sink.close()  # every row on disk, the run lock released
     result.compaction = compact_if_idle(config.output, result.sweep_id)  # a few files per sweep (issue 12)
     if wandb is not None:  # after Parquet is whole and compacted: the artifact holds the final files
-        _finish_wandb(wandb, config, result.sweep_id)
+        _finish_wandb(wandb, config, result.sweep_id, wandb_extras)
     result.not_launched = len(orchestrator.not_launched)
     result.slot_workers = orchestrator.slots_created
     result.wall_time_s = time.monotonic() - start
@@ -230,7 +216,7 @@ def _check_identity(config: SweepConfig, image: str | None, sweep_id: str) -> li
     """The fields allowed to drift since the sweep's first run (reb_ray/sweep_identity.py);
     raises RebRayError naming them when drift is not allowed."""
     from reb_ray.models.suite import load_suite, select_tasks
-    from reb_ray.sweep_identity import check_identity, scoring_identity
+    from reb_ray.sweep.identity import check_identity, scoring_identity
 
     from reb_ray.results.read import scored_trial_ids
 
@@ -250,51 +236,19 @@ def _open_wandb(config: SweepConfig, sweep_id: str):
     except ImportError:
         raise RebRayError("--wandb: the wandb package is not installed (pip install 'reb-ray[wandb]')") from None
     from reb_ray.results.schema import STAGES_SCHEMA, TRIALS_SCHEMA
-    from reb_ray.wandb_log import WandbLog
+    from reb_ray.sweep.wandb_log import WandbLog
 
     return WandbLog(config.wandb_project, config.output.resolve(), sweep_id,
                     config.model_dump(mode="json"), TRIALS_SCHEMA.names, STAGES_SCHEMA.names)
 
 
-def _wandb_plots(config: SweepConfig, sweep_id: str, trials, out_dir) -> dict:
-    """{plot name: PNG path} of the sweep's analysis plots (analysis/plots.py), drawn under
-    `out_dir`; empty, with a warning, when matplotlib is missing or the stages are unreadable."""
-    from pathlib import Path
-
-    from analysis.analyze import STAGE_COLUMNS, analyze
-    from analysis.plots import PLOTS, plot_path, write_plots
-    from reb_ray.results.read import read_stages
-
-    try:
-        analysis = analyze(trials, read_stages(config.output, sweep_id, columns=STAGE_COLUMNS))
-        write_plots(analysis, Path(out_dir))
-    except Exception as exc:  # noqa: BLE001  the plots are extra: they never fail a sweep whose rows are written
-        log.warning("W&B plots skipped: %s: %s", type(exc).__name__, exc)
-        return {}
-    paths = {plot: plot_path(Path(out_dir), sweep_id, plot) for plot in PLOTS}
-    return {plot: path for plot, path in paths.items() if path.is_file()}
-
-
-def _finish_wandb(wandb, config: SweepConfig, sweep_id: str) -> None:
-    """Summary metrics per agent (the numbers `reb-ray report` prints), the analysis plots
-    (`plots/<name>` images, drawn in a temporary directory that outlives the bounded finish)
-    and the Parquet datasets."""
+def _finish_wandb(wandb, config: SweepConfig, sweep_id: str, extras: WandbExtras | None) -> None:
+    """Summary metrics per agent and the analysis plots, as `extras` computes them in a
+    temporary directory that outlives the bounded finish (none without `extras`), and the
+    Parquet datasets."""
     import tempfile
 
-    from analysis.scores import summarize
-    from reb_ray.results.read import read_trials
-
-    summary: dict = {}
-    trials = None
-    try:
-        trials = read_trials(config.output, sweep_id)
-        for row in summarize(trials):
-            for key, value in row.items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    summary[f"{row['agent']}/{key}"] = value
-    except RebRayError as exc:  # no rows yet: the run still finishes
-        log.warning("W&B summary skipped: %s", exc)
     output = config.output.resolve()
     with tempfile.TemporaryDirectory(prefix="reb-ray-wandb-plots-") as tmp:
-        plots = _wandb_plots(config, sweep_id, trials, tmp) if trials is not None and trials.num_rows else {}
+        summary, plots = extras(config.output, sweep_id, Path(tmp)) if extras is not None else ({}, {})
         wandb.finish(summary, plots=plots, datasets=[output / "trials", output / "stages"], timeout_s=config.wandb_timeout_s)
