@@ -37,8 +37,8 @@ from reb_ray.agents.toolchain_mount import ToolchainSlot
 from reb_ray.llm.proxy import ProxyServer
 from reb_ray.llm.scripted import ScriptedEndpoint, script_from
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.models.suite import load_suite
-from reb_ray.placement import place_repo
+from reb_ray.suite.load import load_suite
+from reb_ray.suite.placement import place_repo
 from reb_ray.sandbox import open_sandbox
 from reb_ray.sandbox.docker_client import connect
 from reb_ray.sandbox.image import build_image

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 
 from reb_ray.trial import run as trial_module  # noqa: E402
 from reb_ray.models.sweep import SweepConfig, TrialSpec  # noqa: E402
-from reb_ray.models.suite import load_suite  # noqa: E402
+from reb_ray.suite.load import load_suite  # noqa: E402
 from reb_ray.sandbox.docker_client import connect  # noqa: E402
 from reb_ray.sandbox.image import build_image  # noqa: E402
 

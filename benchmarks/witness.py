@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's reb_ray, not an installed one
 
 from reb_ray.grading.witness import grade_witness  # noqa: E402
-from reb_ray.models.suite import load_suite  # noqa: E402
-from reb_ray.placement import place_repo  # noqa: E402
+from reb_ray.suite.load import load_suite  # noqa: E402
+from reb_ray.suite.placement import place_repo  # noqa: E402
 from reb_ray.trial.probe_phase import _with_env, probe_env  # noqa: E402
 from reb_ray.models.sweep import SweepConfig, TrialSpec  # noqa: E402
 from reb_ray.probes.command import run_stage_command  # noqa: E402

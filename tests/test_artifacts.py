@@ -61,7 +61,7 @@ def test_a_shipped_attempt_writes_nothing_on_its_node_and_the_driver_stores_it(t
 
     from reb_ray.trial.artifacts import store
     from reb_ray.models.sweep import SweepConfig, TrialSpec
-    from reb_ray.models.suite import load_suite
+    from reb_ray.suite.load import load_suite
     from reb_ray.trial.run import run_trial
 
     config = SweepConfig(sandbox="local", wheelhouses=[], pip_cache=False, output=tmp_path / "node-view")

@@ -14,7 +14,7 @@ import pytest
 from reb_ray.errors import InfraError
 from reb_ray.trial.gpu_lease import StaticLease
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.trial.phase_split import PhaseSplit
 from reb_ray.probes.toolbox import TOOLBOX_SANDBOX_PATH
 from reb_ray.sandbox import SandboxConfig

@@ -13,7 +13,7 @@ import json
 import textwrap
 
 from reb_ray.trial.artifacts import TrialArtifacts
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.sweep.regrade import regrade, regrade_trial
 from reb_ray.results.parquet_sink import ParquetSink
 

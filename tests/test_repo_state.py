@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.trial.repo_state import changed_since, tracked_state
 from reb_ray.trial.run import _record_repo_changes
 from reb_ray.trial.record import TrialRecorder

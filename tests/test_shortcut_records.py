@@ -14,7 +14,7 @@ import pytest
 
 from reb_ray.agents.base import AgentRun
 from reb_ray.grading.startup import trajectory_hits
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.sweep.regrade import regrade
 from reb_ray.results.parquet_sink import ParquetSink

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.trial.run import PIP_CACHE_MOUNT, _sandbox_config
 
 
@@ -154,7 +154,7 @@ def test_rows_keep_all_evidence_of_a_chatty_trial(provider, tmp_path, request):
     import gzip
     import hashlib
 
-    from reb_ray.models.suite import load_task
+    from reb_ray.suite.load import load_task
     from reb_ray.results.parquet_sink import ParquetSink
     from reb_ray.results.read import read_stages, read_trials
     from reb_ray.trial.run import run_trial

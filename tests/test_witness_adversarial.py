@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.sweep.regrade import regrade_trial
 

@@ -9,7 +9,7 @@ from reb_ray.errors import RebRayError
 from reb_ray.llm.prices import price_table
 from reb_ray.trial.llm import check_llm_agent
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.models.suite import load_suite, select_tasks
+from reb_ray.suite.load import load_suite, select_tasks
 from reb_ray.results.read import last_attempts, scored_trial_ids
 
 

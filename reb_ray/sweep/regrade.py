@@ -31,7 +31,7 @@ from reb_ray.grading.unmeasured import (INVALID_REPORT, MISSING_REPORT, PROBE_ST
                                         agent_failed, interpreter_fault, skipped)
 from reb_ray.models.report import load_report_object
 from reb_ray.models.task import SuccessRule, TaskSpec
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.results.read import latest_attempts, read_stages, read_trials
 from reb_ray.trial.record import LOG_KEEP, TrialOutcome, settle_rows
 

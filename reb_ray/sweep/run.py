@@ -215,7 +215,7 @@ def _store_artifacts(config: SweepConfig, outcome: TrialOutcome) -> None:
 def _check_identity(config: SweepConfig, image: str | None, sweep_id: str) -> list[str]:
     """The fields allowed to drift since the sweep's first run (reb_ray/sweep_identity.py);
     raises RebRayError naming them when drift is not allowed."""
-    from reb_ray.models.suite import load_suite, select_tasks
+    from reb_ray.suite.load import load_suite, select_tasks
     from reb_ray.sweep.identity import check_identity, scoring_identity
 
     from reb_ray.results.read import scored_trial_ids

@@ -20,7 +20,7 @@ import time
 from contextlib import AbstractContextManager, nullcontext
 from typing import Callable
 
-from reb_ray.assets import missing_by_stage
+from reb_ray.suite.assets import missing_by_stage
 from reb_ray.errors import RebRayError
 from reb_ray.grading.c0 import grade_c0
 from reb_ray.grading.c2 import grade_c2

@@ -29,7 +29,7 @@ from reb_ray.agents.prompt import render_prompt
 from reb_ray.agents.toolchain_mount import NoSlot, toolchain_slot
 from reb_ray.trial import artifacts
 from reb_ray.trial.artifacts import TrialArtifacts
-from reb_ray.assets import missing_by_stage
+from reb_ray.suite.assets import missing_by_stage
 from reb_ray.trial.between_phases import settle
 from reb_ray.errors import InfraError, RebRayError
 from reb_ray.trial.gpu_lease import GpuLease
@@ -40,7 +40,7 @@ from reb_ray.llm.transcript import commands
 from reb_ray.models.report import MAX_REPORT_BYTES, Report, parse_report
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.trial.egress import TrialEgress, harness_network
-from reb_ray.placement import place_repo
+from reb_ray.suite.placement import place_repo
 from reb_ray.trial.probe_phase import ASSETS_MOUNT, run_probe_phase
 from reb_ray.trial.phase_split import PhaseSplit
 from reb_ray.redact import Redactor

@@ -13,7 +13,7 @@ from reb_ray.agents.base import REPORT_PATH
 from reb_ray.agents.command import last_json_object
 from reb_ray.agents.prompt import render_prompt
 from reb_ray.models.sweep import SweepConfig
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.results.read import read_trials
 
 WHEELS = [Path("/opt/wheels")] if Path("/opt/wheels").is_dir() else []

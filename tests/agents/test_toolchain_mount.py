@@ -12,7 +12,7 @@ import pytest
 from reb_ray.agents.toolchain import AGENT_MOUNT, TOOLCHAIN_SANDBOX_PATH, Toolchain
 from reb_ray.agents.toolchain_mount import ToolchainSlot, _mount, reap_slots
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.sandbox import SandboxConfig, open_sandbox
 
 pytestmark = pytest.mark.docker

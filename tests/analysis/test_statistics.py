@@ -13,7 +13,7 @@ import pytest
 from analysis.estimators import Z95
 from analysis.scores import summarize
 from analysis.statistics import all_comparisons, compare, run_statistics
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.results.parquet_sink import rows_to_table
 from reb_ray.results.read import read_trials
 from reb_ray.results.schema import TRIALS_SCHEMA

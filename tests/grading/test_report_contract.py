@@ -10,7 +10,7 @@ import pytest
 from reb_ray.grading.c5 import audit_report, audit_unprobed
 from reb_ray.models.report import contract_faults, parse_report
 from reb_ray.models.sweep import SweepConfig
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 
 PY = "/opt/envs/research/bin/python"
 GOOD = {"python_path": PY, "python_version": "3.10.14", "torch_version": "2.1.0+cu121", "cuda_available": True,

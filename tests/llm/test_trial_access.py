@@ -14,7 +14,7 @@ from reb_ray.llm.scripted import ScriptedEndpoint, script_from
 from reb_ray.trial.llm import LocalProxy, TrialLlm, check_llm_agent, llm_verdict, upstream_of
 from reb_ray.models.agent import AgentSpec
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from tests.llm.clients import post, request_body
 from tests.llm.conftest import REAL_KEY, REAL_KEY_ENV
 

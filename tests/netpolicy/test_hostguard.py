@@ -20,7 +20,7 @@ import pytest
 
 from reb_ray.llm.proxy import ProxyServer
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.netpolicy import hostguard
 from reb_ray.netpolicy.hostguard import CHAIN, IP6TABLES, ensure_guard, rejected_packets, remove_guard
 from reb_ray.netpolicy.network import BRIDGE_NAME, NETWORK_NAME, OPEN, ensure_network

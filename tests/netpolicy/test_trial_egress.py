@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.netpolicy.network import NETWORK_NAME, OPEN
 from reb_ray.trial.egress import (TrialEgress, guarded_network, harness_network, proxy_ports,
                                             sandbox_network)
