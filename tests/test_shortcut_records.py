@@ -18,7 +18,7 @@ from reb_ray.suite.load import load_suite
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.sweep.regrade import regrade
 from reb_ray.results.parquet_sink import ParquetSink
-from reb_ray.results.trial_view import show_trial
+from analysis.trial_view import show_trial
 from tests.scripted_agents import _Scripted
 
 WHEELS = [Path("/opt/wheels")] if Path("/opt/wheels").is_dir() else []

@@ -15,7 +15,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reb_ray.results.trial_view import show_trial
+from analysis.trial_view import show_trial
 from reb_ray.terminal import printable
 from tests.analysis.runs import row, write_run
 
