@@ -330,12 +330,6 @@ def _restore_repo(rec: TrialRecorder, sandbox: Sandbox, repo_dir: str, baseline:
     rec.row.update(columns)
 
 
-def _record_repo_changes(rec: TrialRecorder, sandbox: Sandbox, repo_dir: str, baseline: dict[str, str] | None) -> None:
-    """Tracked files the agent modified or deleted, against `baseline`, the state before the
-    agent phase (recorded, never fatal; unknown stays null when either state is unknown)."""
-    _record_changes(rec, baseline, tracked_state(sandbox, repo_dir))
-
-
 def _record_changes(rec: TrialRecorder, baseline: dict[str, str] | None, after: dict[str, str] | None) -> None:
     """Record `repo_modified(_files)` from the states before and after the agent phase."""
     if baseline is None or after is None:
