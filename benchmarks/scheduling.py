@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 from reb_ray.models.sweep import SweepConfig  # noqa: E402
 from reb_ray.results.parquet_sink import ParquetSink  # noqa: E402
 from reb_ray.results.read import read_stages, read_trials  # noqa: E402
-from tests.ray_cluster import ray_cluster  # noqa: E402
+from reb_ray.testing.ray_cluster import ray_cluster  # noqa: E402
 
 TASK = """
 id = "{id}"

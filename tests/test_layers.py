@@ -25,6 +25,7 @@ PACKAGE = ROOT / "reb_ray"
 
 #: Top to bottom. A name is a subpackage of reb_ray or one of its top-level modules.
 LAYERS: list[set[str]] = [
+    {"testing"},                    # stand-ins for the tests and benchmarks; nothing imports them
     {"cli"},                        # the command line: one thin module per noun
     {"sweep"},                      # the job on the driver: expand, identity, run, regrade, W&B
     {"orchestrators"},              # Ray: slot workers, node checks, leases, dispatch
@@ -42,6 +43,9 @@ LAYERS: list[set[str]] = [
 RAY_ELSEWHERE = {
     # `reb-ray doctor` reports whether Ray imports and which version: the check is the import.
     "reb_ray.node.doctor": "doctor's check that Ray is installed",
+    # A cluster of several raylets on one machine, for the tests and benchmarks (Ray's own
+    # cluster_utils): a stand-in for a real cluster, never used by a sweep.
+    "reb_ray.testing.ray_cluster": "the tests' and benchmarks' simulated cluster",
 }
 
 

@@ -28,7 +28,7 @@ import pytest
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_trials
 from reb_ray.sandbox.ownership import MANAGED, SWEEP
-from tests.ray_cluster import ROOT, actor_pids, kill_raylet, ray_cluster
+from reb_ray.testing.ray_cluster import ROOT, actor_pids, kill_raylet, ray_cluster
 
 pytestmark = pytest.mark.integration
 

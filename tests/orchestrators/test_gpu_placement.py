@@ -11,7 +11,7 @@ import pytest
 
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_trials
-from tests.ray_cluster import ray_cluster
+from reb_ray.testing.ray_cluster import ray_cluster
 
 TASK = """
 id = "{id}"

@@ -76,7 +76,7 @@ def raylets(sleep_script):
     import contextlib
     import threading
 
-    from tests.ray_cluster import ray_cluster
+    from reb_ray.testing.ray_cluster import ray_cluster
 
     box: dict = {"joined": []}
     stack = contextlib.ExitStack()

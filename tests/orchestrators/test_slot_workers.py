@@ -17,7 +17,7 @@ import pytest
 
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_trials
-from tests.ray_cluster import actor_pids, ray_cluster
+from reb_ray.testing.ray_cluster import actor_pids, ray_cluster
 
 NODE_GPUS = ({"10", "11"}, {"20", "21"})
 
