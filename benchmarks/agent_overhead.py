@@ -37,13 +37,13 @@ from reb_ray.agents.toolchain_mount import ToolchainSlot
 from reb_ray.llm.proxy import ProxyServer
 from reb_ray.llm.scripted import ScriptedEndpoint, script_from
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.models.suite import load_suite
-from reb_ray.placement import place_repo
+from reb_ray.suite.load import load_suite
+from reb_ray.suite.placement import place_repo
 from reb_ray.sandbox import open_sandbox
 from reb_ray.sandbox.docker_client import connect
 from reb_ray.sandbox.image import build_image
 from reb_ray.sandbox.tap import TappedSandbox
-from reb_ray.trial import _sandbox_config
+from reb_ray.trial.run import _sandbox_config
 
 MODELS = {"codex": "gpt-5.1-codex", "claude_code": "claude-sonnet-4-5"}
 KEY_ENV = "REB_RAY_BENCH_LLM_KEY"

@@ -42,7 +42,7 @@ from analysis.statistics import all_comparisons, run_statistics  # noqa: E402
 from analysis.terminal import format_report  # noqa: E402
 from reb_ray.results.read import read_stages, read_trials  # noqa: E402
 from reb_ray.results.parquet_sink import ParquetSink  # noqa: E402
-from tests.analysis.synthetic import random_rows, write  # noqa: E402
+from reb_ray.testing.synthetic import random_rows, write  # noqa: E402
 
 REPEATS = 3
 #: Characters of each C1..C4 stage row's log head and of its tail (the sink keeps up to 64 KiB of each).

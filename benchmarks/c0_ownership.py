@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from reb_ray.grading.c0 import grade_c0
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.probes.c0 import c0_env
 from reb_ray.probes.record import run_json_probe
 from reb_ray.probes.toolbox import install_toolbox

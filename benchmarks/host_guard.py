@@ -19,7 +19,7 @@ from reb_ray.models.sweep import SweepConfig
 from reb_ray.netpolicy.hostguard import ensure_guard
 from reb_ray.netpolicy.network import NETWORKS, ensure_network
 from reb_ray.netpolicy.ports import sandbox_ports
-from reb_ray.netpolicy.trial_egress import TrialEgress
+from reb_ray.trial.egress import TrialEgress
 from reb_ray.sandbox import SandboxConfig
 from reb_ray.sandbox.docker_client import connect
 from reb_ray.sandbox.docker_sandbox import DockerSandbox

@@ -16,7 +16,7 @@ import statistics
 import sys
 
 from reb_ray.models.sweep import SweepConfig
-from reb_ray.netpolicy.trial_egress import TrialEgress
+from reb_ray.trial.egress import TrialEgress
 from reb_ray.sandbox import SandboxConfig
 from reb_ray.sandbox.docker_client import connect
 from reb_ray.sandbox.docker_sandbox import DockerSandbox

@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 from reb_ray.models.sweep import SweepConfig  # noqa: E402
 from reb_ray.results.parquet_sink import ParquetSink  # noqa: E402
 from reb_ray.results.read import read_stages, read_trials  # noqa: E402
-from tests.ray_cluster import ray_cluster  # noqa: E402
+from reb_ray.testing.ray_cluster import ray_cluster  # noqa: E402
 
 TASK = """
 id = "{id}"
@@ -100,7 +100,7 @@ def run(tmp: Path, *, nodes: int, gpus: int, cpus: int, cpus_per_trial: float, n
         trials: int, duration, history_noise: float = 0.15, share: bool = False) -> dict:
     """Run one simulated sweep; `duration(task index, gpus, rng) -> (agent_s, probe_s)`; `share`:
     with --share-gpus-in-agent-phase."""
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     rng = random.Random(12)
     ids = write_suite(tmp / "suites", needs)

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 
 from reb_ray.models.sweep import SweepConfig  # noqa: E402
 from reb_ray.results.read import read_trials  # noqa: E402
-from reb_ray.sweep import run_sweep  # noqa: E402
+from reb_ray.sweep.run import run_sweep  # noqa: E402
 
 
 def measure(concurrency: int) -> None:

@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's reb_ray, not an installed one
 
-from reb_ray import trial as trial_module  # noqa: E402
+from reb_ray.trial import run as trial_module  # noqa: E402
 from reb_ray.models.sweep import SweepConfig, TrialSpec  # noqa: E402
-from reb_ray.models.suite import load_suite  # noqa: E402
+from reb_ray.suite.load import load_suite  # noqa: E402
 from reb_ray.sandbox.docker_client import connect  # noqa: E402
 from reb_ray.sandbox.image import build_image  # noqa: E402
 
@@ -40,7 +40,7 @@ STEPS = [("_preflight", "preflight"), ("place_repo", "placement"), ("open_sandbo
 def timed_steps() -> dict[str, list[float]]:
     """Wrap the trial module's steps (and the sandbox's and egress's methods) so that each
     call's wall seconds are recorded."""
-    from reb_ray.netpolicy.trial_egress import TrialEgress
+    from reb_ray.trial.egress import TrialEgress
     from reb_ray.sandbox.docker_sandbox import DockerSandbox
     from reb_ray.sandbox.limits import LimitWatch
 

@@ -21,16 +21,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's reb_ray, not an installed one
 
 from reb_ray.grading.witness import grade_witness  # noqa: E402
-from reb_ray.models.suite import load_suite  # noqa: E402
-from reb_ray.placement import place_repo  # noqa: E402
-from reb_ray.probe_phase import _with_env, probe_env  # noqa: E402
+from reb_ray.suite.load import load_suite  # noqa: E402
+from reb_ray.suite.placement import place_repo  # noqa: E402
+from reb_ray.trial.probe_phase import _with_env, probe_env  # noqa: E402
 from reb_ray.models.sweep import SweepConfig, TrialSpec  # noqa: E402
 from reb_ray.probes.command import run_stage_command  # noqa: E402
 from reb_ray.probes.task_helpers import install_task_helpers  # noqa: E402
 from reb_ray.probes.toolbox import install_toolbox  # noqa: E402
 from reb_ray.probes.witness import arm, collect  # noqa: E402
 from reb_ray.sandbox import open_sandbox  # noqa: E402
-from reb_ray.trial import _sandbox_config  # noqa: E402
+from reb_ray.trial.run import _sandbox_config  # noqa: E402
 from reb_ray.sandbox.docker_client import connect  # noqa: E402
 from reb_ray.sandbox.image import build_image  # noqa: E402
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 import os
 
-from reb_ray.artifacts import CUT_MARK, TrialArtifacts, search_log
+from reb_ray.trial.artifacts import CUT_MARK, TrialArtifacts, search_log
 from reb_ray.redact import Redactor
 
 
@@ -59,10 +59,10 @@ def test_a_shipped_attempt_writes_nothing_on_its_node_and_the_driver_stores_it(t
     assumed); `store` writes them where the rows say, and refuses a path outside artifacts/."""
     import pytest
 
-    from reb_ray.artifacts import store
+    from reb_ray.trial.artifacts import store
     from reb_ray.models.sweep import SweepConfig, TrialSpec
-    from reb_ray.models.suite import load_suite
-    from reb_ray.trial import run_trial
+    from reb_ray.suite.load import load_suite
+    from reb_ray.trial.run import run_trial
 
     config = SweepConfig(sandbox="local", wheelhouses=[], pip_cache=False, output=tmp_path / "node-view")
     task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")

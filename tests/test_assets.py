@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from reb_ray.assets import fetch_assets, missing_by_stage
+from reb_ray.suite.assets import fetch_assets, missing_by_stage
 from reb_ray.errors import InfraError
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.models.suite import load_task
-from reb_ray.trial import _preflight
+from reb_ray.suite.load import load_task
+from reb_ray.trial.run import _preflight
 
 TASK = """
 id = "needs-assets"

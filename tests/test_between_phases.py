@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from reb_ray import between_phases
-from reb_ray.between_phases import settle, settle_step_by_step
+from reb_ray.trial import between_phases
+from reb_ray.trial.between_phases import settle, settle_step_by_step
 from reb_ray.sandbox import SandboxConfig, UnreadableFile
 from reb_ray.sandbox.docker_sandbox import DockerSandbox
 

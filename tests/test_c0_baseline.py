@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reb_ray.c0_baseline import baseline_for_commit, scan, scan_imports
+from reb_ray.suite.c0_baseline import baseline_for_commit, scan, scan_imports
 
 FILES = {
     # root module: stdlib, third-party (also dotted and aliased), the local package, src/ package,

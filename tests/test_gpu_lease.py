@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reb_ray.gpu_lease import LeaseBook
+from reb_ray.trial.gpu_lease import LeaseBook
 
 
 def test_requests_that_fit_are_granted_in_order_and_released_gpus_go_to_the_next():

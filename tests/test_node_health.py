@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from reb_ray.node_health import check_node, running_trials
+from reb_ray.node.health import check_node, running_trials
 from reb_ray.sandbox.ownership import MANAGED, OWNER_HOST, TRIAL
 
 pytestmark = pytest.mark.docker
@@ -68,7 +68,7 @@ def test_running_trials_counts_running_trial_containers_of_this_host_only(docker
 
 
 def test_a_sweeps_directories_and_free_space_are_checked_without_docker(tmp_path):
-    from reb_ray.node_health import check_node
+    from reb_ray.node.health import check_node
 
     (tmp_path / "mirrors").mkdir()
     health = check_node(None, min_free_bytes=1, paths=[("repo mirror", str(tmp_path / "mirrors")),

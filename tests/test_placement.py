@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from reb_ray.errors import InfraError
-from reb_ray.models.suite import load_suite, load_task
-from reb_ray.placement import find_mirror, place_repo
+from reb_ray.suite.load import load_suite, load_task
+from reb_ray.suite.placement import find_mirror, place_repo
 
 TASK = """
 id = "tiny"
@@ -108,7 +108,7 @@ def test_bundled_source_is_committed_once_per_content_and_old_copies_are_pruned(
     """Issue 12, item 2: trials reuse one committed copy; an edit gives a new one; unused ones go."""
     import os
 
-    from reb_ray.placement import BUNDLED_KEEP_S
+    from reb_ray.suite.placement import BUNDLED_KEEP_S
 
     monkeypatch.setenv("REB_RAY_CACHE_DIR", str(tmp_path / "cache"))
     task_dir = tmp_path / "suites" / "mine" / "tiny-bundled"
@@ -132,7 +132,7 @@ def test_bundled_source_is_committed_once_per_content_and_old_copies_are_pruned(
 
 def test_mirror_command_clones_updates_and_flags_a_missing_pin(tmp_path, mirror, monkeypatch):
     """`reb-ray mirror` against a real local 'forge' (git's insteadOf maps the task URL to it)."""
-    from reb_ray.mirror import update_mirrors
+    from reb_ray.suite.mirror import update_mirrors
 
     forge, first, second = mirror
     monkeypatch.setenv("GIT_CONFIG_COUNT", "1")

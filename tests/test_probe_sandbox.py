@@ -12,15 +12,15 @@ import docker
 import pytest
 
 from reb_ray.errors import InfraError
-from reb_ray.gpu_lease import StaticLease
+from reb_ray.trial.gpu_lease import StaticLease
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.models.suite import load_suite
-from reb_ray.probe_sandbox import PhaseSplit
+from reb_ray.suite.load import load_suite
+from reb_ray.trial.phase_split import PhaseSplit
 from reb_ray.probes.toolbox import TOOLBOX_SANDBOX_PATH
 from reb_ray.sandbox import SandboxConfig
 from reb_ray.sandbox.docker_sandbox import DockerSandbox, container_create_kwargs
 from reb_ray.sandbox.ownership import ATTEMPT_IMAGE, SWEEP
-from reb_ray.trial_record import TrialRecorder
+from reb_ray.trial.record import TrialRecorder
 
 DEMO = {t.id: t for t in load_suite("demo")}
 
@@ -67,7 +67,7 @@ def test_the_probe_containers_hold_the_agents_files_and_c1s_has_no_gpu_device(do
 
 
 def _run(task: str, sweep_id: str, image: str, lease=None) -> dict:
-    from reb_ray.trial import run_trial
+    from reb_ray.trial.run import run_trial
 
     config = SweepConfig(pip_cache=False, share_gpus_in_agent_phase=lease is not None)
     spec = TrialSpec(sweep_id=sweep_id, agent="heuristic", task=DEMO[task], trial_index=0, config=config, image=image)

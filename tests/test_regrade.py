@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import textwrap
 
-from reb_ray.artifacts import TrialArtifacts
-from reb_ray.models.suite import load_suite
-from reb_ray.regrade import regrade, regrade_trial
+from reb_ray.trial.artifacts import TrialArtifacts
+from reb_ray.suite.load import load_suite
+from reb_ray.sweep.regrade import regrade, regrade_trial
 from reb_ray.results.parquet_sink import ParquetSink
 
 STAGE_KEYS = ("sweep_id", "trial_id", "attempt", "task_id", "agent", "stage", "status", "reason", "exit_code", "timed_out",

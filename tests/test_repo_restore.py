@@ -6,9 +6,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from reb_ray.repo_restore import restore_pinned, unchanged_by_agent
-from reb_ray.repo_state import tracked_state
-from reb_ray.trial import _restore_repo
+from reb_ray.trial.repo_restore import restore_pinned, unchanged_by_agent
+from reb_ray.trial.repo_state import tracked_state
+from reb_ray.trial.run import _restore_repo
 from tests.test_repo_state import _ENV, _recorder, _repo_with_gaps
 
 

@@ -14,11 +14,11 @@ import pytest
 
 from reb_ray.agents.base import AgentRun
 from reb_ray.grading.startup import trajectory_hits
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.regrade import regrade
+from reb_ray.sweep.regrade import regrade
 from reb_ray.results.parquet_sink import ParquetSink
-from reb_ray.results.trial_view import show_trial
+from analysis.trial_view import show_trial
 from tests.scripted_agents import _Scripted
 
 WHEELS = [Path("/opt/wheels")] if Path("/opt/wheels").is_dir() else []
@@ -71,7 +71,7 @@ class TranscriptWrapperAgent(_Scripted):
 
 
 def _trial(tmp_path: Path, name: str, spec: dict | str, image: str):
-    from reb_ray.trial import run_trial
+    from reb_ray.trial.run import run_trial
 
     specs = {name: spec} if isinstance(spec, dict) else {}
     agent = name if isinstance(spec, dict) else spec

@@ -43,7 +43,7 @@ def _our_containers(docker_client, sweep_id: str) -> list:
 
 
 def test_demo_sweep_end_to_end_and_resume(tmp_path, docker_client, sandbox_image, ray_local):
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", wheelhouses=WHEELS, max_concurrent=2)
     result = run_sweep(config, show_progress=False)
@@ -83,7 +83,7 @@ def test_demo_sweep_end_to_end_and_resume(tmp_path, docker_client, sandbox_image
     assert len(_rows(config.output)) == 8
 
     # Re-grading the stored raw outputs, with no containers, gives the same verdicts.
-    from reb_ray.regrade import regrade
+    from reb_ray.sweep.regrade import regrade
 
     regraded = {(o.trial["agent"], o.trial["task_id"]): o.trial for o in regrade(config.output)}
     for key, row in by_key.items():
@@ -102,13 +102,13 @@ def _assert_regrades_to_itself(regraded: dict, row: dict) -> None:
 
 
 def _regraded(output: Path, tasks_root: Path | None = None) -> dict[str, dict]:
-    from reb_ray.regrade import regrade
+    from reb_ray.sweep.regrade import regrade
 
     return {o.trial["trial_id"]: o.trial for o in regrade(output, tasks_root=tasks_root)}
 
 
 def test_crashing_and_silent_agents_are_recorded_not_fatal(tmp_path, docker_client, sandbox_image, ray_local):
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     agents = ["tests.scripted_agents:CrashAgent", "tests.scripted_agents:SilentAgent", "tests.scripted_agents:GarbageReportAgent"]
     config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", agents=agents, tasks="numpy-trainer")
@@ -139,7 +139,7 @@ def test_crashing_and_silent_agents_are_recorded_not_fatal(tmp_path, docker_clie
 
 def test_agent_that_kills_init_is_sandbox_broken_by_agent(tmp_path, docker_client, sandbox_image, ray_local):
     """F15a: a health check before the probes; probes not_run; the agent's failure, not infra."""
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", agents=["tests.scripted_agents:KillInitAgent"], tasks="numpy-trainer")
     run_sweep(config, show_progress=False)
@@ -167,7 +167,7 @@ timeout_s = 3
 
 def test_a_hanging_probe_times_out_and_the_other_trials_finish(tmp_path, docker_client, sandbox_image, ray_local):
     """F15c: per-stage deadlines end a probe that hangs forever; the sweep ends."""
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     for task_id, command in (("hangs", "sleep 100000"), ("quick", "python main.py")):
         task_dir = tmp_path / "suites" / "hang" / task_id
@@ -186,7 +186,7 @@ def test_a_hanging_probe_times_out_and_the_other_trials_finish(tmp_path, docker_
 def test_probes_are_hidden_and_secrets_never_reach_the_outputs(tmp_path, docker_client, sandbox_image, ray_local, monkeypatch):
     """During the agent phase: no probe code, no task spec, no secret but the agent's own; its
     credential is masked everywhere we write (Parquet rows, console)."""
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     secret = "sk-test-9f8e7d6c5b4a"
     monkeypatch.setenv("REB_TEST_AGENT_KEY", secret)
@@ -207,7 +207,7 @@ def test_probes_are_hidden_and_secrets_never_reach_the_outputs(tmp_path, docker_
 
 
 def test_infra_failures_are_retried_as_new_attempts_and_never_overwritten(tmp_path, docker_client, sandbox_image, ray_local, monkeypatch):
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     monkeypatch.setenv("FLAKY_FLAG", str(tmp_path / "flag"))
     base = dict(sweep_id=_unique(), output=tmp_path / "runs", agents=["tests.scripted_agents:FlakyInfraAgent"], tasks="numpy-trainer")
@@ -228,7 +228,7 @@ def test_infra_failures_are_retried_as_new_attempts_and_never_overwritten(tmp_pa
 
 def test_pip_cache_is_not_environment_size(tmp_path, docker_client, sandbox_image, ray_local):
     """F13: 200 MB written to ~/.cache/pip leaves the env size of the same interpreter unchanged."""
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", agents=["noop", "tests.scripted_agents:CacheHogAgent"],
                          tasks="numpy-trainer", pip_cache=False)
@@ -259,7 +259,7 @@ def test_a_missing_interpreter_is_judged_once(tmp_path, docker_client, sandbox_i
     """Issue 9 item 13: the report names an interpreter that does not exist. Nothing that needs it
     runs (C4 used to run, exit 127 and make the DDP claim a second lie; C2 made the CUDA claim
     one): C0..C4 fail for that one reason, C5 counts the path once, env size is not run."""
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     task_dir = tmp_path / "suites" / "ghost" / "ghost"
     (task_dir / "repo").mkdir(parents=True)
@@ -306,7 +306,7 @@ def test_a_missing_asset_fails_fast_or_is_skipped_by_flag(tmp_path, docker_clien
     its stage. With --skip-missing-assets: the agent runs, C0 is measured, C1 (which needs the
     asset) is not_run infra_assets_missing, counted in stages_missing_assets, and the trial is
     scored on the rest, not retried."""
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     task_dir = tmp_path / "suites" / "weights" / "needs-weights"
     (task_dir / "repo").mkdir(parents=True)
@@ -354,7 +354,7 @@ def test_a_sweep_ends_compacted_and_resumes_from_the_index(tmp_path, ray_local):
     """Issue 12: the sweep's rows end in a few files (trials, stages, index), and the resume
     that skips the scored trials reads the index."""
     from reb_ray.results.index import read_index
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     for n in range(4):
         task_dir = tmp_path / "suites" / "small" / f"t{n}"

@@ -80,7 +80,7 @@ def _expected(script: dict, kind: str) -> dict:
 
 def test_three_real_clis_solve_the_task_a_false_claim_is_caught_and_a_429_storm_is_infra(
         tmp_path, sandbox_image, installed_toolchain, ray_local, real_key, endpoints):  # noqa: F811
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     scripts = {
         "codex": ("codex", CODEX, build_script(CODEX)),
@@ -153,7 +153,7 @@ def test_three_real_clis_solve_the_task_a_false_claim_is_caught_and_a_429_storm_
 
 def test_a_hanging_endpoint_hits_the_agent_timeout_and_the_row_says_so(
         tmp_path, sandbox_image, installed_toolchain, ray_local, real_key, endpoints):  # noqa: F811
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     hang = endpoints({"model": CLAUDE, "turns": [{"kind": "hang"}]})
     config = _config(tmp_path, {"hang": _spec("claude_code", CLAUDE, hang)}, agent_timeout_s=15)

@@ -11,7 +11,7 @@ import pytest
 from reb_ray.errors import RebRayError
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_trials
-from reb_ray.sweep_identity import identity_path
+from reb_ray.sweep.identity import identity_path
 
 AGENT = {"kind": "noop", "model": "m-1"}
 
@@ -23,7 +23,7 @@ def _config(output, **fields) -> SweepConfig:
 
 
 def test_volatile_fields_rerun_nothing_and_scoring_fields_refuse_in_one_line(tmp_path, ray_local):
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     first = tmp_path / "a"
     assert run_sweep(_config(first), show_progress=False).attempts == 1
@@ -44,7 +44,7 @@ def test_volatile_fields_rerun_nothing_and_scoring_fields_refuse_in_one_line(tmp
 
 
 def test_a_new_task_adds_trials_and_allowed_drift_is_recorded(tmp_path, ray_local):
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     run_sweep(_config(tmp_path), show_progress=False)
     grown = run_sweep(_config(tmp_path, tasks="numpy-trainer,torch-tiny"), show_progress=False)
@@ -62,7 +62,7 @@ def test_a_new_task_adds_trials_and_allowed_drift_is_recorded(tmp_path, ray_loca
 def test_a_sweep_with_nothing_scored_takes_the_new_settings(tmp_path, ray_local):
     """Every attempt an infra row (here: a missing asset, whose fix is a changed setting): there
     is nothing to be consistent with, so the changed setting is not drift."""
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     tasks_root = tmp_path / "tasks"
     shutil.copytree(Path(__file__).resolve().parents[1] / "tasks" / "demo", tasks_root / "demo")

@@ -86,7 +86,7 @@ def test_tokens_cost_and_the_real_key_stays_out_of_the_sandbox(tmp_path, sandbox
     lacks fills the same token columns and leaves cost null (F17). The real key reaches the
     endpoint (the proxy swapped it in) and never the sandbox (its files, every process's
     environment) nor any row or artifact."""
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     priced = endpoints(SESSION)
     unpriced = endpoints(SESSION, model="no-such-model-7")
@@ -145,7 +145,7 @@ def test_a_429_storm_ends_as_infra_rows_then_one_scored_row(tmp_path, sandbox_im
     """F16: the endpoint answers 429 to the first 3 requests of the session; the agent gives up
     at each. Three `infra_llm_rate_limit` rows (never scored), retried after a backoff, then one
     scored row."""
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     storm = endpoints([{"kind": "error", "status": 429, "retry_after_s": 1, "repeat": 3}, *SESSION])
     config = _config(tmp_path, {"llm": _agent("LlmScriptAgent", storm)}, max_attempts=4)
@@ -169,7 +169,7 @@ def test_a_429_storm_ends_as_infra_rows_then_one_scored_row(tmp_path, sandbox_im
 def test_an_exhausted_budget_is_infra_never_retried_never_scored(tmp_path, sandbox_image, ray_local, real_key,
                                                                   endpoints):
     """F16: a 402 "budget exceeded" from the upstream is `infra_llm_budget`: one attempt, no retry."""
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     broke = endpoints([{"kind": "error", "status": 402, "message": "budget exceeded for this key"}, *SESSION])
     config = _config(tmp_path, {"llm": _agent("LlmScriptAgent", broke)}, max_attempts=3)
@@ -187,7 +187,7 @@ def test_a_refused_key_ends_the_agent_phase_in_seconds_never_retried(tmp_path, s
     3 minutes. The first refusal ends the agent phase within seconds (the proxy answers the
     agent's later requests itself, the trial kills the agent): one `infra_llm_auth` row, never
     retried, and the endpoint saw one request."""
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     refused = endpoints([{"kind": "error", "status": 401, "message": "invalid x-api-key", "repeat": 100}])
     config = _config(tmp_path, {"llm": _agent("LlmPersistentAgent", refused)}, max_attempts=3)
@@ -205,7 +205,7 @@ def test_a_hanging_endpoint_hits_the_agent_timeout_and_the_row_says_so(tmp_path,
                                                                       endpoints):
     """F15b for LLM agents: the endpoint never answers; the agent's own time limit fires. That is
     the agent's (scored), the row names the limit, and the request left unanswered is counted."""
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     hang = endpoints([{"kind": "hang"}])
     config = _config(tmp_path, {"llm": _agent("LlmScriptAgent", hang)}, agent_timeout_s=4)
@@ -222,7 +222,7 @@ def test_the_per_trial_cost_limit_is_the_agents_limit(tmp_path, sandbox_image, r
     """The spec's max_cost_usd: once the trial's cost reaches it the proxy refuses further
     requests (402); the agent stops without a report. That is the agent's own limit (scored,
     agent_limit=max_cost_usd=0.01), not an infra budget failure."""
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     costly = endpoints([{"kind": "tool", "command": "true", "usage": {"input_tokens": 10000, "output_tokens": 10}},
                         *SESSION])
@@ -239,7 +239,7 @@ def test_max_cost_usd_stops_launching_and_a_resume_counts_what_was_spent(tmp_pat
     """--max-cost-usd: with one trial at a time and a budget below one trial's cost, the first
     trial runs and the two others are not launched; a resume with the same budget launches
     nothing (the rows record what was spent); a larger budget continues the same sweep."""
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     # Five tool calls and no final message: the agent runs out of turns, no report (fast probes).
     endless = endpoints([{"kind": "tool", "command": "true", "usage": {"input_tokens": 1000, "output_tokens": 100},
@@ -266,7 +266,7 @@ def test_an_llm_agent_under_the_registries_network_policy(tmp_path, sandbox_imag
     """Issue 11 item 4: with `--network-policy registries` the agent still reaches its model
     through the node's LLM proxy (on the internal network's gateway), its commands download
     from PyPI through the egress proxy, and a host off the allow-list is refused and counted."""
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     fetch = ("pip download -q --no-deps --no-cache-dir -d /tmp/dl six==1.16.0 && echo PIP-OK; python3 -c \"import "
              "urllib.request as u; u.urlopen('https://example.com/', timeout=10)\" 2>&1 | tail -1")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.models.suite import load_suite
-from reb_ray.trial import PIP_CACHE_MOUNT, _sandbox_config
+from reb_ray.suite.load import load_suite
+from reb_ray.trial.run import PIP_CACHE_MOUNT, _sandbox_config
 
 
 def _spec(**config) -> TrialSpec:
@@ -37,7 +37,7 @@ def test_sandbox_limits_are_on_by_default(tmp_path):
 
 def test_a_fork_bomb_is_the_agents_pids_limit_failure(sandbox_image):
     """Issue 11 item 1: the row records the limits and which fired; the trial ends as the agent's."""
-    from reb_ray.trial import run_trial
+    from reb_ray.trial.run import run_trial
 
     config = SweepConfig(wheelhouses=[], pip_cache=False, pids_limit=128)
     task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
@@ -51,7 +51,7 @@ def test_a_fork_bomb_is_the_agents_pids_limit_failure(sandbox_image):
 
 def test_a_poisoned_cache_never_reaches_the_next_trial(sandbox_image, tmp_path):
     """Issue 11 item 3: one trial writes a fake wheel everywhere pip reads; the next sees none of it."""
-    from reb_ray.trial import run_trial
+    from reb_ray.trial.run import run_trial
 
     cache = tmp_path / "cache"
     config = SweepConfig(wheelhouses=[], pip_cache_dir=cache)
@@ -81,7 +81,7 @@ def test_assets_are_mounted_read_only(tmp_path):
 
 
 def test_probe_env_is_offline_with_hf_home_in_the_read_only_cache_and_a_writable_datasets_cache(tmp_path):
-    from reb_ray.probe_phase import probe_env
+    from reb_ray.trial.probe_phase import probe_env
 
     env = probe_env(_spec(assets_dir=tmp_path, wheelhouses=[]))
     assert env["HF_HUB_OFFLINE"] == "1" and env["HF_HOME"] == "/opt/reb-ray/assets/huggingface"
@@ -92,7 +92,7 @@ def test_probe_env_is_offline_with_hf_home_in_the_read_only_cache_and_a_writable
 @pytest.mark.parametrize("provider", ["docker", "local"])
 def test_between_phases_records_what_the_agent_left_running(provider, request):
     """Issue 9 item 10: the trials row says what the between-phases cleanup stopped."""
-    from reb_ray.trial import run_trial
+    from reb_ray.trial.run import run_trial
 
     image = request.getfixturevalue("sandbox_image") if provider == "docker" else None
     config = SweepConfig(sandbox=provider, unsafe_local=True, wheelhouses=[], pip_cache=False)
@@ -154,10 +154,10 @@ def test_rows_keep_all_evidence_of_a_chatty_trial(provider, tmp_path, request):
     import gzip
     import hashlib
 
-    from reb_ray.models.suite import load_task
+    from reb_ray.suite.load import load_task
     from reb_ray.results.parquet_sink import ParquetSink
     from reb_ray.results.read import read_stages, read_trials
-    from reb_ray.trial import run_trial
+    from reb_ray.trial.run import run_trial
 
     task_dir = tmp_path / "tasks" / "ev" / "chatty"
     (task_dir / "repo").mkdir(parents=True)
@@ -214,7 +214,7 @@ def test_rows_keep_all_evidence_of_a_chatty_trial(provider, tmp_path, request):
 def test_a_report_that_is_not_a_regular_file_is_the_agents_invalid_report(provider, agent, why, request):
     """Issue 11 item 5: a symlink out of the sandbox, a FIFO or a directory at the report path is
     a scored invalid_report naming what it was; never a harness error, never a hang."""
-    from reb_ray.trial import run_trial
+    from reb_ray.trial.run import run_trial
 
     image = request.getfixturevalue("sandbox_image") if provider == "docker" else None
     config = SweepConfig(sandbox=provider, unsafe_local=True, wheelhouses=[], pip_cache=False)

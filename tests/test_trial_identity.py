@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 from reb_ray.cli import app
 
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.models.suite import load_suite, select_tasks
+from reb_ray.suite.load import load_suite, select_tasks
 from reb_ray.results.read import read_stages, read_trials
-from reb_ray.sweep_identity import scoring_identity
-from reb_ray.trial_identity import trial_identities
+from reb_ray.sweep.identity import scoring_identity
+from reb_ray.sweep.trial_identity import trial_identities
 
 FOUR = {"a": {"kind": "noop", "model": "m-a"}, "b": {"kind": "noop", "model": "m-b"},
         "c": {"kind": "noop", "model": "m-c"}, "d": {"kind": "noop", "model": "m-d"}}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reb_ray.trial_record import settle_rows
+from reb_ray.trial.record import settle_rows
 
 
 def _stage(stage: str, status: str, category: str | None = None, reason: str | None = None) -> dict:
@@ -68,8 +68,8 @@ def test_other_infra_categories_still_make_an_infra_error():
 def test_not_run_keeps_the_spec_skips():
     """Issue 9 item 2: a path that probes nothing still records C2..C4 of a CPU-only task as skipped."""
     from reb_ray.models.sweep import SweepConfig, TrialSpec
-    from reb_ray.models.suite import load_suite
-    from reb_ray.trial_record import TrialRecorder
+    from reb_ray.suite.load import load_suite
+    from reb_ray.trial.record import TrialRecorder
 
     task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
     rec = TrialRecorder(TrialSpec(sweep_id="s", agent="noop", task=task, trial_index=0, config=SweepConfig()))

@@ -21,7 +21,7 @@ from analysis.plots import write_plots  # noqa: E402
 from reb_ray.models.sweep import SweepConfig  # noqa: E402
 from reb_ray.results.read import read_trials  # noqa: E402
 from reb_ray.results.schema import STAGES_SCHEMA, TRIALS_SCHEMA  # noqa: E402
-from reb_ray.wandb_log import INCREMENT_ROWS, WandbLog  # noqa: E402
+from reb_ray.sweep.wandb_log import INCREMENT_ROWS, WandbLog  # noqa: E402
 
 UNROUTABLE = "http://10.255.255.1:9"  # no route: a W&B server that never answers
 
@@ -94,11 +94,12 @@ def test_a_wandb_that_never_answers_is_abandoned_within_the_bound(tmp_path, monk
 def test_a_sweep_with_wandb_writes_parquet_and_the_same_rows_offline(tmp_path, offline, ray_local):
     """A real sweep (local sandbox, built-in agents) with --wandb: every Parquet row is in the
     W&B trials table, with its stages, and the summary line of each agent is computed."""
-    from reb_ray.sweep import run_sweep
+    from analysis.wandb_extras import summary_and_plots
+    from reb_ray.sweep.run import run_sweep
 
     config = SweepConfig(sweep_id="wb-sweep", output=tmp_path, sandbox="local", wheelhouses=[], pip_cache=False,
                          agents=["noop"], tasks="numpy-trainer,torch-tiny", wandb_project="reb-ray-test")
-    result = run_sweep(config, show_progress=False)
+    result = run_sweep(config, show_progress=False, wandb_extras=summary_and_plots)
     assert result.attempts == 2
     parquet = read_trials(tmp_path, "wb-sweep").to_pylist()
     columns, back = tables(tmp_path, "trials")

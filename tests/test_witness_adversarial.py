@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.regrade import regrade_trial
+from reb_ray.sweep.regrade import regrade_trial
 
 WHEELS = [Path("/opt/wheels")] if Path("/opt/wheels").is_dir() else []
 
@@ -68,7 +68,7 @@ def _specs() -> dict:
 
 
 def _trial(agent: str, task_id: str, image: str):
-    from reb_ray.trial import run_trial
+    from reb_ray.trial.run import run_trial
 
     config = SweepConfig(wheelhouses=WHEELS, pip_cache=False, agent_specs=_specs())
     task = next(t for t in load_suite("demo") if t.id == task_id)

@@ -24,7 +24,7 @@ import posixpath
 import time
 
 from reb_ray.agents.base import Agent, AgentContext, AgentRun
-from reb_ray.probes.c0 import SYSTEM_PATH
+from reb_ray.sandbox.base import SYSTEM_PATH
 from reb_ray.sandbox import Sandbox
 
 #: Bytes at the end of the output searched for the report in `output` mode.

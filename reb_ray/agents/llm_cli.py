@@ -35,7 +35,7 @@ from pathlib import Path
 from reb_ray.agents.base import Agent, AgentContext, AgentRun, LlmAccess
 from reb_ray.agents.cli_events import JsonLines
 from reb_ray.errors import InfraError
-from reb_ray.probes.c0 import SYSTEM_PATH
+from reb_ray.sandbox.base import SYSTEM_PATH
 from reb_ray.sandbox import Sandbox
 
 STDERR_TAIL_BYTES = 16 * 1024

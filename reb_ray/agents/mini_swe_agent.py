@@ -35,7 +35,7 @@ import time
 
 from reb_ray.agents import runner_support as rs
 from reb_ray.agents.base import Agent, AgentContext, AgentRun
-from reb_ray.probes.c0 import SYSTEM_PATH
+from reb_ray.sandbox.base import SYSTEM_PATH
 from reb_ray.sandbox import Sandbox
 
 KIND = "mini_swe_agent"

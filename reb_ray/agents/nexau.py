@@ -39,7 +39,7 @@ from reb_ray.agents import runner_support as rs
 from reb_ray.agents.base import Agent, AgentContext, AgentRun
 from reb_ray.agents.toolchain import NEXAU_INSTALL_HINT, NEXAU_PART
 from reb_ray.errors import InfraError
-from reb_ray.probes.c0 import SYSTEM_PATH
+from reb_ray.sandbox.base import SYSTEM_PATH
 from reb_ray.sandbox import Sandbox
 
 KIND = "nexau"

@@ -41,6 +41,7 @@ from reb_ray.agents.toolchain import (
     node_version,
     python_tag,
 )
+from reb_ray.agents.toolchain_container import run_container
 from reb_ray.errors import RebRayError, UnknownName
 from reb_ray.sandbox.docker_sandbox import tree_bytes
 
@@ -127,53 +128,15 @@ set -e
 
 def image_python_version(client, image: str) -> str:
     """`major.minor.micro` of the image's IMAGE_PYTHON (one short container)."""
-    out = _run_container(client, image, [IMAGE_PYTHON, "-c", "import platform; print(platform.python_version())"], {}, 120)
+    out = run_container(client, image, [IMAGE_PYTHON, "-c", "import platform; print(platform.python_version())"], {}, 120)
     return out.strip().splitlines()[-1]
-
-
-def _run_container(client, image: str, argv: list[str], mounts: dict[str, str], timeout_s: float,
-                   read_only: tuple[str, ...] = ()) -> str:
-    """Run `argv` in a throwaway container of `image` (host path -> sandbox path mounts, rw
-    except those whose sandbox path is in `read_only`); its output. Raises RebRayError on a
-    non-zero exit or a timeout; the container is removed."""
-    from docker.errors import DockerException
-
-    from reb_ray.models.sweep import HOST_CA_BUNDLE
-    from reb_ray.sandbox.docker_sandbox import CONTAINER_CA_BUNDLE
-    from reb_ray.sandbox.ownership import container_labels
-
-    volumes = {host: {"bind": inside, "mode": "ro" if inside in read_only else "rw"} for host, inside in mounts.items()}
-    env = {"PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    if HOST_CA_BUNDLE.exists():
-        volumes[str(HOST_CA_BUNDLE)] = {"bind": CONTAINER_CA_BUNDLE, "mode": "ro"}
-        env.update(PIP_CERT=CONTAINER_CA_BUNDLE, SSL_CERT_FILE=CONTAINER_CA_BUNDLE)
-    container = None
-    try:
-        container = client.containers.run(image, argv, detach=True, volumes=volumes, environment=env,
-                                          labels=container_labels("toolchain", "install", 0))
-        status = container.wait(timeout=timeout_s)
-        output = container.logs().decode(errors="replace")
-    except DockerException as exc:
-        raise RebRayError(f"toolchain build container failed: {str(exc).splitlines()[0][:300]}") from None
-    except Exception as exc:  # requests' ReadTimeout from wait()
-        raise RebRayError(f"toolchain build container did not finish in {timeout_s:g} s ({type(exc).__name__})") from None
-    finally:
-        if container is not None:
-            try:
-                container.remove(force=True, v=True)
-            except DockerException:
-                pass
-    if status.get("StatusCode") != 0:
-        tail = output.strip().splitlines()[-1:] or ["(no output)"]
-        raise RebRayError(f"toolchain build in {image} failed (exit {status.get('StatusCode')}): {tail[0][:300]}")
-    return output
 
 
 def _build_mini(tmp: Path, part: str, client, image: str) -> dict:
     pin = PINS["mini_swe_agent"]
     inside = f"{TOOLCHAIN_SANDBOX_PATH}/{part}"
     tmp.mkdir(parents=True)
-    _run_container(client, image, ["sh", "-c", _MINI_SCRIPT, "build", IMAGE_PYTHON, inside, f"{pin.package}=={pin.version}"],
+    run_container(client, image, ["sh", "-c", _MINI_SCRIPT, "build", IMAGE_PYTHON, inside, f"{pin.package}=={pin.version}"],
                    {str(tmp): inside}, PIP_TIMEOUT_S)
     freeze = (tmp / ".freeze.txt").read_text().split()
     (tmp / ".freeze.txt").unlink()

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reb_ray.agents.toolchain import NEXAU_PART, TOOLCHAIN_SANDBOX_PATH
+from reb_ray.agents.toolchain_container import run_container
 from reb_ray.errors import RebRayError
 
 MIN_PYTHON = (3, 12)  # NexAU's requires-python
@@ -160,8 +161,6 @@ def _ignore_in_prefix(root: Path, version: str):
 def build_nexau(tmp: Path, src: Path, python: HostPython, client, image: str) -> dict:
     """Build the part into `tmp` (see the module docstring); its manifest fields. Raises
     RebRayError when the checkout, the interpreter or the build in the image fails."""
-    from reb_ray.agents.toolchain_install import _run_container
-
     project = check_source(src)
     tmp.mkdir(parents=True)
     shutil.copytree(python.prefix, tmp / "python", symlinks=True, ignore=_ignore_in_prefix(python.prefix, python.version))
@@ -169,7 +168,7 @@ def build_nexau(tmp: Path, src: Path, python: HostPython, client, image: str) ->
     constraints.write_text(lock_constraints(src))
     inside = f"{TOOLCHAIN_SANDBOX_PATH}/{NEXAU_PART}"
     try:
-        _run_container(client, image, ["sh", "-c", _BUILD_SCRIPT, "build", inside, python.version],
+        run_container(client, image, ["sh", "-c", _BUILD_SCRIPT, "build", inside, python.version],
                        {str(tmp): inside, str(Path(src).resolve()): "/nexau-src", str(constraints): "/nexau-constraints.txt"},
                        PIP_TIMEOUT_S, read_only=("/nexau-src", "/nexau-constraints.txt"))
     except RebRayError as exc:

@@ -18,8 +18,8 @@ def fetch(
     tasks_root: Optional[Path] = typer.Option(None, help="Directory holding suites (default: bundled)."),
 ) -> None:
     """Fetch every asset the selected tasks declare; exit 1 if any could not be fetched."""
-    from reb_ray.assets import fetch_assets
-    from reb_ray.models.suite import load_suite, select_tasks
+    from reb_ray.suite.assets import fetch_assets
+    from reb_ray.suite.load import load_suite, select_tasks
 
     results = fetch_assets(select_tasks(load_suite(suite, tasks_root), tasks), dir)
     for r in results:

@@ -13,7 +13,7 @@ _STYLE = {"ok": "green", "warn": "yellow", "fail": "red"}
 
 def doctor(profile: str = typer.Option(DEFAULT_PROFILE, help="Sandbox image profile to check (paper | minimal).")) -> None:
     """Check Docker, the sandbox image, GPUs and NVIDIA runtime, Ray, pyright and free disk."""
-    from reb_ray.doctor import run_checks
+    from reb_ray.node.doctor import run_checks
 
     get_profile(profile)
     checks = run_checks(profile)

@@ -15,8 +15,8 @@ def mirror(
     tasks_root: Optional[Path] = typer.Option(None, help="Directory holding suites (default: bundled)."),
 ) -> None:
     """Create or update bare mirrors of a suite's repositories; exit 1 if a pinned commit is missing."""
-    from reb_ray.mirror import update_mirrors
-    from reb_ray.models.suite import load_suite, select_tasks
+    from reb_ray.suite.mirror import update_mirrors
+    from reb_ray.suite.load import load_suite, select_tasks
 
     results = update_mirrors(select_tasks(load_suite(suite, tasks_root), tasks), dir)
     for r in results:

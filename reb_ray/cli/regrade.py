@@ -15,7 +15,7 @@ def regrade(
 ) -> None:
     """Recompute stage results and C5 from stored raw probe outputs; write them as a new sweep."""
     from analysis.summary import format_summary, summarize
-    from reb_ray.regrade import regrade as run_regrade
+    from reb_ray.sweep.regrade import regrade as run_regrade
     from reb_ray.results.compact import compact_if_idle
     from reb_ray.results.parquet_sink import ParquetSink
     from reb_ray.results.read import read_trials

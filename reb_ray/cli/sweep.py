@@ -101,8 +101,9 @@ def sweep(
 ) -> None:
     """Run a sweep: every agent on every task, `--trials` times, each trial in its own sandbox."""
     from analysis.summary import format_summary, summarize
+    from analysis.wandb_extras import summary_and_plots
     from reb_ray.results.read import read_trials
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     overrides = {
         "suite": suite, "tasks": tasks, "tasks_root": tasks_root, "agents": None if agents is None else [a.strip() for a in agents.split(",") if a.strip()], "trials": trials,
@@ -117,11 +118,11 @@ def sweep(
         "share_gpus_in_agent_phase": share_gpus_in_agent_phase or None,
     }
     cfg = load_config(config, overrides)
-    from reb_ray.netpolicy.trial_egress import unguarded_warning
+    from reb_ray.trial.egress import unguarded_warning
 
     if (warning := unguarded_warning(cfg)) is not None:  # an explicit `network`: the user's choice, never silent
         typer.echo(warning, err=True)
-    result = run_sweep(cfg, show_progress=not quiet)
+    result = run_sweep(cfg, show_progress=not quiet, wandb_extras=summary_and_plots)
     typer.echo(f"sweep {result.sweep_id}: {result.attempts} attempt(s) run, {result.skipped} already scored, "
                f"{result.infra_errors} infra error(s), {result.wall_time_s:.1f} s; results in {cfg.output}")
     if result.reused:

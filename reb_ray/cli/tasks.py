@@ -9,7 +9,7 @@ import typer
 
 from reb_ray.models.task import TaskSpec
 
-from reb_ray.models.suite import list_suites, load_suite
+from reb_ray.suite.load import list_suites, load_suite
 
 app = typer.Typer(no_args_is_help=True, help="List and validate task suites.")
 
@@ -120,9 +120,9 @@ def c0_baseline(
     follow them, so they stay missing for every agent). Tasks
     without a mirror are listed as such; exit 1 if any task could not be scanned.
     """
-    from reb_ray.c0_baseline import baseline_for_commit
-    from reb_ray.models.suite import select_tasks
-    from reb_ray.placement import find_mirror
+    from reb_ray.suite.c0_baseline import baseline_for_commit
+    from reb_ray.suite.load import select_tasks
+    from reb_ray.suite.placement import find_mirror
 
     failed = 0
     for task in select_tasks(load_suite(suite, root), tasks):

@@ -21,7 +21,7 @@ def show(
     ran with their exit codes, its report, what its interpreter is (ELF or script), start-up hooks,
     suspicious actions, and its stage results."""
     from reb_ray.errors import RebRayError
-    from reb_ray.results.trial_view import show_trial
+    from analysis.trial_view import show_trial
 
     if not (run_dir / "trials").is_dir():
         raise RebRayError(f"{run_dir}: no trials/ dataset here (is it a sweep's --output directory?)")

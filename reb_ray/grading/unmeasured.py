@@ -14,7 +14,7 @@ A probe stage that was not measured is one of three things, each with its owner:
   with the same category, so their owner is recorded too.
 - `not_run` with an infra category: the harness could not measure it. Such an attempt is an
   infra_error row (retried, never scored), except `infra_assets_missing` under
-  `--skip-missing-assets` (reb_ray.trial_record.settle_rows): the stage stays unmeasured, the
+  `--skip-missing-assets` (reb_ray.trial.record.settle_rows): the stage stays unmeasured, the
   rest of the trial is scored.
 
 `verdicts(...)` returns, per stage, the stage row fields and the trials-row columns to set; the

@@ -35,7 +35,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from reb_ray.llm.apis import CHAT, error_body, api_of
-from reb_ray.llm.background import BackgroundServer
+from reb_ray.background import BackgroundServer
 from reb_ray.llm.failures import AUTH, UNAVAILABLE, classify, parse_retry_after
 from reb_ray.llm.meter import LOG_SIZE, RequestRecord, TrialLimits
 from reb_ray.llm.prices import PriceTable, price_table

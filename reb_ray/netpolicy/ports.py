@@ -16,15 +16,11 @@ other host service listening on all addresses inside it would be reachable: keep
 
 from __future__ import annotations
 
-import errno
 import os
-import random
-import socket
 
+# The variable, its default and the bind live with the server thread that binds in the range.
+from reb_ray.background import DEFAULT_PORTS, PORTS_ENV, bind_in  # noqa: F401
 from reb_ray.errors import RebRayError
-
-PORTS_ENV = "REB_RAY_SANDBOX_PORTS"
-DEFAULT_PORTS = range(29000, 30000)
 
 
 def sandbox_ports() -> range:
@@ -37,27 +33,3 @@ def sandbox_ports() -> range:
     if sep and lo.strip().isdigit() and hi.strip().isdigit() and 1024 <= int(lo) <= int(hi) <= 65535:
         return range(int(lo), int(hi) + 1)
     raise RebRayError(f"{PORTS_ENV}={value!r}: expected LO-HI, two ports with 1024 <= LO <= HI <= 65535")
-
-
-def bind_in(host: str, ports: range) -> socket.socket:
-    """A TCP socket listening on `host` at the first free port of `ports`, tried from a random
-    start (concurrent trials on a node rarely contend for the same port). Raises RebRayError
-    when every port is taken, or the address cannot be bound at all."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    start = random.randrange(len(ports))
-    for i in range(len(ports)):
-        port = ports[(start + i) % len(ports)]
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's servers do
-        try:
-            sock.bind((host, port))
-            sock.listen(128)
-        except OSError as exc:
-            sock.close()
-            if exc.errno == errno.EADDRINUSE:
-                continue
-            raise RebRayError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-        sock.setblocking(False)
-        return sock
-    raise RebRayError(f"no free port on {host} in {ports.start}-{ports.stop - 1} ({PORTS_ENV}): "
-                      f"every one is in use")

@@ -31,7 +31,7 @@ import aiohttp
 import h11
 
 from reb_ray.errors import RebRayError
-from reb_ray.llm.background import start_thread
+from reb_ray.background import start_thread
 from reb_ray.netpolicy.allowlist import HostPolicy, normal_host
 from reb_ray.netpolicy.ports import bind_in
 

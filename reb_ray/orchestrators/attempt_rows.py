@@ -7,8 +7,8 @@ from __future__ import annotations
 import datetime as dt
 
 from reb_ray.models.sweep import TrialSpec
-from reb_ray.trial import TrialOutcome
-from reb_ray.trial_record import agent_columns, now
+from reb_ray.trial.record import TrialOutcome
+from reb_ray.trial.record import agent_columns, now
 
 
 def driver_outcome(spec: TrialSpec, category: str, message: str, *, owner: str = "infra", node: str | None = None,

@@ -15,7 +15,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from reb_ray.node_health import NodeHealth
+from reb_ray.node.health import NodeHealth
 
 SLOT_RESOURCE = "reb_ray_slot"  # cluster.yaml's per-node cap on concurrent sandboxes
 
@@ -40,7 +40,7 @@ class NodeStatus:
 
 @ray.remote(num_cpus=0)
 def _check_here(image: str) -> NodeHealth:
-    from reb_ray.node_health import check_node
+    from reb_ray.node.health import check_node
 
     return check_node(image)
 

@@ -93,10 +93,6 @@ class Dispatcher:
         if res is not None and res.node == slot.node and self.node_gpu_slots().get(slot.node, 0) < res.job.gpus:
             self._reservation = None  # its node can no longer hold it: the next pass reserves anew
 
-    def slot_count(self, gpu: bool) -> int:
-        """Slots known now, GPU or CPU ones."""
-        return sum(1 for s in self._slots.values() if s.gpu == gpu)
-
     def node_gpu_slots(self) -> dict[str, int]:
         """GPU slots per node, busy ones included."""
         counts: dict[str, int] = {}

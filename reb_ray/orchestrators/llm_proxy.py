@@ -3,7 +3,7 @@
 The driver creates `reb-ray-llm-proxy-<node_id>` on a node before the first trial of an LLM
 agent goes there (`NodeProxies.ensure`: hard node affinity, no CPU reserved, `get_if_exists`),
 in the namespace `reb-ray-llm-<job id>` (the driver's job: two sweeps on one cluster never share
-a proxy). Trials find it by name (`RayProxyClient`, a reb_ray.llm.trial_access.ProxyClient)
+a proxy). Trials find it by name (`RayProxyClient`, a reb_ray.trial.llm.ProxyClient)
 and register over Ray. It is detached, so that the death of a slot worker never takes it along;
 the driver removes every proxy of its job when the run ends (`stop_proxies`), so a proxy lives
 as long as one sweep run (a driver killed with SIGKILL leaves them until `ray stop`). It hosts a
@@ -76,8 +76,8 @@ class ProxyActor:
             from reb_ray.errors import RebRayError
             from reb_ray.llm.prices import price_table
             from reb_ray.llm.proxy import ProxyServer
-            from reb_ray.llm.trial_access import proxy_host
-            from reb_ray.netpolicy.trial_egress import proxy_ports
+            from reb_ray.trial.llm import proxy_host
+            from reb_ray.trial.egress import proxy_ports
 
             provider, network, prices_file = self._args
             try:
@@ -89,7 +89,7 @@ class ProxyActor:
 
     def register(self, trial_key: str, upstream: str, real_key_env: str | None, limits: TrialLimits,
                  model: str | None) -> dict:
-        from reb_ray.llm.trial_access import register_on
+        from reb_ray.trial.llm import register_on
 
         if real_key_env and not self._delivered:  # made, but the driver's keys never came: a new proxy is due
             return {"error": [PROXY, "the node's LLM proxy has not received the sweep's keys from the driver"]}
@@ -103,7 +103,7 @@ class ProxyActor:
         return {"key": key, "url": url}
 
     def finish(self, trial_key: str) -> dict:
-        from reb_ray.llm.trial_access import unregister_on
+        from reb_ray.trial.llm import unregister_on
 
         if self._server is None:
             return {"error": [PROXY, f"the node's LLM proxy does not know trial {trial_key}"]}

@@ -24,7 +24,7 @@ from pathlib import Path
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from reb_ray.node_health import NodeHealth
+from reb_ray.node.health import NodeHealth
 from reb_ray.orchestrators.cluster_status import SLOT_RESOURCE
 
 CHECK_TIMEOUT_S = 120.0  # a node's reap and check (Docker's answers, nvidia-smi)
@@ -88,7 +88,7 @@ class NodeVerdict:
 def _prepare_here(req: NodeRequirements, archive: list | None) -> tuple[NodeHealth, int, bool]:
     """Reap, load the shipped archive when given and the image is missing, check. Runs on the node."""
     from reb_ray.errors import RebRayError
-    from reb_ray.node_health import check_node
+    from reb_ray.node.health import check_node
 
     reaped, loaded = 0, False
     if req.image is not None:

@@ -26,7 +26,7 @@ LLM agents: their trials reach the node's metering proxy (`NodeProxies`, one act
 the sweep's LLM key variables, sealed, before the node's first trial (and again after a trial
 found the proxy gone); no trial's worker ever holds a key. The proxies are stopped when the run
 ends. An attempt that failed for a rate limit
-or an unavailable endpoint is retried after a backoff (reb_ray.llm.budget.RetryBackoff); one
+or an unavailable endpoint is retried after a backoff (reb_ray.orchestrators.budget.RetryBackoff); one
 that failed for LLM authentication or budget is not retried (the next would fail the same
 way). With a sweep budget (`--max-cost-usd`), no new attempt is launched once it is reached;
 the specs left are in `not_launched`.
@@ -48,7 +48,7 @@ from typing import Callable
 
 import ray
 
-from reb_ray.llm.budget import RetryBackoff, SweepBudget
+from reb_ray.orchestrators.budget import RetryBackoff, SweepBudget
 from reb_ray.llm.failures import NOT_RETRIED, PROXY, RETRYABLE
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.orchestrators.attempt_rows import driver_outcome, unplaceable_outcome
@@ -61,8 +61,8 @@ from reb_ray.orchestrators.node_roster import NodeRoster, NoUsableNode
 from reb_ray.orchestrators.node_tasks import reap_on, remove_dead_attempt
 from reb_ray.orchestrators.slot_plan import gpu_cap, hardware_refusal
 from reb_ray.orchestrators.slot_pool import Slot, SlotPool
-from reb_ray.trial import TrialOutcome
-from reb_ray.trial_record import now
+from reb_ray.trial.record import TrialOutcome
+from reb_ray.trial.record import now
 
 
 @dataclass
@@ -326,7 +326,7 @@ def _node_proxies(specs: list[TrialSpec]) -> NodeProxies | None:
             keys[key_env] = os.environ[key_env]
     if not any(uses.values()):
         return None
-    from reb_ray.netpolicy.trial_egress import sandbox_network
+    from reb_ray.trial.egress import sandbox_network
 
     config = specs[0].config
     # Bound where the sandboxes are: the gateway of reb-ray's network for the policy.

@@ -25,12 +25,13 @@ from itertools import count
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from reb_ray.gpu_lease import GpuLease
-from reb_ray.llm.trial_access import ProxyClient
+from reb_ray.trial.gpu_lease import GpuLease
+from reb_ray.trial.llm import ProxyClient
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.orchestrators.cluster_status import SLOT_RESOURCE
 from reb_ray.orchestrators.slot_plan import SlotShape
-from reb_ray.trial import TrialOutcome, run_trial
+from reb_ray.trial.record import TrialOutcome
+from reb_ray.trial.run import run_trial
 
 MAX_START_FAILURES = 3
 

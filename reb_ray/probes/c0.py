@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from reb_ray.probes.record import run_json_probe
 from reb_ray.sandbox import Sandbox
+from reb_ray.sandbox.base import SYSTEM_PATH
 
 
-SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: Seconds kept back from the exec deadline for the interpreter query, the search-path run and
 #: writing the record, so that a slow pyright ends as a recorded timeout, not a lost record.
 RESERVE_S = 60.0

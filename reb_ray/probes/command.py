@@ -9,8 +9,7 @@ from reb_ray.models.task import StageSpec
 from reb_ray.probes.side_logs import clear_side_logs
 from reb_ray.sandbox import ExecResult, Sandbox
 from reb_ray.sandbox.output import OutputSink
-
-SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+from reb_ray.sandbox.base import SYSTEM_PATH
 
 
 def install_python_shim(sandbox: Sandbox, shim_dir: str, python_path: str) -> None:

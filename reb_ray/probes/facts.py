@@ -14,9 +14,9 @@ from reb_ray.grading.record_types import conform
 from reb_ray.grading.unmeasured import FACTS_SHAPE
 from reb_ray.probes.record import run_json_probe
 from reb_ray.sandbox import Sandbox
+from reb_ray.sandbox.base import SYSTEM_PATH
 
 
-SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: Seconds each interpreter run inside the probe may take at most (version query, `import torch`).
 RUN_TIMEOUT_S = 60.0
 #: Seconds kept back from the exec deadline for starting the probe and writing its record.

@@ -55,7 +55,7 @@ def part_name(writer_id: str, seq: int) -> str:
 def sweep_dir_name(sweep_id: str) -> str:
     """The legacy (one file per attempt) partition directory name `sweep_id=<URI-encoded id>`.
 
-    Still the artifacts' directory name (reb_ray.artifacts), which is not a Parquet dataset."""
+    Still the artifacts' directory name (reb_ray.trial.artifacts), which is not a Parquet dataset."""
     return f"{LEGACY_PREFIX}{quote(sweep_id, safe='')}"
 
 

@@ -37,7 +37,7 @@ import pyarrow as pa
 
 from reb_ray.results.atomic import write_atomic
 from reb_ray.results.index import index_path, index_table
-from reb_ray.results.layout import INDEX_DIR, STAGES_DIR, TRIALS_DIR, new_writer_id, part_name, sweep_dir, sweep_dir_name
+from reb_ray.results.layout import STAGES_DIR, TRIALS_DIR, new_writer_id, part_name, sweep_dir, sweep_dir_name
 from reb_ray.results.lock import RunLock
 from reb_ray.results.rows import rows_to_table, split_by_sweep
 from reb_ray.results.schema import STAGES_SCHEMA, TRIALS_SCHEMA
@@ -292,21 +292,6 @@ class ParquetSink:
         self.output_dir = Path(output_dir)
         self._writer = _Writer(self.output_dir, flush_interval_s, part_rows, part_bytes, part_age_s)
         self._finalizer = weakref.finalize(self, self._writer.close)
-
-    @property
-    def trials_dir(self) -> Path:
-        """Root of the `trials` dataset."""
-        return self.output_dir / TRIALS_DIR
-
-    @property
-    def stages_dir(self) -> Path:
-        """Root of the `stages` dataset."""
-        return self.output_dir / STAGES_DIR
-
-    @property
-    def index_dir(self) -> Path:
-        """Root of the resume index (reb_ray.results.index)."""
-        return self.output_dir / INDEX_DIR
 
     def write(self, trial_rows: list[dict], stage_rows: list[dict]) -> list[Path]:
         """Add trial rows (TRIALS_SCHEMA) and stage rows (STAGES_SCHEMA); on disk within

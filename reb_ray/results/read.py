@@ -24,12 +24,6 @@ from reb_ray.results.schema import STAGES_SCHEMA, TRIALS_SCHEMA
 _LISTINGS = 3  # a compaction swapping files while we read: list again, at most this often
 
 
-def shard_files(root: Path, sweep_id: str | None = None) -> list[Path]:
-    """The part files of the dataset at `root` (e.g. `<output>/trials`), of one sweep or all,
-    in read order (reb_ray.results.layout.part_files). A missing `root` gives []."""
-    return part_files(root, sweep_id)
-
-
 def _read(root: Path, schema: pa.Schema, sweep_id: str | None, columns: list[str] | None = None) -> pa.Table:
     flush_pending(root.parent)
     for listing in range(_LISTINGS):

@@ -101,7 +101,7 @@ TRIALS_SCHEMA = pa.schema(
         ("rerun", pa.bool_()),  # this attempt re-ran an already scored trial (--rerun); see read.latest_attempts
         ("leftover_processes", pa.int64()),  # processes the agent left running, stopped between phases
         ("leftover_commands", _strings),  # their command lines: the first 20, each cut to 200 characters
-        ("agent_log_path", pa.string()),  # the agent's full output (gzip), relative to the output dir (reb_ray.artifacts)
+        ("agent_log_path", pa.string()),  # the agent's full output (gzip), relative to the output dir (reb_ray.trial.artifacts)
         # -- agents: which prompt, which agent program, where the report came from
         ("prompt_sha256", pa.string()),  # sha256 (hex) of the prompt text as rendered for a Docker sandbox
         ("agent_kind", pa.string()),  # the spec's kind: codex, claude_code, ..., command, heuristic, noop, or a class path
@@ -205,7 +205,7 @@ STAGES_SCHEMA = pa.schema(
         ("log_pattern", pa.string()),  # the success rule's regex, searched in the whole output as it streamed
         ("log_pattern_matched", pa.bool_()),  # its verdict on the whole output (null: no pattern / not watched)
         ("side_logs", _side_logs),  # files the command wrote besides its output, tails (reb_ray.probes.side_logs)
-        ("log_path", pa.string()),  # the full output (gzip), relative to the output dir (reb_ray.artifacts)
+        ("log_path", pa.string()),  # the full output (gzip), relative to the output dir (reb_ray.trial.artifacts)
         ("log_cut_bytes", pa.int64()),  # bytes of the output not in the log_path file (0: whole; null: no file)
         # -- a command stage's witness (reb_ray/grading/witness.py): did the pinned repository's code run
         # in the reported interpreter; null for other stages and rows written before it

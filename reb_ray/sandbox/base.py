@@ -21,6 +21,8 @@ GiB = 1024**3
 
 #: Bytes `Sandbox.read_bytes` reads at most unless told otherwise (the per-attempt artifact bound).
 DEFAULT_READ_LIMIT = 64 * 1024**2
+#: The image's system PATH, nothing of the agent's shell: what the harness's own commands run under.
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class UnreadableFile(ValueError):

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from reb_ray.artifacts import ARTIFACTS_DIR, artifact_dir
+from reb_ray.trial.artifacts import ARTIFACTS_DIR, artifact_dir
 from reb_ray.errors import RebRayError
 from reb_ray.results.layout import STAGES_DIR, TRIALS_DIR, part_files
 from reb_ray.results.read import latest_attempts

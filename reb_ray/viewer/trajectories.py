@@ -7,7 +7,7 @@ import gzip
 import json
 from pathlib import Path
 
-from reb_ray.artifacts import ARTIFACTS_DIR, artifact_dir
+from reb_ray.trial.artifacts import ARTIFACTS_DIR, artifact_dir
 from reb_ray.llm.atif import trajectory, validate
 from reb_ray.results.read import latest_attempts, read_trials
 from reb_ray.viewer.data import Forbidden, NotFound, Run

@@ -13,7 +13,7 @@ from reb_ray.agents.base import REPORT_PATH
 from reb_ray.agents.command import last_json_object
 from reb_ray.agents.prompt import render_prompt
 from reb_ray.models.sweep import SweepConfig
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.results.read import read_trials
 
 WHEELS = [Path("/opt/wheels")] if Path("/opt/wheels").is_dir() else []
@@ -46,7 +46,7 @@ _PRINT = 'echo "agent: done, report follows"; printf "%s\\n" "$3"'
 
 @pytest.mark.docker
 def test_command_agents_in_a_real_sweep(tmp_path, monkeypatch, docker_client, sandbox_image, ray_local):
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     monkeypatch.setenv("CMD_AGENT_KEY", "sk-cmd-agent-5678")
     report = json.dumps(REPORT)
@@ -80,7 +80,7 @@ def test_command_agents_in_a_real_sweep(tmp_path, monkeypatch, docker_client, sa
 @pytest.mark.docker
 def test_output_mode_without_a_json_line_is_a_missing_report(tmp_path, sandbox_image):
     from reb_ray.models.sweep import TrialSpec
-    from reb_ray.trial import run_trial
+    from reb_ray.trial.run import run_trial
 
     spec = {"kind": "command", "command": ["sh", "-c", "echo 'no report here'; echo '{not json'"], "report_mode": "output"}
     config = SweepConfig(agent_specs={"quiet": spec}, agents=["quiet"], wheelhouses=[])
@@ -94,7 +94,7 @@ def test_output_mode_without_a_json_line_is_a_missing_report(tmp_path, sandbox_i
 def test_in_the_local_sandbox_the_host_toolchain_is_on_path(tmp_path):
     from reb_ray.agents.toolchain import Toolchain
     from reb_ray.models.sweep import TrialSpec
-    from reb_ray.trial import run_trial
+    from reb_ray.trial.run import run_trial
 
     script = 'echo "agent: node at $(command -v node)"; mkdir -p "$(dirname "$1")"; printf "%s" "$2" > "$1"'
     report = dict(REPORT, python_path="/usr/bin/python3", env_tool="none")

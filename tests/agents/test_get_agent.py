@@ -11,7 +11,7 @@ from reb_ray.agents.noop import NoopAgent
 from reb_ray.errors import RebRayError
 from reb_ray.models.agent import AgentSpec
 from reb_ray.models.sweep import SweepConfig
-from reb_ray.orchestrators.expand import expand
+from reb_ray.sweep.expand import expand
 
 
 def test_builtin_command_and_class_path_kinds():

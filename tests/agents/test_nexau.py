@@ -21,7 +21,7 @@ from reb_ray.agents.toolchain import Toolchain
 from reb_ray.errors import InfraError
 from reb_ray.llm.apis import CHAT
 from reb_ray.llm.usage import FIELDS, REPORTED_FIELDS
-from tests.agents.llm_sandbox_session import LlmSession
+from reb_ray.testing.llm_session import LlmSession
 from tests.llm.conftest import REAL_KEY, REAL_KEY_ENV
 
 MODEL = "gpt-5-mini"

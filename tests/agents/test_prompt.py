@@ -10,7 +10,7 @@ import pytest
 from reb_ray.agents.base import REPORT_PATH
 from reb_ray.agents.prompt import REPORT_FIELDS, render_prompt
 from reb_ray.models.report import REPORT_KEYS
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.paths import bundled_dir
 
 

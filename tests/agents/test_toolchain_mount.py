@@ -12,7 +12,7 @@ import pytest
 from reb_ray.agents.toolchain import AGENT_MOUNT, TOOLCHAIN_SANDBOX_PATH, Toolchain
 from reb_ray.agents.toolchain_mount import ToolchainSlot, _mount, reap_slots
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.sandbox import SandboxConfig, open_sandbox
 
 pytestmark = pytest.mark.docker
@@ -117,7 +117,7 @@ skip_reason = "CPU only"
 
 
 def _trial(task, sandbox_image, mode: str):
-    from reb_ray.trial import run_trial
+    from reb_ray.trial.run import run_trial
 
     spec = {"kind": "command", "command": ["sh", "-c", _AGENT, "agent", "{report_path}"],
             "env": {"MODE": mode, "TC": TOOLCHAIN_SANDBOX_PATH}}
@@ -156,7 +156,7 @@ def test_an_interpreter_from_the_toolchain_is_gone_in_the_probe_phase(installed_
 
 
 def test_agents_without_the_toolchain_get_no_mount(sandbox_image, peek_task, tmp_path):
-    from reb_ray.trial import run_trial
+    from reb_ray.trial.run import run_trial
 
     config = SweepConfig(agents=["noop"], wheelhouses=[], toolchains_dir=tmp_path / "toolchains")
     outcome = run_trial(TrialSpec(sweep_id="test-toolchain", agent="noop", task=peek_task, trial_index=0,
@@ -166,7 +166,7 @@ def test_agents_without_the_toolchain_get_no_mount(sandbox_image, peek_task, tmp
 
 
 def test_a_sandbox_that_cannot_start_leaves_no_slot(peek_task, tmp_path):
-    from reb_ray.trial import run_trial
+    from reb_ray.trial.run import run_trial
 
     spec = {"kind": "command", "command": ["true"]}
     config = SweepConfig(agent_specs={"c": spec}, agents=["c"], wheelhouses=[], toolchains_dir=tmp_path / "toolchains")

@@ -11,7 +11,7 @@ from reb_ray.results.read import read_trials
 from reb_ray.results.schema import TRIALS_SCHEMA
 
 from .runs import row
-from .synthetic import write_fixture
+from reb_ray.testing.synthetic import write_fixture
 
 
 @pytest.fixture(scope="module")

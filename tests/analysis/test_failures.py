@@ -10,7 +10,7 @@ from analysis.failures import failure_counts, honesty, unscored_attempts
 from analysis.statistics import run_statistics
 from reb_ray.results.read import read_stages, read_trials
 
-from .synthetic import trial, write, write_fixture
+from reb_ray.testing.synthetic import trial, write, write_fixture
 
 
 @pytest.fixture(scope="module")

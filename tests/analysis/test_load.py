@@ -11,7 +11,7 @@ from analysis.load import load_stages, load_trials
 from reb_ray.errors import RebRayError
 
 from .runs import write_run
-from .synthetic import trial, write, write_fixture
+from reb_ray.testing.synthetic import trial, write, write_fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 

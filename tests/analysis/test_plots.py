@@ -10,7 +10,7 @@ import pytest
 from analysis import plots  # matplotlib: the `plots` extra, which the test extra includes
 from analysis.analyze import analyze_run
 
-from .synthetic import write_fixture
+from reb_ray.testing.synthetic import write_fixture
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from analysis.plots import write_plots
 from analysis.report_html import CSP, write_html
 
 from .html_dom import parse
-from .synthetic import HOSTILE_TRIAL, PAYLOAD, fixture_rows, with_agent_words, write
+from reb_ray.testing.synthetic import HOSTILE_TRIAL, PAYLOAD, fixture_rows, with_agent_words, write
 
 
 @pytest.fixture(scope="module")

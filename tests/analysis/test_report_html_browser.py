@@ -17,7 +17,7 @@ from analysis.terminal import format_report
 
 from .browser import dump_dom, screenshot
 from .html_dom import parse
-from .synthetic import HOSTILE_TRIAL, PAYLOAD, fixture_rows, with_agent_words, write
+from reb_ray.testing.synthetic import HOSTILE_TRIAL, PAYLOAD, fixture_rows, with_agent_words, write
 
 #: Reads back, once the page has loaded, what only a browser knows: each image's decoded size,
 #: the scripts present and whether the agent's markup ran (it marks <html> data-pwned).

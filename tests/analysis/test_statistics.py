@@ -13,13 +13,13 @@ import pytest
 from analysis.estimators import Z95
 from analysis.scores import summarize
 from analysis.statistics import all_comparisons, compare, run_statistics
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.results.parquet_sink import rows_to_table
 from reb_ray.results.read import read_trials
 from reb_ray.results.schema import TRIALS_SCHEMA
 
 from .runs import row
-from .synthetic import fixture_rows, trial, write, write_fixture
+from reb_ray.testing.synthetic import fixture_rows, trial, write, write_fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -157,7 +157,7 @@ def test_intervals_are_the_same_in_another_process(stats, tmp_path):
     """Seeded resampling: the same numbers in a fresh interpreter with another hash seed."""
     here = stats.stage("syn", "frugal", "c2").interval
     code = ("import sys; from pathlib import Path; from analysis.statistics import run_statistics;"
-            "from reb_ray.results.read import read_trials; from tests.analysis.synthetic import write_fixture;"
+            "from reb_ray.results.read import read_trials; from reb_ray.testing.synthetic import write_fixture;"
             "i = run_statistics(read_trials(write_fixture(Path(sys.argv[1])))).stage('syn', 'frugal', 'c2').interval;"
             "print(repr((i.low, i.high)))")
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run")], capture_output=True, text=True,

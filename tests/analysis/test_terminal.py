@@ -8,7 +8,7 @@ import pytest
 
 from analysis.terminal import format_report
 
-from .synthetic import fixture_rows, write, write_fixture
+from reb_ray.testing.synthetic import fixture_rows, write, write_fixture
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reb_ray.cli.cluster import node_line
-from reb_ray.node_health import NodeHealth
+from reb_ray.node.health import NodeHealth
 from reb_ray.orchestrators.cluster_status import NodeStatus
 
 

@@ -93,7 +93,7 @@ def test_report_analysis_agrees_with_the_csv(tmp_path):
     """Issue 14 item 8: the analysis under the table and the CSV show the same numbers where
     they share one (stage successes over applicable trials, C0 missing / total, tokens, cost),
     and the 20x-tokens finding is a line of the report."""
-    from tests.analysis.synthetic import write_fixture
+    from reb_ray.testing.synthetic import write_fixture
 
     run_dir, csv_file = write_fixture(tmp_path / "run"), tmp_path / "summary.csv"
     report = _run("-c", "from reb_ray.cli import main; main()", "report", str(run_dir), "--csv", str(csv_file))
@@ -143,7 +143,7 @@ def test_report_html_terminal_and_csv_agree(tmp_path):
     analysis tables cell for cell, and per agent and stage the successes and denominators, C0
     missing / total, tokens and cost, down to the per-trial drill-down's badges, tokens and cost."""
     from tests.analysis.html_dom import parse
-    from tests.analysis.synthetic import write_fixture
+    from reb_ray.testing.synthetic import write_fixture
 
     run_dir, csv_file, html_file = write_fixture(tmp_path / "run"), tmp_path / "summary.csv", tmp_path / "report.html"
     res = _run("-c", "from reb_ray.cli import main; main()", "report", str(run_dir), "--csv", str(csv_file),

@@ -246,7 +246,7 @@ def test_an_asset_problem_is_infra_only_in_the_asset_cache(error, context, categ
 
 
 def test_asset_cache_is_where_the_probe_phase_mounts_it():
-    from reb_ray.probe_phase import ASSETS_MOUNT
+    from reb_ray.trial.probe_phase import ASSETS_MOUNT
 
     assert ASSET_CACHE == ASSETS_MOUNT
 

@@ -10,7 +10,7 @@ import pytest
 from reb_ray.grading.c5 import audit_report, audit_unprobed
 from reb_ray.models.report import contract_faults, parse_report
 from reb_ray.models.sweep import SweepConfig
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 
 PY = "/opt/envs/research/bin/python"
 GOOD = {"python_path": PY, "python_version": "3.10.14", "torch_version": "2.1.0+cu121", "cuda_available": True,
@@ -121,7 +121,7 @@ SLOPPY = {"python_path": "/usr/bin/python3", "python_version": 3.11, "torch_vers
 @pytest.mark.docker
 def test_a_sloppy_report_runs_every_stage_and_counts_its_faults(sandbox_image):
     from reb_ray.models.sweep import TrialSpec
-    from reb_ray.trial import run_trial
+    from reb_ray.trial.run import run_trial
 
     script = 'mkdir -p "$(dirname "$1")" && printf "%s" "$2" > "$1"'
     spec = {"kind": "command", "command": ["sh", "-c", script, "agent", "{report_path}", json.dumps(SLOPPY)]}
@@ -145,8 +145,8 @@ def test_a_sloppy_report_runs_every_stage_and_counts_its_faults(sandbox_image):
 @pytest.mark.docker
 def test_a_report_without_a_usable_python_path_gates_the_stages_and_is_audited(sandbox_image):
     from reb_ray.models.sweep import TrialSpec
-    from reb_ray.regrade import regrade_trial
-    from reb_ray.trial import run_trial
+    from reb_ray.sweep.regrade import regrade_trial
+    from reb_ray.trial.run import run_trial
 
     report = {**SLOPPY, "python_path": "venv/bin/python"}
     script = 'mkdir -p "$(dirname "$1")" && printf "%s" "$2" > "$1"'

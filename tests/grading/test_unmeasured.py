@@ -7,7 +7,7 @@ import pytest
 from reb_ray.grading.categories import AGENT_CATEGORIES, owner_of
 from reb_ray.grading.unmeasured import (AGENT_GATES, PROBE_STAGES, STAGE_COLUMNS, agent_failed, assets_missing,
                                         interpreter_fault, skip_reason)
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 
 DEMO = {t.id: t for t in load_suite("demo")}
 REB = {t.id: t for t in load_suite("researchenvbench")}

@@ -16,7 +16,7 @@ from aiohttp import web
 
 from reb_ray.errors import RebRayError
 from reb_ray.llm.apis import ANTHROPIC, APIS, CHAT, RESPONSES
-from reb_ray.llm.background import BackgroundServer
+from reb_ray.background import BackgroundServer
 from reb_ray.llm.meter import TrialLimits
 from reb_ray.llm.proxy import ProxyServer
 from reb_ray.llm.scripted import ScriptedEndpoint, script_from

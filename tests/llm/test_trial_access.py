@@ -11,10 +11,10 @@ from reb_ray.errors import InfraError, RebRayError
 from reb_ray.llm.apis import ANTHROPIC, CHAT
 from reb_ray.llm.prices import price_table
 from reb_ray.llm.scripted import ScriptedEndpoint, script_from
-from reb_ray.llm.trial_access import LocalProxy, TrialLlm, check_llm_agent, llm_verdict, upstream_of
+from reb_ray.trial.llm import LocalProxy, TrialLlm, check_llm_agent, llm_verdict, upstream_of
 from reb_ray.models.agent import AgentSpec
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from tests.llm.clients import post, request_body
 from tests.llm.conftest import REAL_KEY, REAL_KEY_ENV
 

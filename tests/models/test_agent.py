@@ -125,7 +125,7 @@ def test_the_model_and_limits_are_part_of_the_sweep_id_but_the_endpoint_is_not()
 
 def test_trial_spec_resolves_its_agent_spec_by_name():
     from reb_ray.models.sweep import TrialSpec
-    from reb_ray.models.suite import load_suite
+    from reb_ray.suite.load import load_suite
 
     config = _table_config()
     spec = TrialSpec(sweep_id="s", agent="coder", task=load_suite("demo")[0], trial_index=0, config=config)

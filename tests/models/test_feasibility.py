@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reb_ray.models.feasibility import impossible_stages, stage_gpus
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.models.task import TaskSpec
 
 SHA = "0123456789abcdef0123456789abcdef01234567"

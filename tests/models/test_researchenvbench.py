@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.probes.multi_gpu import launch_command
 
 SUITE = "researchenvbench"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from reb_ray.errors import RebRayError
-from reb_ray.models.suite import list_suites, load_suite, load_task, select_tasks
+from reb_ray.suite.load import list_suites, load_suite, load_task, select_tasks
 from reb_ray.models.task import NOT_DEFINED, TaskSpec, TaskSpecError
 from reb_ray.paths import bundled_dir
 

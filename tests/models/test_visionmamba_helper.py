@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 
 TASK = Path(__file__).resolve().parents[2] / "tasks" / "researchenvbench" / "kyegomez--visionmamba"
 HELPER = TASK / "helpers" / "run_example.py"

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.netpolicy import guard_watch
 from reb_ray.netpolicy.network import OPEN

@@ -20,12 +20,12 @@ import pytest
 
 from reb_ray.llm.proxy import ProxyServer
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.netpolicy import hostguard
 from reb_ray.netpolicy.hostguard import CHAIN, IP6TABLES, ensure_guard, rejected_packets, remove_guard
 from reb_ray.netpolicy.network import BRIDGE_NAME, NETWORK_NAME, OPEN, ensure_network
 from reb_ray.netpolicy.ports import sandbox_ports
-from reb_ray.netpolicy.trial_egress import TrialEgress, proxy_ports
+from reb_ray.trial.egress import TrialEgress, proxy_ports
 from reb_ray.sandbox import SandboxConfig
 from reb_ray.sandbox.docker_sandbox import DockerSandbox
 
@@ -177,7 +177,7 @@ def test_an_open_sandbox_is_refused_by_host_services_and_reaches_pypi_and_its_ll
 
 
 def _trial(tmp_path, image: str, port: int, **config) -> dict:
-    from reb_ray.trial import run_trial
+    from reb_ray.trial.run import run_trial
 
     spec = {"kind": "tests.netpolicy.agents:HostServiceProbeAgent",
             "env": {"HOST_PORT": str(port), "NODE_IP": _node_address()}}
@@ -234,7 +234,7 @@ def test_the_open_guard_holds_for_every_trial_and_leaves_docker0_alone(sandbox_i
 
 
 def test_an_explicit_network_runs_unguarded_and_the_row_says_so(sandbox_image, host_service, tmp_path):
-    from reb_ray.netpolicy.trial_egress import unguarded_warning
+    from reb_ray.trial.egress import unguarded_warning
 
     port, _accepted = host_service
     row = _trial(tmp_path, sandbox_image, port, network_policy="open", network="bridge")

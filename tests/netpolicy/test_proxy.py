@@ -11,7 +11,7 @@ import socket
 import pytest
 from aiohttp import web
 
-from reb_ray.llm.background import BackgroundServer
+from reb_ray.background import BackgroundServer
 from reb_ray.netpolicy.allowlist import HostPolicy
 from reb_ray.netpolicy.proxy import EgressProxy
 

@@ -12,9 +12,9 @@ import uuid
 import pytest
 
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.netpolicy.network import NETWORK_NAME, OPEN
-from reb_ray.netpolicy.trial_egress import (TrialEgress, guarded_network, harness_network, proxy_ports,
+from reb_ray.trial.egress import (TrialEgress, guarded_network, harness_network, proxy_ports,
                                             sandbox_network)
 from reb_ray.sandbox import SandboxConfig
 from reb_ray.sandbox.docker_sandbox import DockerSandbox
@@ -25,7 +25,7 @@ AGENT = "tests.netpolicy.agents:NetworkProbeAgent"
 
 
 def _trial(tmp_path, image: str, **config) -> dict:
-    from reb_ray.trial import run_trial
+    from reb_ray.trial.run import run_trial
 
     spec = {"kind": AGENT, "env": {"REGISTRY_IP": socket.gethostbyname("pypi.org")}}
     cfg = SweepConfig(output=tmp_path / "runs", wheelhouses=[], pip_cache=False, agents=["net"],

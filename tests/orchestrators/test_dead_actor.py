@@ -49,7 +49,7 @@ def _kill_actor_when_agent_sleeps(docker_client, sweep_id: str, seen: dict) -> N
 
 
 def test_dead_actor_container_is_removed_before_the_retry(tmp_path, docker_client, sandbox_image, ray_local, monkeypatch):
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     monkeypatch.setenv("SLEEP_ONCE_FLAG", str(tmp_path / "flag"))
     sweep_id = f"test-dead-{uuid.uuid4().hex[:8]}"

@@ -47,7 +47,7 @@ def ray_with_two_fake_gpus():
 
 def test_gpu_trial_on_docker_without_nvidia_runtime_is_insufficient_hardware(tmp_path, docker_client, sandbox_image,
                                                                              ray_with_two_fake_gpus):
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     task_dir = tmp_path / "suites" / "gpus" / "gpu-task"
     (task_dir / "repo").mkdir(parents=True)

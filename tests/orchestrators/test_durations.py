@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.orchestrators.durations import estimator, table_medians, timeout_estimate
 from reb_ray.results.parquet_sink import rows_to_table
 from reb_ray.results.schema import TRIALS_SCHEMA

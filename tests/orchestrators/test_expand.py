@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from reb_ray.models.sweep import SweepConfig
-from reb_ray.orchestrators.expand import expand
+from reb_ray.sweep.expand import expand
 from reb_ray.results.parquet_sink import ParquetSink
-from reb_ray.trial_record import TrialRecorder
+from reb_ray.trial.record import TrialRecorder
 
 
 def test_rerun_is_recorded_in_the_spec_and_the_row(tmp_path):

@@ -28,7 +28,7 @@ import pytest
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_trials
 from reb_ray.sandbox.ownership import MANAGED, SWEEP
-from tests.ray_cluster import ROOT, actor_pids, kill_raylet, ray_cluster
+from reb_ray.testing.ray_cluster import ROOT, actor_pids, kill_raylet, ray_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -107,7 +107,7 @@ def wait_for(predicate, timeout_s: float, what: str):
 
 def run_in_thread(config: SweepConfig) -> tuple[threading.Thread, dict]:
     """run_sweep(config) in a thread; its result (or error) lands in the returned dict."""
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     box: dict = {}
 

@@ -11,7 +11,7 @@ import pytest
 
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_trials
-from tests.ray_cluster import ray_cluster
+from reb_ray.testing.ray_cluster import ray_cluster
 
 TASK = """
 id = "{id}"
@@ -40,7 +40,7 @@ def two_single_gpu_nodes():
 
 
 def test_two_gpu_trial_on_one_gpu_nodes_is_insufficient_hardware(tmp_path, two_single_gpu_nodes):
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     for task_id in ("needs-two-a", "needs-two-b", "needs-two-c"):
         task_dir = tmp_path / "suites" / "gpus" / task_id

@@ -49,7 +49,7 @@ def _overlap(a: list[float], b: list[float]) -> bool:
 
 
 def test_agent_phases_overlap_while_probe_phases_never_share_a_gpu(tmp_path, one_gpu_node, ledger):
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     script, path = ledger
     script.write_text(json.dumps({"default": {"agent_s": 2.0, "probe_s": 0.4}, "ledger": str(path)}))
@@ -81,7 +81,7 @@ def test_agent_phases_overlap_while_probe_phases_never_share_a_gpu(tmp_path, one
 
 
 def test_a_two_gpu_probe_phase_is_not_starved_by_one_gpu_probes(tmp_path, one_gpu_node, ledger):
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     script, path = ledger
     # Seven 1-GPU trials whose probes end 0.25 s apart, so one GPU is nearly always free for a

@@ -76,7 +76,7 @@ def raylets(sleep_script):
     import contextlib
     import threading
 
-    from tests.ray_cluster import ray_cluster
+    from reb_ray.testing.ray_cluster import ray_cluster
 
     box: dict = {"joined": []}
     stack = contextlib.ExitStack()
@@ -130,7 +130,7 @@ def _max_overlap(ledger: list[dict]) -> int:
 
 
 def test_a_node_that_fails_its_check_gets_no_trials_and_is_named_once(tmp_path, raylets, small_tmp, capfd):
-    from reb_ray.sweep import run_sweep, sweep_log
+    from reb_ray.sweep.run import run_sweep, sweep_log
 
     raylets(head={"num_cpus": 2}, nodes=[{"num_cpus": 2, "env_vars": {"TMPDIR": str(small_tmp)}}])
     write_suite(tmp_path / "suites", 4)
@@ -148,7 +148,7 @@ def test_a_node_that_fails_its_check_gets_no_trials_and_is_named_once(tmp_path, 
 
 def test_no_node_passing_stops_the_sweep_with_one_line_and_no_rows(tmp_path, raylets):
     from reb_ray.orchestrators.ray_orchestrator import NoUsableNode
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     raylets(head={"num_cpus": 1}, nodes=[{"num_cpus": 1}])
     write_suite(tmp_path / "suites", 2)
@@ -163,7 +163,7 @@ def test_no_node_passing_stops_the_sweep_with_one_line_and_no_rows(tmp_path, ray
 
 
 def test_a_node_joining_mid_sweep_gets_slots(tmp_path, raylets, sleep_script):
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     raylets(head={"num_cpus": 1})
     write_suite(tmp_path / "suites", 8)
@@ -183,7 +183,7 @@ def test_gpu_trials_wait_for_an_autoscaled_gpu_node_and_run_on_its_gpu(tmp_path,
     """The autoscaler's node types (a real bootstrap config file) say a 1-GPU node may join: GPU
     trials keep their GPU and wait for it instead of running without one; once the node joins,
     they run on its GPU."""
-    from reb_ray.orchestrators.expand import expand
+    from reb_ray.sweep.expand import expand
     from reb_ray.orchestrators.ray_orchestrator import RayOrchestrator
 
     raylets(head={"num_cpus": 1})
@@ -204,7 +204,7 @@ def test_gpu_trials_wait_for_an_autoscaled_gpu_node_and_run_on_its_gpu(tmp_path,
 
 
 def test_reb_ray_slot_caps_concurrent_sandboxes_per_node(tmp_path, raylets, sleep_script):
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     raylets(head={"num_cpus": 4, "resources": {"reb_ray_slot": 1}})
     write_suite(tmp_path / "suites", 3)
@@ -216,7 +216,7 @@ def test_reb_ray_slot_caps_concurrent_sandboxes_per_node(tmp_path, raylets, slee
 
 
 def test_sandbox_memory_no_node_has_is_insufficient_hardware_at_once(tmp_path, raylets):
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     raylets(head={"num_cpus": 2})
     write_suite(tmp_path / "suites", 2)

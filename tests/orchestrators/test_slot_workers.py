@@ -17,7 +17,7 @@ import pytest
 
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_trials
-from tests.ray_cluster import actor_pids, ray_cluster
+from reb_ray.testing.ray_cluster import actor_pids, ray_cluster
 
 NODE_GPUS = ({"10", "11"}, {"20", "21"})
 
@@ -80,7 +80,7 @@ def _ledger(path) -> list[dict]:
 
 
 def test_many_trials_on_few_slot_workers_and_two_gpu_trials_on_one_nodes_gpus(tmp_path, two_gpu_nodes, sleep_script):
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     write_suite(tmp_path / "suites", {0: 2, 1: 2, 2: 3, "c2": 1})
     config = SweepConfig(output=tmp_path / "runs", suite="slots", tasks_root=tmp_path / "suites", agents=["noop"],
@@ -120,7 +120,7 @@ def _kill_busy_slot_worker(cluster, seen: dict) -> None:
 
 
 def test_a_killed_slot_worker_is_replaced_and_its_attempt_retried(tmp_path, two_gpu_nodes, sleep_script):
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     sleep_script[0].write_text(json.dumps({"default": {"agent_s": 4.0, "probe_s": 0.1}, "ledger": str(sleep_script[1])}))
     write_suite(tmp_path / "suites", {1: 1})
@@ -141,7 +141,7 @@ def test_a_killed_slot_worker_is_replaced_and_its_attempt_retried(tmp_path, two_
 
 
 def test_f19_a_trial_no_node_can_hold_is_recorded_at_once_and_the_sweep_ends(tmp_path, two_gpu_nodes):
-    from reb_ray.sweep import run_sweep
+    from reb_ray.sweep.run import run_sweep
 
     write_suite(tmp_path / "suites", {0: 1, 2: 1})
     config = SweepConfig(output=tmp_path / "runs", suite="slots", tasks_root=tmp_path / "suites", agents=["noop"],

@@ -15,7 +15,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reb_ray.results.trial_view import show_trial
+from analysis.trial_view import show_trial
 from reb_ray.terminal import printable
 from tests.analysis.runs import row, write_run
 
@@ -57,7 +57,7 @@ def test_trial_show_says_what_was_changed_and_put_back_and_each_stages_witness(t
 def test_trial_show_lists_every_log_of_the_attempt(tmp_path):
     """The trial's logs, each stage's, and a file of the attempt's artifact directory no column
     names; a named file that is gone says so. Logs of another attempt are not listed."""
-    from reb_ray.artifacts import artifact_dir
+    from reb_ray.trial.artifacts import artifact_dir
     from reb_ray.results.parquet_sink import ParquetSink
 
     base = artifact_dir("s1", "a/t1/0", 2)

@@ -9,7 +9,7 @@ import gzip
 import json
 from pathlib import Path
 
-from reb_ray.artifacts import artifact_dir
+from reb_ray.trial.artifacts import artifact_dir
 from tests.analysis.synthetic import fixture_rows, trial, with_agent_words, write
 
 SWEEP = "syn"

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from reb_ray.llm.apis import ANTHROPIC, CHAT, RESPONSES, error_body
-from reb_ray.llm.background import BackgroundServer
+from reb_ray.background import BackgroundServer
 from reb_ray.llm.registry import key_of
 from reb_ray.llm.scripted import wire_anthropic, wire_chat, wire_responses
 from reb_ray.llm.scripted.reply import Reply, ScriptMismatch, ToolCall, poll_call, tool_call

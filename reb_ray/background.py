@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import errno
+import random
+import socket
 import threading
 from typing import Any, Callable, Coroutine
 
 from aiohttp import web
 
 from reb_ray.errors import RebRayError
+
+#: The node's port range for the servers sandboxes may reach (`LO-HI`, inclusive; netpolicy.ports).
+PORTS_ENV = "REB_RAY_SANDBOX_PORTS"
+DEFAULT_PORTS = range(29000, 30000)
 
 
 def start_thread(serve: Callable[[concurrent.futures.Future], None], name: str, where: str,
@@ -75,8 +82,6 @@ class BackgroundServer:
                                    shutdown_timeout=2.0)
             loop.run_until_complete(runner.setup())
             if self._ports is not None:  # a range a firewall opens (reb_ray/netpolicy/ports.py)
-                from reb_ray.netpolicy.ports import bind_in
-
                 site: web.BaseSite = web.SockSite(runner, bind_in(self.host, self._ports))
             else:
                 site = web.TCPSite(runner, self.host, self._port)
@@ -112,3 +117,27 @@ class BackgroundServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def bind_in(host: str, ports: range) -> socket.socket:
+    """A TCP socket listening on `host` at the first free port of `ports`, tried from a random
+    start (concurrent trials on a node rarely contend for the same port). Raises RebRayError
+    when every port is taken, or the address cannot be bound at all."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    start = random.randrange(len(ports))
+    for i in range(len(ports)):
+        port = ports[(start + i) % len(ports)]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's servers do
+        try:
+            sock.bind((host, port))
+            sock.listen(128)
+        except OSError as exc:
+            sock.close()
+            if exc.errno == errno.EADDRINUSE:
+                continue
+            raise RebRayError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        sock.setblocking(False)
+        return sock
+    raise RebRayError(f"no free port on {host} in {ports.start}-{ports.stop - 1} ({PORTS_ENV}): "
+                      f"every one is in use")

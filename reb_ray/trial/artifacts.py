@@ -214,7 +214,7 @@ def deliver(outcome, staging: Path, output_dir: Path, ship: bool) -> None:
     """End of an attempt: put the logs staged under `staging` in `outcome.artifacts` (`ship`,
     for the driver to `store`) or `store` them in `output_dir` now; then remove `staging`. An
     I/O failure loses the logs, never the rows: their paths are cleared and the trial's
-    failure_reason says so. `outcome` is a reb_ray.trial_record.TrialOutcome."""
+    failure_reason says so. `outcome` is a reb_ray.trial.record.TrialOutcome."""
     try:
         files = collect(staging)
         if ship:

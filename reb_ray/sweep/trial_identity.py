@@ -38,7 +38,7 @@ _SHARED = ("probes", "pyright", "image", "network_allow")
 def trial_identities(specs: list[TrialSpec], scoring: dict[str, object]) -> dict[str, str]:
     """{trial_id: identity digest (16 hex)} of `specs`, from `scoring` (sweep_identity.scoring_identity
     of the same sweep). Raises KeyError for a spec whose agent or task `scoring` lacks."""
-    from reb_ray.sweep_identity import SCORED_SETTINGS
+    from reb_ray.sweep.identity import SCORED_SETTINGS
 
     shared = {key: scoring[key] for key in (*_SHARED, *SCORED_SETTINGS) if key in scoring}
     out = {}

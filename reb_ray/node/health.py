@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from reb_ray.doctor import MIN_FREE_BYTES
+from reb_ray.node.doctor import MIN_FREE_BYTES
 from reb_ray.sandbox.ownership import MANAGED, OWNER_HOST, TRIAL
 
 

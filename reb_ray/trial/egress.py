@@ -34,7 +34,7 @@ from reb_ray.netpolicy.ports import sandbox_ports
 
 if TYPE_CHECKING:
     from reb_ray.agents.base import LlmAccess
-    from reb_ray.artifacts import TrialArtifacts
+    from reb_ray.trial.artifacts import TrialArtifacts
     from reb_ray.models.sweep import SweepConfig
     from reb_ray.netpolicy.proxy import EgressProxy
     from reb_ray.sandbox import Sandbox, SandboxConfig

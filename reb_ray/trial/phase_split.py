@@ -26,13 +26,13 @@ from typing import Any, Iterator
 from docker.errors import DockerException, NotFound
 
 from reb_ray.errors import RebRayError
-from reb_ray.gpu_lease import GpuLease
+from reb_ray.trial.gpu_lease import GpuLease
 from reb_ray.models.task import TaskSpec
 from reb_ray.probes.task_helpers import install_task_helpers
 from reb_ray.probes.toolbox import install_toolbox
 from reb_ray.sandbox import Sandbox, SandboxConfig
 from reb_ray.sandbox.ownership import ATTEMPT_IMAGE
-from reb_ray.trial_record import TrialRecorder
+from reb_ray.trial.record import TrialRecorder
 
 ATTEMPT_REPOSITORY = "reb-ray/attempt"
 

@@ -10,7 +10,7 @@ work waits behind it: agent phases and CPU trials never ask for a lease.
 
 A holder is one attempt; the actor checks every second that each holder's worker process (on its
 own node) still runs, so a worker killed while holding a lease frees its GPUs. `RayGpuLease` is
-what a trial gets (reb_ray.gpu_lease.GpuLease): the actor's handle and the attempt's request.
+what a trial gets (reb_ray.trial.gpu_lease.GpuLease): the actor's handle and the attempt's request.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from reb_ray.errors import InfraError
-from reb_ray.gpu_lease import LeaseBook
+from reb_ray.trial.gpu_lease import LeaseBook
 from reb_ray.sandbox.ownership import process_start_ticks
 
 WATCH_S = 1.0  # how often holders' worker processes are checked
@@ -119,7 +119,7 @@ def stop_leases(leases: dict[str, tuple[ray.actor.ActorHandle, list[str]]]) -> N
 
 @dataclass
 class RayGpuLease:
-    """One attempt's lease of `count` GPUs on its node (reb_ray.gpu_lease.GpuLease), shipped to
+    """One attempt's lease of `count` GPUs on its node (reb_ray.trial.gpu_lease.GpuLease), shipped to
     its slot worker. `agent_gpus`: the node's GPUs its agent phase sees (as many as `count`)."""
 
     actor: ray.actor.ActorHandle

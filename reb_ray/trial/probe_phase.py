@@ -20,7 +20,7 @@ import time
 from contextlib import AbstractContextManager, nullcontext
 from typing import Callable
 
-from reb_ray.assets import missing_by_stage
+from reb_ray.suite.assets import missing_by_stage
 from reb_ray.errors import RebRayError
 from reb_ray.grading.c0 import grade_c0
 from reb_ray.grading.c2 import grade_c2
@@ -46,7 +46,7 @@ from reb_ray.probes.task_helpers import install_task_helpers
 from reb_ray.probes.toolbox import install_toolbox
 from reb_ray.probes.witness import Witness, arm, collect
 from reb_ray.sandbox import Sandbox
-from reb_ray.trial_record import TrialRecorder
+from reb_ray.trial.record import TrialRecorder
 
 ASSETS_MOUNT = "/opt/reb-ray/assets"
 SCRATCH_DIR = "/tmp/reb-ray-out"  # writable scratch for stage outputs (task commands use it too)

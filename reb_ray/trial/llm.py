@@ -56,7 +56,7 @@ from reb_ray.models.agent import KIND_DEFAULTS, AgentSpec
 
 if TYPE_CHECKING:
     from reb_ray.agents.base import Agent, AgentRun
-    from reb_ray.artifacts import TrialArtifacts
+    from reb_ray.trial.artifacts import TrialArtifacts
     from reb_ray.llm.prices import PriceTable
     from reb_ray.llm.proxy import ProxyServer
     from reb_ray.models.report import Report
@@ -286,7 +286,7 @@ class TrialLlm:
             return self
         spec = self.agent_spec
         if self._proxy is None:
-            from reb_ray.netpolicy.trial_egress import proxy_ports, sandbox_network
+            from reb_ray.trial.egress import proxy_ports, sandbox_network
 
             network = sandbox_network(self.spec.config)
             self._own = LocalProxy(proxy_host(self._provider, network), proxy_ports(network))

@@ -182,7 +182,7 @@ def _file_lines(output_dir: Path, row: dict, stages: list[dict]) -> list[str]:
     """Every log of the attempt: those its rows name (the trial's, then each stage's, in the
     order recorded), then any other file in the attempt's artifact directory, with sizes;
     paths relative to the output directory. A named file that is not there says so."""
-    from reb_ray.artifacts import artifact_dir
+    from reb_ray.trial.artifacts import artifact_dir
 
     named = [(name, row.get(key)) for name, key in _TRIAL_FILES]
     named += [(f"{s['stage']} log", s.get("log_path")) for s in stages]

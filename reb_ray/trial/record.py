@@ -18,7 +18,7 @@ from reb_ray.sandbox import ExecResult
 from reb_ray.sandbox.output import TRUNCATION_MARK_RE
 
 if TYPE_CHECKING:
-    from reb_ray.artifacts import LogArtifact, TrialArtifacts
+    from reb_ray.trial.artifacts import LogArtifact, TrialArtifacts
 
 LOG_KEEP = 8 * 1024  # bytes of head and of tail kept per stage in the `stages` rows
 RAW_KEEP = 4 * 1024 * 1024  # raw probe output kept for re-grading, per stage
@@ -32,7 +32,7 @@ def now() -> dt.datetime:
 class TrialOutcome:
     """The rows one attempt produced: `trial` for the trials dataset, `stages` for stages, and
     `artifacts`, the attempt's log files ({path relative to the output directory: bytes},
-    reb_ray.artifacts.collect) when the caller asked for them to be shipped, else empty."""
+    reb_ray.trial.artifacts.collect) when the caller asked for them to be shipped, else empty."""
 
     trial: dict
     stages: list[dict] = field(default_factory=list)

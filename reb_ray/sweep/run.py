@@ -4,24 +4,27 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from reb_ray.errors import RebRayError
-from reb_ray.llm.budget import RetryBackoff, SweepBudget
+from reb_ray.orchestrators.budget import RetryBackoff, SweepBudget
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.orchestrators.durations import estimator
-from reb_ray.orchestrators.expand import expand
+from reb_ray.sweep.expand import expand
 from reb_ray.results.compact import CompactionResult, compact_if_idle
 from reb_ray.results.parquet_sink import ParquetSink
-from reb_ray.trial import TrialOutcome
+from reb_ray.trial.record import TrialOutcome
 
 log = logging.getLogger(__name__)
+
+# (output, sweep_id, out_dir) -> (summary metrics, {plot name: PNG path})
+WandbExtras = Callable[[Path, str, Path], tuple[dict, dict]]
 
 
 @dataclass
@@ -92,38 +95,17 @@ def _key_names(config: SweepConfig) -> list[str]:
     return [name for agent in config.agents for name in get_agent(config.agent_spec(agent)).credential_names()]
 
 
-def _init_ray(address: str | None, secrets: list[str] = (), log_path: Path | None = None) -> None:
-    """Joins the cluster at `address`, or starts a local Ray (none given). The provider key
-    variables and `secrets` are out of the environment while Ray starts: its head processes
-    are this process's children and its workers theirs, so none inherits a key
-    (`keys.scrubbed`). Ray's own messages go to `log_path`, the sweep log, never to the
-    terminal (`route_ray_output`)."""
-    import ray
-
-    from reb_ray.llm.keys import scrubbed
-    from reb_ray.orchestrators.ray_logs import route_ray_output, starting_ray
-
-    if log_path is not None:
-        route_ray_output(log_path)
-    if ray.is_initialized():
-        return
-    # Workers must import reb_ray from the same place as the driver (a source checkout too).
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}}
-    # No --address means a new local Ray, never whatever cluster this machine happens to run
-    # (Ray's own default for address=None is to join it).
-    with scrubbed(secrets), (starting_ray(log_path) if log_path is not None else contextlib.nullcontext()):
-        ray.init(address=address or "local", include_dashboard=False, log_to_driver=False, configure_logging=False,
-                 runtime_env=env)
-
-
-def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_concurrency: int | None = None) -> SweepResult:
+def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_concurrency: int | None = None,
+              wandb_extras: WandbExtras | None = None) -> SweepResult:
     """Run every not-yet-scored trial of `config`; rows are written as each attempt finishes.
 
     `slot_start_concurrency`: slot workers started at once (None: all; a cluster simulated on
-    one machine, whose raylets share its cores, starts them faster a few at a time)."""
+    one machine, whose raylets share its cores, starts them faster a few at a time).
+    `wandb_extras(output, sweep_id, out_dir) -> (summary, {plot: png})`: what the W&B run's
+    finish adds beyond the rows (the CLI passes analysis.wandb_extras.summary_and_plots)."""
     from reb_ray.orchestrators.address import probe
     from reb_ray.orchestrators.ray_orchestrator import RayOrchestrator
+    from reb_ray.orchestrators.session import init_ray
 
     if config.address:  # a wrong address fails in seconds (not after Ray's minutes), before anything is written
         probe(config.address)
@@ -142,7 +124,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
     if not specs:
         return result
     start = time.monotonic()
-    _init_ray(config.address, _key_names(config), sweep_log(config, result.sweep_id))
+    init_ray(config.address, _key_names(config), sweep_log(config, result.sweep_id))
     from reb_ray.orchestrators.node_check import NodeRequirements
 
     # No --max-concurrent: as many trials as the live cluster's slots hold (a node that joins adds its own).
@@ -189,7 +171,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
             sink.close()  # every row on disk, the run lock released
     result.compaction = compact_if_idle(config.output, result.sweep_id)  # a few files per sweep, not one per flush
     if wandb is not None:  # after Parquet is whole and compacted: the artifact holds the final files
-        _finish_wandb(wandb, config, result.sweep_id)
+        _finish_wandb(wandb, config, result.sweep_id, wandb_extras)
     result.not_launched = len(orchestrator.not_launched)
     result.slot_workers = orchestrator.slots_created
     result.wall_time_s = time.monotonic() - start
@@ -222,7 +204,7 @@ def _node_line(config: SweepConfig, sweep_id: str, line: str) -> None:
 def _store_artifacts(config: SweepConfig, outcome: TrialOutcome) -> None:
     """Write the logs a worker shipped with the outcome (`artifacts.store`) into the output
     directory; on failure the rows stay, their artifact paths cleared and the reason noted."""
-    from reb_ray import artifacts
+    from reb_ray.trial import artifacts
 
     files, outcome.artifacts = outcome.artifacts, {}
     if not files:
@@ -240,8 +222,8 @@ def _store_artifacts(config: SweepConfig, outcome: TrialOutcome) -> None:
 
 def _scoring_identity(config: SweepConfig, image: str | None) -> dict[str, object]:
     """The sweep's scoring identity (`scoring_identity`) over its selected tasks."""
-    from reb_ray.models.suite import load_suite, select_tasks
-    from reb_ray.sweep_identity import scoring_identity
+    from reb_ray.suite.load import load_suite, select_tasks
+    from reb_ray.sweep.identity import scoring_identity
 
     return scoring_identity(config, image, select_tasks(load_suite(config.suite, config.tasks_root), config.tasks))
 
@@ -250,7 +232,7 @@ def _check_identity(config: SweepConfig, scoring: dict[str, object], sweep_id: s
     """The fields allowed to drift since the sweep's first run (`scoring_identity`);
     raises RebRayError naming them when drift is not allowed."""
     from reb_ray.results.read import scored_trial_ids
-    from reb_ray.sweep_identity import check_identity
+    from reb_ray.sweep.identity import check_identity
 
     scored = bool(scored_trial_ids(config.output.resolve(), sweep_id))
     return check_identity(config.output.resolve(), sweep_id, scoring, config.allow_drift, scored=scored)
@@ -258,7 +240,7 @@ def _check_identity(config: SweepConfig, scoring: dict[str, object], sweep_id: s
 
 def _trial_identities(specs: list[TrialSpec], scoring: dict[str, object]) -> dict[str, str]:
     """{trial_id: identity digest} of the trials to run (`trial_identities`)."""
-    from reb_ray.trial_identity import trial_identities
+    from reb_ray.sweep.trial_identity import trial_identities
 
     return trial_identities(specs, scoring)
 
@@ -267,7 +249,7 @@ def _reuse(config: SweepConfig, specs: list[TrialSpec], identities: dict[str, st
     """The specs still to run once every trial that a scored trial of the same identity in the
     output directory covers is copied into the sweep (`plan_reuse`), counted in
     `result`. None is reused under `--fresh` or `--rerun` (both ask for new runs)."""
-    from reb_ray.trial_identity import plan_reuse, reused_rows
+    from reb_ray.sweep.trial_identity import plan_reuse, reused_rows
 
     if config.fresh or config.rerun or not specs:
         return specs
@@ -309,51 +291,19 @@ def _open_wandb(config: SweepConfig, sweep_id: str):
     except ImportError:
         raise RebRayError("--wandb: the wandb package is not installed (pip install 'reb-ray[wandb]')") from None
     from reb_ray.results.schema import STAGES_SCHEMA, TRIALS_SCHEMA
-    from reb_ray.wandb_log import WandbLog
+    from reb_ray.sweep.wandb_log import WandbLog
 
     return WandbLog(config.wandb_project, config.output.resolve(), sweep_id,
                     config.model_dump(mode="json"), TRIALS_SCHEMA.names, STAGES_SCHEMA.names)
 
 
-def _wandb_plots(config: SweepConfig, sweep_id: str, trials, out_dir) -> dict:
-    """{plot name: PNG path} of the sweep's analysis plots (analysis/plots.py), drawn under
-    `out_dir`; empty, with a warning, when matplotlib is missing or the stages are unreadable."""
-    from pathlib import Path
-
-    from analysis.analyze import STAGE_COLUMNS, analyze
-    from analysis.plots import PLOTS, plot_path, write_plots
-    from reb_ray.results.read import read_stages
-
-    try:
-        analysis = analyze(trials, read_stages(config.output, sweep_id, columns=STAGE_COLUMNS))
-        write_plots(analysis, Path(out_dir))
-    except Exception as exc:  # noqa: BLE001  the plots are extra: they never fail a sweep whose rows are written
-        log.warning("W&B plots skipped: %s: %s", type(exc).__name__, exc)
-        return {}
-    paths = {plot: plot_path(Path(out_dir), sweep_id, plot) for plot in PLOTS}
-    return {plot: path for plot, path in paths.items() if path.is_file()}
-
-
-def _finish_wandb(wandb, config: SweepConfig, sweep_id: str) -> None:
-    """Summary metrics per agent (the numbers `reb-ray report` prints), the analysis plots
-    (`plots/<name>` images, drawn in a temporary directory that outlives the bounded finish)
-    and the Parquet datasets."""
+def _finish_wandb(wandb, config: SweepConfig, sweep_id: str, extras: WandbExtras | None) -> None:
+    """Summary metrics per agent and the analysis plots, as `extras` computes them in a
+    temporary directory that outlives the bounded finish (none without `extras`), and the
+    Parquet datasets."""
     import tempfile
 
-    from analysis.scores import summarize
-    from reb_ray.results.read import read_trials
-
-    summary: dict = {}
-    trials = None
-    try:
-        trials = read_trials(config.output, sweep_id)
-        for row in summarize(trials):
-            for key, value in row.items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    summary[f"{row['agent']}/{key}"] = value
-    except RebRayError as exc:  # no rows yet: the run still finishes
-        log.warning("W&B summary skipped: %s", exc)
     output = config.output.resolve()
     with tempfile.TemporaryDirectory(prefix="reb-ray-wandb-plots-") as tmp:
-        plots = _wandb_plots(config, sweep_id, trials, tmp) if trials is not None and trials.num_rows else {}
+        summary, plots = extras(config.output, sweep_id, Path(tmp)) if extras is not None else ({}, {})
         wandb.finish(summary, plots=plots, datasets=[output / "trials", output / "stages"], timeout_s=config.wandb_timeout_s)

@@ -27,31 +27,31 @@ from reb_ray.agents import REPORT_PATH, Agent, AgentContext, get_agent
 from reb_ray.agents.base import AgentRun
 from reb_ray.agents.prompt import render_prompt
 from reb_ray.agents.toolchain_mount import NoSlot, toolchain_slot
-from reb_ray import artifacts
-from reb_ray.artifacts import TrialArtifacts
-from reb_ray.assets import missing_by_stage
-from reb_ray.between_phases import settle
+from reb_ray.trial import artifacts
+from reb_ray.trial.artifacts import TrialArtifacts
+from reb_ray.suite.assets import missing_by_stage
+from reb_ray.trial.between_phases import settle
 from reb_ray.errors import InfraError, RebRayError
-from reb_ray.gpu_lease import GpuLease
+from reb_ray.trial.gpu_lease import GpuLease
 from reb_ray.grading.startup import trajectory_hits
 from reb_ray.grading.unmeasured import PROBE_STAGES, agent_failed
-from reb_ray.llm.trial_access import ProxyClient, TrialLlm
+from reb_ray.trial.llm import ProxyClient, TrialLlm
 from reb_ray.llm.transcript import commands
 from reb_ray.models.report import MAX_REPORT_BYTES, Report, parse_report
 from reb_ray.models.sweep import TrialSpec
-from reb_ray.netpolicy.trial_egress import TrialEgress, harness_network
-from reb_ray.placement import place_repo
-from reb_ray.probe_phase import ASSETS_MOUNT, run_probe_phase
-from reb_ray.probe_sandbox import PhaseSplit
+from reb_ray.trial.egress import TrialEgress, harness_network
+from reb_ray.suite.placement import place_repo
+from reb_ray.trial.probe_phase import ASSETS_MOUNT, run_probe_phase
+from reb_ray.trial.phase_split import PhaseSplit
 from reb_ray.redact import Redactor
-from reb_ray.repo_restore import restore_pinned, unchanged_by_agent
-from reb_ray.repo_state import changed_since, tracked_state
+from reb_ray.trial.repo_restore import restore_pinned, unchanged_by_agent
+from reb_ray.trial.repo_state import changed_since, tracked_state
 from reb_ray.sandbox import ExecResult, Sandbox, SandboxConfig, UnreadableFile, open_sandbox
 from reb_ray.sandbox import package_cache
 from reb_ray.sandbox.limits import default_memory_bytes, limit_setting, watch_limits
 from reb_ray.sandbox.output import DEFAULT_HEAD_BYTES
 from reb_ray.sandbox.tap import TappedSandbox
-from reb_ray.trial_record import TrialOutcome, TrialRecorder
+from reb_ray.trial.record import TrialOutcome, TrialRecorder
 
 WHEELHOUSE_MOUNT = "/opt/reb-ray/wheelhouse"
 LEFTOVERS_KEPT, LEFTOVER_CHARS = 20, 200  # bounds of `leftover_commands` in the trials row
@@ -328,12 +328,6 @@ def _restore_repo(rec: TrialRecorder, sandbox: Sandbox, repo_dir: str, baseline:
             columns = {"repo_head_moved": columns["repo_head_moved"], "repo_restored": again["repo_restored"],
                        "repo_restored_files": columns["repo_restored_files"]}
     rec.row.update(columns)
-
-
-def _record_repo_changes(rec: TrialRecorder, sandbox: Sandbox, repo_dir: str, baseline: dict[str, str] | None) -> None:
-    """Tracked files the agent modified or deleted, against `baseline`, the state before the
-    agent phase (recorded, never fatal; unknown stays null when either state is unknown)."""
-    _record_changes(rec, baseline, tracked_state(sandbox, repo_dir))
 
 
 def _record_changes(rec: TrialRecorder, baseline: dict[str, str] | None, after: dict[str, str] | None) -> None:

@@ -18,7 +18,7 @@ import json
 import re
 from pathlib import Path
 
-from reb_ray.artifacts import search_log
+from reb_ray.trial.artifacts import search_log
 from reb_ray.errors import RebRayError
 from reb_ray.grading.c0 import grade_c0
 from reb_ray.grading.c2 import grade_c2
@@ -31,9 +31,9 @@ from reb_ray.grading.unmeasured import (INVALID_REPORT, MISSING_REPORT, PROBE_ST
                                         agent_failed, interpreter_fault, skipped)
 from reb_ray.models.report import load_report_object
 from reb_ray.models.task import SuccessRule, TaskSpec
-from reb_ray.models.suite import load_suite
+from reb_ray.suite.load import load_suite
 from reb_ray.results.read import latest_attempts, read_stages, read_trials
-from reb_ray.trial_record import LOG_KEEP, TrialOutcome, settle_rows
+from reb_ray.trial.record import LOG_KEEP, TrialOutcome, settle_rows
 
 
 def _log(stage: dict) -> str:

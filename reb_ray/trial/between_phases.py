@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from reb_ray.errors import RebRayError
 from reb_ray.models.report import MAX_REPORT_BYTES
-from reb_ray.repo_state import STATE_SCRIPT, parse_state, tracked_state
+from reb_ray.trial.repo_state import STATE_SCRIPT, parse_state, tracked_state
 from reb_ray.sandbox import Sandbox, UnreadableFile
 from reb_ray.sandbox.base import DEFAULT_READ_LIMIT
 
@@ -51,7 +51,7 @@ SETTLE_TIMEOUT_S = 120.0
 _KINDS = {"symlink": "a symlink", "fifo": "a FIFO", "directory": "a directory", "other": "not a regular file"}
 
 # $1 nonce, $2 report path, $3 report limit in bytes, $4 repository directory; $STATE is
-# reb_ray.repo_state's script. The leftovers' kill first (KILL_LEFTOVERS_SCRIPT, inline: it
+# reb_ray.trial.repo_state's script. The leftovers' kill first (KILL_LEFTOVERS_SCRIPT, inline: it
 # spares this shell and its parent, the exec's `timeout`), then the report's kind (of the path
 # itself: `-L` before any test that follows links) and, for a regular file within the limit,
 # its bytes (at most limit + 1), then the tracked state into a fresh temporary directory,
@@ -99,7 +99,7 @@ class Settled:
     `stopped`: the command lines of the processes the agent left running, now killed (None:
     unknown, the sandbox could not tell). `report`: the report file's bytes, or None with
     `report_error` set to FileNotFoundError (no report) or UnreadableFile (not a regular file,
-    or over the limit: the agent's invalid_report). `state`: reb_ray.repo_state's tracked
+    or over the limit: the agent's invalid_report). `state`: reb_ray.trial.repo_state's tracked
     state after the agent phase (None: unknown). `one_exec`: the steps ran as one exec.
     """
 

@@ -27,12 +27,12 @@ from reb_ray.llm.proxy import ProxyServer
 from reb_ray.llm.scripted import ScriptedEndpoint, script_from
 from reb_ray.models.report import parse_report
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.models.suite import load_suite
-from reb_ray.placement import place_repo
-from reb_ray.probe_phase import run_probe_phase
+from reb_ray.suite.load import load_suite
+from reb_ray.suite.placement import place_repo
+from reb_ray.trial.probe_phase import run_probe_phase
 from reb_ray.sandbox import open_sandbox
-from reb_ray.trial import _sandbox_config
-from reb_ray.trial_record import TrialRecorder
+from reb_ray.trial.run import _sandbox_config
+from reb_ray.trial.record import TrialRecorder
 
 WHEELS = [Path("/opt/wheels")] if Path("/opt/wheels").is_dir() else []
 TRIAL = "t1"

@@ -74,7 +74,7 @@ def restore_pinned(sandbox: Sandbox, repo_dir: str, pinned: str | None, keep: li
 
 def unchanged_by_agent(before: dict[str, str] | None, after: dict[str, str] | None) -> list[str]:
     """Paths that already differed from the pinned commit before the agent phase and that the
-    agent left in that same state (both states from reb_ray.repo_state.tracked_state)."""
+    agent left in that same state (both states from reb_ray.trial.repo_state.tracked_state)."""
     if not before or after is None:
         return []
     return sorted(path for path, state in before.items() if after.get(path) == state)

@@ -7,9 +7,9 @@ import os
 from reb_ray.agents import get_agent
 from reb_ray.errors import RebRayError
 from reb_ray.llm.prices import price_table
-from reb_ray.llm.trial_access import check_llm_agent
+from reb_ray.trial.llm import check_llm_agent
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.models.suite import load_suite, select_tasks
+from reb_ray.suite.load import load_suite, select_tasks
 from reb_ray.results.read import last_attempts, scored_trial_ids
 
 
@@ -34,7 +34,7 @@ def expand(config: SweepConfig, image: str | None) -> tuple[list[TrialSpec], int
                             config.max_cost_usd)
     tasks = select_tasks(load_suite(config.suite, config.tasks_root), config.tasks)
     # Trials write their log artifacts under the output directory from wherever their worker
-    # runs (reb_ray.artifacts): a relative path must mean the driver's.
+    # runs (reb_ray.trial.artifacts): a relative path must mean the driver's.
     config = config.model_copy(update={"output": config.output.resolve()})
     sweep_id = config.resolved_sweep_id()
     scored = scored_trial_ids(config.output, sweep_id)
