@@ -1,6 +1,6 @@
 """Analysis time for a synthetic run (issue 14, "Measure"): load + statistics.
 
-Writes a synthetic run through the real ParquetSink (tests/analysis/synthetic.py: every trial
+Writes a synthetic run through the real ParquetSink (reb_ray/testing/synthetic.py: every trial
 with its stage rows, each C1..C4 row with a LOG_CHARS-character log head and tail, one shard
 per attempt as workers write them), then times, best of REPEATS, in seconds:
 

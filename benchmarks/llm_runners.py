@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.agents.llm_sandbox_session
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # reb_ray.testing.llm_session
 
 from reb_ray.agents.toolchain import Toolchain  # noqa: E402
 from reb_ray.agents.toolchain_mount import ToolchainSlot  # noqa: E402

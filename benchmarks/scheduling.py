@@ -1,6 +1,6 @@
 """Scheduling at scale (issue 12, items 4 and 6): a simulated cluster, the sleeping sandbox.
 
-Part `scale`: NODES raylets on this machine (tests/ray_cluster.py; fake GPUs and small CPU counts),
+Part `scale`: NODES raylets on this machine (reb_ray/testing/ray_cluster.py; fake GPUs and small CPU counts),
 TRIALS trials mixing CPU, 1-GPU and 2-GPU needs (25/45/30%), each sleeping its scripted seconds
 in the sleeping sandbox (reb_ray/sandbox/sleeping.py) through the real sweep path
 (reb_ray.sweep.run_sweep: expand, slot workers, dispatch, the Parquet sink). An earlier sweep of
@@ -82,7 +82,7 @@ def write_suite(root: Path, needs: list[int]) -> list[str]:
 
 
 def cluster_nodes(nodes: int, gpus: int, cpus: int) -> list[dict]:
-    """`nodes` raylets' arguments for tests/ray_cluster.py. Each raylet's GPU ids are distinct
+    """`nodes` raylets' arguments for reb_ray/testing/ray_cluster.py. Each raylet's GPU ids are distinct
     (its CUDA_VISIBLE_DEVICES), so every GPU of the cluster has its own id in the sleeping
     sandbox's ledger."""
     return [{"num_cpus": cpus, "num_gpus": gpus, "object_store_memory": 80 * 1024**2,

@@ -1,4 +1,4 @@
-"""analysis.failures on the synthetic run (numbers by hand from tests/analysis/synthetic.py)."""
+"""analysis.failures on the synthetic run (numbers by hand from reb_ray/testing/synthetic.py)."""
 
 from __future__ import annotations
 

@@ -89,7 +89,7 @@ def test_readme_examples_run(fixture_run):
         exec(compile(block.replace('run_dir = "reb-runs"', f"run_dir = {str(fixture_run)!r}"), "README.md", "exec"),
              namespace)
     assert namespace["trials"].num_rows == 36 and namespace["c5"].num_rows == 36
-    # By hand from tests/analysis/synthetic.py: C1 applies to t1-t4; frugal's C1 letters are
+    # By hand from reb_ray/testing/synthetic.py: C1 applies to t1-t4; frugal's C1 letters are
     # S S F F (trial 0) and S F F F (trial 1): 3 of 8; spender the same; weak none.
     assert namespace["c1_rate"].to_dict() == {"frugal": 0.375, "spender": 0.375, "weak": 0.0}
     spend = {r["agent"]: r for r in namespace["spend"].to_dicts()}

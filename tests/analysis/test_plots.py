@@ -1,5 +1,5 @@
 """analysis.plots: the figures show the analysis' numbers, and PNGs get deterministic names
-and bytes (numbers by hand from tests/analysis/synthetic.py)."""
+and bytes (numbers by hand from reb_ray/testing/synthetic.py)."""
 
 from __future__ import annotations
 

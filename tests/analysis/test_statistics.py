@@ -1,5 +1,5 @@
 """analysis.statistics on real Parquet runs; every expected number is derived by hand from the
-outcome letters in tests/analysis/synthetic.py (or the rows built here)."""
+outcome letters in reb_ray/testing/synthetic.py (or the rows built here)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Exactly once under faults (issue 13, item 6; F13, F20): a real multi-raylet Ray cluster on
-this machine (tests/ray_cluster.py), a fault in the middle of a sweep, and then the rows.
+this machine (reb_ray/testing/ray_cluster.py), a fault in the middle of a sweep, and then the rows.
 
 (a) SIGKILL a slot worker mid-trial; (b) SIGKILL a worker node's raylet (node death), with the
 sleeping sandbox and with Docker; (c) SIGKILL the driver (`reb-ray sweep` in a subprocess) and

@@ -1,7 +1,7 @@
 """Every node checked at sweep start and when it joins; per-node slot cap; live cluster resources
 (issue 13, items 3 and 4), on a real multi-raylet Ray cluster on this machine.
 
-The cluster fixture (`raylets`) starts tests/ray_cluster.py's raylets with their own CPUs,
+The cluster fixture (`raylets`) starts reb_ray/testing/ray_cluster.py's raylets with their own CPUs,
 fake GPUs, custom resources and environment, and can add a `ray start --block` raylet
 mid-sweep. Node failures are real: a raylet whose temporary directory (TMPDIR, where trials' workspaces go) is a 64 MiB tmpfs mounted here fails
 the free-disk check of the sweep's `min_free_bytes`; a raylet whose DOCKER_HOST names a second
@@ -94,7 +94,7 @@ def raylets(sleep_script):
         return timer
 
     def start(head: dict, nodes: list[dict] = ()):
-        box["cluster"] = stack.enter_context(ray_cluster(head, *nodes))  # tests/ray_cluster.py, connected
+        box["cluster"] = stack.enter_context(ray_cluster(head, *nodes))  # reb_ray/testing/ray_cluster.py, connected
         return box["cluster"]
 
     start.join = join

@@ -1,6 +1,6 @@
 """Long-lived slot workers on a real multi-raylet Ray cluster (issue 12, item 1; F19).
 
-Two raylets on this machine (tests/ray_cluster.py), each with two fake GPUs whose ids differ per
+Two raylets on this machine (reb_ray/testing/ray_cluster.py), each with two fake GPUs whose ids differ per
 node (the raylet's CUDA_VISIBLE_DEVICES: 10,11 and 20,21), and the sleeping sandbox, whose
 ledger records the GPU ids and the worker pid each trial's sandbox really got.
 """

@@ -1,4 +1,4 @@
-"""A small real run for the viewer tests: the analysis fixture (tests/analysis/synthetic.py,
+"""A small real run for the viewer tests: the analysis fixture (reb_ray/testing/synthetic.py,
 written with the real ParquetSink) with a hostile agent's words, one infra-only trial, and
 stored artifacts in each transcript shape reb-ray keeps (claude stream-json, codex exec --json,
 chat messages, reb-ray's own command records) with the proxy's request log."""
@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from reb_ray.trial.artifacts import artifact_dir
-from tests.analysis.synthetic import fixture_rows, trial, with_agent_words, write
+from reb_ray.testing.synthetic import fixture_rows, trial, with_agent_words, write
 
 SWEEP = "syn"
 CLAUDE_TRIAL, CODEX_TRIAL, CHAT_TRIAL, COMMAND_TRIAL = "frugal/t1/0", "spender/t1/0", "spender/t2/0", "weak/t2/0"

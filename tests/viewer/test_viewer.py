@@ -18,7 +18,7 @@ from analysis.summary import row_cells
 from reb_ray.llm.atif import validate
 from reb_ray.results.parquet_sink import ParquetSink
 from reb_ray.results.read import read_trials
-from tests.analysis.synthetic import HOSTILE_TRIAL, PAYLOAD, trial
+from reb_ray.testing.synthetic import HOSTILE_TRIAL, PAYLOAD, trial
 from tests.viewer.dom import parse, squares
 from tests.viewer.runs import (CHAT_TRIAL, CLAUDE_REQUESTS, CLAUDE_TRIAL, CODEX_TRIAL, COMMAND_TRIAL, INFRA_TRIAL,
                                STAGE_LOG_TEXT, SWEEP, write_run)

@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 import pytest
 
 from tests.analysis.browser import TIMEOUT_S, chromium
-from tests.analysis.synthetic import HOSTILE_TRIAL
+from reb_ray.testing.synthetic import HOSTILE_TRIAL
 from tests.viewer.runs import CLAUDE_TRIAL, SWEEP, write_run
 from tests.viewer.served import Served
 
