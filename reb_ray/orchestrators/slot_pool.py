@@ -112,6 +112,12 @@ class SlotPool:
             per_node[shape.node_id] = per_node.get(shape.node_id, 0) + shape.gpu
         return max(per_node.values())
 
+    def most_lease_gpus(self) -> int:
+        """The most GPUs any node with a sharing slot (up, starting or queued) can lease: the
+        largest lease that can still run; 0 with no sharing slot."""
+        shapes = [s.shape for s in self.slots.values()] + [shape for shape, _, _ in self._waiting]
+        return max((s.node_gpus for s in shapes if s.shares_gpus), default=0)
+
     def on_ready(self, ref: ray.ObjectRef) -> Slot | None:
         """Resolve a starting slot's `where` ref: the slot when up, None when it failed (it is
         started again, or dropped after MAX_START_FAILURES)."""
