@@ -72,6 +72,9 @@ command = "true"
 
 [stages.multi_gpu]
 {multi}
+
+[stages.cuda]
+{cuda}
 """
 OFF = 'applicable = false\nskip_reason = "not in this task"'
 
@@ -86,7 +89,8 @@ def write_suite(root: Path, needs: list[int]) -> list[str]:
         (task_dir / "repo" / "main.py").write_text("print('hello')\n")
         (task_dir / "task.toml").write_text(TASK.format(
             id=task_id, gpus=gpus, single='command = "true"' if gpus else OFF,
-            multi='command = "true"\nlauncher = "python"\nranks = 2' if gpus == 2 else OFF))
+            multi='command = "true"\nlauncher = "python"\nranks = 2' if gpus == 2 else OFF,
+            cuda="applicable = true" if gpus else OFF))  # C2 holds a GPU: a CPU task opts out of it
         ids.append(task_id)
     return ids
 
