@@ -23,8 +23,18 @@ overhead at all, twice on one line each: slots only (the agent phase holds its G
 agent-phase GPU sharing (item 5: agent phases on CPU slots, probe phases leasing the node's GPUs),
 and whether both runs scored every trial the same.
 
-Usage: python benchmarks/scheduling.py [--part scale|rig|both] [--nodes 16] [--gpus-per-node 4]
-       [--trials 1000] [--mean-s 55] [--rig-minute-s 0.03] [--rig-cpus 16]
+Part `mixed`: a cluster of unequal GPU nodes (MIXED_NODES: 4 x 1 GPU, 2 x 2, 1 x 4, 1 x 8; each
+node a CPU per GPU plus one), trials 25% CPU, 45% 1-GPU, 30% 2-GPU, run twice: slots only and
+with agent-phase GPU sharing. Prints for each `makespan / lower bound` (the bound: the larger
+of GPU-seconds / GPUs, with sharing the probe phases' only, of all work / the nodes' CPU room,
+and of the longest trial) and the longest wait of a 2-GPU trial (from the sweep's start to its
+work's start) against the median trial's and the longest 1-GPU trial's. `--mixed-model` runs it
+in the in-process model of the product's own rules (benchmarks/dispatch_model.py: virtual
+time, 1,000 trials in seconds) instead of on raylets.
+
+Usage: python benchmarks/scheduling.py [--part scale|rig|mixed|both] [--nodes 16] [--gpus-per-node 4]
+       [--trials 1000] [--mean-s 55] [--rig-minute-s 0.03] [--rig-cpus 16] [--mixed-trials 240]
+       [--mixed-mean-s 30] [--mixed-model]
 """
 
 from __future__ import annotations
@@ -62,6 +72,9 @@ command = "true"
 
 [stages.multi_gpu]
 {multi}
+
+[stages.cuda]
+{cuda}
 """
 OFF = 'applicable = false\nskip_reason = "not in this task"'
 
@@ -76,17 +89,28 @@ def write_suite(root: Path, needs: list[int]) -> list[str]:
         (task_dir / "repo" / "main.py").write_text("print('hello')\n")
         (task_dir / "task.toml").write_text(TASK.format(
             id=task_id, gpus=gpus, single='command = "true"' if gpus else OFF,
-            multi='command = "true"\nlauncher = "python"\nranks = 2' if gpus == 2 else OFF))
+            multi='command = "true"\nlauncher = "python"\nranks = 2' if gpus == 2 else OFF,
+            cuda="applicable = true" if gpus else OFF))  # C2 holds a GPU: a CPU task opts out of it
         ids.append(task_id)
     return ids
+
+
+MIXED_NODES = [8, 4, 2, 2, 1, 1, 1, 1]  # GPUs per node of the `mixed` part
 
 
 def cluster_nodes(nodes: int, gpus: int, cpus: int) -> list[dict]:
     """`nodes` raylets' arguments for reb_ray/testing/ray_cluster.py. Each raylet's GPU ids are distinct
     (its CUDA_VISIBLE_DEVICES), so every GPU of the cluster has its own id in the sleeping
     sandbox's ledger."""
-    return [{"num_cpus": cpus, "num_gpus": gpus, "object_store_memory": 80 * 1024**2,
-             "env_vars": {"CUDA_VISIBLE_DEVICES": ",".join(str(i * gpus + g) for g in range(gpus))}} for i in range(nodes)]
+    return mixed_cluster_nodes([gpus] * nodes, [cpus] * nodes)
+
+
+def mixed_cluster_nodes(gpus: list[int], cpus: list[int]) -> list[dict]:
+    """Raylets with `gpus[i]` fake GPUs and `cpus[i]` CPUs each, every GPU id distinct."""
+    first = [sum(gpus[:i]) for i in range(len(gpus))]
+    return [{"num_cpus": c, "num_gpus": g, "object_store_memory": 80 * 1024**2,
+             "env_vars": {"CUDA_VISIBLE_DEVICES": ",".join(str(f + k) for k in range(g))}}
+            for g, c, f in zip(gpus, cpus, first)]
 
 
 def write_history(output: Path, rows: list[tuple[str, str, float]]) -> None:
@@ -97,9 +121,9 @@ def write_history(output: Path, rows: list[tuple[str, str, float]]) -> None:
 
 
 def run(tmp: Path, *, nodes: int, gpus: int, cpus: int, cpus_per_trial: float, needs: list[int], agents: list[str],
-        trials: int, duration, history_noise: float = 0.15, share: bool = False) -> dict:
+        trials: int, duration, history_noise: float = 0.15, share: bool = False, raylets: list[dict] | None = None) -> dict:
     """Run one simulated sweep; `duration(task index, gpus, rng) -> (agent_s, probe_s)`; `share`:
-    with --share-gpus-in-agent-phase."""
+    with --share-gpus-in-agent-phase; `raylets`: the nodes' arguments (default: `nodes` alike)."""
     from reb_ray.sweep.run import run_sweep
 
     rng = random.Random(12)
@@ -119,7 +143,7 @@ def run(tmp: Path, *, nodes: int, gpus: int, cpus: int, cpus_per_trial: float, n
     write_history(output, history)
     started = time.monotonic()
     env = {"REB_RAY_SLEEP_SCRIPT": str(script)}
-    with ray_cluster(*cluster_nodes(nodes, gpus, cpus), env=env,
+    with ray_cluster(*(raylets or cluster_nodes(nodes, gpus, cpus)), env=env,
                      runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), **env}}):
         cluster_s = time.monotonic() - started
         config = SweepConfig(output=output, suite="sim", tasks_root=tmp / "suites",
@@ -132,7 +156,7 @@ def run(tmp: Path, *, nodes: int, gpus: int, cpus: int, cpus_per_trial: float, n
         t1 = time.time()
     entries = [json.loads(line) for line in ledger.read_text().splitlines()]
     return {"planned": planned, "entries": entries, "result": result, "t0": t0, "t1": t1, "cluster_s": cluster_s,
-            "gpus_total": nodes * gpus, "rows": read_trials(output, "sim").to_pylist(),
+            "gpus_total": sum(n["num_gpus"] for n in raylets) if raylets else nodes * gpus, "rows": read_trials(output, "sim").to_pylist(),
             "stages": read_stages(output, "sim").to_pylist()}
 
 
@@ -253,21 +277,84 @@ def rig(args, tmp: Path) -> None:
           f"(with agent-phase GPU sharing): {per_hour[True] / serial_per_hour:.2f}x")
 
 
+def mixed_trials(n: int, mean_s: float) -> list[tuple[int, float, float]]:
+    """`n` tasks' (GPUs, agent seconds, probe seconds): 25% CPU, 45% 1-GPU, 30% 2-GPU."""
+    rng = random.Random(5)
+    out = []
+    for _ in range(n):
+        gpus = rng.choices((0, 1, 2), weights=(25, 45, 30))[0]
+        seconds = rng.uniform(0.55, 1.45) * mean_s * (0.5 if gpus == 0 else 1.0)
+        out.append((gpus, seconds * 0.8, seconds * 0.2))
+    return out
+
+
+def _mixed_line(label: str, makespan: float, lower: float, waits: dict[str, float], gpus: dict[str, int]) -> None:
+    two = max((w for k, w in waits.items() if gpus[k] == 2), default=0.0)
+    one = max((w for k, w in waits.items() if gpus[k] == 1), default=0.0)
+    print(f"mixed {label}: makespan {makespan:.1f} s, lower bound {lower:.1f} s")
+    print(f"mixed {label}: makespan / lower bound: {makespan / lower:.2f}")
+    print(f"mixed {label}: longest wait of a 2-GPU trial {two:.1f} s, median trial {statistics.median(waits.values()):.1f} s, "
+          f"longest 1-GPU trial {one:.1f} s (longest expected first: the shortest trials start last)")
+
+
+def mixed(args, tmp: Path) -> None:
+    from benchmarks.dispatch_model import Trial, lower_bound, simulate
+    from reb_ray.orchestrators.slot_plan import NodeCapacity
+
+    tasks = mixed_trials(args.mixed_trials, args.mixed_mean_s)
+    cpus = [g + 1 for g in MIXED_NODES]
+    print(f"mixed cluster: {len(MIXED_NODES)} nodes with {', '.join(map(str, MIXED_NODES))} GPUs ({sum(MIXED_NODES)} GPUs), "
+          f"{sum(cpus)} CPUs (one per trial); {len(tasks)} trials ({sum(1 for t in tasks if t[0] == 0)} CPU, "
+          f"{sum(1 for t in tasks if t[0] == 1)} 1-GPU, {sum(1 for t in tasks if t[0] == 2)} 2-GPU), "
+          f"{'model of the dispatch rules' if args.mixed_model else 'raylets, sleeping sandbox'}")
+    nodes = [NodeCapacity(f"n{i}", cpus=c, gpus=g) for i, (g, c) in enumerate(zip(MIXED_NODES, cpus))]
+    if args.mixed_model:
+        rng = random.Random(7)
+        trials = []
+        for i, (g, agent_s, probe_s) in enumerate(tasks):
+            jitter = rng.uniform(0.85, 1.15)
+            lease = 300.0 + 600.0 + 600.0 * (g >= 1) + 600.0 * (g == 2)  # the probe stages' timeouts, as the product
+            trials.append(Trial(f"t{i}", g, agent_s * jitter, probe_s * jitter, agent_s + probe_s, lease))
+        for share in (False, True):
+            r = simulate(trials, nodes, 1.0, share)
+            _mixed_line(f"model {'with sharing' if share else 'slots only'}", r.makespan, r.lower_bound, r.waits,
+                        {t.key: t.gpus for t in trials})
+        return
+    needs = [g for g, _, _ in tasks]
+    for share in (False, True):
+        r = run(tmp / f"mixed-{'shared' if share else 'slots'}", nodes=0, gpus=0, cpus=0, cpus_per_trial=1.0, needs=needs,
+                agents=["noop"], trials=1, duration=lambda i, g, rng: tasks[i][1:], share=share,
+                raylets=mixed_cluster_nodes(MIXED_NODES, cpus))
+        planned = r["planned"]
+        trials = [Trial(k, v["gpus"], v["agent_s"], v["probe_s"], 0.0, 0.0) for k, v in planned.items()]
+        waits = {e["trial_id"]: e["agent_sleep"][0] - r["t0"] for e in r["entries"]}
+        label = "with sharing" if share else "slots only"
+        print(f"mixed {label}: {r['result'].attempts} attempts, {r['result'].infra_errors} infra errors, "
+              f"{r['result'].slot_workers} slot workers, first trial's work at {min(waits.values()):.1f} s")
+        _mixed_line(label, r["t1"] - r["t0"], lower_bound(trials, nodes, 1.0, share), waits,
+                    {k: v["gpus"] for k, v in planned.items()})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("scale", "rig", "both"), default="both")
+    parser.add_argument("--part", choices=("scale", "rig", "mixed", "both"), default="both")
     parser.add_argument("--nodes", type=int, default=16)
     parser.add_argument("--gpus-per-node", type=int, default=4)
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--mean-s", type=float, default=55.0, help="mean seconds of a GPU trial's work")
     parser.add_argument("--rig-minute-s", type=float, default=0.03, help="seconds here for one minute of the rig")
     parser.add_argument("--rig-cpus", type=int, default=16, help="CPUs of the rig's node (one per trial)")
+    parser.add_argument("--mixed-trials", type=int, default=240)
+    parser.add_argument("--mixed-mean-s", type=float, default=30.0, help="mean seconds of a mixed GPU trial's work")
+    parser.add_argument("--mixed-model", action="store_true", help="the mixed part in the model of the rules, not on raylets")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="reb-sched-"))
     if args.part in ("scale", "both"):
         scale(args, tmp)
     if args.part in ("rig", "both"):
         rig(args, tmp)
+    if args.part == "mixed":
+        mixed(args, tmp)
 
 
 if __name__ == "__main__":

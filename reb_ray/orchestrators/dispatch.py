@@ -20,6 +20,15 @@ are held for it until it ends). The rules:
 - **Best fit**: a trial takes the node with the fewest free slots that can hold it, keeping
   free pairs for the trials that need them.
 - CPU trials run on CPU slots, and on free GPU slots only when no GPU trial waits.
+- **Agent-phase GPU sharing** (a job's `lease` > 0): the job takes one sharing slot and leases
+  `lease` GPUs of that slot's node for its probe phase, so it may only go to a node with at least
+  that many GPUs (`add_slot(node_gpus=...)`). A free slot goes first to the waiting job that the
+  fewest nodes can hold (the largest lease; longest expected within it), so the trials that
+  only the larger nodes can run are not crowded off them by trials that could run anywhere
+  (nothing idles for it: any waiting job fits in one slot). Among the nodes that can hold it,
+  a job takes the one whose GPUs the running jobs lease least per GPU (their probe phases queue
+  there), then the smallest node. The node's lease keeps its own reservation for multi-GPU
+  probe phases (reb_ray/gpu_lease.py).
 
 `expected_s` is an estimate (earlier sweeps, else timeouts: reb_ray/orchestrators/durations.py);
 a trial running past it is treated as ending now.
@@ -35,11 +44,13 @@ from typing import Hashable
 
 @dataclass
 class Job:
-    """One trial attempt to place: `gpus` GPU slots of one node (0: a CPU slot), expected seconds."""
+    """One trial attempt to place: `gpus` GPU slots of one node (0: a CPU slot), expected seconds;
+    `lease`: GPUs of its node its probe phase leases (a sharing sweep's GPU trial; 0: none)."""
 
     key: Hashable
     gpus: int
     expected_s: float
+    lease: int = 0
     seq: int = field(default=0, compare=False)  # submission order: ties keep it
 
 
@@ -71,15 +82,22 @@ class Dispatcher:
         self._slots: dict[Hashable, _Slot] = {}
         self._free_gpu: dict[str, list[Hashable]] = {}  # node -> free GPU slot keys, in add order
         self._free_cpu: list[Hashable] = []
-        self._queues: dict[int, list[tuple[float, int, Job]]] = {}  # gpus -> ascending by expected
+        self._node_gpus: dict[str, int] = {}  # node -> GPUs its lease holds (sharing slots' nodes)
+        self._leased: dict[str, int] = {}  # node -> GPUs leased by the jobs running there
+        self._leasing: dict[Hashable, tuple[str, int]] = {}  # a running leasing job's slot -> (node, lease)
+        # (gpus, lease) -> ascending by expected
+        self._queues: dict[tuple[int, int], list[tuple[float, int, Job]]] = {}
         self._running = 0
         self._seq = itertools.count()
         self._reservation: _Reservation | None = None
 
     # -- slots ---------------------------------------------------------------------------------
-    def add_slot(self, key: Hashable, node: str, gpu: bool) -> None:
-        """A slot that is ready for work (free)."""
+    def add_slot(self, key: Hashable, node: str, gpu: bool, node_gpus: int = 0) -> None:
+        """A slot that is ready for work (free). `node_gpus`: for a sharing slot, the GPUs of its
+        node that jobs on it may lease (0: a slot of a sweep without sharing)."""
         self._slots[key] = _Slot(key, node, gpu)
+        if node_gpus:
+            self._node_gpus[node] = node_gpus
         (self._free_gpu.setdefault(node, []) if gpu else self._free_cpu).append(key)
 
     def remove_slot(self, key: Hashable) -> None:
@@ -106,7 +124,7 @@ class Dispatcher:
         """Queue `job` at its place by expected seconds (retries too)."""
         job.seq = next(self._seq)
         # Among equal estimates, the earlier submission is taken first (it sorts last).
-        bisect.insort(self._queues.setdefault(job.gpus, []), (job.expected_s, -job.seq, job))
+        bisect.insort(self._queues.setdefault((job.gpus, job.lease), []), (job.expected_s, -job.seq, job))
 
     @property
     def pending(self) -> int:
@@ -114,8 +132,9 @@ class Dispatcher:
         return sum(len(q) for q in self._queues.values())
 
     def pending_gpus(self) -> list[int]:
-        """The GPU slots each waiting job needs (0: a CPU job), to plan a joining node's slots."""
-        return [k for k, q in self._queues.items() for _ in q]
+        """The GPUs each waiting job needs of one node (slots, or its lease; 0: a CPU job), to
+        plan a joining node's slots."""
+        return [max(k) for k, q in self._queues.items() for _ in q]
 
     @property
     def running(self) -> int:
@@ -128,11 +147,14 @@ class Dispatcher:
         self._reservation = None
         return jobs
 
-    def take_larger_than(self, gpus: int) -> list[Job]:
-        """Remove and return the waiting jobs needing more than `gpus` GPU slots of one node (no
-        node can run them any more; -1: no slot is left at all, so every job)."""
-        jobs = [j for k, q in self._queues.items() if k > gpus for _, _, j in q]
-        for k in [k for k in self._queues if k > gpus]:
+    def take_larger_than(self, gpus: int, lease: int | None = None) -> list[Job]:
+        """Remove and return the waiting jobs needing more than `gpus` GPU slots of one node, or
+        (when `lease` is given) leasing more than `lease` GPUs of one node: no node can run them
+        any more (-1: no slot is left at all, so every job)."""
+        def larger(k: tuple[int, int]) -> bool:
+            return k[0] > gpus or (lease is not None and k[1] > max(lease, 0)) or gpus < 0
+        jobs = [j for k, q in self._queues.items() if larger(k) for _, _, j in q]
+        for k in [k for k in self._queues if larger(k)]:
             del self._queues[k]
         if self._reservation is not None and self._reservation.job.gpus > gpus:
             self._reservation = None
@@ -141,6 +163,9 @@ class Dispatcher:
     def finish(self, keys: list[Hashable]) -> None:
         """The job on `keys` ended: those slots (the ones still known) are free again."""
         self._running -= 1
+        node, lease = self._leasing.pop(keys[0], (None, 0)) if keys else (None, 0)
+        if lease:
+            self._leased[node] -= lease
         for key in keys:
             slot = self._slots.get(key)
             if slot is None:
@@ -162,7 +187,11 @@ class Dispatcher:
         return starts
 
     def _start(self, job: Job, keys: list[Hashable], now: float) -> None:
-        queue = self._queues[job.gpus]
+        queue = self._queues[(job.gpus, job.lease)]
+        if job.lease:
+            node = self._slots[keys[0]].node
+            self._leased[node] = self._leased.get(node, 0) + job.lease
+            self._leasing[keys[0]] = (node, job.lease)
         del queue[bisect.bisect_left(queue, (job.expected_s, -job.seq))]
         for key in keys:
             slot = self._slots[key]
@@ -173,7 +202,8 @@ class Dispatcher:
         self._running += 1
 
     def _next(self, now: float) -> tuple[Job, list[Hashable]] | None:
-        heads = sorted((q[-1][2] for k, q in self._queues.items() if k > 0 and q), key=lambda j: (-j.expected_s, j.seq))
+        heads = sorted((q[-1][2] for k, q in self._queues.items() if k[0] > 0 and q),
+                       key=lambda j: (-j.lease, -j.expected_s, j.seq))
         for job in heads:
             keys = self._place(job, now)
             if keys is not None:
@@ -184,8 +214,8 @@ class Dispatcher:
             found = self._backfill(job.gpus, now)
             if found is not None:
                 return found
-        if self._queues.get(0):
-            job = self._queues[0][-1][2]
+        if self._queues.get((0, 0)):
+            job = self._queues[(0, 0)][-1][2]
             if self._free_cpu:
                 return job, [self._free_cpu[0]]
             if not heads:  # no GPU trial waits: a free GPU slot may run a CPU trial
@@ -199,11 +229,21 @@ class Dispatcher:
         return None if node is None else self._free_gpu[node][:job.gpus]
 
     def _best_node(self, k: int, now: float, job: Job) -> str | None:
-        """The node with the fewest free GPU slots >= k where `job` may start now."""
-        best = None
+        """The node with the fewest free GPU slots >= k where `job` may start now; for a job
+        that leases GPUs, among the nodes with that many, the least leased per GPU first."""
+        best, best_rank = None, None
         for node, free in self._free_gpu.items():
-            if len(free) >= k and self._allowed(node, k, job, now) and (best is None or len(free) < len(self._free_gpu[best])):
-                best = node
+            if len(free) < k or not self._allowed(node, k, job, now):
+                continue
+            if job.lease:
+                gpus = self._node_gpus.get(node, 0)
+                if gpus < job.lease:
+                    continue
+                rank = (self._leased.get(node, 0) / gpus, gpus, len(free))
+            else:
+                rank = (len(free),)
+            if best_rank is None or rank < best_rank:
+                best, best_rank = node, rank
         return best
 
     def _allowed(self, node: str, k: int, job: Job, now: float) -> bool:
@@ -223,7 +263,9 @@ class Dispatcher:
         res = self._reservation
         if res is None or len(self._free_gpu.get(res.node, [])) < k:
             return None
-        queue = self._queues[k]
+        queue = self._queues.get((k, 0))
+        if not queue:
+            return None
         gap = self._free_time(res.node, res.job.gpus, now) - now
         i = bisect.bisect_right(queue, (gap, 1))  # jobs with expected_s <= gap lie before i
         for expected_s, _neg_seq, job in reversed(queue[:i]):

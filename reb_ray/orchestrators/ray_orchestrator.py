@@ -32,7 +32,8 @@ way). With a sweep budget (`--max-cost-usd`), no new attempt is launched once it
 the specs left are in `not_launched`.
 
 Agent-phase GPU sharing (`share_gpus`): no slot holds a GPU. GPU trials run on sharing slots of
-GPU nodes (`plan_shared_slots`) and their probe phases lease the node's GPUs exclusively from
+GPU nodes (`plan_shared_slots`: every node with GPUs; a trial goes only to a node with as many
+GPUs as it needs) and their probe phases lease the node's GPUs exclusively from
 its lease actor (`NodeGpuLease`), which holds them in
 Ray's accounting; a trial's agent phase sees as many of the node's GPUs as it will lease.
 """
@@ -172,8 +173,11 @@ class RayOrchestrator:
             key = next(keys)
             jobs[key] = spec
             gpus = min(spec.task.gpus_needed, cap)
-            # Sharing: a GPU trial takes one sharing slot; its GPUs come from the node's lease.
-            dispatcher.submit(Job(key, min(gpus, 1) if self.share_gpus else gpus, self.expected_s(spec)))
+            # Sharing: a GPU trial takes one sharing slot of a node with its GPUs, leased from that node.
+            if self.share_gpus:
+                dispatcher.submit(Job(key, min(gpus, 1), self.expected_s(spec), lease=gpus))
+            else:
+                dispatcher.submit(Job(key, gpus, self.expected_s(spec)))
 
         for spec in specs:
             submit(spec)
@@ -198,11 +202,12 @@ class RayOrchestrator:
                     pool.add(self.nodes.joined(verdict, [min(g, cap) for g in dispatcher.pending_gpus()]))
                 self._launch(dispatcher, jobs, pool, proxy, inflight, on_start)
                 # While a node may still join (a check in flight, an autoscaler's node types), jobs wait for it.
-                larger = [] if checks.busy or may_grow else dispatcher.take_larger_than(pool.most_gpu_slots())
+                larger = [] if checks.busy or may_grow else dispatcher.take_larger_than(
+                    pool.most_gpu_slots(), pool.most_lease_gpus() if self.share_gpus else None)
                 for job in larger:
                     # Its nodes left the cluster (or their workers could not be restarted): no slot can run it.
-                    on_outcome(driver_outcome(jobs.pop(job.key), "infra_node", f"needs {job.gpus} GPU slot(s) of one "
-                                              "node, and no node has that many left (nodes or slot workers were lost)"), False)
+                    on_outcome(driver_outcome(jobs.pop(job.key), "infra_node", f"needs {max(job.gpus, job.lease)} GPU(s) "
+                                              "of one node, and no node has that many left (nodes or slot workers were lost)"), False)
                 refs = list(inflight) + pool.starting_refs() + checks.refs()
                 if not refs:
                     time.sleep(0.1)  # only retries in their backoff, or nodes still to join, are left
@@ -220,7 +225,7 @@ class RayOrchestrator:
                     if attempt is None:
                         slot = pool.on_ready(ref)
                         if slot is not None:
-                            dispatcher.add_slot(slot.key, slot.shape.node_id, slot.shape.gpu)
+                            dispatcher.add_slot(slot.key, slot.shape.node_id, slot.shape.gpu, slot.shape.node_gpus)
                         continue
                     outcome = self._outcome(ref, attempt, pool, dispatcher)
                     if proxy is not None and outcome.trial.get("failure_category") == PROXY:

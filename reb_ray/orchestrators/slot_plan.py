@@ -41,13 +41,15 @@ class SlotShape:
     `capped`: its node declares `reb_ray_slot`, so the slot's worker holds one.
 
     `shares_gpus` (a GPU-sharing sweep, `plan_shared_slots`): a slot for GPU trials that holds no
-    GPU itself (`gpu` is true for dispatch); its trials lease the node's GPUs for their probes."""
+    GPU itself (`gpu` is true for dispatch); its trials lease the node's GPUs for their probes,
+    `node_gpus` of them (the node's usable GPUs: a trial needing more cannot run on it)."""
 
     node_id: str
     gpu: bool
     index: int
     capped: bool = False
     shares_gpus: bool = False
+    node_gpus: int = 0
 
 
 def cpu_room(node: NodeCapacity, cpus_per_trial: float) -> int:
@@ -130,14 +132,15 @@ def plan_shared_slots(nodes: list[NodeCapacity], cpus_per_trial: float, gpu_need
     """The slots of a GPU-sharing sweep: no slot holds a GPU; a node's GPUs are leased to probe
     phases (`NodeGpuLease`).
 
-    Sharing slots (`shares_gpus`, one per CPU room, round-robin) go on the nodes whose usable GPUs
-    cover the largest need in `gpu_needs` (already capped to the largest such node), up to the
-    GPU trials and `max_concurrent`; CPU slots take the CPU room left, as in `plan_slots`. So a
-    GPU trial always lands on a node that can lease it all its GPUs; on a cluster of unequal GPU
-    nodes the smaller ones run CPU trials only.
+    Sharing slots (`shares_gpus`, one per CPU room, round-robin) go on every node with usable
+    GPUs that covers the smallest need in `gpu_needs` (already capped to the largest such node),
+    up to the GPU trials and `max_concurrent`; CPU slots take the CPU room left, as in
+    `plan_slots`. Each sharing slot says how many GPUs its node can lease (`node_gpus`), and the
+    dispatcher sends a GPU trial only to a slot whose node has all it needs; so on a cluster of
+    unequal GPU nodes a 1-GPU box runs 1-GPU trials while the 2-GPU ones go to the larger boxes.
     """
     gpu_trials = sum(1 for n in gpu_needs if n > 0)
-    largest = max(gpu_needs, default=0)
+    smallest = min((n for n in gpu_needs if n > 0), default=0)
     limit = max_concurrent if max_concurrent is not None else len(gpu_needs)
     room = {n.node_id: cpu_room(n, cpus_per_trial) for n in nodes}
     used: dict[str, int] = {}
@@ -148,12 +151,12 @@ def plan_shared_slots(nodes: list[NodeCapacity], cpus_per_trial: float, gpu_need
             for node in on:
                 if wanted > 0 and room[node.node_id] > 0:
                     shapes.append(SlotShape(node.node_id, sharing, used.get(node.node_id, 0), node.slot_cap is not None,
-                                             shares_gpus=sharing))
+                                             shares_gpus=sharing, node_gpus=node.gpus if sharing else 0))
                     used[node.node_id] = used.get(node.node_id, 0) + 1
                     room[node.node_id] -= 1
                     wanted -= 1
 
     if gpu_trials:
-        spread([n for n in nodes if n.gpus_usable and n.gpus >= largest], min(gpu_trials, limit), True)
+        spread([n for n in nodes if n.gpus_usable and n.gpus >= smallest], min(gpu_trials, limit), True)
     spread(nodes, min(len(gpu_needs) - gpu_trials, limit), False)
     return shapes

@@ -8,7 +8,9 @@ declares that cap), so Ray's accounting matches what runs;
 its `where()` answer (node, pid, GPU id) marks it ready. A slot whose actor died is replaced by
 a new actor of the same shape on the same node while the node lives, and on whichever node Ray
 finds room for it when the node died (node loss retries the attempt on another node; the
-slot takes the node it lands on); one that fails to start `MAX_START_FAILURES` times in a
+slot takes the node it lands on), except a sharing slot: its trials lease the GPUs of its node,
+so with its node gone it is not started elsewhere (the retried attempt goes to a sharing slot of
+a live node with the GPUs it needs, and leases there); one that fails to start `MAX_START_FAILURES` times in a
 row, or is not up within `start_timeout_s`, is dropped.
 """
 
@@ -113,6 +115,12 @@ class SlotPool:
             per_node[shape.node_id] = per_node.get(shape.node_id, 0) + shape.gpu
         return max(per_node.values())
 
+    def most_lease_gpus(self) -> int:
+        """The most GPUs any node with a sharing slot (up, starting or queued) can lease: the
+        largest lease that can still run; 0 with no sharing slot."""
+        shapes = [s.shape for s in self.slots.values()] + [shape for shape, _, _ in self._waiting]
+        return max((s.node_gpus for s in shapes if s.shares_gpus), default=0)
+
     def on_ready(self, ref: ray.ObjectRef) -> Slot | None:
         """Resolve a starting slot's `where` ref: the slot when up, None when it failed (it is
         started again, or dropped after MAX_START_FAILURES)."""
@@ -156,8 +164,9 @@ class SlotPool:
             ray.kill(slot.actor, no_restart=True)
         except ray.exceptions.RayError:
             pass
-        if again:
-            self._waiting.append((slot.shape, failures, slot.pinned and _node_alive(slot.shape.node_id)))
+        alive = again and _node_alive(slot.shape.node_id)
+        if again and (alive or not slot.shape.shares_gpus):
+            self._waiting.append((slot.shape, failures, slot.pinned and alive))
         self._start_more()
 
     def _start_more(self) -> None:

@@ -134,3 +134,60 @@ def test_the_policy_stays_within_a_few_percent_of_the_lower_bound():
     makespan = max(starts[i][0] + durations[i] for i in durations)
     lower_bound = max(gpu_seconds / 64, max(durations.values()))
     assert makespan / lower_bound < 1.05
+
+
+def test_mixed_nodes_a_two_gpu_trial_is_not_starved_by_a_stream_of_one_gpu_trials():
+    """1-, 2- and 4-GPU nodes; 1-GPU trials of staggered lengths keep freeing one slot at a time.
+    A greedy rule would hand each freed slot to the next 1-GPU trial; the reservation drains a
+    node that can hold the pair, so it starts once that node's running trials end."""
+    d = _dispatcher({"one-a": 1, "one-b": 1, "two": 2, "four": 4})
+    durations = {}
+    for i in range(80):
+        durations[f"s{i}"] = 10 + (i % 7)
+        d.submit(Job(f"s{i}", 1, durations[f"s{i}"]))
+    durations["pair"] = 5
+    d.submit(Job("pair", 2, 5))  # the shortest: longest-first alone would leave it to the very end
+    started = simulate(d, durations)
+    at, keys = started["pair"]
+    assert len({k.split("/")[0] for k in keys}) == 1 and keys[0].split("/")[0] in ("two", "four")
+    assert at <= 16 + 1e-9, at  # within the longest running trial's end, not after the 80 others
+    assert max(t for t, _ in started.values()) > 80  # the stream really went on after it
+
+
+def _sharing(nodes: dict[str, tuple[int, int]]) -> Dispatcher:
+    """Sharing slots: {node: (slots, GPUs its lease holds)}."""
+    d = Dispatcher()
+    for node, (slots, gpus) in nodes.items():
+        for i in range(slots):
+            d.add_slot(f"{node}/s{i}", node, True, gpus)
+    return d
+
+
+def test_sharing_a_trial_goes_only_to_a_node_with_the_gpus_it_leases():
+    d = _sharing({"one": (3, 1), "two": (3, 2)})
+    for i in range(4):
+        d.submit(Job(f"pair{i}", 1, 100 - i, lease=2))
+    placed = {job.key: keys[0].split("/")[0] for job, keys in d.assign(0)}
+    assert placed == {"pair0": "two", "pair1": "two", "pair2": "two"}  # never the 1-GPU node; pair3 waits
+    assert d.pending == 1
+    d.submit(Job("single", 1, 1000, lease=1))
+    ((job, keys),) = d.assign(1)
+    assert (job.key, keys[0].split("/")[0]) == ("single", "one")
+    d.finish(["two/s0"])
+    d.submit(Job("single2", 1, 1000, lease=1))
+    placed = {job.key: keys[0].split("/")[0] for job, keys in d.assign(2)}
+    # The 2-GPU node's free slot goes to the trial only it can run, though the other is longer.
+    assert placed == {"pair3": "two", "single2": "one"}
+    assert d.take_larger_than(1, 2) == [] and d.pending == 0
+    d.submit(Job("pair9", 1, 5, lease=2))
+    assert [j.key for j in d.take_larger_than(1, 1)] == ["pair9"]  # the 2-GPU node is gone: no one can
+
+
+def test_sharing_a_trial_goes_to_the_node_whose_gpus_are_least_leased_per_gpu():
+    d = _sharing({"one": (4, 1), "four": (4, 4)})
+    for i in range(6):
+        d.submit(Job(f"t{i}", 1, 50, lease=1))
+    placed = [keys[0].split("/")[0] for _job, keys in d.assign(0)]
+    # Per GPU: the 4-GPU node takes four before the 1-GPU node takes a second.
+    assert placed.count("four") == 4 and placed.count("one") == 2
+    assert placed[:2] == ["one", "four"]  # the smallest node first at equal load

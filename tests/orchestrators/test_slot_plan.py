@@ -61,16 +61,20 @@ def test_hardware_refusal_rules():
     assert hardware_refusal([small], 1, None) is None
 
 
-def test_sharing_slots_hold_no_gpu_fill_the_cpu_room_of_gpu_nodes_that_cover_the_largest_need():
-    """Issue 12, item 5: agent phases are not bounded by GPUs, only by CPUs."""
+def test_sharing_slots_hold_no_gpu_and_fill_the_cpu_room_of_every_usable_gpu_node():
+    """Agent phases are not bounded by GPUs, only by CPUs; a node with fewer GPUs than the
+    largest need still takes GPU trials (the dispatcher sends it those it can lease for)."""
     from reb_ray.orchestrators.slot_plan import plan_shared_slots
 
     nodes = [NodeCapacity("a", cpus=6, gpus=2), NodeCapacity("b", cpus=4, gpus=1), NodeCapacity("c", cpus=4, gpus=0),
              NodeCapacity("d", cpus=4, gpus=2, gpus_usable=False)]
     shapes = plan_shared_slots(nodes, 1.0, [2] * 8 + [1] * 2 + [0] * 3)
     sharing = [s for s in shapes if s.shares_gpus]
-    assert {s.node_id for s in sharing} == {"a"} and len(sharing) == 6  # more than node a's 2 GPUs
+    assert sorted(s.node_id for s in sharing) == ["a"] * 6 + ["b"] * 4  # more than the nodes' GPUs
     assert all(s.gpu for s in sharing)  # GPU trials' slots, for dispatch
-    assert sorted(s.node_id for s in shapes if not s.shares_gpus) == ["b", "c", "d"]  # the 3 CPU trials
+    assert {s.node_id: s.node_gpus for s in sharing} == {"a": 2, "b": 1}  # what each node can lease
+    assert sorted(s.node_id for s in shapes if not s.shares_gpus) == ["c", "c", "d"]  # the 3 CPU trials, round-robin
+    assert all(s.node_gpus == 0 for s in shapes if not s.shares_gpus)
     assert len(plan_shared_slots(nodes, 1.0, [1] * 20, max_concurrent=5)) == 5
-    assert {s.node_id for s in plan_shared_slots(nodes, 1.0, [1] * 20)} == {"a", "b"}  # 1-GPU trials fit node b too
+    # Only 2-GPU trials: the 1-GPU node could lease none of them all they need.
+    assert {s.node_id for s in plan_shared_slots(nodes, 1.0, [2] * 20)} == {"a"}
