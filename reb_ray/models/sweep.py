@@ -101,6 +101,9 @@ class SweepConfig(BaseModel):
     # the drifted fields are recorded in the identity file and in each new row's `config_drift`.
     allow_drift: bool = False
     sweep_id: str | None = None
+    # Which attempts keep their agent's container as an image (reb_ray/environment/keep.py):
+    # none | successes | scored | all. Not part of the sweep id: keeping does not change a trial.
+    keep_environments: Literal["none", "successes", "scored", "all"] = "successes"
 
     @field_validator("agent_specs", mode="before")
     @classmethod

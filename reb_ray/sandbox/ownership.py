@@ -22,6 +22,8 @@ OWNER_START = "reb-ray.owner.start"
 #: On the per-attempt image a GPU-sharing trial commits between its phases (reb_ray/probe_sandbox.py);
 #: it also carries the labels above, taken from the container it was committed from.
 ATTEMPT_IMAGE = "reb-ray.attempt-image"
+#: On an attempt's kept environment (reb_ray/environment/keep.py): never reaped, whatever its owner.
+KEPT_ENV = "reb-ray.env-kept"
 
 
 def process_start_ticks(pid: int) -> int | None:
