@@ -7,7 +7,8 @@ broken); it asks PYTHON_PATH only for its sys.prefix, version and sys.path (`-I`
 PYTHON* variables and user site are ignored, as in the probes). Prints one JSON object:
 
 - interpreter: path, realpath, version, implementation, prefix, base_prefix, sys_path, venv
-  (prefix != base_prefix), error (why it did not answer, else null);
+  (prefix != base_prefix), pyvenv_cfg (the prefix's pyvenv.cfg text, null when none), error
+  (why it did not answer, else null);
 - distributions: one per dist-info / egg-info directory on sys.path, the first of a name wins
   (later ones are listed with shadowed true): name, version, installer (the INSTALLER file:
   pip, uv, conda, ...), requested (pip's REQUESTED marker), location, and source, from PEP 610's
@@ -231,6 +232,7 @@ def main(argv):
     if info is not None:
         interp.update(info)
         interp["venv"] = info["prefix"] != info["base_prefix"]
+        interp["pyvenv_cfg"] = read_text(os.path.join(info["prefix"], "pyvenv.cfg"), limit=64 * 1024)
     prefix = info["prefix"] if info else None
     out = {
         "interpreter": interp,
