@@ -16,8 +16,8 @@ image is removed again at the attempt's end when the policy does not keep it (`s
 
 A kept image is `reb-ray/env:<tag>` (`image_tag`), labelled KEPT=true plus the sweep, trial
 and attempt (Docker copies the container's labels onto the image), the node, and the
-manifest's digest. The reaper never removes an image labelled KEPT (reb_ray/sandbox/reaper.py),
-whatever its owner's state; only `reb-ray env gc` or a user does. Row columns: env_keep_policy,
+manifest's digest; its owner labels are emptied (it has no owner process). The reaper never
+removes an image labelled KEPT (reb_ray/sandbox/reaper.py); only a user does. Row columns: env_keep_policy,
 env_kept (true/false; null when nothing was decided: capture never ran), env_image_id,
 env_image_bytes (the new layer's bytes: what keeping costs on the node's disk, the sandbox image
 being shared), env_image_total_bytes (the whole image, base included), env_commit_s.
@@ -32,6 +32,7 @@ import time
 KEEP_POLICIES = ("none", "successes", "scored", "all")
 KEPT_REPOSITORY = "reb-ray/env"
 from reb_ray.sandbox.ownership import KEPT_ENV as KEPT
+from reb_ray.sandbox.ownership import OWNER_HOST, OWNER_PID, OWNER_START
 
 KEPT_NODE = "reb-ray.env-node"
 KEPT_DIGEST = "reb-ray.env-manifest-digest"
@@ -71,7 +72,10 @@ def commit(sandbox, labels: dict[str, str]) -> dict:
     config = sandbox.config
     tag = image_tag(config.sweep_id, config.trial_id, config.attempt)
     started = time.monotonic()
-    changes = [f"LABEL {KEPT}=true"] + [f'LABEL {k}="{v}"' for k, v in labels.items()]
+    # No owner: a kept image outlives the process that made it, so no owner rule (of this
+    # reaper or an older one) ever applies to it.
+    changes = [f"LABEL {KEPT}=true", *(f'LABEL {k}=""' for k in (OWNER_HOST, OWNER_PID, OWNER_START))]
+    changes += [f'LABEL {k}="{v}"' for k, v in labels.items()]
     image = sandbox.client.api.commit(sandbox.id, repository=KEPT_REPOSITORY, tag=tag, changes=changes)
     seconds = time.monotonic() - started
     image_id = image["Id"]
