@@ -257,6 +257,7 @@ def export(output: Path, trial_id: str, out: Path, attempt: int | None = None, s
             steps["not_captured"].append(f"wheels not on this node ({', '.join(missing)}): the build downloads them")
     has_wheels = copied > 0
     (out / "Dockerfile").write_text(dockerfile(manifest, steps, has_wheels, "report.json" if report else None))
+    (out / ".dockerignore").write_text("image.tar\nverification.json\nexport.json\nREADME.md\n")  # not sent to the daemon
     archive = None
     if image:
         archive = _save_image(row, out / "image.tar")
