@@ -72,10 +72,12 @@ def package_set(manifest: dict | None) -> set[tuple[str, str]]:
             if not d.get("shadowed") and str(d.get("location") or "").startswith(prefix)}
 
 
-def verify(export_dir: Path, output: Path | None = None, no_cache: bool = True, tasks_root: Path | None = None) -> dict:
+def verify(export_dir: Path, output: Path | None = None, no_cache: bool = True, tasks_root: Path | None = None,
+           keep_image: bool = False) -> dict:
     """Rebuild and probe the export in `export_dir`; returns the verification record (module
     docstring). `output` receives the verification trial's rows' artifacts (a temporary
-    directory when None). Raises RebRayError when `export_dir` is not an export."""
+    directory when None). The rebuilt image is removed afterwards unless `keep_image`. Raises
+    RebRayError when `export_dir` is not an export."""
     from reb_ray.models.suite import load_suite
     from reb_ray.models.sweep import SweepConfig, TrialSpec
     from reb_ray.trial import run_trial
@@ -113,6 +115,9 @@ def verify(export_dir: Path, output: Path | None = None, no_cache: bool = True, 
                 rebuilt_manifest = json.loads(gzip.decompress((out / trial["env_manifest_path"]).read_bytes()))
             except (OSError, ValueError, EOFError):
                 pass
+    if not keep_image:
+        subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+        record["image"] = None
     stages = {s["stage"]: s["status"] for s in outcome.stages}
     record.update(status=trial.get("status"), failure_reason=trial.get("failure_reason"), rebuilt_stages=stages)
     if trial.get("status") != "scored":
