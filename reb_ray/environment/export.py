@@ -15,7 +15,8 @@ trials row and environment manifest (reb_ray/environment/capture.py) and writes 
   exact pins whose wheel hash is unknown and direct references (VCS at its commit, URLs);
 - `wheels/` (unless `wheels=False`): those wheels, so the build needs no index when every
   package has one (`PIP_NO_INDEX` is then set in the build);
-- `conda-explicit.txt` for a conda environment; `manifest.json`, `report.json`;
+- `certs/`: empty; a CA bundle put there as `ca.pem` is what pip trusts while building (a
+  network whose TLS is intercepted); `conda-explicit.txt` for a conda environment; `manifest.json`, `report.json`;
   `export.json` (what was exported, from where, and every step left out); `README.md`;
 - `image.tar` (`image=True`): the kept image itself (`docker save`), when the attempt's node
   is this one and the image is still there.
@@ -175,11 +176,15 @@ def dockerfile(manifest: dict, steps: dict, has_wheels: bool, report_name: str |
         lines.append(f"COPY conda-explicit.txt {ENV_DIR}/")
     if has_wheels:
         lines.append(f"COPY wheels {ENV_DIR}/wheels")
+    # certs/ca.pem, when present, is the CA bundle of the build host's TLS-intercepting proxy
+    # (`reb-ray env verify` puts the node's there); pip uses it only while building.
+    lines.append(f"COPY certs {ENV_DIR}/certs")
     env_lines, python = _env_steps(manifest, steps["not_captured"])
     lines += env_lines
     find_links = f" --find-links {ENV_DIR}/wheels" if has_wheels else ""
     offline = "PIP_NO_INDEX=1 " if has_wheels and not steps["pinned"] else ""
     brk = "PIP_BREAK_SYSTEM_PACKAGES=1 " if not (manifest.get("interpreter") or {}).get("venv") else ""
+    brk = f'{brk}PIP_CERT="$(ls {ENV_DIR}/certs/ca.pem 2>/dev/null)" '
     if steps["hashed"]:
         lines.append(f"RUN {brk}{offline}{python} -m pip install --no-deps --require-hashes{find_links} "
                      f"-r {ENV_DIR}/requirements.lock")
@@ -236,6 +241,7 @@ def export(output: Path, trial_id: str, out: Path, attempt: int | None = None, s
     if report:
         (out / "report.json").write_text(report)
     _copy_repo(row, out / "repo", tasks_root, mirrors or [])
+    (out / "certs").mkdir()
     (out / "requirements.lock").write_text("".join(f"{n}=={v} --hash=sha256:{h}\n" for n, v, h, _ in steps["hashed"]))
     (out / "requirements.nohash.lock").write_text("".join(f"{line}\n" for line in steps["pinned"]))
     if manifest.get("conda"):

@@ -4,7 +4,8 @@
 verification must really rebuild, not reuse the layers of an earlier build), then runs one
 trial of the task on the built image whose agent does nothing but check that the report the
 recipe put back is there (`RebuiltEnvironment`), so the probe phase judges exactly what the
-recipe built, and compares each stage's verdict (C0..C5, COMPARED) with the source attempt's
+recipe built (the node's CA bundle is lent to pip while building, as the sandboxes get it), and
+compares each stage's verdict (C0..C5, COMPARED) with the source attempt's
 (export.json's `stages`). It also compares the packages the rebuilt interpreter holds (its own
 manifest, taken by the same capture) with the source manifest's.
 
@@ -22,6 +23,7 @@ import gzip
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -93,7 +95,19 @@ def verify(export_dir: Path, output: Path | None = None, no_cache: bool = True, 
     record: dict = {"export": str(export_dir.resolve()), "sweep_id": info["sweep_id"], "trial_id": info["trial_id"],
                     "attempt": info["attempt"], "task_id": info["task_id"], "image": tag,
                     "source_agent_wall_time_s": info.get("agent_wall_time_s"), "source_stages": info.get("stages")}
-    built, build_s, log = build(export_dir, tag, no_cache)
+    # The node's CA bundle (the one its sandboxes get) for pip during the build only: a network
+    # whose TLS is intercepted is the node's, not the recipe's.
+    ca = SweepConfig().ca_bundle
+    placed = export_dir / "certs" / "ca.pem"
+    if ca is not None and Path(ca).is_file() and placed.parent.is_dir() and not placed.exists():
+        shutil.copyfile(ca, placed)
+    else:
+        placed = None
+    try:
+        built, build_s, log = build(export_dir, tag, no_cache)
+    finally:
+        if placed is not None:
+            placed.unlink(missing_ok=True)
     record.update(built=built, build_s=build_s)
     if not built:
         record.update(reproducible=None, differs=None, build_error=log)
