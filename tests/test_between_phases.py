@@ -1,4 +1,4 @@
-"""The between-phase steps in one exec (reb_ray/between_phases.py), against real Docker sandboxes
+"""The between-phase steps in one exec (reb_ray/trial/between_phases.py), against real Docker sandboxes
 with real git: the one exec finds what the steps one by one find, keeps every safety rule of the
 report read, and hands over to the steps when it cannot run or its answer is not trusted."""
 

@@ -31,6 +31,7 @@ LAYERS: list[set[str]] = [
     {"sweep"},                      # the job on the driver: expand, identity, run, regrade, W&B
     {"orchestrators"},              # Ray: slot workers, node checks, leases, dispatch
     {"trial"},                      # one attempt on one node: prepare, agent, between, probes, record
+    {"environment"},                # what the agent built: capture, keep, export, the node's fingerprint
     {"agents", "llm", "suite"},     # agent kinds; LLM plumbing; the suite's tasks, repos, assets
     {"probes", "node"},             # the probes' host side; a node's fitness
     {"grading"},                    # pure graders of probe records

@@ -1,4 +1,4 @@
-"""A node's own check (reb_ray/node_health.py) against the real Docker daemon of this machine."""
+"""A node's own check (reb_ray/node/health.py) against the real Docker daemon of this machine."""
 
 from __future__ import annotations
 

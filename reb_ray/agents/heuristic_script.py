@@ -53,12 +53,14 @@ def run(argv: list, timeout: float = PIP_TIMEOUT_S, cwd: str | None = None, capt
     try:
         proc = subprocess.run([str(a) for a in argv], cwd=cwd, timeout=timeout, universal_newlines=True,
                               stdout=subprocess.PIPE if capture else None, stdin=subprocess.DEVNULL)
-        return proc.returncode, proc.stdout or ""
+        code, out = proc.returncode, proc.stdout or ""
     except subprocess.TimeoutExpired:
-        return 124, ""
+        code, out = 124, ""
     except OSError as exc:
         log("cannot run: %s" % exc)
-        return 127, ""
+        code, out = 127, ""
+    log("exit %d" % code)  # the pair "$ ..." / "exit N" is the agent's command list (reb_ray.environment.capture)
+    return code, out
 
 
 # ---------------------------------------------------------------- requirement collection

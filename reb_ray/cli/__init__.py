@@ -9,6 +9,7 @@ import typer
 from reb_ray import __version__
 from reb_ray.cli import agents, assets, cluster, compact, doctor, image, llm, mirror, regrade, report, sandbox, sweep, tasks, trial
 from reb_ray.cli import view
+from reb_ray.cli import env  # environment artifacts
 from reb_ray.errors import RebRayError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Evaluate environment-synthesis agents on Ray.")
@@ -28,6 +29,7 @@ app.add_typer(llm.app, name="llm")
 app.add_typer(agents.app, name="agents")
 app.add_typer(trial.app, name="trial")
 app.add_typer(cluster.app, name="cluster")
+app.add_typer(env.app, name="env")  # environment artifacts
 
 
 def _version(value: bool) -> None:

@@ -24,6 +24,12 @@ def doctor(profile: str = typer.Option(DEFAULT_PROFILE, help="Sandbox image prof
         table.add_row(check.name, f"[{_STYLE[check.level]}]{check.level}[/]", check.detail)
     console = Console(width=160)
     console.print(table)
+    # The node's fingerprint, as every trials row records it (reb_ray/environment/fingerprint.py).
+    from reb_ray.environment.fingerprint import fingerprint
+
+    node = fingerprint("docker")
+    console.print("fingerprint: " + ", ".join(f"{k}={'null' if v is None else v}" for k, v in node.items()),
+                  soft_wrap=True, markup=False, highlight=False)
     # Each fix on one unbroken line, so a command or URL can be copied as printed.
     for check in checks:
         if check.fix and check.level != "ok":

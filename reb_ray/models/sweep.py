@@ -95,12 +95,15 @@ class SweepConfig(BaseModel):
     wandb_timeout_s: float = Field(60.0, gt=0)  # the bound on W&B's finish; past it W&B is abandoned
     rerun: bool = False
     # Run every trial this sweep has not scored itself, reusing none scored by other sweeps of the
-    # output directory (reb_ray/trial_identity.py).
+    # output directory (reb_ray/sweep/trial_identity.py).
     fresh: bool = False
-    # Resume with scoring settings that differ from the sweep's first run (reb_ray/sweep_identity.py);
+    # Resume with scoring settings that differ from the sweep's first run (reb_ray/sweep/identity.py);
     # the drifted fields are recorded in the identity file and in each new row's `config_drift`.
     allow_drift: bool = False
     sweep_id: str | None = None
+    # Which attempts keep their agent's container as an image (reb_ray/environment/keep.py):
+    # none | successes | scored | all. Not part of the sweep id: keeping does not change a trial.
+    keep_environments: Literal["none", "successes", "scored", "all"] = "successes"
 
     @field_validator("agent_specs", mode="before")
     @classmethod

@@ -1,4 +1,4 @@
-"""Task specs: the schema of `tasks/<suite>/<task-id>/task.toml` (loaders: reb_ray/models/suite.py).
+"""Task specs: the schema of `tasks/<suite>/<task-id>/task.toml` (loaders: reb_ray/suite/load.py).
 
 A task is one repository at one commit (or bundled source) plus the probe definitions of its
 runtime stages. Every model forbids unknown keys so a typo in a task file is an error, and

@@ -80,7 +80,7 @@ def check_node(image: str | None, docker_timeout_s: float = 10, *, min_free_byte
     `local` or `sleep`). Never raises for a broken node: each problem becomes one line in
     `problems`: Docker unreachable, image missing, less than `min_free_bytes` free at Docker's
     root or in the temporary directory trials' workspaces use (the trial's own preflight rule,
-    reb_ray/trial.py), a directory of `paths` ((what, path) pairs: "assets", "repo mirror", ...)
+    reb_ray/trial/run.py), a directory of `paths` ((what, path) pairs: "assets", "repo mirror", ...)
     missing or unreadable here."""
     host = socket.gethostname()
     gpus = gpu_models()

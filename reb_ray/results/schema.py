@@ -156,7 +156,7 @@ TRIALS_SCHEMA = pa.schema(
         ("probe_image_bytes", pa.int64()),  # bytes of that image's new layer (null: none committed)
         ("probe_gpu_wait_s", pa.float64()),  # seconds the probe phase waited for its exclusive GPU lease (null: no lease)
         # -- the witness of each command stage and the repository as pinned (reb_ray/grading/witness.py,
-        # reb_ray/repo_restore.py; docs/grading-witness.md)
+        # reb_ray/trial/repo_restore.py; docs/grading-witness.md)
         ("c1_witness", pa.string()),  # valid | unverified | missing; null: the stage's command did not run
         ("c3_witness", pa.string()),
         ("c4_witness", pa.string()),
@@ -172,9 +172,34 @@ TRIALS_SCHEMA = pa.schema(
         ("python_path_kind", pa.string()),  # PYTHON_PATH_KINDS: elf | symlink_to_elf | script | other | missing
         ("startup_hooks", _strings),  # interpreter start-up hooks no distribution installed (sitecustomize, .pth imports, ...)
         ("suspicious_actions", _strings),  # shortcuts seen in the sandbox or the agent's trajectory, one line each
-        # -- resume by trial identity (reb_ray/trial_identity.py)
+        # -- resume by trial identity (reb_ray/sweep/trial_identity.py)
         ("trial_identity", pa.string()),  # 16-hex digest of what decides the trial's score (null: written before it)
         ("reused_from", pa.string()),  # the sweep whose scored attempt this row copies (null: run by this sweep)
+        # -- environments as artifacts (reb_ray/environment): the manifest, the kept image, the node's hardware
+        ("env_manifest_path", pa.string()),  # the environment manifest (JSON, gzip), relative to the output dir
+        ("env_manifest_digest", pa.string()),  # sha256 (hex) of the manifest's JSON bytes, uncompressed
+        ("env_manifest_bytes", pa.int64()),  # those bytes' length
+        ("env_capture_s", pa.float64()),  # seconds the capture took (between the agent and probe phases)
+        ("env_capture_error", pa.string()),  # why no manifest was taken (null: taken, or never tried)
+        ("env_keep_policy", pa.string()),  # KEEP_POLICIES: none | successes | scored | all
+        ("env_kept", pa.bool_()),  # the agent's container is kept as an image on `node` (null: never decided)
+        ("env_image_id", pa.string()),  # that image's id (null: not kept)
+        ("env_image_tag", pa.string()),  # and its tag, reb-ray/env:<...>
+        ("env_image_bytes", pa.int64()),  # the committed layer's bytes (what keeping costs; also when not kept)
+        ("env_image_total_bytes", pa.int64()),  # the whole image's bytes, the sandbox image included
+        ("env_commit_s", pa.float64()),  # seconds the commit took
+        ("env_keep_error", pa.string()),  # why the commit or the removal failed (null: none)
+        ("gpu_model", pa.string()),  # nvidia-smi's GPU name(s), " + "-joined when mixed (null: no nvidia-smi)
+        ("gpu_count", pa.int64()),  # GPUs on the node (not those assigned: gpus_assigned)
+        ("gpu_memory_bytes", pa.int64()),  # memory of the first GPU, bytes
+        ("gpu_compute_capability", pa.string()),  # e.g. "9.0"
+        ("gpu_driver_version", pa.string()),  # the NVIDIA driver's version
+        ("cuda_driver_version", pa.string()),  # the newest CUDA that driver supports (nvidia-smi's "CUDA Version")
+        ("container_runtime", pa.string()),  # docker (null: the local provider)
+        ("container_runtime_version", pa.string()),  # the daemon's version
+        ("cpu_model", pa.string()),  # /proc/cpuinfo's model name
+        ("cpu_count", pa.int64()),  # logical CPUs of the node
+        ("kernel", pa.string()),  # the node's kernel release
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

@@ -98,7 +98,7 @@ class SandboxConfig(BaseModel):
     propagated_mounts: dict[str, str] = Field(default_factory=dict, description="host path -> sandbox path, read-only, rslave")
     labels: dict[str, str] = Field(default_factory=dict)
     # True: `gpus` are shown to the agent phase but held by nobody (a GPU-sharing sweep); the
-    # probe phase's GPUs are leased later (reb_ray/probe_sandbox.py).
+    # probe phase's GPUs are leased later (reb_ray/trial/phase_split.py).
     shared_gpus: bool = False
     sweep_id: str = ""
     trial_id: str = ""

@@ -11,7 +11,7 @@ actor died, so its retry does not run beside it), whatever their owner's state. 
 removes per-attempt images left behind (agent-phase GPU sharing commits one per attempt): an
 image committed from one of our containers carries that container's labels (ours, its attempt
 and its owner), so the same owner rule applies; the sandbox image itself has no owner label
-and is never touched.
+and is never touched, nor is a kept environment's image (labelled `reb-ray.env-kept=true`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import docker
 
 from reb_ray.sandbox.docker_client import connect
-from reb_ray.sandbox.ownership import ATTEMPT, ATTEMPT_IMAGE, MANAGED, SWEEP, TRIAL, Owner
+from reb_ray.sandbox.ownership import ATTEMPT, ATTEMPT_IMAGE, KEPT_ENV, MANAGED, SWEEP, TRIAL, Owner
 
 
 def orphaned_containers(client: docker.DockerClient) -> list:
@@ -45,6 +45,8 @@ def orphaned_images(client: docker.DockerClient) -> list:
     owner on this host is gone."""
     orphans = []
     for image in client.images.list(filters={"label": [f"{MANAGED}=true", TRIAL]}):
+        if (image.labels or {}).get(KEPT_ENV) == "true":
+            continue  # a kept environment (reb_ray/environment/keep.py) outlives its owner
         owner = Owner.from_labels(image.labels or {})
         if owner is not None and owner.is_local() and not owner.is_alive():
             orphans.append(image)

@@ -4,7 +4,7 @@ A trial's score is decided by its agent (kind, model, arguments, limits, the pin
 its CLI), its task's spec, the probe toolbox (probe sources, pyright), the sandbox image, the
 settings a trial runs under (timeouts, limits, CPUs, network policy) and its trial index. Its
 identity is a 16-hex digest of exactly those, taken from the sweep's scoring identity
-(reb_ray/sweep_identity.py), so both agree on what counts. The agent's name, the sweep id and
+(reb_ray/sweep/identity.py), so both agree on what counts. The agent's name, the sweep id and
 everything volatile (Ray address, output and mirror paths, endpoints and their ports, keys,
 concurrency, attempts, budgets, W&B) stay out: a renamed agent table, a moved output directory or
 another cluster reuses what was scored.

@@ -1,4 +1,4 @@
-"""One LLM agent's session in a real Docker sandbox, set up the way reb_ray/trial.py does it.
+"""One LLM agent's session in a real Docker sandbox, set up the way reb_ray/trial/run.py does it.
 
 `LlmSession` starts the scripted endpoint and a metering proxy on the Docker bridge (the
 sandbox reaches it there), registers the trial, opens the toolchain slot and a sandbox of the

@@ -31,6 +31,8 @@ from reb_ray.trial import artifacts
 from reb_ray.trial.artifacts import TrialArtifacts
 from reb_ray.suite.assets import missing_by_stage
 from reb_ray.trial.between_phases import settle
+from reb_ray.environment.fingerprint import fingerprint  # environment artifacts
+from reb_ray.environment.phase import EnvironmentPhase  # environment artifacts
 from reb_ray.errors import InfraError, RebRayError
 from reb_ray.trial.gpu_lease import GpuLease
 from reb_ray.grading.startup import trajectory_hits
@@ -144,6 +146,8 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
     slot = NoSlot()
     egress = TrialEgress(spec.config)
     workspace = Path(tempfile.mkdtemp(prefix="reb-ray-trial-"))
+    rec.row.update(fingerprint(spec.config.sandbox))  # environment artifacts: the node's hardware
+    env_phase = EnvironmentPhase(rec, spec, redactor.secrets)  # environment artifacts
     try:
         _preflight(spec)
         placed = place_repo(spec.task, workspace, spec.config.repo_mirrors)
@@ -180,6 +184,7 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
         report = _between_phases(rec, sandbox, report_path, repo_dir, baseline, placed.path)
         llm.judge(report)  # failed because of its LLM endpoint (429, 5xx, auth, budget): infra, not the agent's
         slot.detach()  # gone before any probe runs: not on their PATH, not in the env size
+        env_phase.run(sandbox, repo_dir, report)  # environment artifacts: manifest, then the container committed
         probe_t0 = time.monotonic()
         if ended_by:  # a sandbox limit stopped the agent (`LimitWatch`): nothing is probed
             rec.apply(agent_failed(spec.task, PROBE_STAGES, *ended_by))
@@ -208,6 +213,7 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
     except Exception as exc:  # a harness bug must not be scored against the agent
         rec.infra("infra_harness", f"{type(exc).__name__}: {exc}")
     finally:
+        env_phase.settle()  # environment artifacts: keep the committed image or remove it
         if llm is not None:
             rec.row.update(llm.close(rec.artifacts))  # an error path: still unregistered, its tokens kept
         if sandbox is not None:

@@ -152,3 +152,30 @@ def test_reaper_removes_per_attempt_images_of_a_dead_owner_only(docker_client, s
                 docker_client.images.remove(f"reb-ray/attempt:{tag}", force=True)
             except docker.errors.NotFound:
                 pass
+
+
+def test_a_kept_environment_is_never_reaped_even_with_a_dead_owner(docker_client, sandbox_image):
+    """An image labelled as a kept environment outlives its owner, whatever its owner labels say."""
+    from reb_ray.sandbox.ownership import KEPT_ENV, container_labels, process_start_ticks
+    from reb_ray.sandbox.reaper import reap_images
+
+    gone = subprocess.Popen(["sleep", "60"])
+    dead = Owner(os.uname().nodename, gone.pid, process_start_ticks(gone.pid))
+    gone.kill()
+    gone.wait()
+    labels = {**container_labels("img-keep", "heuristic/t/0", 1), **dead.labels()}
+    box = docker_client.containers.create(sandbox_image, ["true"], labels=labels)
+    tags = [f"reb-ray-test/kept:{os.getpid()}", f"reb-ray-test/notkept:{os.getpid()}"]
+    try:
+        kept = box.commit(*tags[0].split(":"), changes=[f"LABEL {KEPT_ENV}=true"])
+        other = box.commit(*tags[1].split(":"))
+        box.remove(force=True)
+        removed = reap_images(docker_client)
+        assert other.id in removed and kept.id not in removed
+        assert docker_client.images.get(tags[0]).id == kept.id
+    finally:
+        for tag in tags:
+            try:
+                docker_client.images.remove(tag, force=True)
+            except docker.errors.ImageNotFound:
+                pass

@@ -1,0 +1,74 @@
+"""`reb-ray env`: environments as artifacts (export, verify, list kept images)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, help="Environments agents built: export them, rebuild them, list those kept.")
+
+
+@app.command("export")
+def export(
+    output: Path = typer.Argument(..., help="Output directory of sweeps (holds trials/)."),
+    trial_id: str = typer.Argument(..., help="The trial id, <agent>/<task_id>/<trial_index>."),
+    out: Path = typer.Option(..., "--out", help="Directory to write (new or empty)."),
+    attempt: Optional[int] = typer.Option(None, "--attempt", help="This attempt (default: the last scored)."),
+    sweep_id: Optional[str] = typer.Option(None, "--sweep", help="The sweep, when the directory holds the trial in several."),
+    image: bool = typer.Option(False, "--image", help="Add the kept image as image.tar (docker save; on its node)."),
+    wheels: bool = typer.Option(True, "--wheels/--no-wheels", help="Copy the locked wheels the node holds into wheels/."),
+    tasks_root: Optional[Path] = typer.Option(None, "--tasks-root", help="Directory of suites (default: the bundled tasks/)."),
+    repo_mirror: list[Path] = typer.Option([], "--repo-mirror", help="Directory of bare mirrors for fetched tasks."),
+) -> None:
+    """Write a directory that rebuilds the attempt's environment: Dockerfile, locks, wheels,
+    manifest, report, README (what it could not capture)."""
+    from reb_ray.environment.export import export as run_export
+
+    info = run_export(output, trial_id, out, attempt=attempt, sweep_id=sweep_id, image=image, wheels=wheels,
+                      tasks_root=tasks_root, mirrors=repo_mirror)
+    size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    typer.echo(f"exported {info['trial_id']} attempt {info['attempt']} to {out}: {info['locked_hashed']} hashed + "
+               f"{info['locked_unhashed']} unhashed package(s), {info['wheels']} wheel(s), "
+               f"{len(info['not_captured'])} gap(s) in README.md, {size / 1e6:.1f} MB")
+
+
+@app.command("verify")
+def verify(
+    export_dir: Path = typer.Argument(..., help="A directory written by `reb-ray env export`."),
+    output: Optional[Path] = typer.Option(None, "--output", help="Keep the verification trial's artifacts here."),
+    cache: bool = typer.Option(False, "--cache/--no-cache", help="Let docker reuse layers of an earlier build."),
+    tasks_root: Optional[Path] = typer.Option(None, "--tasks-root", help="Directory of suites (default: the bundled tasks/)."),
+    keep_image: bool = typer.Option(False, "--keep-image", help="Keep the rebuilt image (reb-ray/env-verify:<digest>)."),
+) -> None:
+    """Rebuild the export, run the probe phase on it with no agent, compare each stage with the
+    source attempt's; prints `reproducible: yes|no|not attempted` (exit 1 unless yes)."""
+    from reb_ray.sweep.env_verify import verify as run_verify
+
+    record = run_verify(export_dir, output, no_cache=not cache, tasks_root=tasks_root, keep_image=keep_image)
+    source = record.get("source_agent_wall_time_s")
+    ratio = f" ({record['build_s'] / source:.2f}x the agent phase's {source:.1f} s)" if source else ""
+    typer.echo(f"rebuild: {'built' if record['built'] else 'failed'} in {record['build_s']:.1f} s{ratio}")
+    if record.get("rebuilt_stages"):
+        typer.echo("stages: " + ", ".join(f"{k} {v}" for k, v in record["rebuilt_stages"].items()))
+    if record.get("packages_missing") or record.get("packages_extra"):
+        typer.echo(f"packages missing: {record['packages_missing']}; extra: {record['packages_extra']}")
+    typer.echo(record["verdict"])
+    raise typer.Exit(0 if record.get("reproducible") else 1)
+
+
+@app.command("list")
+def list_kept(
+    sweep_id: Optional[str] = typer.Option(None, "--sweep", help="Only this sweep's."),
+) -> None:
+    """The kept-environment images on this node: tag, sweep, trial, attempt, size."""
+    from reb_ray.environment.keep import kept_images
+    from reb_ray.sandbox.docker_client import connect
+    from reb_ray.sandbox.ownership import ATTEMPT, SWEEP, TRIAL
+
+    for image in kept_images(connect(), sweep_id):
+        labels = image.labels or {}
+        tag = image.tags[0] if image.tags else image.id[:19]
+        typer.echo(f"{tag}  {labels.get(SWEEP)}  {labels.get(TRIAL)}  attempt {labels.get(ATTEMPT)}  "
+                   f"{image.attrs.get('Size', 0) / 1e9:.2f} GB")

@@ -1,0 +1,338 @@
+"""Export: a directory a user takes away that rebuilds an attempt's environment.
+
+`export(output, trial_id, out, attempt=None, sweep_id=None, image=False)` reads the attempt's
+trials row and environment manifest (reb_ray/environment/capture.py) and writes `out`:
+
+- `Dockerfile`: FROM the sandbox image the attempt ran in (its tag; its id in a comment), the
+  system packages the agent added installed at their exact versions (apt), the repository
+  copied to the same path, the interpreter's environment created at the same prefix (a venv
+  with the same base interpreter and pyvenv.cfg options, a conda environment from its explicit
+  package list, or the image's own interpreter), the packages installed with `--no-deps` from
+  the locks, the repository's editable install redone, the report's `env` as ENV lines, and the
+  agent's report put back at its path;
+- `requirements.lock`: `name==version --hash=sha256:...` of every index-installed package
+  whose wheel the node held (installed with --require-hashes); `requirements.nohash.lock`:
+  exact pins whose wheel hash is unknown and direct references (VCS at its commit, URLs);
+- `wheels/` (unless `wheels=False`): those wheels, so the build needs no index when every
+  package has one (`PIP_NO_INDEX` is then set in the build);
+- `certs/`: empty; a CA bundle put there as `ca.pem` is what pip trusts while building (a
+  network whose TLS is intercepted); `conda-explicit.txt` for a conda environment; `manifest.json`, `report.json`;
+  `export.json` (what was exported, from where, and every step left out); `README.md`;
+- `image.tar` (`image=True`): the kept image itself (`docker save`), when the attempt's node
+  is this one and the image is still there.
+
+What cannot be rebuilt from a recipe is listed in README.md and `export.json`'s `not_captured`
+(e.g. an editable install of a directory outside the repository, a package whose installer is
+unknown, files the agent put outside the environment's prefix): the export never pretends.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from reb_ray.errors import RebRayError
+
+ENV_DIR = "/opt/reb-ray-env"  # where the export's files go inside the rebuilt image
+EXPORT_VERSION = 1
+_SAFE_PIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_SAFE_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+!_-]*$")
+
+
+def find_attempt(output: Path, trial_id: str, attempt: int | None = None, sweep_id: str | None = None) -> dict:
+    """The trials row of `trial_id`'s attempt (`attempt`, else its latest scored one) in
+    `output`. Raises RebRayError naming what is missing."""
+    from reb_ray.results.read import read_trials
+
+    rows = [r for r in read_trials(output, sweep_id).to_pylist() if r["trial_id"] == trial_id]
+    if not rows:
+        raise RebRayError(f"{output}: no trial {trial_id!r}" + (f" in sweep {sweep_id!r}" if sweep_id else ""))
+    sweeps = sorted({r["sweep_id"] for r in rows})
+    if len(sweeps) > 1 and sweep_id is None:
+        raise RebRayError(f"{output}: trial {trial_id!r} is in sweeps {', '.join(sweeps)}: name one with --sweep")
+    if attempt is not None:
+        chosen = [r for r in rows if r["attempt"] == attempt]
+        if not chosen:
+            raise RebRayError(f"{output}: trial {trial_id!r} has no attempt {attempt} "
+                              f"(attempts: {', '.join(str(r['attempt']) for r in sorted(rows, key=lambda r: r['attempt']))})")
+        return chosen[-1]
+    scored = [r for r in rows if r["status"] == "scored"] or rows
+    return max(scored, key=lambda r: r["attempt"])
+
+
+def load_manifest(output: Path, row: dict) -> dict:
+    """The attempt's stored manifest. Raises RebRayError when it has none."""
+    rel = row.get("env_manifest_path")
+    if not rel:
+        why = row.get("env_capture_error") or "it was recorded before environments were captured"
+        raise RebRayError(f"trial {row['trial_id']!r} attempt {row['attempt']} has no environment manifest: {why}")
+    try:
+        return json.loads(gzip.decompress((output / rel).read_bytes()))
+    except (OSError, ValueError, EOFError) as exc:
+        raise RebRayError(f"{output / rel}: cannot read the environment manifest ({exc})") from None
+
+
+def stage_rows(output: Path, row: dict) -> list[dict]:
+    """The stages rows of the row's attempt."""
+    from reb_ray.results.read import read_stages
+
+    return [s for s in read_stages(output, row["sweep_id"]).to_pylist()
+            if s["trial_id"] == row["trial_id"] and s["attempt"] == row["attempt"]]
+
+
+def _in(path: str | None, root: str) -> bool:
+    return bool(path) and (path == root or path.startswith(root.rstrip("/") + "/"))
+
+
+def _local_path(url: str | None) -> str | None:
+    return url[len("file://"):] if url and url.startswith("file://") else None
+
+
+def plan(manifest: dict) -> dict:
+    """What the recipe installs, from the manifest: {hashed: [(name, version, sha256, wheel)],
+    pinned: [requirement line], editable: [path in the repository], not_captured: [line]}."""
+    interp = manifest.get("interpreter") or {}
+    prefix = interp.get("prefix")
+    repo = manifest.get("repo_dir") or "/work/repo"
+    hashed, pinned, editable, not_captured = [], [], [], []
+    for dist in manifest.get("distributions") or []:
+        if dist.get("shadowed"):
+            continue
+        name, version, source = dist.get("name") or "", dist.get("version") or "", dist.get("source") or {}
+        kind = source.get("kind")
+        if not prefix or not _in(dist.get("location"), prefix):
+            continue  # the image's own packages (a venv with system site packages sees them too)
+        if not _SAFE_PIN.match(name) or (version and not _SAFE_VERSION.match(version)):
+            not_captured.append(f"{name!r} {version!r}: not a name and version pip accepts")
+            continue
+        if kind in ("editable", "egg_link", "local_dir"):
+            path = _local_path(source.get("url"))
+            if path and _in(path, repo):
+                editable.append(path) if kind != "local_dir" else pinned.append(f"{path}")
+            else:
+                not_captured.append(f"{name} {version}: installed from {path or source.get('url')}, outside the repository")
+        elif kind == "vcs" and source.get("url") and source.get("commit_id"):
+            pinned.append(f"{name} @ {source.get('vcs', 'git')}+{source['url']}@{source['commit_id']}")
+        elif kind == "archive_url" and source.get("url"):
+            pinned.append(f"{name} @ {source['url']}")
+        elif kind == "wheel_file":
+            wheel = dist.get("wheel")
+            if wheel:
+                hashed.append((name, version, wheel["sha256"], wheel["file"]))
+            else:
+                pinned.append(f"{name}=={version}")
+                not_captured.append(f"{name} {version}: installed from the wheel file {source.get('url')}, not found on this node")
+        elif kind == "index":
+            wheel = dist.get("wheel")
+            if wheel:
+                hashed.append((name, version, wheel["sha256"], wheel["file"]))
+            else:
+                pinned.append(f"{name}=={version}")
+        else:
+            not_captured.append(f"{name} {version}: installer {dist.get('installer')!r}, source unknown")
+    return {"hashed": hashed, "pinned": pinned, "editable": editable, "not_captured": not_captured}
+
+
+def _env_steps(manifest: dict, not_captured: list[str]) -> tuple[list[str], str]:
+    """(Dockerfile RUN lines that create the environment at its prefix, the python to install with)."""
+    interp = manifest.get("interpreter") or {}
+    prefix, base = interp.get("prefix"), interp.get("base_prefix")
+    version = ".".join(str(interp.get("version") or "").split(".")[:2])
+    conda = manifest.get("conda")
+    if conda:
+        root = conda.get("root")
+        create = f"{root}/bin/conda create -y -p {prefix} --file {ENV_DIR}/conda-explicit.txt" if prefix != root else \
+            f"{root}/bin/conda install -y -p {prefix} --file {ENV_DIR}/conda-explicit.txt"
+        not_captured.append(f"the conda installation at {root} itself is assumed present in the base image "
+                            "(a conda the agent installed is not rebuilt by this recipe)")
+        return [f"RUN {create}"], f"{prefix}/bin/python"
+    if interp.get("venv"):
+        cfg = interp.get("pyvenv_cfg") or ""
+        system = "--system-site-packages " if re.search(r"include-system-site-packages\s*=\s*true", cfg) else ""
+        return [f"RUN {base}/bin/python{version} -m venv {system}{prefix}"], f"{prefix}/bin/python"
+    return [], interp.get("path") or "python3"
+
+
+def dockerfile(manifest: dict, steps: dict, has_wheels: bool, report_name: str | None) -> str:
+    """The Dockerfile text (see the module docstring)."""
+    image = manifest.get("image") or {}
+    repo = manifest.get("repo_dir") or "/work/repo"
+    lines = ["# Rebuilds the environment an agent built in a reb-ray trial (README.md).",
+             f"# trial {manifest.get('trial_id')} attempt {manifest.get('attempt')} of sweep {manifest.get('sweep_id')}",
+             f"# sandbox image id: {image.get('id')}",
+             f"FROM {image.get('tag')}", "USER root", "ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1"]
+    system = (manifest.get("system_packages") or {})
+    wanted = {**system.get("added", {}), **{k: v[1] for k, v in system.get("changed", {}).items()}}
+    if wanted:
+        pins = " ".join(f"{k.split(':')[0]}={v}" for k, v in sorted(wanted.items()))
+        lines.append(f"RUN apt-get update && apt-get install -y --no-install-recommends {pins} && rm -rf /var/lib/apt/lists/*")
+    lines.append(f"COPY repo {repo}")
+    lines.append(f"COPY requirements.lock requirements.nohash.lock {ENV_DIR}/")
+    if manifest.get("conda"):
+        lines.append(f"COPY conda-explicit.txt {ENV_DIR}/")
+    if has_wheels:
+        lines.append(f"COPY wheels {ENV_DIR}/wheels")
+    # certs/ca.pem, when present, is the CA bundle of the build host's TLS-intercepting proxy
+    # (`reb-ray env verify` puts the node's there); pip uses it only while building.
+    lines.append(f"COPY certs {ENV_DIR}/certs")
+    env_lines, python = _env_steps(manifest, steps["not_captured"])
+    lines += env_lines
+    find_links = f" --find-links {ENV_DIR}/wheels" if has_wheels else ""
+    offline = "PIP_NO_INDEX=1 " if has_wheels and not steps["pinned"] else ""
+    brk = "PIP_BREAK_SYSTEM_PACKAGES=1 " if not (manifest.get("interpreter") or {}).get("venv") else ""
+    brk = f'{brk}PIP_CERT="$(ls {ENV_DIR}/certs/ca.pem 2>/dev/null)" '
+    if steps["hashed"]:
+        lines.append(f"RUN {brk}{offline}{python} -m pip install --no-deps --require-hashes{find_links} "
+                     f"-r {ENV_DIR}/requirements.lock")
+    if steps["pinned"]:
+        lines.append(f"RUN {brk}{python} -m pip install --no-deps{find_links} -r {ENV_DIR}/requirements.nohash.lock")
+    for path in steps["editable"]:
+        lines.append(f"RUN {brk}{python} -m pip install --no-deps{find_links} -e {path}")
+    env = (manifest.get("report") or {}).get("env") or {}
+    for key, value in sorted(env.items()):
+        if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key) and isinstance(value, str):
+            lines.append(f"ENV {key}={json.dumps(value)}")
+    if report_name:
+        lines.append(f"COPY {report_name} {ENV_DIR}/report.json")
+        if manifest.get("report_path"):
+            lines.append(f"RUN mkdir -p {Path(manifest['report_path']).parent} && cp {ENV_DIR}/report.json {manifest['report_path']}")
+    lines.append(f"WORKDIR {repo}")
+    return "\n".join(lines) + "\n"
+
+
+def _copy_repo(row: dict, dest: Path, tasks_root: Path | None, mirrors: list[Path]) -> None:
+    """The task's repository at the attempt's pinned commit, into `dest`."""
+    import tempfile
+
+    from reb_ray.suite.load import load_suite
+    from reb_ray.suite.placement import place_repo
+
+    tasks = {t.id: t for t in load_suite(row["suite"], tasks_root)}
+    if row["task_id"] not in tasks:
+        raise RebRayError(f"suite {row['suite']!r} has no task {row['task_id']!r} any more: cannot place its repository")
+    with tempfile.TemporaryDirectory(prefix="reb-ray-export-") as tmp:
+        placed = place_repo(tasks[row["task_id"]], Path(tmp), mirrors)
+        if row.get("repo_commit") and placed.commit != row["repo_commit"]:
+            raise RebRayError(f"task {row['task_id']!r} is now at commit {placed.commit}, the attempt ran "
+                              f"{row['repo_commit']}: the export would not be the same repository")
+        shutil.copytree(placed.path, dest, symlinks=True)
+
+
+def export(output: Path, trial_id: str, out: Path, attempt: int | None = None, sweep_id: str | None = None,
+           image: bool = False, wheels: bool = True, wheel_dirs: list[Path] | None = None,
+           tasks_root: Path | None = None, mirrors: list[Path] | None = None) -> dict:
+    """Write the export of `trial_id`'s attempt into `out` (must not exist or be empty); returns
+    export.json's content. Raises RebRayError with one line on what is missing."""
+    from reb_ray.models.sweep import NODE_WHEELHOUSE, SweepConfig
+
+    output, out = Path(output), Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise RebRayError(f"{out}: exists and is not empty")
+    row = find_attempt(output, trial_id, attempt, sweep_id)
+    manifest = load_manifest(output, row)
+    steps = plan(manifest)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    report = next((s.get("raw") for s in stage_rows(output, row) if s["stage"] == "report"), None)
+    if report:
+        (out / "report.json").write_text(report)
+    _copy_repo(row, out / "repo", tasks_root, mirrors or [])
+    (out / "certs").mkdir()
+    (out / "requirements.lock").write_text("".join(f"{n}=={v} --hash=sha256:{h}\n" for n, v, h, _ in steps["hashed"]))
+    (out / "requirements.nohash.lock").write_text("".join(f"{line}\n" for line in steps["pinned"]))
+    if manifest.get("conda"):
+        urls = [p["url"] + (f"#{p['md5']}" if p.get("md5") else "") for p in manifest["conda"]["packages"] if p.get("url")]
+        (out / "conda-explicit.txt").write_text("@EXPLICIT\n" + "".join(f"{u}\n" for u in urls))
+    copied, missing = 0, []
+    if wheels and steps["hashed"]:
+        dirs = wheel_dirs if wheel_dirs is not None else [SweepConfig().pip_cache_dir,
+                                                          *([NODE_WHEELHOUSE] if NODE_WHEELHOUSE.is_dir() else [])]
+        (out / "wheels").mkdir()
+        for name, version, _, file in steps["hashed"]:
+            found = next((d / file for d in dirs if (d / file).is_file()), None)
+            if found is None:
+                missing.append(file)
+                continue
+            shutil.copy2(found, out / "wheels" / file)
+            copied += 1
+        if missing:
+            steps["not_captured"].append(f"wheels not on this node ({', '.join(missing)}): the build downloads them")
+    has_wheels = copied > 0
+    (out / "Dockerfile").write_text(dockerfile(manifest, steps, has_wheels, "report.json" if report else None))
+    (out / ".dockerignore").write_text("image.tar\nverification.json\nexport.json\nREADME.md\n")  # not sent to the daemon
+    archive = None
+    if image:
+        archive = _save_image(row, out / "image.tar")
+    info = {"export_version": EXPORT_VERSION, "output": str(output.resolve()), "sweep_id": row["sweep_id"],
+            "trial_id": row["trial_id"], "attempt": row["attempt"], "task_id": row["task_id"], "suite": row["suite"],
+            "agent": row["agent"], "node": row["node"], "env_manifest_digest": row.get("env_manifest_digest"),
+            "agent_wall_time_s": row.get("agent_wall_time_s"), "kept_image": row.get("env_image_tag"),
+            "image_archive": archive, "locked_hashed": len(steps["hashed"]), "locked_unhashed": len(steps["pinned"]),
+            "editable": steps["editable"], "wheels": copied, "not_captured": steps["not_captured"],
+            "stages": {s["stage"]: s["status"] for s in stage_rows(output, row)}}
+    (out / "export.json").write_text(json.dumps(info, indent=1) + "\n")
+    (out / "README.md").write_text(readme(manifest, info))
+    return info
+
+
+def _save_image(row: dict, dest: Path) -> str:
+    """`docker save` of the attempt's kept image into `dest`. Raises RebRayError when it is not
+    kept, or kept on another node."""
+    import socket
+
+    if not row.get("env_kept") or not row.get("env_image_id"):
+        raise RebRayError(f"trial {row['trial_id']!r} attempt {row['attempt']} kept no image "
+                          f"(policy {row.get('env_keep_policy')!r}): export without --image")
+    if row.get("node") != socket.gethostname():
+        raise RebRayError(f"the kept image of trial {row['trial_id']!r} is on node {row['node']!r}: run the export there")
+    proc = subprocess.run(["docker", "save", "-o", str(dest), row["env_image_tag"] or row["env_image_id"]],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RebRayError(f"docker save {row['env_image_tag']}: {proc.stderr.strip()[:300]}")
+    return dest.name
+
+
+def readme(manifest: dict, info: dict) -> str:
+    """README.md of an export."""
+    interp = manifest.get("interpreter") or {}
+    gaps = "\n".join(f"- {line}" for line in info["not_captured"]) or "- nothing the manifest knows of"
+    fs = manifest.get("filesystem") or {}
+    outside = [g for g in fs.get("groups") or [] if not _in(g["path"], interp.get("prefix") or "/nonexistent")]
+    outside_text = "\n".join(f"- {g['path']}: {g['files']} files, {g['bytes']} bytes" for g in outside[:20]) or "- none"
+    image_part = (f"\n`image.tar` is the exact image the agent left (`docker load -i image.tar`, then "
+                  f"`docker run -it {info['kept_image']} bash`).\n") if info.get("image_archive") else ""
+    return f"""# Environment of {info['trial_id']} (attempt {info['attempt']}, sweep {info['sweep_id']})
+
+The agent `{info['agent']}` built this environment for the task `{info['task_id']}` ({info['suite']})
+on node `{info['node']}`. Its interpreter is `{interp.get('path')}` (Python {interp.get('version')},
+prefix `{interp.get('prefix')}`). Stages of the source attempt: {', '.join(f'{k} {v}' for k, v in info['stages'].items())}.
+
+## Build and use
+
+    docker build -t my-env .
+    docker run -it my-env {interp.get('path')} -c 'import sys; print(sys.prefix)'
+
+The build starts from the sandbox image the trial ran in (`FROM` line; it must be on the machine:
+`reb-ray image build`), installs the system packages the agent added at their versions, copies
+the repository to `{manifest.get('repo_dir')}`, creates the environment at the same prefix and
+installs {info['locked_hashed']} package(s) from `requirements.lock` by exact version and sha256
+(their wheels are in `wheels/`) and {info['locked_unhashed']} from `requirements.nohash.lock`
+(exact pins or direct references without a known hash), then redoes the editable install of the
+repository ({', '.join(info['editable']) or 'none'}). The agent's report is put back at
+`{manifest.get('report_path')}`. `reb-ray env verify .` rebuilds it and runs the probes on it.
+{image_part}
+## What the recipe could not capture
+
+{gaps}
+
+Paths the agent changed outside the environment's prefix and the repository (the container's
+filesystem diff; not rebuilt by the recipe unless listed above):
+
+{outside_text}
+
+The commands the agent ran are in `manifest.json` (`commands`), the full manifest beside them.
+"""

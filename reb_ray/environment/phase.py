@@ -1,0 +1,56 @@
+"""The environment phase of a trial: capture, then commit, between the agent and probe phases.
+
+`EnvironmentPhase` is what the trial flow calls: `run(sandbox, repo_dir, report)` right after
+the between-phases step (leftovers stopped, report read, repository restored) and before the
+probe phase; `settle()` at the attempt's end, on every path, once the trial's status is known
+(keep the image or remove it, `keep.wanted`). Nothing here ever fails the trial: a capture or a
+commit that fails leaves its columns null and says why in env_capture_error / env_keep_error.
+"""
+
+from __future__ import annotations
+
+from reb_ray.environment import capture as capture_mod
+from reb_ray.environment import keep
+from reb_ray.environment.keep import KEPT_DIGEST, KEPT_NODE
+
+
+class EnvironmentPhase:
+    """One attempt's capture and kept image (see the module docstring)."""
+
+    def __init__(self, rec, spec, secrets: list[str]) -> None:
+        self.rec, self.spec, self.secrets = rec, spec, list(secrets)
+        self.policy = getattr(spec.config, "keep_environments", "successes")
+        self.client = None
+        self.image_id: str | None = None
+        rec.row["env_keep_policy"] = self.policy
+
+    def run(self, sandbox, repo_dir: str, report) -> None:
+        """Capture the manifest, then (policy not `none`, docker sandbox) commit the container."""
+        capture_mod.capture(self.rec, sandbox, self.spec, repo_dir, report, self.secrets)
+        if self.policy == "none" or sandbox.provider != "docker":
+            return
+        labels = {KEPT_NODE: str(self.rec.row.get("node") or "")}
+        if self.rec.row.get("env_manifest_digest"):
+            labels[KEPT_DIGEST] = self.rec.row["env_manifest_digest"]
+        try:
+            columns = keep.commit(sandbox, labels)
+        except Exception as exc:  # noqa: BLE001 - keeping never fails the trial
+            self.rec.row["env_keep_error"] = f"commit failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            return
+        self.client, self.image_id = sandbox.client, columns["env_image_id"]
+        self.rec.row.update(columns)
+
+    def settle(self) -> None:
+        """Keep the committed image when the policy wants this attempt, else remove it."""
+        if self.image_id is None:
+            if "env_manifest_digest" in self.rec.row or "env_capture_error" in self.rec.row:
+                self.rec.row["env_kept"] = False
+            return
+        if keep.wanted(self.policy, self.rec.row, self.rec.stages):
+            self.rec.row["env_kept"] = True
+            return
+        problem = keep.remove(self.client, self.image_id)
+        self.rec.row.update(env_kept=False, env_image_id=None, env_image_tag=None)
+        if problem:
+            self.rec.row["env_keep_error"] = problem
+        self.image_id = None

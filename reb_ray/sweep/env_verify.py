@@ -1,0 +1,168 @@
+"""Verify: rebuild an export and run the probe phase on it, with no agent.
+
+`verify(export_dir)` builds the export's Dockerfile (`docker build --no-cache` by default: a
+verification must really rebuild, not reuse the layers of an earlier build), then runs one
+trial of the task on the built image whose agent does nothing but check that the report the
+recipe put back is there (`RebuiltEnvironment`), so the probe phase judges exactly what the
+recipe built (the node's CA bundle is lent to pip while building, as the sandboxes get it), and
+compares each stage's verdict (C0..C5, COMPARED) with the source attempt's
+(export.json's `stages`). It also compares the packages the rebuilt interpreter holds (its own
+manifest, taken by the same capture) with the source manifest's.
+
+The result: `reproducible` true (every compared stage has the source's status), false (the
+stages that differ are listed), or null with `built` false when the recipe did not build (its
+error is kept; the kept image is never used in its place). It is printed as one line
+`reproducible: yes` / `reproducible: no (...)` / `reproducible: not attempted (...)` and written
+as `verification.json` in the export directory, and appended to the source output's dataset
+of verifications, `<output>/environments/verifications.jsonl`, when that directory is writable.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from reb_ray.agents.base import Agent, AgentContext, AgentRun
+from reb_ray.errors import RebRayError
+
+COMPARED = ("c0", "c1", "c2", "c3", "c4", "c5")
+BUILD_TIMEOUT_S = 3600.0
+VERIFY_REPOSITORY = "reb-ray/env-verify"
+VERIFICATIONS = "environments/verifications.jsonl"
+
+
+class RebuiltEnvironment(Agent):
+    """The agent phase of a verification: the environment is already built, so it only checks
+    that the recipe put the report back (exit 0 when it did)."""
+
+    name = "rebuilt-environment"
+    trusted = True
+    calls_no_model = True
+
+    def run(self, sandbox, ctx: AgentContext) -> AgentRun:
+        started = time.monotonic()
+        result = sandbox.exec(["test", "-f", ctx.report_path], timeout=60)
+        return AgentRun.from_exec(result, ctx.timeout_s, started)
+
+
+def build(export_dir: Path, tag: str, no_cache: bool = True, timeout: float = BUILD_TIMEOUT_S) -> tuple[bool, float, str]:
+    """`docker build` the export as `tag`: (built, seconds, the build output's last 2,000 characters)."""
+    argv = ["docker", "build", "-t", tag, *(["--no-cache"] if no_cache else []), str(export_dir)]
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False, time.monotonic() - started, f"the build ran past {timeout:.0f} s"
+    return proc.returncode == 0, time.monotonic() - started, (proc.stdout + proc.stderr)[-2000:]
+
+
+def compare(source: dict[str, str], rebuilt: dict[str, str]) -> list[str]:
+    """The COMPARED stages whose status differs: "c1: success -> failure" each."""
+    return [f"{s}: {source.get(s)} -> {rebuilt.get(s)}" for s in COMPARED if source.get(s) != rebuilt.get(s)]
+
+
+def package_set(manifest: dict | None) -> set[tuple[str, str]]:
+    prefix = ((manifest or {}).get("interpreter") or {}).get("prefix") or "/nonexistent"
+    return {(d["name"].lower(), d.get("version") or "") for d in (manifest or {}).get("distributions") or []
+            if not d.get("shadowed") and str(d.get("location") or "").startswith(prefix)}
+
+
+def verify(export_dir: Path, output: Path | None = None, no_cache: bool = True, tasks_root: Path | None = None,
+           keep_image: bool = False) -> dict:
+    """Rebuild and probe the export in `export_dir`; returns the verification record (module
+    docstring). `output` receives the verification trial's rows' artifacts (a temporary
+    directory when None). The rebuilt image is removed afterwards unless `keep_image`. Raises
+    RebRayError when `export_dir` is not an export."""
+    from reb_ray.suite.load import load_suite
+    from reb_ray.models.sweep import SweepConfig, TrialSpec
+    from reb_ray.trial import run_trial
+
+    export_dir = Path(export_dir)
+    try:
+        info = json.loads((export_dir / "export.json").read_text())
+        source_manifest = json.loads((export_dir / "manifest.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise RebRayError(f"{export_dir}: not an environment export (export.json / manifest.json: {exc})") from None
+    digest = hashlib.sha256((export_dir / "Dockerfile").read_bytes()).hexdigest()[:12]
+    tag = f"{VERIFY_REPOSITORY}:{digest}"
+    record: dict = {"export": str(export_dir.resolve()), "sweep_id": info["sweep_id"], "trial_id": info["trial_id"],
+                    "attempt": info["attempt"], "task_id": info["task_id"], "image": tag,
+                    "source_agent_wall_time_s": info.get("agent_wall_time_s"), "source_stages": info.get("stages")}
+    # The node's CA bundle (the one its sandboxes get) for pip during the build only: a network
+    # whose TLS is intercepted is the node's, not the recipe's.
+    ca = SweepConfig().ca_bundle
+    placed = export_dir / "certs" / "ca.pem"
+    if ca is not None and Path(ca).is_file() and placed.parent.is_dir() and not placed.exists():
+        shutil.copyfile(ca, placed)
+    else:
+        placed = None
+    try:
+        built, build_s, log = build(export_dir, tag, no_cache)
+    finally:
+        if placed is not None:
+            placed.unlink(missing_ok=True)
+    record.update(built=built, build_s=build_s)
+    if not built:
+        record.update(reproducible=None, differs=None, build_error=log)
+        return _finish(export_dir, info, record)
+    tasks = {t.id: t for t in load_suite(info["suite"], tasks_root)}
+    with tempfile.TemporaryDirectory(prefix="reb-ray-verify-") as tmp:
+        out = Path(output) if output is not None else Path(tmp)
+        config = SweepConfig(suite=info["suite"], tasks_root=tasks_root, output=out, keep_environments="none",
+                             agents=["reb_ray.sweep.env_verify:RebuiltEnvironment"])
+        spec = TrialSpec(sweep_id=f"verify-{info['sweep_id']}", agent="reb_ray.sweep.env_verify:RebuiltEnvironment",
+                         task=tasks[info["task_id"]], trial_index=0, config=config, image=tag)
+        started = time.monotonic()
+        outcome = run_trial(spec)
+        record["probe_s"] = time.monotonic() - started
+        trial = outcome.trial
+        rebuilt_manifest = None
+        if trial.get("env_manifest_path"):
+            try:
+                rebuilt_manifest = json.loads(gzip.decompress((out / trial["env_manifest_path"]).read_bytes()))
+            except (OSError, ValueError, EOFError):
+                pass
+    if not keep_image:
+        subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+        record["image"] = None
+    stages = {s["stage"]: s["status"] for s in outcome.stages}
+    record.update(status=trial.get("status"), failure_reason=trial.get("failure_reason"), rebuilt_stages=stages)
+    if trial.get("status") != "scored":
+        record.update(reproducible=None, differs=None)
+        return _finish(export_dir, info, record)
+    differs = compare(info.get("stages") or {}, stages)
+    source_pkgs, rebuilt_pkgs = package_set(source_manifest), package_set(rebuilt_manifest)
+    record.update(reproducible=not differs, differs=differs,
+                  packages_missing=sorted(f"{n}=={v}" for n, v in source_pkgs - rebuilt_pkgs) if rebuilt_manifest else None,
+                  packages_extra=sorted(f"{n}=={v}" for n, v in rebuilt_pkgs - source_pkgs) if rebuilt_manifest else None)
+    return _finish(export_dir, info, record)
+
+
+def verdict_line(record: dict) -> str:
+    """`reproducible: yes`, `reproducible: no (stages that differ)`, or `reproducible: not attempted (why)`."""
+    if not record.get("built"):
+        return "reproducible: not attempted (the recipe does not build; see build_error in verification.json)"
+    if record.get("reproducible") is None:
+        return f"reproducible: not attempted (the verification trial was {record.get('status')}: {record.get('failure_reason')})"
+    if record["reproducible"]:
+        return "reproducible: yes"
+    return f"reproducible: no ({'; '.join(record['differs'])})"
+
+
+def _finish(export_dir: Path, info: dict, record: dict) -> dict:
+    record["verdict"] = verdict_line(record)
+    (export_dir / "verification.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+    source = Path(info.get("output") or "")
+    if source.is_dir() and os.access(source, os.W_OK):
+        dataset = source / VERIFICATIONS
+        dataset.parent.mkdir(parents=True, exist_ok=True)
+        with open(dataset, "a") as f:
+            f.write(json.dumps({k: v for k, v in record.items() if k != "build_error"}, default=str) + "\n")
+    return record

@@ -1,0 +1,87 @@
+"""Environments as artifacts with real Docker on the demo suite: the heuristic's environment
+for numpy-trainer is captured, kept, exported and rebuilt to the same verdicts; noop's
+attempt keeps nothing under the default policy; the reaper leaves a kept image alone."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+
+import pytest
+
+from reb_ray.environment.export import export
+from reb_ray.sweep.env_verify import verify
+from reb_ray.suite.load import load_suite
+from reb_ray.models.sweep import SweepConfig, TrialSpec
+from reb_ray.results.parquet_sink import ParquetSink
+from reb_ray.results.read import read_trials
+from reb_ray.trial import run_trial
+
+pytestmark = pytest.mark.docker
+
+
+def _run(agent: str, config: SweepConfig, image: str) -> dict:
+    task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
+    outcome = run_trial(TrialSpec(sweep_id="envart", agent=agent, task=task, trial_index=0, config=config, image=image))
+    with ParquetSink(config.output, flush_interval_s=0) as sink:
+        sink.write([outcome.trial], outcome.stages)
+    return outcome.trial
+
+
+def test_heuristic_environment_is_captured_kept_exported_and_rebuilt(sandbox_image, docker_client, tmp_path):
+    config = SweepConfig(output=tmp_path / "out")
+    heuristic = _run("heuristic", config, sandbox_image)
+    noop = _run("noop", config, sandbox_image)
+    try:
+        assert heuristic["status"] == "scored" and heuristic["c1_status"] == "success", heuristic["failure_reason"]
+        # Capture: the manifest beside the artifacts, its digest that of the stored bytes.
+        data = gzip.decompress((config.output / heuristic["env_manifest_path"]).read_bytes())
+        import hashlib
+        assert hashlib.sha256(data).hexdigest() == heuristic["env_manifest_digest"]
+        assert len(data) == heuristic["env_manifest_bytes"] and heuristic["env_capture_s"] > 0
+        manifest = json.loads(data)
+        assert manifest["interpreter"]["prefix"] == "/opt/envs/heuristic" and manifest["interpreter"]["venv"]
+        numpy = next(d for d in manifest["distributions"] if d["name"] == "numpy")
+        assert numpy["source"] == {"kind": "index"} and numpy["installer"] == "pip"
+        assert manifest["system_packages"] == {"added": {}, "removed": {}, "changed": {}}
+        assert manifest["filesystem"]["groups"][0]["path"] == "/opt/envs/heuristic"
+        cmds = manifest["commands"]["list"]
+        assert manifest["commands"]["source"] == "agent_log" and any("pip install" in c["command"] for c in cmds)
+        assert all(c["exit_code"] == 0 for c in cmds)
+        # Keep: a success under the default policy keeps an image labelled with its attempt, without an owner.
+        assert heuristic["env_keep_policy"] == "successes" and heuristic["env_kept"] is True
+        image = docker_client.images.get(heuristic["env_image_id"])
+        assert image.labels["reb-ray.env-kept"] == "true" and image.labels["reb-ray.trial"] == heuristic["trial_id"]
+        assert image.labels["reb-ray.owner.pid"] == "" and heuristic["env_image_bytes"] > 10_000_000
+        from reb_ray.sandbox.reaper import orphaned_images
+        assert heuristic["env_image_id"] not in {i.id for i in orphaned_images(docker_client)}
+        # noop: committed, then removed (no command stage passed); its manifest still taken.
+        assert noop["status"] == "scored" and noop["env_kept"] is False and noop["env_image_id"] is None
+        assert noop["env_manifest_digest"] and noop["env_commit_s"] is not None
+        # Fingerprint columns in the row.
+        assert heuristic["container_runtime"] == "docker" and heuristic["kernel"] == os.uname().release
+        # Export, then verify by rebuilding.
+        info = export(config.output, heuristic["trial_id"], tmp_path / "export", image=True)
+        assert info["locked_hashed"] >= 1 and info["wheels"] == info["locked_hashed"]
+        assert "numpy==" in (tmp_path / "export" / "requirements.lock").read_text()
+        assert (tmp_path / "export" / "image.tar").stat().st_size > 0
+        record = verify(tmp_path / "export")
+        assert record["built"] and record["verdict"] == "reproducible: yes", record
+        assert record["packages_missing"] == [] and record["packages_extra"] == []
+        assert json.loads((config.output / "environments" / "verifications.jsonl").read_text().splitlines()[-1])["reproducible"]
+        # A recipe that does not build is reported as such.
+        dockerfile = tmp_path / "export" / "Dockerfile"
+        dockerfile.write_text(dockerfile.read_text() + "RUN false\n")
+        broken = verify(tmp_path / "export")
+        assert broken["built"] is False and broken["verdict"].startswith("reproducible: not attempted")
+    finally:
+        if heuristic.get("env_image_id"):
+            subprocess.run(["docker", "rmi", "-f", heuristic["env_image_id"]], capture_output=True)
+
+
+def test_keep_none_commits_nothing(sandbox_image, tmp_path):
+    row = _run("noop", SweepConfig(output=tmp_path / "out", keep_environments="none"), sandbox_image)
+    assert row["env_keep_policy"] == "none" and row.get("env_commit_s") is None and row["env_kept"] is False
+    assert read_trials(tmp_path / "out").to_pylist()[0]["env_manifest_digest"] == row["env_manifest_digest"]
