@@ -96,7 +96,7 @@ def sweep(
     rerun: bool = typer.Option(False, "--rerun", help="Run trials again even if already scored."),
     fresh: bool = typer.Option(False, "--fresh", help="Reuse no scored trial of another sweep in --output (by default a trial whose identity, i.e. agent, model, arguments, CLI version, task spec, probes, image, limits and trial index, matches one already scored is taken over, not run)."),
     allow_drift: bool = typer.Option(False, "--allow-drift", help="Resume although scoring settings (agent model or CLI version, task specs, probes, image, timeouts, limits) changed since the sweep's first run; the changed fields are recorded in `config_drift`."),
-    keep_environments: Optional[str] = typer.Option(None, "--keep-environments", help="Which attempts keep the agent's container as an image on their node: none, successes (default: a command stage C1/C3/C4 passed), scored, all (`reb-ray env export` takes them away)."),
+    keep_environments: Optional[str] = typer.Option(None, "--keep-environments", help="Which attempts keep the agent's container as an image on their node: none (default: no disk budget evicts kept images yet), successes (a command stage C1/C3/C4 passed), scored, all (`reb-ray env export` takes them away)."),
     config: Optional[Path] = typer.Option(None, "--config", help="sweep.toml with defaults; flags override it."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ) -> None:

@@ -103,7 +103,7 @@ class SweepConfig(BaseModel):
     sweep_id: str | None = None
     # Which attempts keep their agent's container as an image (reb_ray/environment/keep.py):
     # none | successes | scored | all. Not part of the sweep id: keeping does not change a trial.
-    keep_environments: Literal["none", "successes", "scored", "all"] = "successes"
+    keep_environments: Literal["none", "successes", "scored", "all"] = "none"
 
     @field_validator("agent_specs", mode="before")
     @classmethod

@@ -31,7 +31,8 @@ def _run(agent: str, config: SweepConfig, image: str) -> dict:
 
 
 def test_heuristic_environment_is_captured_kept_exported_and_rebuilt(sandbox_image, docker_client, tmp_path):
-    config = SweepConfig(output=tmp_path / "out")
+    assert SweepConfig().keep_environments == "none"  # keeping is asked for: no disk budget evicts kept images yet
+    config = SweepConfig(output=tmp_path / "out", keep_environments="successes")
     heuristic = _run("heuristic", config, sandbox_image)
     noop = _run("noop", config, sandbox_image)
     try:
@@ -50,7 +51,7 @@ def test_heuristic_environment_is_captured_kept_exported_and_rebuilt(sandbox_ima
         cmds = manifest["commands"]["list"]
         assert manifest["commands"]["source"] == "agent_log" and any("pip install" in c["command"] for c in cmds)
         assert all(c["exit_code"] == 0 for c in cmds)
-        # Keep: a success under the default policy keeps an image labelled with its attempt, without an owner.
+        # Keep: a success under `successes` keeps an image labelled with its attempt, without an owner.
         assert heuristic["env_keep_policy"] == "successes" and heuristic["env_kept"] is True
         image = docker_client.images.get(heuristic["env_image_id"])
         assert image.labels["reb-ray.env-kept"] == "true" and image.labels["reb-ray.trial"] == heuristic["trial_id"]

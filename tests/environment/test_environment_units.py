@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from reb_ray.environment import capture, export, keep, verify
+from reb_ray.environment import capture, export, keep
+from reb_ray.sweep import env_verify as verify
 from reb_ray.environment.fingerprint import cpu_model, fingerprint, parse_cuda_version, parse_gpu_query
 from reb_ray.results.schema import TRIALS_SCHEMA
 
