@@ -98,20 +98,48 @@ def _spend(a: Analysis, sweep_id) -> tuple[str, dict]:
     return "tokens", {c.agent: c.tokens_per_trial for c in costs}
 
 
+def _applied_stages(a: Analysis, sweep_id) -> list[str]:
+    """The frontier stages some agent of the sweep has a rate for (a stage no task applies to
+    has none): an empty panel says nothing, so it is not drawn. At least C1, so a sweep of
+    unknowns still gets a figure."""
+    agents = _agents(a, sweep_id)
+    stages = [stage for stage in FRONTIER_STAGES
+              if any(a.stats.stage(sweep_id, agent, stage).rate is not None for agent in agents)]
+    return stages or list(FRONTIER_STAGES[:1])
+
+
+def _point_labels(known: list[tuple[Any, float, float]]) -> list[tuple[str, float, float]]:
+    """One label per drawn point: agents at the same (x, y) share it ("a, b"), so their names
+    are never drawn on top of each other."""
+    at: dict[tuple[float, float], list[str]] = {}
+    for agent, x, y in known:
+        at.setdefault((round(x, 12), round(y, 12)), []).append(str(agent))
+    return [(", ".join(names), x, y) for (x, y), names in at.items()]
+
+
 def cost_success(a: Analysis, sweep_id) -> Any:
-    """One panel per stage C1..C4: x = mean cost per trial (USD, or tokens per trial when no
-    agent of the sweep is priced), y = success rate; the frontier's agents joined by a step
-    line; unknown-cost agents listed in the panel."""
+    """One panel per stage C1..C4 that some task applies: x = mean cost per trial (USD, or
+    tokens per trial when no agent of the sweep is priced), y = success rate; the frontier's
+    agents joined by a step line; unknown-cost agents listed in the panel. Agents sharing a
+    point share one label; a label turns left of its point in the right half of the panel and
+    below it near the top, and the x range leaves room for it, so no label leaves the axes."""
     plt = _pyplot()
     metric, spend = _spend(a, sweep_id)
-    fig, axes = plt.subplots(1, len(FRONTIER_STAGES), figsize=(4 * len(FRONTIER_STAGES), 4), squeeze=False)
-    for ax, stage in zip(axes[0], FRONTIER_STAGES):
+    stages = _applied_stages(a, sweep_id)
+    fig, axes = plt.subplots(1, len(stages), figsize=(4 * len(stages), 4), squeeze=False)
+    for ax, stage in zip(axes[0], stages):
         frontier = next(f for f in a.frontiers if (f.sweep_id, f.stage, f.metric) == (sweep_id, stage, metric))
         known = [(agent, spend[agent], a.stats.stage(sweep_id, agent, stage).rate) for agent in _agents(a, sweep_id)
                  if spend.get(agent) is not None and a.stats.stage(sweep_id, agent, stage).rate is not None]
+        right = max((x for _, x, _ in known), default=0.0) or 1.0
         for agent, x, y in known:
             ax.scatter([x], [y], zorder=3)
-            ax.annotate(str(agent), (x, y), textcoords="offset points", xytext=(4, 4), fontsize="small")
+        for label, x, y in _point_labels(known):
+            left = x > right / 2
+            low = y > 0.9
+            ax.annotate(label, (x, y), textcoords="offset points", xytext=(-4 if left else 4, -4 if low else 4),
+                        ha="right" if left else "left", va="top" if low else "bottom", fontsize="small",
+                        annotation_clip=True)
         front = [(spend[agent], a.stats.stage(sweep_id, agent, stage).rate) for agent in frontier.agents]
         if front:
             ax.step([x for x, _ in front], [y for _, y in front], where="post", linestyle="--", color="grey",
@@ -123,7 +151,7 @@ def cost_success(a: Analysis, sweep_id) -> Any:
         ax.set_title(f"{LABELS[stage]}")
         ax.set_xlabel("USD per trial" if metric == "cost_usd" else "tokens per trial")
         ax.set_ylim(-0.02, 1.05)
-        ax.set_xlim(left=0)
+        ax.set_xlim(left=-0.05 * right, right=right * 1.15)
     axes[0][0].set_ylabel("success rate")
     fig.suptitle(f"sweep {sweep_id}: cost vs success")
     fig.tight_layout()

@@ -83,3 +83,29 @@ def test_plot_path():
     assert odd.startswith("a_b_c-") and odd.endswith("-pyramid.png") and odd != plots.plot_path(Path("d"), "a_b_c", "pyramid").name
     with pytest.raises(ValueError, match="unknown plot 'pie'"):
         plots.plot_path(Path("d"), "s1", "pie")
+
+
+def test_cost_success_labels_never_overlap_or_leave_the_axes_and_unused_stages_are_not_drawn(tmp_path):
+    """Two agents at the same point share one label; an agent at the top right of a panel has
+    its label inside the axes; C3/C4, which no task applies, get no panel."""
+    from reb_ray.testing.synthetic import trial, write
+
+    attempts = []
+    for agent, letters, cost in (("twin-a", "SS--", 0.5), ("twin-b", "SS--", 0.5), ("corner", "SS--", 2.0),
+                                 ("cheap", "FF--", 0.1)):
+        for task in ("t1", "t2"):
+            attempts.append(trial(agent, task, 0, letters, input_tokens=10, output_tokens=10, cost_usd=cost))
+    fig = plots.cost_success(analyze_run(write(tmp_path / "run", attempts)), "syn")
+    assert [ax.get_title() for ax in fig.axes] == ["C1", "C2"]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        labels = [t for t in ax.texts if t.get_text() and not t.get_text().startswith("unknown")]
+        assert sorted(t.get_text() for t in labels) == ["cheap", "corner", "twin-a, twin-b"]
+        frame = ax.get_window_extent(renderer)
+        boxes = [t.get_window_extent(renderer) for t in labels]
+        for box in boxes:
+            assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+        for i, one in enumerate(boxes):
+            assert not any(one.overlaps(other) for other in boxes[i + 1:])
+    plots._pyplot().close(fig)
