@@ -132,6 +132,9 @@ COLUMNS = (
     *(f"c{n}_{c}" for n in range(1, 5) for c in ("status", "failure_category")),
     "c5_status", "c5_path", "c5_version", "c5_capability", "c5_underclaims", "c5_report_faults",
     "input_tokens", "output_tokens", "cost_usd", "agent_wall_time_s", "env_size_bytes", "env_size_apparent_bytes",
+    # the shortcuts the probe phase records (analysis.sections.shortcuts)
+    "c1_witness", "c3_witness", "c4_witness", "repo_restored_files", "repo_head_moved", "c0_unowned",
+    "python_path_kind", "startup_hooks", "suspicious_actions",
 )
 
 

@@ -26,7 +26,7 @@ RATE_STAGES = ("c1", "c2", "c3", "c4", "c5")
 @dataclass(frozen=True)
 class Section:
     """One block of a sweep's analysis. `key`: findings | rates | pass_k | comparisons | costs |
-    frontiers | failures | honesty. `head`: its explanation (may hold line breaks where the
+    frontiers | failures | honesty | shortcuts. `head`: its explanation (may hold line breaks where the
     terminal breaks it). A table when `headers` is set (`rows` of cells, first the agent);
     else `lines` (findings, comparisons, frontiers: one statement each) or `groups`
     (failures: per agent, its parts)."""
@@ -248,6 +248,41 @@ def honesty(a: Analysis, sweep_id) -> Section:
                                      "under-claimed"], rows)
 
 
+def _shortcut_counts(rows: list[dict]) -> list[int]:
+    """Per kind, the trials whose row records it (SHORTCUT_HEADERS order)."""
+    def any_of(r, *keys):
+        return any(r.get(k) for k in keys)
+    return [sum(any(r.get(f"{s}_witness") == "unverified" for s in ("c1", "c3", "c4")) for r in rows),
+            sum(any_of(r, "repo_restored_files", "repo_head_moved") for r in rows),
+            sum((r.get("c0_unowned") or 0) > 0 for r in rows),
+            sum(r.get("python_path_kind") == "script" for r in rows),
+            sum(bool(r.get("startup_hooks")) for r in rows),
+            sum(bool(r.get("suspicious_actions")) for r in rows)]
+
+
+SHORTCUT_HEADERS = ["agent", "unverified run", "edits put back", "C0 unowned", "script python", "start-up hooks",
+                    "suspicious"]
+
+
+def shortcuts(a: Analysis, sweep_id, agents: list) -> Section | None:
+    """Per agent, the current scored trials whose rows record a shortcut: a command stage that
+    exited 0 with no valid witness (`unverified_run`), tracked files the probe phase put back to
+    the pinned commit, imports C0 resolved to files no distribution owns, a reported python that
+    is a script, start-up hooks the agent added, suspicious actions in the trajectory. Only the
+    first is scored (as the agent's failure of that stage); the others are evidence for a reader
+    (`reb-ray trial show` names the files). None when no trial records any."""
+    rows = []
+    for agent in agents:
+        counts = _shortcut_counts(a.stats.run.trials.get((sweep_id, agent)) or [])
+        if any(counts):
+            rows.append([str(agent), *map(str, counts)])
+    if not rows:
+        return None
+    head = ("Shortcuts recorded (trials per agent; only an unverified run is scored, as the agent's failure of\n"
+            "its stage; `reb-ray trial show` names what was put back, unowned or flagged):")
+    return Section("shortcuts", head, SHORTCUT_HEADERS, rows)
+
+
 def sweep_sections(a: Analysis, sweep_id) -> list[Section]:
     """The sections of one sweep in report order; empty when it has no scored trial. Sections
     with nothing to say (no finding, one agent, no k >= 2) are left out."""
@@ -257,5 +292,5 @@ def sweep_sections(a: Analysis, sweep_id) -> list[Section]:
     out = [findings(a, sweep_id), rates(a, sweep_id, agents), pass_k(a, sweep_id, agents),
            comparisons(a, sweep_id, agents), costs(a, sweep_id), frontiers(a, sweep_id),
            # every agent of the sweep: one whose attempts all failed for infrastructure shows them here
-           failures(a, sweep_id, a.stats.run.agents(sweep_id)), honesty(a, sweep_id)]
+           failures(a, sweep_id, a.stats.run.agents(sweep_id)), honesty(a, sweep_id), shortcuts(a, sweep_id, agents)]
     return [s for s in out if s is not None and (s.headers or s.lines or s.groups)]
