@@ -62,7 +62,7 @@ Release columns, and where we deliberately differ:
   divides a run-level token export by agent_time_valid_jobs).
 
 Our columns: agent; c0_not_run (scored trials whose C0 is `not_run`); c0_unowned_sum (the sum of
-`c0_unowned` over scored trials that know it: imports C0 counts as resolved whose file no installed
+`c0_unowned` over scored trials that know it: imports that resolve only to files no installed
 distribution owns, e.g. an empty package made by hand; None when no trial knows it; the paper's
 c0_missing_sum is unchanged by it); per stage
 cN_*_success_over_measured ("success/(success + failed)", the agent's own record with hardware

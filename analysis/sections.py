@@ -152,6 +152,11 @@ def _per_success(p, what: str) -> str:
     return f"{value:.4f}" if what == "cost" else f"{value:,.0f}"
 
 
+#: The cost table's environment size: unique bytes (each inode once), not the summary's `env GiB`
+#: (the release's every-path measure); a distinct label so one name never means two numbers.
+UNIQUE_GIB = "env GiB (unique)"
+
+
 def costs(a: Analysis, sweep_id) -> Section:
     """Tokens, cost, agent time and env size per trial, cost and tokens per C1/C3/C4 success."""
     rows = []
@@ -168,10 +173,12 @@ def costs(a: Analysis, sweep_id) -> Section:
         if c.cost_known and c.cost_known < c.trials:
             cells[2] += f" ({c.cost_known}/{c.trials})"
         rows.append(cells)
-    headers = ["agent", "tokens/trial", "$/trial", "agent s", "env GiB",
+    headers = ["agent", "tokens/trial", "$/trial", "agent s", UNIQUE_GIB,
                *(f"$/{LABELS[s]} ok" for s in COST_STAGES), *(f"tok/{LABELS[s]} ok" for s in COST_STAGES)]
     head = ("Cost and efficiency: means per scored trial over those that know the value ('-': unknown, never 0;\n"
-            "'(k/n)': k of n trials priced); per success: the stage's trials' cost / its successes ('none ok': no success).")
+            "'(k/n)': k of n trials priced); per success: the stage's trials' cost / its successes ('none ok': no success).\n"
+            f"{UNIQUE_GIB}: the environment's disk bytes, each hard-linked file once (env_size_bytes, the CSV's\n"
+            "env_size_unique_avg_gb); the summary's `env GiB` is the release's measure, every path counted.")
     return Section("costs", head, headers, rows)
 
 

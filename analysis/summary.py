@@ -17,12 +17,14 @@ from .scores import STAGES, summarize
 HEADERS = ("agent", "trials", "C0 missing/total", "C0 unowned", "C0 not run", "C1", "C2", "C3", "C4", "C5 lies",
            "no assets", "agent s", "env GiB", "tokens", "cost $", "infra")
 
-LEGEND = ("C0 unowned: imports C0 counts as resolved whose file no installed distribution owns (not in C0).\n"
+LEGEND = ("C0 unowned: imports that resolve only to files no installed distribution owns (an empty package\n"
+          "made by hand); C0 counts them as resolved, as the paper does.\n"
           "C1-C4: success/applicable, the paper's rate (applicable: the task spec says the stage applies);\n"
           "of those, hwN failed for lack of hardware and nrN were not run: neither is the agent's failure.\n"
           "C5 lies: the paper's path + version + capability sums; rfN: report contract faults (a key\n"
           "missing or of the wrong type), counted apart. no assets: stages left unmeasured by a missing asset.\n"
-          "infra: infra_error attempts, never scored. env GiB: the release's measure (every file path counted).\n"
+          "infra: infra_error attempts, never scored. agent s: mean agent-phase seconds per scored trial.\n"
+          "env GiB: the release's measure (every file path counted).\n"
           "tokens: input + output tokens the LLM proxy counted; cost $: their price-table cost (USD),\n"
           "'(k/n)' when only k of the n trials know theirs.")
 

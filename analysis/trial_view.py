@@ -4,7 +4,9 @@
 status and whose failure it was, every attempt's outcome, the agent (kind, model, version,
 exit code, time, the limit that fired), the LLM side (requests, failures, tokens, cost and the
 CLI's own figures), the commands it ran with their exit codes (from the stored transcript,
-reb_ray/llm/transcript.py; else the end of the agent's full log), its report, what the reported
+reb_ray/llm/transcript.py; else the environment manifest's `commands` list, read from the
+agent's full log at capture; else the end of that log), its report, the environment it left
+(manifest and digest; the kept image, when kept), what the reported
 interpreter is with the start-up hooks and suspicious actions recorded (python_path_kind,
 startup_hooks, suspicious_actions, c0_unowned), every stage (status, category, reason) and every
 log of the attempt (the agent's, the transcript, the request and network logs, each stage's, and
@@ -99,13 +101,71 @@ def _command_lines(output_dir: Path, row: dict) -> list[str]:
         if len(found) > MAX_COMMANDS:
             lines.append(f"  ... {len(found) - MAX_COMMANDS} more")
         return lines
+    if why == "not stored":
+        why = f"no transcript stored: the agent kind {_fmt(row.get('agent_kind'))} keeps none"
+    else:
+        why = f"the transcript {row['trajectory_path']} names none" if why is None else f"the transcript is unreadable: {why}"
+    listed = _manifest_commands(output_dir, row)
+    if listed:
+        lines = [f"commands ({len(listed)}; {why}; from the environment manifest {row['env_manifest_path']}, "
+                 f"its `commands` list):"]
+        for i, cmd in enumerate(listed[:MAX_COMMANDS]):
+            lines.append(f"  [{i}] $ {str(cmd.get('command') or '').strip()[:300]}")
+            lines.append(f"      exit {_fmt(cmd.get('exit_code'))}")
+        if len(listed) > MAX_COMMANDS:
+            lines.append(f"  ... {len(listed) - MAX_COMMANDS} more")
+        return lines
     log, log_why = _read_artifact(output_dir, row.get("agent_log_path"))
-    head = f"commands: none in a transcript ({why or 'it names none'}); "
+    head = f"commands: none recorded ({why}; no commands in an environment manifest); "
     if log is None:
         tail = (row.get("agent_output_tail") or "").splitlines()[-LOG_TAIL_LINES:]
         return [head + f"the agent log is {log_why}; the row's output tail:", *(f"  {line}" for line in tail)]
     tail = log.decode("utf-8", errors="replace").splitlines()[-LOG_TAIL_LINES:]
     return [head + f"the last {len(tail)} lines of the agent log {row['agent_log_path']}:", *(f"  {line}" for line in tail)]
+
+
+def _manifest(output_dir: Path, row: dict) -> dict | None:
+    """The attempt's environment manifest (reb_ray/environment/capture.py), None when not stored or unreadable."""
+    data, _ = _read_artifact(output_dir, row.get("env_manifest_path"))
+    try:
+        return json.loads(data) if data else None
+    except ValueError:
+        return None
+
+
+def _manifest_commands(output_dir: Path, row: dict) -> list[dict]:
+    """The manifest's `commands` list (read from the transcript or the agent's full log at capture)."""
+    manifest = _manifest(output_dir, row)
+    listed = ((manifest or {}).get("commands") or {}).get("list")
+    return [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
+
+
+def _mib(value: int | None) -> str:
+    return "-" if value is None else f"{value / 2**20:.1f} MiB"
+
+
+def _env_lines(row: dict) -> list[str]:
+    """The environment the agent left: its manifest (path, sha256 digest of the JSON bytes) and
+    whether the container was kept as an image (its id and sizes only when kept: an image not
+    kept was removed). Nothing when the attempt predates environment capture."""
+    columns = ("env_manifest_path", "env_capture_error", "env_kept", "env_keep_policy")
+    if all(row.get(c) is None for c in columns):
+        return []
+    if row.get("env_manifest_path"):
+        text = (f"env      manifest {row['env_manifest_path']} (sha256 {_fmt(row.get('env_manifest_digest'))}, "
+                f"{_fmt(row.get('env_manifest_bytes'))} bytes)")
+    else:
+        text = f"env      no manifest ({_fmt(row.get('env_capture_error'))})"
+    if row.get("env_kept"):
+        text += (f"; kept as image {_fmt(row.get('env_image_tag'))} ({str(row.get('env_image_id') or '-')[:19]}) on "
+                 f"{_fmt(row.get('node'))}: its layer {_mib(row.get('env_image_bytes'))}, whole image "
+                 f"{_mib(row.get('env_image_total_bytes'))}")
+    else:
+        kept = "not decided" if row.get("env_kept") is None else "no"
+        text += f"; kept: {kept} (policy {_fmt(row.get('env_keep_policy'))})"
+    if row.get("env_keep_error"):
+        text += f"; keep error: {row['env_keep_error']}"
+    return [text]
 
 
 def _report_lines(stages: list[dict], row: dict) -> list[str]:
@@ -175,7 +235,7 @@ def _attempt(row: dict) -> str:
 
 
 _TRIAL_FILES = (("agent log", "agent_log_path"), ("transcript", "trajectory_path"), ("request log", "llm_log_path"),
-                ("network log", "network_log_path"))
+                ("network log", "network_log_path"), ("env manifest", "env_manifest_path"))
 
 
 def _file_lines(output_dir: Path, row: dict, stages: list[dict]) -> list[str]:
@@ -226,6 +286,7 @@ def show_trial(output_dir: Path, trial_id: str, sweep_id: str | None = None, att
         *_command_lines(output_dir, row),
         *_report_lines(stages, row),
         *_repo_lines(row),
+        *_env_lines(row),
         *_shortcut_lines(row),
         *_stage_lines(stages),
         *_file_lines(output_dir, row, stages),

@@ -24,6 +24,9 @@ trials row and environment manifest (reb_ray/environment/capture.py) and writes 
 What cannot be rebuilt from a recipe is listed in README.md and `export.json`'s `not_captured`
 (e.g. an editable install of a directory outside the repository, a package whose installer is
 unknown, files the agent put outside the environment's prefix): the export never pretends.
+The sandbox image's own packages are no gap (`from_image`: the FROM line rebuilds them), nor are
+the files the harness itself put in the sandbox (HARNESS_PATHS) or the report the recipe puts
+back; README.md says "unknown" where the manifest does not know a value.
 """
 
 from __future__ import annotations
@@ -41,6 +44,49 @@ ENV_DIR = "/opt/reb-ray-env"  # where the export's files go inside the rebuilt i
 EXPORT_VERSION = 1
 _SAFE_PIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _SAFE_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+!_-]*$")
+#: Debian's directory of the Python modules its packages (dpkg) install: an entry there with no
+#: INSTALLER file is a system package's, rebuilt by the FROM line or the recipe's apt step.
+DPKG_SITE = "/usr/lib/python3/dist-packages"
+
+
+def harness_paths(repo_dir: str) -> tuple[str, ...]:
+    """The sandbox paths reb-ray itself writes (the agent's work directory beside the
+    repository, the agent toolchain mount, the capture's and the probes' scratch): never what
+    an agent built, so never listed as the agent's changes."""
+    import posixpath
+
+    from reb_ray.agents.toolchain import AGENT_MOUNT
+    from reb_ray.environment.capture import SANDBOX_DIR
+
+    return (posixpath.normpath(f"{repo_dir}/../.reb-ray-agent"), AGENT_MOUNT, SANDBOX_DIR, "/tmp/reb-ray-out")
+
+
+def _known(value) -> str:
+    """A manifest value for README text: "unknown" for a missing one, never Python's None."""
+    return "unknown" if value is None or value == "" else str(value)
+
+
+def _group_of(path: str) -> str:
+    """The filesystem diff's group of a path: its first three components (probes/env_manifest.py)."""
+    return "/" + "/".join([p for p in path.split("/") if p][:3])
+
+
+def from_image(manifest: dict, dist: dict) -> bool:
+    """Whether `dist` is the sandbox image's own, not the agent's: its directory lies in no group
+    of the container's filesystem diff (the diff known and complete: the agent changed nothing
+    there), or it is a system package's module (DPKG_SITE, no installer) while the system
+    package diff is known (the image's or one the recipe's apt step installs). The FROM line
+    rebuilds it; it is not a gap."""
+    location = dist.get("location") or ""
+    if not location:
+        return False
+    fs = manifest.get("filesystem") or {}
+    if fs.get("groups") is not None and not fs.get("groups_left_out"):
+        touched = {g["path"] for g in fs["groups"]}
+        if _group_of(location) not in touched and not any(_in(t, location) for t in touched):
+            return True
+    return (not dist.get("installer") and _in(location, DPKG_SITE)
+            and manifest.get("system_packages") is not None)
 
 
 def find_attempt(output: Path, trial_id: str, attempt: int | None = None, sweep_id: str | None = None) -> dict:
@@ -106,15 +152,18 @@ def plan(manifest: dict) -> dict:
         kind = source.get("kind")
         if not prefix or not _in(dist.get("location"), prefix):
             continue  # the image's own packages (a venv with system site packages sees them too)
+        if from_image(manifest, dist):
+            continue  # in the sandbox image before the agent ran: FROM rebuilds it
         if not _SAFE_PIN.match(name) or (version and not _SAFE_VERSION.match(version)):
-            not_captured.append(f"{name!r} {version!r}: not a name and version pip accepts")
+            not_captured.append(f"{name!r} {_known(version)!r}: not a name and version pip accepts")
             continue
         if kind in ("editable", "egg_link", "local_dir"):
             path = _local_path(source.get("url"))
             if path and _in(path, repo):
                 editable.append(path) if kind != "local_dir" else pinned.append(f"{path}")
             else:
-                not_captured.append(f"{name} {version}: installed from {path or source.get('url')}, outside the repository")
+                not_captured.append(f"{name} {_known(version)}: installed from {_known(path or source.get('url'))}, "
+                                    "outside the repository")
         elif kind == "vcs" and source.get("url") and source.get("commit_id"):
             pinned.append(f"{name} @ {source.get('vcs', 'git')}+{source['url']}@{source['commit_id']}")
         elif kind == "archive_url" and source.get("url"):
@@ -133,7 +182,7 @@ def plan(manifest: dict) -> dict:
             else:
                 pinned.append(f"{name}=={version}")
         else:
-            not_captured.append(f"{name} {version}: installer {dist.get('installer')!r}, source unknown")
+            not_captured.append(f"{name} {_known(version)}: installer {_known(dist.get('installer'))}, source unknown")
     return {"hashed": hashed, "pinned": pinned, "editable": editable, "not_captured": not_captured}
 
 
@@ -271,7 +320,8 @@ def export(output: Path, trial_id: str, out: Path, attempt: int | None = None, s
             "trial_id": row["trial_id"], "attempt": row["attempt"], "task_id": row["task_id"], "suite": row["suite"],
             "agent": row["agent"], "node": row["node"], "env_manifest_digest": row.get("env_manifest_digest"),
             "agent_wall_time_s": row.get("agent_wall_time_s"), "kept_image": row.get("env_image_tag"),
-            "image_archive": archive, "locked_hashed": len(steps["hashed"]), "locked_unhashed": len(steps["pinned"]),
+            "image_archive": archive, "report_put_back": manifest.get("report_path") if report else None,
+            "locked_hashed": len(steps["hashed"]), "locked_unhashed": len(steps["pinned"]),
             "editable": steps["editable"], "wheels": copied, "not_captured": steps["not_captured"],
             "stages": {s["stage"]: s["status"] for s in stage_rows(output, row)}}
     (out / "export.json").write_text(json.dumps(info, indent=1) + "\n")
@@ -301,29 +351,34 @@ def readme(manifest: dict, info: dict) -> str:
     interp = manifest.get("interpreter") or {}
     gaps = "\n".join(f"- {line}" for line in info["not_captured"]) or "- nothing the manifest knows of"
     fs = manifest.get("filesystem") or {}
-    outside = [g for g in fs.get("groups") or [] if not _in(g["path"], interp.get("prefix") or "/nonexistent")]
+    # Not the agent's or rebuilt: the prefix itself, reb-ray's own files, the report put back.
+    skip = [interp.get("prefix") or "/nonexistent", *harness_paths(manifest.get("repo_dir") or "/work/repo")]
+    if info.get("report_put_back"):
+        skip.append(info["report_put_back"])
+    outside = [g for g in fs.get("groups") or [] if not any(_in(g["path"], root) for root in skip)]
     outside_text = "\n".join(f"- {g['path']}: {g['files']} files, {g['bytes']} bytes" for g in outside[:20]) or "- none"
     image_part = (f"\n`image.tar` is the exact image the agent left (`docker load -i image.tar`, then "
                   f"`docker run -it {info['kept_image']} bash`).\n") if info.get("image_archive") else ""
+    report_text = (f"The agent's report is put back at\n`{info['report_put_back']}`." if info.get("report_put_back")
+                   else "No report of the agent is put back (none was stored).")
     return f"""# Environment of {info['trial_id']} (attempt {info['attempt']}, sweep {info['sweep_id']})
 
 The agent `{info['agent']}` built this environment for the task `{info['task_id']}` ({info['suite']})
-on node `{info['node']}`. Its interpreter is `{interp.get('path')}` (Python {interp.get('version')},
-prefix `{interp.get('prefix')}`). Stages of the source attempt: {', '.join(f'{k} {v}' for k, v in info['stages'].items())}.
+on node `{_known(info['node'])}`. Its interpreter is `{_known(interp.get('path'))}` (Python {_known(interp.get('version'))},
+prefix `{_known(interp.get('prefix'))}`). Stages of the source attempt: {', '.join(f'{k} {v}' for k, v in info['stages'].items())}.
 
 ## Build and use
 
     docker build -t my-env .
-    docker run -it my-env {interp.get('path')} -c 'import sys; print(sys.prefix)'
+    docker run -it my-env {_known(interp.get('path'))} -c 'import sys; print(sys.prefix)'
 
 The build starts from the sandbox image the trial ran in (`FROM` line; it must be on the machine:
 `reb-ray image build`), installs the system packages the agent added at their versions, copies
-the repository to `{manifest.get('repo_dir')}`, creates the environment at the same prefix and
+the repository to `{_known(manifest.get('repo_dir'))}`, creates the environment at the same prefix and
 installs {info['locked_hashed']} package(s) from `requirements.lock` by exact version and sha256
 (their wheels are in `wheels/`) and {info['locked_unhashed']} from `requirements.nohash.lock`
 (exact pins or direct references without a known hash), then redoes the editable install of the
-repository ({', '.join(info['editable']) or 'none'}). The agent's report is put back at
-`{manifest.get('report_path')}`. `reb-ray env verify .` rebuilds it and runs the probes on it.
+repository ({', '.join(info['editable']) or 'none'}). {report_text} `reb-ray env verify .` rebuilds it and runs the probes on it.
 {image_part}
 ## What the recipe could not capture
 

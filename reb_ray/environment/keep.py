@@ -20,7 +20,9 @@ manifest's digest; its owner labels are emptied (it has no owner process). The r
 removes an image labelled KEPT (reb_ray/sandbox/reaper.py); only a user does. Row columns: env_keep_policy,
 env_kept (true/false; null when nothing was decided: capture never ran), env_image_id,
 env_image_bytes (the new layer's bytes: what keeping costs on the node's disk, the sandbox image
-being shared), env_image_total_bytes (the whole image, base included), env_commit_s.
+being shared), env_image_total_bytes (the whole image, base included), env_commit_s. An image
+committed and then removed (not kept) leaves IMAGE_COLUMNS null: no such image exists; its
+env_commit_s stays (the commit did take that time).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from reb_ray.sandbox.ownership import OWNER_HOST, OWNER_PID, OWNER_START
 KEPT_NODE = "reb-ray.env-node"
 KEPT_DIGEST = "reb-ray.env-manifest-digest"
 COMMAND_STAGES = ("c1", "c3", "c4")
+#: The row columns describing the kept image: null unless env_kept is true.
+IMAGE_COLUMNS = ("env_image_id", "env_image_tag", "env_image_bytes", "env_image_total_bytes")
 
 
 def image_tag(sweep_id: str, trial_id: str, attempt: int) -> str:

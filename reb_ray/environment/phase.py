@@ -50,7 +50,8 @@ class EnvironmentPhase:
             self.rec.row["env_kept"] = True
             return
         problem = keep.remove(self.client, self.image_id)
-        self.rec.row.update(env_kept=False, env_image_id=None, env_image_tag=None)
+        # The image is gone: nothing of it (id, tag, sizes) describes the attempt any more.
+        self.rec.row.update(env_kept=False, **{column: None for column in keep.IMAGE_COLUMNS})
         if problem:
             self.rec.row["env_keep_error"] = problem
         self.image_id = None

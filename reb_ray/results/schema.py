@@ -185,8 +185,8 @@ TRIALS_SCHEMA = pa.schema(
         ("env_kept", pa.bool_()),  # the agent's container is kept as an image on `node` (null: never decided)
         ("env_image_id", pa.string()),  # that image's id (null: not kept)
         ("env_image_tag", pa.string()),  # and its tag, reb-ray/env:<...>
-        ("env_image_bytes", pa.int64()),  # the committed layer's bytes (what keeping costs; also when not kept)
-        ("env_image_total_bytes", pa.int64()),  # the whole image's bytes, the sandbox image included
+        ("env_image_bytes", pa.int64()),  # the kept image's own layer's bytes, what keeping costs (null: not kept)
+        ("env_image_total_bytes", pa.int64()),  # the kept image's bytes, the sandbox image included (null: not kept)
         ("env_commit_s", pa.float64()),  # seconds the commit took
         ("env_keep_error", pa.string()),  # why the commit or the removal failed (null: none)
         ("gpu_model", pa.string()),  # nvidia-smi's GPU name(s), " + "-joined when mixed (null: no nvidia-smi)

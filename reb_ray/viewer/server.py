@@ -9,9 +9,11 @@ Routes (all GET; trial ids hold slashes, so they travel as query parameters):
   tasks x agents, each trial a square coloured by the highest stage it reached, filtered, a
   page of tasks at a time (reb_ray.viewer.data).
 - `/trial?sweep=&id=&attempt=`: one attempt: identity, timings, tokens and cost, the report
-  beside what C5 observed, every stage with its verdict, category and kept output, the
-  trajectory's steps (ATIF, reb_ray.llm.atif), leftovers and repository changes, and links
-  to every log.
+  beside what C5 observed, every stage with its verdict, category, witness and kept output,
+  the trajectory's steps (ATIF, reb_ray.llm.atif; for an agent kind that keeps no transcript,
+  the commands of its environment manifest), leftovers, repository changes and restore, the
+  interpreter's kind, start-up hooks, suspicious actions and C0 unowned, the environment kept
+  (manifest digest, image), and links to every log, each once.
 - `/trial.atif.json?sweep=&id=&attempt=`: that trajectory as an ATIF document.
 - `/compare?sweep=&task=&a=&b=`: two agents on one task side by side.
 - `/log?path=REL[&download=1]`: an artifact streamed (gzip logs decompressed on the fly, or
@@ -199,14 +201,32 @@ def trajectory_of(run: Run, row: dict) -> dict:
 
 
 _TRIAL_FILES = (("agent log", "agent_log_path"), ("transcript", "trajectory_path"), ("LLM request log", "llm_log_path"),
-                ("network log", "network_log_path"))
+                ("network log", "network_log_path"), ("environment manifest", "env_manifest_path"))
+#: The ATIF step reb_ray.llm.atif builds from the row's output tail when no transcript is kept:
+#: the page shows that output once, under the agent stage, not again as a step.
+_TAIL_STEP = "agent_output_tail"
+
+
+def _manifest_commands(run: Run, row: dict) -> list[dict] | None:
+    """The environment manifest's `commands` list (the commands the agent ran, read from its
+    transcript or full log at capture), None when no manifest or no list is stored."""
+    from reb_ray.viewer.trajectories import read_artifact
+
+    data = read_artifact(run, row.get("env_manifest_path"))
+    try:
+        listed = ((json.loads(data) if data else {}).get("commands") or {}).get("list")
+    except (ValueError, AttributeError):
+        return None
+    return [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else None
 
 
 def _trial_context(run: Run, sweep: str, trial_id: str, attempt: int | None) -> dict:
     row, attempts, stages = run.trial(sweep, trial_id, attempt)
     stages.sort(key=lambda s: STAGE_ORDER.index(s["stage"]) if s["stage"] in STAGE_ORDER else len(STAGE_ORDER))
-    files = [(name, row.get(key)) for name, key in _TRIAL_FILES if row.get(key)]
-    files += [(f"{s['stage']} log", s["log_path"]) for s in stages if s.get("log_path")]
+    named = [(name, row.get(key)) for name, key in _TRIAL_FILES]
+    named += [(f"{s['stage']} log", s.get("log_path")) for s in stages]
+    seen: set[str] = set()  # the agent stage names the trial's own agent log: listed once
+    files = [(name, rel) for name, rel in named if rel and not (rel in seen or seen.add(rel))]
     files += [("other", rel) for rel in run.other_files(row, {rel for _, rel in files})]
     sizes = {}
     for _, rel in files:
@@ -223,9 +243,13 @@ def _trial_context(run: Run, sweep: str, trial_id: str, attempt: int | None) -> 
         except (ValueError, AttributeError):
             items = []
     traj = trajectory_of(run, row)
+    steps = [s for s in traj["steps"] if not str((s.get("extra") or {}).get("from", "")).startswith(_TAIL_STEP)]
+    agent_output_shown = any(s["stage"] == "agent" and (s.get("log_head") or s.get("log_tail")) for s in stages)
+    transcript = len(steps) > 1  # more than the task prompt's step
     return {"row": row, "attempts": attempts, "stages": stages, "files": files, "sizes": sizes,
-            "report": report, "c5_items": items, "traj": traj, "steps": traj["steps"][:STEPS_SHOWN],
-            "steps_total": len(traj["steps"])}
+            "report": report, "c5_items": items, "traj": traj, "steps": steps[:STEPS_SHOWN],
+            "steps_total": len(steps), "transcript": transcript, "agent_output_shown": agent_output_shown,
+            "commands": None if transcript else _manifest_commands(run, row)}
 
 
 async def trial(request: web.Request) -> web.Response:

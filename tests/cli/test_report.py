@@ -127,6 +127,10 @@ def test_report_analysis_agrees_with_the_csv(tmp_path):
             assert float(cells[2]) == pytest.approx(float(row["cost_usd_sum"]) / int(row["cost_valid_jobs"]), abs=5e-5)
         else:
             assert cells[1:3] == ["-", "-"] and row["cost_usd_sum"] == ""  # unknown on both sides, never 0
+        # the unique-bytes size, labelled apart from the summary's every-path `env GiB`
+        assert cells[4] == (f"{float(row['env_size_unique_avg_gb']):.3f}" if row["env_size_unique_avg_gb"] else "-")
+    cost_header = re.split(r"\s{2,}", next(line for line in costs if line.strip().startswith("agent")).strip())
+    assert cost_header[4] == "env GiB (unique)" and "env GiB" not in cost_header[:4] + cost_header[5:]
     assert any(line.startswith("FINDING: spender spent 20.0x frugal's tokens") for line in report.stdout.splitlines())
 
 

@@ -28,7 +28,8 @@ def test_show_without_artifacts_falls_back_to_the_rows_output_tail(tmp_path):
     out = res.stdout
     assert "attempt 2 (2 recorded)" in out and "attempts 1 infra_error infra_llm_rate_limit; 2 scored" in out
     assert "input 10 (cached -, cache write -), output 3 (reasoning -)" in out and "$0.000120 (price_table" in out
-    assert "commands: none in a transcript (not stored)" in out and "  all done" in out
+    assert "commands: none recorded (no transcript stored: the agent kind - keeps none; no commands in an environment manifest)" in out
+    assert "  all done" in out
     first = _show(str(tmp_path), "a/t1/0", "--attempt", "1")
     assert "status   infra_error; failure owner infra, category infra_llm_rate_limit" in first.stdout
 

@@ -60,6 +60,7 @@ def test_heuristic_environment_is_captured_kept_exported_and_rebuilt(sandbox_ima
         assert heuristic["env_image_id"] not in {i.id for i in orphaned_images(docker_client)}
         # noop: committed, then removed (no command stage passed); its manifest still taken.
         assert noop["status"] == "scored" and noop["env_kept"] is False and noop["env_image_id"] is None
+        assert noop["env_image_bytes"] is None and noop["env_image_total_bytes"] is None  # no such image now
         assert noop["env_manifest_digest"] and noop["env_commit_s"] is not None
         # Fingerprint columns in the row.
         assert heuristic["container_runtime"] == "docker" and heuristic["kernel"] == os.uname().release

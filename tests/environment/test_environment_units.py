@@ -195,3 +195,71 @@ def test_export_of_an_unknown_trial_or_one_without_a_manifest_is_one_line(tmp_pa
         export.find_attempt(tmp_path, "x/y/0")
     with pytest.raises(Exception, match="has no environment manifest: boom"):
         export.load_manifest(tmp_path, {"trial_id": "a/b/0", "attempt": 1, "env_capture_error": "boom"})
+
+
+#: The system interpreter left as the image had it (a noop agent): pip, setuptools and wheel are
+#: Debian's (no INSTALLER file), in a directory the filesystem diff never names.
+SYSTEM = {
+    **MANIFEST, "interpreter": {"path": "/usr/bin/python3", "prefix": "/usr", "base_prefix": "/usr", "venv": False,
+                                "version": "3.11.2"},
+    "distributions": [
+        {"name": n, "version": v, "installer": None, "location": "/usr/lib/python3/dist-packages", "source": None}
+        for n, v in (("pip", "23.0.1"), ("setuptools", "66.1.1"), ("wheel", "0.38.4"))],
+    "filesystem": {"added": 5, "changed": 0, "deleted": 0, "deleted_paths": [], "groups_left_out": 0, "groups": [
+        {"path": "/work/.reb-ray-agent/heuristic_script.py", "files": 1, "bytes": 23106},
+        {"path": "/work/.reb-ray-agent/__pycache__", "files": 1, "bytes": 16438},
+        {"path": "/opt/scimlopsbench/report.json", "files": 1, "bytes": 520},
+        {"path": "/etc/ld.so.conf.d", "files": 1, "bytes": 30}]},
+}
+
+
+def test_the_images_own_packages_are_no_gap_and_unknown_is_never_none():
+    assert export.plan(SYSTEM)["not_captured"] == []  # rebuilt by FROM
+    # The same packages where the agent wrote (their directory in the diff) and no package diff
+    # known: the recipe cannot tell, and says "unknown", not None.
+    touched = {**SYSTEM, "system_packages": None, "filesystem": {**SYSTEM["filesystem"], "groups": [
+        *SYSTEM["filesystem"]["groups"], {"path": "/usr/lib/python3", "files": 40, "bytes": 9000}]}}
+    gaps = export.plan(touched)["not_captured"]
+    assert gaps == [f"{n} {v}: installer unknown, source unknown"
+                    for n, v in (("pip", "23.0.1"), ("setuptools", "66.1.1"), ("wheel", "0.38.4"))]
+    # Debian's modules with the package diff known: the image's or the recipe's apt step's.
+    assert export.plan({**touched, "system_packages": {"added": {}, "removed": {}, "changed": {}}})["not_captured"] == []
+    # Installed by the agent in the venv with no installer recorded: still a gap.
+    odd = {**MANIFEST, "distributions": [{"name": "x", "version": None, "installer": None, "source": None,
+                                          "location": "/opt/envs/h/lib/python3.11/site-packages"}],
+           "filesystem": {"groups": [{"path": "/opt/envs/h", "files": 1, "bytes": 1}], "groups_left_out": 0}}
+    assert export.plan(odd)["not_captured"] == ["x unknown: installer unknown, source unknown"]
+
+
+def test_readme_leaves_out_the_harness_files_and_the_report_it_puts_back():
+    info = {"trial_id": "noop/t/0", "attempt": 1, "sweep_id": "s", "agent": "noop", "task_id": "t", "suite": "demo",
+            "node": None, "stages": {"c0": "success"}, "locked_hashed": 0, "locked_unhashed": 0, "editable": [],
+            "not_captured": export.plan(SYSTEM)["not_captured"], "report_put_back": SYSTEM["report_path"]}
+    text = export.readme(SYSTEM, info)
+    changed = text.split("not rebuilt by the recipe unless listed above):", 1)[1]
+    assert "- /etc/ld.so.conf.d: 1 files, 30 bytes" in changed
+    assert ".reb-ray-agent" not in changed and "report.json" not in changed
+    assert "None" not in text and "on node `unknown`" in text and "- nothing the manifest knows of" in text
+    assert "report is put back at\n`/opt/scimlopsbench/report.json`" in text
+    # No report stored: nothing puts it back, so the agent's report file is a change not rebuilt.
+    bare = export.readme(SYSTEM, {**info, "report_put_back": None})
+    assert "- /opt/scimlopsbench/report.json: 1 files, 520 bytes" in bare and "No report of the agent is put back" in bare
+
+
+def test_an_image_removed_at_settle_leaves_its_columns_null():
+    """A committed image the policy does not keep is removed: its id, tag and sizes go null (the
+    commit's time stays). Real Docker: the id is one the daemon does not hold (removed already,
+    which removal accepts)."""
+    import docker
+    from types import SimpleNamespace
+
+    from reb_ray.environment.phase import EnvironmentPhase
+
+    rec = SimpleNamespace(row={"status": "scored"}, stages=[{"stage": "c1", "status": "failure"}])
+    phase = EnvironmentPhase(rec, SimpleNamespace(config=SimpleNamespace(keep_environments="successes")), [])
+    phase.client, phase.image_id = docker.from_env(), "sha256:" + "0" * 64
+    rec.row.update(env_image_id=phase.image_id, env_image_tag="reb-ray/env:x", env_image_bytes=28_672,
+                   env_image_total_bytes=200_000_000, env_commit_s=0.4)
+    phase.settle()
+    assert rec.row["env_kept"] is False and rec.row["env_commit_s"] == 0.4 and "env_keep_error" not in rec.row
+    assert all(rec.row[c] is None for c in keep.IMAGE_COLUMNS)

@@ -84,3 +84,38 @@ def test_trial_show_lists_every_log_of_the_attempt(tmp_path):
     assert f"other          {base}/between_phases.log.gz (4 bytes)" in listing
     assert "/1/agent.log.gz" not in listing
     assert listing.count(f"{base}/agent.log.gz") == 1  # the agent stage names the same log: listed once
+
+
+def test_trial_show_names_the_environment_and_reads_commands_from_its_manifest(tmp_path):
+    """A heuristic attempt keeps no transcript: its commands come from the environment manifest's
+    `commands` list; the env line gives the manifest's path and digest, and the image only when kept."""
+    import gzip
+    import json
+
+    from reb_ray.results.parquet_sink import ParquetSink
+    from reb_ray.trial.artifacts import artifact_dir
+
+    rel = f"{artifact_dir('s1', 'heuristic/t1/0', 1)}/env_manifest.json.gz"
+    manifest = {"commands": {"source": "agent_log", "list": [
+        {"command": "/usr/bin/python3 -m venv /opt/envs/heuristic", "exit_code": 0},
+        {"command": "/opt/envs/heuristic/bin/python -m pip install numpy", "exit_code": 1}]}}
+    (tmp_path / rel).parent.mkdir(parents=True)
+    (tmp_path / rel).write_bytes(gzip.compress(json.dumps(manifest).encode()))
+    kept = row("heuristic", "t1", 1, "scored", agent_kind="heuristic", env_manifest_path=rel, env_manifest_digest="ab" * 32,
+               env_manifest_bytes=190, env_keep_policy="successes", env_kept=True, env_image_id="sha256:" + "c" * 64,
+               env_image_tag="reb-ray/env:s1-x", env_image_bytes=3 * 2**20, env_image_total_bytes=200 * 2**20, node="n1")
+    dropped = row("noop", "t1", 1, "scored", agent_kind="noop", env_manifest_path=None, env_capture_error="boom",
+                  env_keep_policy="successes", env_kept=False)
+    sink = ParquetSink(tmp_path)
+    sink.write([kept, dropped], [])
+    sink.close()
+    out = show_trial(tmp_path, "heuristic/t1/0")
+    assert (f"commands (2; no transcript stored: the agent kind heuristic keeps none; from the environment manifest "
+            f"{rel}, its `commands` list):") in out
+    assert "  [1] $ /opt/envs/heuristic/bin/python -m pip install numpy\n      exit 1" in out
+    assert (f"env      manifest {rel} (sha256 {'ab' * 32}, 190 bytes); kept as image reb-ray/env:s1-x "
+            f"(sha256:cccccccccccc) on n1: its layer 3.0 MiB, whole image 200.0 MiB") in out
+    assert f"env manifest   {rel} (" in out
+    out = show_trial(tmp_path, "noop/t1/0")
+    assert "env      no manifest (boom); kept: no (policy successes)" in out and "MiB" not in out
+    assert "commands: none recorded (no transcript stored: the agent kind noop keeps none; no commands" in out

@@ -15,6 +15,12 @@ from reb_ray.testing.synthetic import fixture_rows, trial, with_agent_words, wri
 SWEEP = "syn"
 CLAUDE_TRIAL, CODEX_TRIAL, CHAT_TRIAL, COMMAND_TRIAL = "frugal/t1/0", "spender/t1/0", "spender/t2/0", "weak/t2/0"
 INFRA_TRIAL = "frugal/t7/0"
+#: An agent kind that keeps no transcript (the heuristic's shape): its output in the row's tail,
+#: its full log named by the row and by its agent stage, its commands in the environment manifest.
+HEURISTIC_TRIAL = "weak/t3/0"
+HEURISTIC_OUTPUT = "[heuristic] $ python -m venv /opt/envs/heuristic\n[heuristic] exit 0\n"
+MANIFEST_COMMANDS = [{"command": "python -m venv /opt/envs/heuristic", "exit_code": 0},
+                     {"command": "/opt/envs/heuristic/bin/python -m pip install numpy", "exit_code": 1}]
 STAGE_LOG_TEXT = "collecting torch\n" * 500 + "C1 done\n"
 
 
@@ -112,5 +118,21 @@ def write_run(output_dir: Path) -> Path:
                 f.write(STAGE_LOG_TEXT)
             stages = [{**s, "log_path": rel, "log_head": "collecting torch\n", "log_tail": "C1 done\n",
                        "output_truncated": True} if s["stage"] == "c1" else s for s in stages]
+        if row["trial_id"] == HEURISTIC_TRIAL:
+            log_rel = _store(output_dir, row, "agent", HEURISTIC_OUTPUT.encode())
+            manifest = _store(output_dir, row, "env_manifest", json.dumps(
+                {"commands": {"source": "agent_log", "list": MANIFEST_COMMANDS}}).encode())
+            row = {**row, "agent_kind": "heuristic", "agent_version": None, "trajectory_path": None,
+                   "agent_output_tail": HEURISTIC_OUTPUT, "agent_log_path": log_rel, "env_manifest_path": manifest,
+                   "env_manifest_digest": "ab" * 32, "env_manifest_bytes": 123, "env_keep_policy": "successes",
+                   "env_kept": True, "env_image_id": "sha256:" + "c" * 64, "env_image_tag": "reb-ray/env:syn-weak",
+                   "env_image_bytes": 28_672, "env_image_total_bytes": 300_000_000, "c0_unowned": 2,
+                   "c0_unowned_modules": ["fakepkg", "fakepkg.sub"], "python_path_kind": "venv",
+                   "startup_hooks": ["/opt/envs/heuristic/lib/python3.11/site-packages/x.pth"],
+                   "suspicious_actions": ["pip install --no-deps fakepkg"]}
+            agent = {k: row[k] for k in ("sweep_id", "trial_id", "attempt", "task_id", "agent")}
+            stages = [s for s in stages if s["stage"] != "agent"] + [
+                {**agent, "stage": "agent", "status": "success", "exit_code": 0, "log_path": log_rel,
+                 "log_head": HEURISTIC_OUTPUT, "log_tail": HEURISTIC_OUTPUT, "output_truncated": False}]
         out.append((row, stages))
     return write(output_dir, out)

@@ -20,8 +20,9 @@ from reb_ray.results.parquet_sink import ParquetSink
 from reb_ray.results.read import read_trials
 from reb_ray.testing.synthetic import HOSTILE_TRIAL, PAYLOAD, trial
 from tests.viewer.dom import parse, squares
-from tests.viewer.runs import (CHAT_TRIAL, CLAUDE_REQUESTS, CLAUDE_TRIAL, CODEX_TRIAL, COMMAND_TRIAL, INFRA_TRIAL,
-                               STAGE_LOG_TEXT, SWEEP, write_run)
+from tests.viewer.runs import (CHAT_TRIAL, CLAUDE_REQUESTS, CLAUDE_TRIAL, CODEX_TRIAL, COMMAND_TRIAL,
+                               HEURISTIC_OUTPUT, HEURISTIC_TRIAL, INFRA_TRIAL, MANIFEST_COMMANDS, STAGE_LOG_TEXT, SWEEP,
+                               write_run)
 from tests.viewer.served import Served
 
 
@@ -104,6 +105,28 @@ def test_trial_page(served):
     assert status == 200 and gzip.decompress(raw).decode() == STAGE_LOG_TEXT
     audited = parse(served.text(f"/trial?{q(sweep=SWEEP, id='frugal/t2/0')}"))
     assert ["torch_version", "version", "null", "null", "hallucination", ""] in audited.tables["c5"]
+
+
+def test_trial_page_of_an_agent_without_a_transcript(served):
+    """Each log listed once, the agent's output shown once (under its stage), the commands from the
+    environment manifest in place of a transcript, and the shortcut checks and kept environment."""
+    html = served.text(f"/trial?{q(sweep=SWEEP, id=HEURISTIC_TRIAL)}")
+    page = parse(html)
+    listed = [link["text"] for link in page.links if link["text"].startswith("artifacts/")]
+    agent_log = [t for t in listed if t.endswith("/agent.jsonl.gz")]
+    assert len(agent_log) == 1 and page.text.count("agent log:") == 1, listed  # the agent stage names it too
+    assert sum(p.count("[heuristic] $ python -m venv") for p in page.pres) == 1  # not as a step, not as a tail again
+    assert "agent output (tail)" not in page.text and "heuristic unknown" not in page.text
+    assert "No transcript is stored for this attempt: the agent kind heuristic keeps none" in page.text
+    assert [r[1:] for r in page.tables["commands"][1:]] == [[c["command"], str(c["exit_code"])] for c in MANIFEST_COMMANDS]
+    assert "<dt>C0 unowned</dt><dd>2: fakepkg, fakepkg.sub (" in html
+    assert "pip install --no-deps fakepkg" in page.text and "x.pth" in page.text
+    manifest = [link["href"] for link in page.links if link["text"].endswith("env_manifest.jsonl.gz")]
+    assert manifest and json.loads(served.text(manifest[0]))["commands"]["list"] == MANIFEST_COMMANDS
+    assert f"(sha256 {'ab' * 32}, 123 bytes)" in page.text
+    assert "yes, image reb-ray/env:syn-weak (sha256:" in page.text and "its layer 28672 bytes" in page.text
+    other = parse(served.text(f"/trial?{q(sweep=SWEEP, id=CLAUDE_TRIAL)}"))
+    assert "No transcript" not in other.text and "Environment" in other.text and "not recorded" in other.text
 
 
 def test_agent_words_are_text(served):
