@@ -82,7 +82,9 @@ class LlmSession:
             config.propagated_mounts.update(self.slot.mounts)
             self.sandbox = open_sandbox("docker", config, trusted=False)
             self.repo_dir = f"{self.sandbox.workdir}/repo"
-            self.sandbox.put(place_repo(self.task, self.workspace).path, self.repo_dir)
+            placed = place_repo(self.task, self.workspace)
+            self.commit = placed.commit  # the probe phase's witness lists this commit's blobs
+            self.sandbox.put(placed.path, self.repo_dir)
             self.ctx = AgentContext(self.repo_dir, REPORT_PATH, self.timeout_s, dict(pip_env),
                                     prompt=render_prompt(self.task, REPORT_PATH, self.repo_dir),
                                     toolchain=self.slot.sandbox_path,
@@ -127,6 +129,7 @@ class LlmSession:
         """The probes' verdict on what the agent left: detach the toolchain, run C0..C5 (and
         the env size) as the trial does; the trials row."""
         rec = TrialRecorder(self.trial)
+        rec.row["repo_commit"] = self.commit
         _status, report, _reason = parse_report(self.report())
         self.sandbox.kill_leftovers()
         self.slot.detach()

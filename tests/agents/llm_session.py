@@ -112,7 +112,8 @@ def run_session(docker_client, image: str, kind: str, model: str, script: dict, 
         sandbox_config.propagated_mounts.update(slot.mounts)
         sandbox = stack.enter_context(open_sandbox("docker", sandbox_config, trusted=agent.trusted))
         repo_dir = f"{sandbox.workdir}/repo"
-        sandbox.put(place_repo(task, workspace).path, repo_dir)
+        placed = place_repo(task, workspace)
+        sandbox.put(placed.path, repo_dir)
         ctx = AgentContext(repo_dir, REPORT_PATH, timeout_s, {**pip_env, agent.spec.key_env: REAL_KEY},
                            prompt=render_prompt(task, REPORT_PATH, repo_dir), toolchain=slot.sandbox_path,
                            llm=LlmAccess(proxy.url, stand_in, model, max_turns))
@@ -127,6 +128,7 @@ def run_session(docker_client, image: str, kind: str, model: str, script: dict, 
         if probes:
             slot.detach()
             rec = TrialRecorder(spec)
+            rec.row["repo_commit"] = placed.commit  # the witness lists this commit's blobs, as run_trial records it
             status, parsed, _ = parse_report(report)
             rec.row["report_status"] = status
             run_probe_phase(rec, sandbox, spec, repo_dir, parsed, [])
