@@ -108,11 +108,13 @@ def stage_columns() -> list[str]:
 
 
 def write_html(output_dir: Path, html_path: Path, sweep_id: str | None = None, *, trials: pa.Table | None = None,
-               stages: pa.Table | None = None, analysis: Analysis | None = None, with_plots: bool = True) -> Path:
+               stages: pa.Table | None = None, analysis: Analysis | None = None, with_plots: bool = True,
+               tasks_root: Path | None = None) -> Path:
     """Write the HTML report of the run under `output_dir` (one sweep or all) to `html_path`
     (UTF-8); returns the path. What is already at hand is not read or computed again: `trials`
     (every attempt, as read_trials gives it), `stages` (`stage_columns()` at least), and
-    `analysis` (`analyze` of those two). Raises RebRayError for an unreadable results shard or
+    `analysis` (`analyze` of those two, with the deviations of the tasks under `tasks_root`,
+    default the bundled tasks/). Raises RebRayError for an unreadable results shard or
     an unwritable file."""
     from reb_ray.results.read import read_stages, read_trials
 
@@ -122,7 +124,9 @@ def write_html(output_dir: Path, html_path: Path, sweep_id: str | None = None, *
     if stages is None:
         stages = read_stages(output_dir, sweep_id, columns=stage_columns())
     if analysis is None:
-        analysis = analyze(trials, stages.select(STAGE_COLUMNS))
+        from .deviations import run_deviations
+
+        analysis = analyze(trials, stages.select(STAGE_COLUMNS), deviations=run_deviations(output_dir, trials, tasks_root))
     text = render(output_dir, trials, stages, analysis, html_path, with_plots=with_plots)
     try:
         html_path.write_text(text, encoding="utf-8")

@@ -2,7 +2,7 @@
 
 `sweep_sections(analysis, sweep_id)` gives the blocks of one sweep's analysis in report order
 (findings, success rates, pass@k, paired comparisons, cost and efficiency, Pareto frontiers,
-failures, the C5 audit), each a `Section` of already-formatted strings. The terminal report
+failures, the C5 audit, the note on stages that deviate from the paper's release), each a `Section` of already-formatted strings. The terminal report
 (`analysis.terminal`) lays them out as text and the HTML report (`analysis.report_html`) as
 tables, so both show the same rounded numbers (rates in whole percent, C0 to a tenth of a
 percent, USD to 4 decimals); unknown is "-", never 0. Every number comes from
@@ -26,9 +26,9 @@ RATE_STAGES = ("c1", "c2", "c3", "c4", "c5")
 @dataclass(frozen=True)
 class Section:
     """One block of a sweep's analysis. `key`: findings | rates | pass_k | comparisons | costs |
-    frontiers | failures | honesty | shortcuts. `head`: its explanation (may hold line breaks where the
+    frontiers | failures | honesty | shortcuts | deviations. `head`: its explanation (may hold line breaks where the
     terminal breaks it). A table when `headers` is set (`rows` of cells, first the agent);
-    else `lines` (findings, comparisons, frontiers: one statement each) or `groups`
+    else `lines` (findings, comparisons, frontiers, deviations: one statement each) or `groups`
     (failures: per agent, its parts)."""
 
     key: str
@@ -290,6 +290,27 @@ def shortcuts(a: Analysis, sweep_id, agents: list) -> Section | None:
     return Section("shortcuts", head, SHORTCUT_HEADERS, rows)
 
 
+#: A task spec's stage names as the report labels them.
+_SPEC_STAGE_LABELS = {"cpu": "C1", "single_gpu": "C3", "multi_gpu": "C4"}
+
+
+def deviations(a: Analysis, sweep_id) -> Section | None:
+    """The note under a sweep's tables: per task, the stages whose command or success rule
+    differs on purpose from the paper's release (their numbers are not the paper's for that
+    stage), then the tasks whose spec is unknown. None when nothing was looked up."""
+    found = a.deviations.get(sweep_id)
+    if found is None:
+        return None
+    lines = [f"{task}: {', '.join(_SPEC_STAGE_LABELS[s] for s in stages)}" for task, stages in found.stages.items()]
+    if found.unknown:
+        lines.append(f"unknown for {len(found.unknown)} task(s) whose spec is not under the tasks root or changed "
+                     f"since the sweep ran: {', '.join(found.unknown)}")
+    suites = ", ".join(found.suites) or "-"
+    head = (f"Stages that differ from the paper's release (task.toml `deviation`; the reasons: "
+            f"`reb-ray tasks list --suite {suites}`):")
+    return Section("deviations", head, lines=lines)
+
+
 def sweep_sections(a: Analysis, sweep_id) -> list[Section]:
     """The sections of one sweep in report order; empty when it has no scored trial. Sections
     with nothing to say (no finding, one agent, no k >= 2) are left out."""
@@ -299,5 +320,6 @@ def sweep_sections(a: Analysis, sweep_id) -> list[Section]:
     out = [findings(a, sweep_id), rates(a, sweep_id, agents), pass_k(a, sweep_id, agents),
            comparisons(a, sweep_id, agents), costs(a, sweep_id), frontiers(a, sweep_id),
            # every agent of the sweep: one whose attempts all failed for infrastructure shows them here
-           failures(a, sweep_id, a.stats.run.agents(sweep_id)), honesty(a, sweep_id), shortcuts(a, sweep_id, agents)]
+           failures(a, sweep_id, a.stats.run.agents(sweep_id)), honesty(a, sweep_id), shortcuts(a, sweep_id, agents),
+           deviations(a, sweep_id)]
     return [s for s in out if s is not None and (s.headers or s.lines or s.groups)]

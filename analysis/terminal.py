@@ -14,6 +14,7 @@ from reb_ray.results.read import read_stages, read_trials
 
 from .analyze import STAGE_COLUMNS, Analysis, analyze
 from .cost import SUCCESS_STAGES
+from .deviations import run_deviations
 from .scores import summarize
 from .sections import RATE_STAGES, Section, sweep_sections
 from .summary import format_summary
@@ -71,13 +72,15 @@ def format_analysis(a: Analysis) -> str:
     return "\n\n".join(blocks) if blocks else "no scored trials to analyse"
 
 
-def format_report(output_dir: Path, sweep_id: str | None = None) -> str:
+def format_report(output_dir: Path, sweep_id: str | None = None, tasks_root: Path | None = None) -> str:
     """The whole terminal report of the run under `output_dir`: the summary table (the CSV's
-    numbers) then `format_analysis`. Reads the trials once. Raises RebRayError for an
+    numbers) then `format_analysis`, whose note on deviations reads the task specs under
+    `tasks_root` (default the bundled tasks/). Reads the trials once. Raises RebRayError for an
     unreadable or foreign results shard."""
     output_dir = Path(output_dir)
     trials = read_trials(output_dir, sweep_id)
-    analysis = analyze(trials, read_stages(output_dir, sweep_id, columns=STAGE_COLUMNS))
+    analysis = analyze(trials, read_stages(output_dir, sweep_id, columns=STAGE_COLUMNS),
+                       deviations=run_deviations(output_dir, trials, tasks_root))
     return format_summary(summarize(trials)) + "\n\n" + format_analysis(analysis)
 
 

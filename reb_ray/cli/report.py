@@ -1,4 +1,4 @@
-"""`reb-ray report RUN_DIR [--sweep-id ID] [--csv FILE|-] [--html FILE]`: the summary and analysis of a results directory."""
+"""`reb-ray report RUN_DIR [--sweep-id ID] [--csv FILE|-] [--html FILE] [--tasks-root DIR]`: the summary and analysis of a results directory."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ def report(
     run_dir: Path = typer.Argument(..., help="Output directory of sweeps (holds trials/)."),
     sweep_id: Optional[str] = typer.Option(None, help="Only this sweep."),
     csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write the paper-compatible CSV (the release's master_summary.csv columns, then ours); '-' prints it instead of the table."),
+    tasks_root: Optional[Path] = typer.Option(None, "--tasks-root", help="Directory holding the run's suites, for the note on stages that deviate from the paper's release (default: the bundled tasks/)."),
     html_path: Optional[Path] = typer.Option(None, "--html", help="Also write the report as one self-contained HTML file: tables, plots, a drill-down per trial (plots need the `plots` extra)."),
 ) -> None:
     """Per (sweep, agent): the summary table, then success rates with 95% intervals, pass@k,
@@ -21,6 +22,7 @@ def report(
     `analysis.sections`); the analysis is computed once for the terminal and the HTML.
     """
     from analysis.analyze import STAGE_COLUMNS, analyze
+    from analysis.deviations import run_deviations
     from analysis.paper import to_csv
     from analysis.scores import summarize
     from analysis.summary import format_summary
@@ -42,7 +44,7 @@ def report(
 
         columns = stage_columns()  # the log heads and tails too, read once for both
     stages = read_stages(run_dir, sweep_id, columns=columns)
-    analysis = analyze(trials, stages.select(STAGE_COLUMNS))
+    analysis = analyze(trials, stages.select(STAGE_COLUMNS), deviations=run_deviations(run_dir, trials, tasks_root))
     if csv_path != Path("-"):
         typer.echo(format_summary(rows) + "\n\n" + format_analysis(analysis))
     if csv_path is not None and csv_path != Path("-"):

@@ -467,6 +467,14 @@ class TaskSpec(_Strict):
         return self.stages.multi_gpu.applicable
 
     @property
+    def deviations(self) -> dict[str, str]:
+        """{stage name (cpu, single_gpu, multi_gpu): how its command or success rule deliberately
+        differs from the paper's release}, applicable stages only, in stage order; empty when every
+        stage follows the release. `reb-ray tasks list` and the report's note show these."""
+        return {name: stage.deviation for name in ("cpu", "single_gpu", "multi_gpu")
+                if (stage := getattr(self.stages, name)).applicable and stage.deviation}
+
+    @property
     def gpus_needed(self) -> int:
         """GPUs a trial must hold: the most any applicable stage needs. C2 (a CUDA kernel must
         run) and C3 need 1, C4 its `ranks`, C1 none; so every task with C2 gets a GPU, also one

@@ -36,6 +36,12 @@ def _digest(value) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def task_digest(task: TaskSpec) -> str:
+    """The 16-hex digest of a task spec stored as `task.<id>` in a sweep's identity (the task's
+    directory left out, so a copy of the suite elsewhere has the same digest)."""
+    return _digest(task.model_dump(mode="json"))
+
+
 def scoring_identity(config: SweepConfig, image: str | None, tasks: list[TaskSpec]) -> dict[str, object]:
     """{field: value} of everything that decides a trial's score (module docstring); task specs
     and the toolbox as 16-hex digests. Keys: `agent.<name>.<field>` (kind, model, ..., cli), `task.<id>`, `probes`, `pyright`,
@@ -51,7 +57,7 @@ def scoring_identity(config: SweepConfig, image: str | None, tasks: list[TaskSpe
         for field, value in {**spec.identity(), "cli": f"{pin.package}@{pin.version}" if pin else None}.items():
             identity[f"agent.{name}.{field}"] = value
     for task in tasks:
-        identity[f"task.{task.id}"] = _digest(task.model_dump(mode="json"))
+        identity[f"task.{task.id}"] = task_digest(task)
     for field in SCORED_SETTINGS:
         identity[field] = getattr(config, field)
     identity["network_allow"] = sorted(config.network_allow) if config.network_policy != "open" else None
