@@ -18,8 +18,8 @@ import statistics
 from dataclasses import dataclass
 
 from reb_ray.trial.gpu_lease import LeaseBook
-from reb_ray.orchestrators.dispatch import Dispatcher, Job
-from reb_ray.orchestrators.slot_plan import NodeCapacity, plan_shared_slots, plan_slots
+from reb_ray.scheduling.dispatch import Dispatcher, Job
+from reb_ray.scheduling.slot_plan import NodeCapacity, plan_shared_slots, plan_slots
 
 
 @dataclass

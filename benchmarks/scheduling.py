@@ -299,7 +299,7 @@ def _mixed_line(label: str, makespan: float, lower: float, waits: dict[str, floa
 
 def mixed(args, tmp: Path) -> None:
     from benchmarks.dispatch_model import Trial, lower_bound, simulate
-    from reb_ray.orchestrators.slot_plan import NodeCapacity
+    from reb_ray.scheduling.slot_plan import NodeCapacity
 
     tasks = mixed_trials(args.mixed_trials, args.mixed_mean_s)
     cpus = [g + 1 for g in MIXED_NODES]

@@ -29,7 +29,8 @@ LAYERS: list[set[str]] = [
     {"cli"},                        # the command line: one thin module per noun
     {"viewer"},                     # the local web viewer: reads the results store, shows the reports
     {"sweep"},                      # the job on the driver: expand, identity, run, regrade, W&B
-    {"orchestrators"},              # Ray: slot workers, node checks, leases, dispatch
+    {"orchestrators"},              # Ray: slot workers, node checks, leases, the proxy actor
+    {"scheduling"},                 # pure rules: dispatch order, slot plans, budget, durations
     {"trial"},                      # one attempt on one node: prepare, agent, between, probes, record
     {"environment"},                # what the agent built: capture, keep, export, the node's fingerprint
     {"agents", "llm", "suite"},     # agent kinds; LLM plumbing; the suite's tasks, repos, assets

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from reb_ray.orchestrators.cluster_status import SLOT_RESOURCE
-from reb_ray.orchestrators.slot_plan import NodeCapacity
+from reb_ray.scheduling.slot_plan import NodeCapacity
 
 BOOTSTRAP_CONFIG = Path("~/ray_bootstrap_config.yaml")
 

@@ -17,11 +17,11 @@ import ray
 
 from reb_ray.errors import RebRayError
 from reb_ray.models.sweep import TrialSpec
-from reb_ray.orchestrators.durations import probe_timeout_estimate
+from reb_ray.scheduling.durations import probe_timeout_estimate
 from reb_ray.orchestrators.lease_actor import RayGpuLease, start_leases, stop_leases
 from reb_ray.orchestrators.node_check import NodeChecks, NodeRequirements, NodeVerdict, alive_nodes, check_all
 from reb_ray.orchestrators.node_tasks import docker_gpu_problems
-from reb_ray.orchestrators.slot_plan import NodeCapacity, SlotShape, plan_shared_slots, plan_slots
+from reb_ray.scheduling.slot_plan import NodeCapacity, SlotShape, plan_shared_slots, plan_slots
 from reb_ray.orchestrators.slot_pool import Slot
 
 

@@ -26,7 +26,7 @@ LLM agents: their trials reach the node's metering proxy (`NodeProxies`, one act
 the sweep's LLM key variables, sealed, before the node's first trial (and again after a trial
 found the proxy gone); no trial's worker ever holds a key. The proxies are stopped when the run
 ends. An attempt that failed for a rate limit
-or an unavailable endpoint is retried after a backoff (reb_ray.orchestrators.budget.RetryBackoff); one
+or an unavailable endpoint is retried after a backoff (reb_ray.scheduling.budget.RetryBackoff); one
 that failed for LLM authentication or budget is not retried (the next would fail the same
 way). With a sweep budget (`--max-cost-usd`), no new attempt is launched once it is reached;
 the specs left are in `not_launched`.
@@ -49,18 +49,18 @@ from typing import Callable
 
 import ray
 
-from reb_ray.orchestrators.budget import RetryBackoff, SweepBudget
+from reb_ray.scheduling.budget import RetryBackoff, SweepBudget
 from reb_ray.llm.failures import NOT_RETRIED, PROXY, RETRYABLE
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.orchestrators.attempt_rows import driver_outcome, unplaceable_outcome
-from reb_ray.orchestrators.dispatch import Dispatcher, Job
+from reb_ray.scheduling.dispatch import Dispatcher, Job
 from reb_ray.orchestrators.autoscaler import BOOTSTRAP_CONFIG, joinable_node_types, request_gpu_nodes
-from reb_ray.orchestrators.durations import timeout_estimate
+from reb_ray.scheduling.durations import timeout_estimate
 from reb_ray.orchestrators.llm_proxy import NodeProxies, stop_proxies
 from reb_ray.orchestrators.node_check import NodeChecks, NodeRequirements, alive_nodes
 from reb_ray.orchestrators.node_roster import NodeRoster, NoUsableNode
 from reb_ray.orchestrators.node_tasks import reap_on, remove_dead_attempt
-from reb_ray.orchestrators.slot_plan import gpu_cap, hardware_refusal
+from reb_ray.scheduling.slot_plan import gpu_cap, hardware_refusal
 from reb_ray.orchestrators.slot_pool import Slot, SlotPool
 from reb_ray.trial.record import TrialOutcome
 from reb_ray.trial.record import now

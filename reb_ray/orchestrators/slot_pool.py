@@ -31,7 +31,7 @@ from reb_ray.trial.gpu_lease import GpuLease
 from reb_ray.trial.llm import ProxyClient
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.orchestrators.cluster_status import SLOT_RESOURCE
-from reb_ray.orchestrators.slot_plan import SlotShape
+from reb_ray.scheduling.slot_plan import SlotShape
 from reb_ray.trial.record import TrialOutcome
 from reb_ray.trial.run import run_trial
 

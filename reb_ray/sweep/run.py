@@ -13,9 +13,9 @@ from typing import Callable
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from reb_ray.errors import RebRayError
-from reb_ray.orchestrators.budget import RetryBackoff, SweepBudget
+from reb_ray.scheduling.budget import RetryBackoff, SweepBudget
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.orchestrators.durations import estimator
+from reb_ray.scheduling.durations import estimator
 from reb_ray.sweep.expand import expand
 from reb_ray.results.compact import CompactionResult, compact_if_idle
 from reb_ray.results.parquet_sink import ParquetSink
@@ -77,7 +77,7 @@ def _history(config: SweepConfig):
     """Median wall seconds of earlier attempts in the output directory (every sweep), for
     longest-first dispatch (`table_medians`); none when they cannot be read."""
     from reb_ray.errors import RebRayError
-    from reb_ray.orchestrators.durations import table_medians
+    from reb_ray.scheduling.durations import table_medians
     from reb_ray.results.read import read_trials
 
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reb_ray.orchestrators.budget import RetryBackoff, SweepBudget
+from reb_ray.scheduling.budget import RetryBackoff, SweepBudget
 from tests.analysis.runs import row, write_run
 
 

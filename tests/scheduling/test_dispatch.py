@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 
-from reb_ray.orchestrators.dispatch import Dispatcher, Job
+from reb_ray.scheduling.dispatch import Dispatcher, Job
 
 
 def _dispatcher(nodes: dict[str, int], cpu_slots: int = 0, max_running: int | None = None) -> Dispatcher:

@@ -6,7 +6,7 @@ import pytest
 
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.suite.load import load_suite
-from reb_ray.orchestrators.durations import estimator, table_medians, timeout_estimate
+from reb_ray.scheduling.durations import estimator, table_medians, timeout_estimate
 from reb_ray.results.parquet_sink import rows_to_table
 from reb_ray.results.schema import TRIALS_SCHEMA
 
@@ -51,7 +51,7 @@ def test_the_arrow_medians_are_the_scored_attempts_with_a_wall_time():
 def test_a_probe_phase_holds_its_gpus_for_c2_too():
     """torch-tiny keeps C2 (one GPU): its probe phase may hold the GPU for C1's timeout and C2's
     bound; numpy-trainer opts out of C2 and needs no GPU at all."""
-    from reb_ray.orchestrators.durations import probe_timeout_estimate
+    from reb_ray.scheduling.durations import probe_timeout_estimate
     from reb_ray.probes.c2 import C2_TIMEOUT_S
 
     tiny, numpy = _spec("noop", "torch-tiny"), _spec("noop", "numpy-trainer")

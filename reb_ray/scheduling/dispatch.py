@@ -30,7 +30,7 @@ are held for it until it ends). The rules:
   there), then the smallest node. The node's lease keeps its own reservation for multi-GPU
   probe phases (reb_ray/trial/gpu_lease.py).
 
-`expected_s` is an estimate (earlier sweeps, else timeouts: reb_ray/orchestrators/durations.py);
+`expected_s` is an estimate (earlier sweeps, else timeouts: reb_ray/scheduling/durations.py);
 a trial running past it is treated as ending now.
 """
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reb_ray.orchestrators.slot_plan import NodeCapacity, gpu_cap, plan_slots
+from reb_ray.scheduling.slot_plan import NodeCapacity, gpu_cap, plan_slots
 
 
 def _count(shapes, node=None, gpu=None):
@@ -39,7 +39,7 @@ def test_f19_no_node_can_hold_one_trial():
 
 
 def test_reb_ray_slot_caps_a_nodes_slots_and_marks_them():
-    from reb_ray.orchestrators.slot_plan import NodeCapacity, plan_slots
+    from reb_ray.scheduling.slot_plan import NodeCapacity, plan_slots
 
     capped, free = NodeCapacity("a", 16, 4, slot_cap=3), NodeCapacity("b", 4, 0)
     shapes = plan_slots([capped, free], 1.0, [1, 1, 1, 1, 0, 0, 0, 0, 0])
@@ -49,7 +49,7 @@ def test_reb_ray_slot_caps_a_nodes_slots_and_marks_them():
 
 
 def test_hardware_refusal_rules():
-    from reb_ray.orchestrators.slot_plan import NodeCapacity, hardware_refusal
+    from reb_ray.scheduling.slot_plan import NodeCapacity, hardware_refusal
 
     small = NodeCapacity("a", 2, 0, memory_bytes=8 * 1024**3)
     assert "needs 8 CPU(s) per trial" in hardware_refusal([small], 8, None)
@@ -64,7 +64,7 @@ def test_hardware_refusal_rules():
 def test_sharing_slots_hold_no_gpu_and_fill_the_cpu_room_of_every_usable_gpu_node():
     """Agent phases are not bounded by GPUs, only by CPUs; a node with fewer GPUs than the
     largest need still takes GPU trials (the dispatcher sends it those it can lease for)."""
-    from reb_ray.orchestrators.slot_plan import plan_shared_slots
+    from reb_ray.scheduling.slot_plan import plan_shared_slots
 
     nodes = [NodeCapacity("a", cpus=6, gpus=2), NodeCapacity("b", cpus=4, gpus=1), NodeCapacity("c", cpus=4, gpus=0),
              NodeCapacity("d", cpus=4, gpus=2, gpus_usable=False)]
