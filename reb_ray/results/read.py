@@ -104,7 +104,13 @@ def scored_trial_ids(output_dir: Path, sweep_id: str) -> set[str]:
     Used by resume: those trials are done; trials with only infra_error / interrupted attempts
     are not. Reads the resume index. Raises RebRayError like read_trials.
     """
-    latest = latest_attempts(resume_index(output_dir, sweep_id))
+    return scored_in(resume_index(output_dir, sweep_id))
+
+
+def scored_in(index: pa.Table) -> set[str]:
+    """trial_ids whose current attempt (`latest_attempts`) in `index` (resume index or trials
+    rows of one sweep) is "scored"."""
+    latest = latest_attempts(index)
     scored = latest.filter(pc.equal(latest["status"], "scored"))
     return {t for t in scored["trial_id"].to_pylist() if t is not None}
 
@@ -113,7 +119,11 @@ def last_attempts(output_dir: Path, sweep_id: str) -> dict[str, int]:
     """The highest attempt number recorded per trial_id of `sweep_id`, whatever its status
     (resume numbers new attempts after it, so an earlier attempt's row is never duplicated;
     which attempt *counts* is `latest_attempts`' rule). Reads the resume index."""
-    table = resume_index(output_dir, sweep_id)
-    known = pc.and_(pc.is_valid(table["trial_id"]), pc.is_valid(table["attempt"]))
-    grouped = table.filter(known).group_by("trial_id").aggregate([("attempt", "max")])
+    return last_attempt_numbers(resume_index(output_dir, sweep_id))
+
+
+def last_attempt_numbers(index: pa.Table) -> dict[str, int]:
+    """The highest attempt number per trial_id in `index` (rows of one sweep)."""
+    known = pc.and_(pc.is_valid(index["trial_id"]), pc.is_valid(index["attempt"]))
+    grouped = index.filter(known).group_by("trial_id").aggregate([("attempt", "max")])
     return dict(zip(grouped["trial_id"].to_pylist(), grouped["attempt_max"].to_pylist()))

@@ -19,6 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 
 @dataclass
 class SweepBudget:
@@ -34,9 +37,12 @@ class SweepBudget:
         Raises RebRayError (reb_ray.results.read) for an unreadable shard."""
         from reb_ray.results.read import read_trials
 
-        import pyarrow.compute as pc
+        return cls.from_table(limit_usd, read_trials(output, sweep_id, columns=["cost_usd", "llm_requests", "reused_from"]))
 
-        rows = read_trials(output, sweep_id, columns=["cost_usd", "llm_requests", "reused_from"])
+    @classmethod
+    def from_table(cls, limit_usd: float, rows: pa.Table) -> SweepBudget:
+        """The budget with what one sweep's trials `rows` (columns cost_usd, llm_requests,
+        reused_from) record as spent."""
         rows = rows.filter(pc.is_null(rows["reused_from"]))  # a reused trial was paid for by the sweep that ran it
         budget = cls(limit_usd)
         budget.spent_usd = pc.sum(rows["cost_usd"]).as_py() or 0.0  # the same sum `add` makes, in Arrow

@@ -9,12 +9,13 @@ from reb_ray.errors import RebRayError
 from reb_ray.llm.prices import price_table
 from reb_ray.trial.llm import check_llm_agent
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.suite.load import load_suite, select_tasks
-from reb_ray.results.read import last_attempts, scored_trial_ids
+from reb_ray.sweep.state import SweepState
 
 
-def expand(config: SweepConfig, image: str | None) -> tuple[list[TrialSpec], int]:
+def expand(config: SweepConfig, image: str | None, state: SweepState | None = None) -> tuple[list[TrialSpec], int]:
     """(trial specs to run, number skipped because already scored). Agents x tasks x trials.
+
+    `state`: the output directory as the sweep's start read it (None: read it now).
 
     Raises RebRayError for an agent that cannot run (an unknown kind, a kind that needs a model
     and names none, an LLM agent without its key or, under a cost limit, without a price: check_llm_agent),
@@ -32,17 +33,17 @@ def expand(config: SweepConfig, image: str | None) -> tuple[list[TrialSpec], int
         if agent.uses_llm:  # its key, endpoint and prices, before any trial starts
             check_llm_agent(config.agent_spec(name), price_table(str(config.prices_file) if config.prices_file else None),
                             config.max_cost_usd)
-    tasks = select_tasks(load_suite(config.suite, config.tasks_root), config.tasks)
+    state = state or SweepState.read(config)
     # Trials write their log artifacts under the output directory from wherever their worker
     # runs (reb_ray.trial.artifacts): a relative path must mean the driver's.
     config = config.model_copy(update={"output": config.output.resolve()})
-    sweep_id = config.resolved_sweep_id()
-    scored = scored_trial_ids(config.output, sweep_id)
+    sweep_id = state.sweep_id
+    scored = state.scored_ids
     done = set() if config.rerun else scored
-    previous = last_attempts(config.output, sweep_id)
+    previous = state.last_attempts
     specs, skipped = [], 0
     for agent in config.agents:
-        for task in tasks:
+        for task in state.tasks:
             for index in range(config.trials):
                 spec = TrialSpec(sweep_id=sweep_id, agent=agent, task=task, trial_index=index, config=config, image=image,
                                  credentials=credentials[agent])

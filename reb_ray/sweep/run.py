@@ -15,8 +15,11 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from reb_ray.errors import RebRayError
 from reb_ray.scheduling.budget import RetryBackoff, SweepBudget
 from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.scheduling.durations import estimator
+from reb_ray.scheduling.durations import estimator, table_medians
 from reb_ray.sweep.expand import expand
+from reb_ray.sweep.identity import check_identity, scoring_identity
+from reb_ray.sweep.state import SweepState
+from reb_ray.sweep.trial_identity import trial_identities
 from reb_ray.results.compact import CompactionResult, compact_if_idle
 from reb_ray.results.parquet_sink import ParquetSink
 from reb_ray.trial.record import TrialOutcome
@@ -73,20 +76,6 @@ def _prepare_sandbox(config: SweepConfig) -> str | None:
     return require_image(client, config.image_profile)
 
 
-def _history(config: SweepConfig):
-    """Median wall seconds of earlier attempts in the output directory (every sweep), for
-    longest-first dispatch (`table_medians`); none when they cannot be read."""
-    from reb_ray.errors import RebRayError
-    from reb_ray.scheduling.durations import table_medians
-    from reb_ray.results.read import read_trials
-
-    try:
-        return table_medians(read_trials(config.output.resolve(), columns=["agent", "task_id", "status",
-                                                                            "trial_wall_time_s"]))
-    except RebRayError:
-        return {}, {}
-
-
 def _key_names(config: SweepConfig) -> list[str]:
     """The variables of the sweep's agents that may hold secrets (their key and credential
     variables): with reb_ray.llm.keys.KNOWN_KEY_VARS, what no Ray process may inherit."""
@@ -110,14 +99,16 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
     if config.address:  # a wrong address fails in seconds (not after Ray's minutes), before anything is written
         probe(config.address)
     image = _prepare_sandbox(config)
-    specs, skipped = expand(config, image)
-    result = SweepResult(sweep_id=config.resolved_sweep_id(), skipped=skipped)
-    scoring = _scoring_identity(config, image)
-    drift = _check_identity(config, scoring, result.sweep_id)
-    identities = _trial_identities(specs, scoring)
-    specs = _reuse(config, specs, identities, result)
+    state = SweepState.read(config)  # the suite and the output directory, read once
+    specs, skipped = expand(config, image, state)
+    result = SweepResult(sweep_id=state.sweep_id, skipped=skipped)
+    scoring = scoring_identity(config, image, state.tasks)
+    drift = check_identity(config.output.resolve(), state.sweep_id, scoring, config.allow_drift,
+                           scored=bool(state.scored_ids))
+    identities = trial_identities(specs, scoring)
+    specs = _reuse(config, specs, identities, result, state)
     if config.max_cost_usd is not None:  # what earlier runs of the sweep spent counts (a resume continues)
-        result.budget = SweepBudget.from_rows(config.max_cost_usd, config.output.resolve(), result.sweep_id)
+        result.budget = SweepBudget.from_table(config.max_cost_usd, state.own_rows)
         if result.budget.reached:
             result.not_launched = len(specs)
             return result
@@ -130,7 +121,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
     # No --max-concurrent: as many trials as the live cluster's slots hold (a node that joins adds its own).
     orchestrator = RayOrchestrator(config.max_concurrent, config.cpus_per_trial, docker_image=image, budget=result.budget,
                                    backoff=RetryBackoff(config.llm_retry_backoff_s, config.llm_retry_backoff_max_s),
-                                   expected_s=estimator(medians=_history(config)), slot_start_concurrency=slot_start_concurrency,
+                                   expected_s=estimator(medians=table_medians(state.history)), slot_start_concurrency=slot_start_concurrency,
                                    requirements=NodeRequirements.for_sweep(config, image),
                                    on_node_line=lambda line: _node_line(config, result.sweep_id, line),
                                    memory_bytes=config.memory_bytes, share_gpus=config.share_gpus_in_agent_phase)
@@ -220,32 +211,8 @@ def _store_artifacts(config: SweepConfig, outcome: TrialOutcome) -> None:
                     row[key] = None
 
 
-def _scoring_identity(config: SweepConfig, image: str | None) -> dict[str, object]:
-    """The sweep's scoring identity (`scoring_identity`) over its selected tasks."""
-    from reb_ray.suite.load import load_suite, select_tasks
-    from reb_ray.sweep.identity import scoring_identity
-
-    return scoring_identity(config, image, select_tasks(load_suite(config.suite, config.tasks_root), config.tasks))
-
-
-def _check_identity(config: SweepConfig, scoring: dict[str, object], sweep_id: str) -> list[str]:
-    """The fields allowed to drift since the sweep's first run (`scoring_identity`);
-    raises RebRayError naming them when drift is not allowed."""
-    from reb_ray.results.read import scored_trial_ids
-    from reb_ray.sweep.identity import check_identity
-
-    scored = bool(scored_trial_ids(config.output.resolve(), sweep_id))
-    return check_identity(config.output.resolve(), sweep_id, scoring, config.allow_drift, scored=scored)
-
-
-def _trial_identities(specs: list[TrialSpec], scoring: dict[str, object]) -> dict[str, str]:
-    """{trial_id: identity digest} of the trials to run (`trial_identities`)."""
-    from reb_ray.sweep.trial_identity import trial_identities
-
-    return trial_identities(specs, scoring)
-
-
-def _reuse(config: SweepConfig, specs: list[TrialSpec], identities: dict[str, str], result: SweepResult) -> list[TrialSpec]:
+def _reuse(config: SweepConfig, specs: list[TrialSpec], identities: dict[str, str], result: SweepResult,
+           state: SweepState) -> list[TrialSpec]:
     """The specs still to run once every trial that a scored trial of the same identity in the
     output directory covers is copied into the sweep (`plan_reuse`), counted in
     `result`. None is reused under `--fresh` or `--rerun` (both ask for new runs)."""
@@ -254,7 +221,7 @@ def _reuse(config: SweepConfig, specs: list[TrialSpec], identities: dict[str, st
     if config.fresh or config.rerun or not specs:
         return specs
     output = config.output.resolve()
-    plan = plan_reuse(output, result.sweep_id, specs, identities)
+    plan = plan_reuse(output, result.sweep_id, specs, identities, state.history)
     if not plan.picks:
         return specs
     remaining, copied = [], {}

@@ -67,17 +67,19 @@ class Reuse:
 _CANDIDATE_COLUMNS = ["sweep_id", "trial_id", "attempt", "status", "trial_identity", "reused_from", "finished_at"]
 
 
-def plan_reuse(output: Path, sweep_id: str, specs: list[TrialSpec], identities: dict[str, str]) -> Reuse:
+def plan_reuse(output: Path, sweep_id: str, specs: list[TrialSpec], identities: dict[str, str],
+               history: pa.Table | None = None) -> Reuse:
     """Which of `specs` (trials of sweep `sweep_id` not scored under it) a scored original trial of
-    the same identity under `output` covers (module docstring). Raises RebRayError for an
-    unreadable results shard (reb_ray.results.read)."""
+    the same identity under `output` covers (module docstring). `history`: every sweep's trials
+    rows with at least _CANDIDATE_COLUMNS, as the sweep's start read them (None: read them now).
+    Raises RebRayError for an unreadable results shard (reb_ray.results.read)."""
     from reb_ray.results.read import latest_attempts, read_trials
 
     wanted = set(identities[s.trial_id] for s in specs)
     reuse = Reuse()
     if not wanted:
         return reuse
-    table = read_trials(output, columns=_CANDIDATE_COLUMNS)
+    table = (history if history is not None else read_trials(output, columns=_CANDIDATE_COLUMNS)).select(_CANDIDATE_COLUMNS)
     table = table.filter(pc.and_(pc.is_valid(table["trial_identity"]), pc.is_null(table["reused_from"])))
     table = table.filter(pc.not_equal(table["sweep_id"], sweep_id))
     table = table.filter(pc.is_in(table["trial_identity"], pa.array(sorted(wanted), pa.string())))
