@@ -7,7 +7,7 @@ import pytest
 
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.suite.load import load_suite
-from reb_ray.trial.run import PIP_CACHE_MOUNT, _sandbox_config
+from reb_ray.trial.prepare import PIP_CACHE_MOUNT, sandbox_config
 
 
 def _spec(**config) -> TrialSpec:
@@ -18,7 +18,7 @@ def test_pip_cache_is_read_only_find_links_after_the_wheelhouses(tmp_path):
     """Issue 11: the node's cache is never writable by a trial (it was mounted read-write)."""
     cache, wheels = tmp_path / "pip", tmp_path / "wheels"
     wheels.mkdir()
-    config, env = _sandbox_config(_spec(pip_cache_dir=cache, wheelhouses=[wheels]), gpus=["3"])
+    config, env = sandbox_config(_spec(pip_cache_dir=cache, wheelhouses=[wheels]), gpus=["3"])
     assert config.rw_mounts == {} and "PIP_CACHE_DIR" not in env
     assert config.mounts == {str(wheels): "/opt/reb-ray/wheelhouse/0", str(cache): PIP_CACHE_MOUNT}
     assert env["PIP_FIND_LINKS"] == f"/opt/reb-ray/wheelhouse/0 {PIP_CACHE_MOUNT}" and config.gpus == ["3"]
@@ -27,10 +27,10 @@ def test_pip_cache_is_read_only_find_links_after_the_wheelhouses(tmp_path):
 def test_sandbox_limits_are_on_by_default(tmp_path):
     from reb_ray.sandbox.limits import default_memory_bytes
 
-    config, _env = _sandbox_config(_spec(wheelhouses=[], pip_cache=False), gpus=[])
+    config, _env = sandbox_config(_spec(wheelhouses=[], pip_cache=False), gpus=[])
     assert config.pids_limit == 4096 and config.disk_quota_bytes == 50 * 1024**3
     assert config.memory_bytes == default_memory_bytes(1.0, None)
-    config, _env = _sandbox_config(_spec(wheelhouses=[], pip_cache=False, pids_limit=100, memory_bytes=2**30,
+    config, _env = sandbox_config(_spec(wheelhouses=[], pip_cache=False, pids_limit=100, memory_bytes=2**30,
                                          disk_quota_bytes=2**31), gpus=[])
     assert (config.pids_limit, config.memory_bytes, config.disk_quota_bytes) == (100, 2**30, 2**31)
 
@@ -70,12 +70,12 @@ def test_a_poisoned_cache_never_reaches_the_next_trial(sandbox_image, tmp_path):
 
 
 def test_no_pip_cache_flag_turns_it_off(tmp_path):
-    config, env = _sandbox_config(_spec(pip_cache=False, wheelhouses=[]), gpus=[])
+    config, env = sandbox_config(_spec(pip_cache=False, wheelhouses=[]), gpus=[])
     assert config.rw_mounts == {} and env == {"PIP_NO_CACHE_DIR": "1"}
 
 
 def test_assets_are_mounted_read_only(tmp_path):
-    config, _env = _sandbox_config(_spec(assets_dir=tmp_path, wheelhouses=[]), gpus=[])
+    config, _env = sandbox_config(_spec(assets_dir=tmp_path, wheelhouses=[]), gpus=[])
     assert config.mounts[str(tmp_path)] == "/opt/reb-ray/assets"
     assert str(tmp_path) not in config.rw_mounts
 
