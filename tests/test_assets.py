@@ -111,7 +111,7 @@ def test_hf_assets_land_where_offline_loading_by_id_finds_them(tmp_path):
     import subprocess
     import sys
 
-    from tests.hub_endpoint import COMMIT, HubEndpoint
+    from tests.helpers.hub_endpoint import COMMIT, HubEndpoint
 
     task_dir = tmp_path / "suites" / "assets" / "by-id"
     (task_dir / "repo").mkdir(parents=True)

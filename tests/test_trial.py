@@ -41,7 +41,7 @@ def test_a_fork_bomb_is_the_agents_pids_limit_failure(sandbox_image):
 
     config = SweepConfig(wheelhouses=[], pip_cache=False, pids_limit=128)
     task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
-    row = run_trial(TrialSpec(sweep_id="forkbomb", agent="tests.scripted_agents:ForkBombAgent", task=task, trial_index=0,
+    row = run_trial(TrialSpec(sweep_id="forkbomb", agent="tests.helpers.scripted_agents:ForkBombAgent", task=task, trial_index=0,
                               config=config, image=sandbox_image)).trial
     assert (row["status"], row["failure_owner"], row["failure_category"]) == ("scored", "agent", "pids_limit")
     assert row["sandbox_limit_fired"] == "pids_limit" and row["agent_limit"] == "pids_limit=128"
@@ -58,7 +58,7 @@ def test_a_poisoned_cache_never_reaches_the_next_trial(sandbox_image, tmp_path):
     task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
 
     def trial(agent: str) -> dict:
-        return run_trial(TrialSpec(sweep_id="poison", agent=f"tests.scripted_agents:{agent}", task=task, trial_index=0,
+        return run_trial(TrialSpec(sweep_id="poison", agent=f"tests.helpers.scripted_agents:{agent}", task=task, trial_index=0,
                                    config=config, image=sandbox_image)).trial
 
     poisoner = trial("PoisonCacheAgent")
@@ -97,10 +97,10 @@ def test_between_phases_records_what_the_agent_left_running(provider, request):
     image = request.getfixturevalue("sandbox_image") if provider == "docker" else None
     config = SweepConfig(sandbox=provider, unsafe_local=True, wheelhouses=[], pip_cache=False)
     task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
-    one = run_trial(TrialSpec(sweep_id=f"leftovers-{provider}", agent="tests.scripted_agents:LeaveBehindAgent", task=task,
+    one = run_trial(TrialSpec(sweep_id=f"leftovers-{provider}", agent="tests.helpers.scripted_agents:LeaveBehindAgent", task=task,
                               trial_index=0, config=config, image=image)).trial
     assert (one["leftover_processes"], one["leftover_commands"]) == (1, ["sleep 1000"])
-    many = run_trial(TrialSpec(sweep_id=f"leftovers-{provider}", agent="tests.scripted_agents:LeaveManyBehindAgent",
+    many = run_trial(TrialSpec(sweep_id=f"leftovers-{provider}", agent="tests.helpers.scripted_agents:LeaveManyBehindAgent",
                                task=task, trial_index=0, config=config, image=image)).trial
     assert many["leftover_processes"] == 25
     commands = many["leftover_commands"]
@@ -167,7 +167,7 @@ def test_rows_keep_all_evidence_of_a_chatty_trial(provider, tmp_path, request):
     image = request.getfixturevalue("sandbox_image") if provider == "docker" else None
     config = SweepConfig(sandbox=provider, output=tmp_path / "runs", wheelhouses=[], pip_cache=False, c4_cpu_gloo=True)
     key = "sk-chatty-0123456789"
-    spec = TrialSpec(sweep_id="ev", agent="tests.scripted_agents:ChattyAgent", task=load_task(task_dir / "task.toml"),
+    spec = TrialSpec(sweep_id="ev", agent="tests.helpers.scripted_agents:ChattyAgent", task=load_task(task_dir / "task.toml"),
                      trial_index=0, config=config, image=image, credentials={"REB_TEST_AGENT_KEY": key})
     outcome = run_trial(spec)
     ParquetSink(config.output).write([outcome.trial], outcome.stages)
@@ -200,7 +200,7 @@ def test_rows_keep_all_evidence_of_a_chatty_trial(provider, tmp_path, request):
             digest.update(block)
     assert digest.digest() == hashlib.sha256(expected).digest() and artifact.stat().st_size < 2 * 2**20
     # The agent: both execs in one log, its credential masked there as in the rows.
-    assert trial["agent_log_path"] == agent["log_path"] == "artifacts/sweep_id=ev/tests.scripted_agents%3AChattyAgent%2Fchatty%2F0/1/agent.log.gz"
+    assert trial["agent_log_path"] == agent["log_path"] == "artifacts/sweep_id=ev/tests.helpers.scripted_agents%3AChattyAgent%2Fchatty%2F0/1/agent.log.gz"
     log = gzip.open(config.output / agent["log_path"]).read().decode()
     assert log.startswith("chatty: first step\nchatty: key ***\n") and log.endswith("chatty: done\n")
     assert key not in log and len(log) > 307200
@@ -219,7 +219,7 @@ def test_a_report_that_is_not_a_regular_file_is_the_agents_invalid_report(provid
     image = request.getfixturevalue("sandbox_image") if provider == "docker" else None
     config = SweepConfig(sandbox=provider, unsafe_local=True, wheelhouses=[], pip_cache=False)
     task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
-    out = run_trial(TrialSpec(sweep_id=f"bad-report-{provider}", agent=f"tests.scripted_agents:{agent}", task=task,
+    out = run_trial(TrialSpec(sweep_id=f"bad-report-{provider}", agent=f"tests.helpers.scripted_agents:{agent}", task=task,
                               trial_index=0, config=config, image=image))
     row = out.trial
     assert (row["status"], row["report_status"], row["report_source"]) == ("scored", "invalid_report", "agent_file")

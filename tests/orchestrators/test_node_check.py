@@ -22,7 +22,7 @@ import pytest
 
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_trials
-from tests.private_dockerd import PrivateDockerd
+from tests.helpers.private_dockerd import PrivateDockerd
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -251,7 +251,7 @@ def test_a_wrong_address_fails_in_seconds_naming_it(tmp_path):
 
 @pytest.fixture
 def second_docker():
-    """A second Docker daemon on this machine (tests/private_dockerd.py): the Docker of a node
+    """A second Docker daemon on this machine (tests/helpers/private_dockerd.py): the Docker of a node
     that lacks the sandbox image. Yields its DOCKER_HOST."""
     daemon = PrivateDockerd(Path(tempfile.mkdtemp(prefix="rr-d2-", dir="/tmp")))
     try:
