@@ -10,6 +10,7 @@ import pytest
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_stages, read_trials
 from reb_ray.sandbox.ownership import MANAGED, SWEEP
+from reb_ray.testing.suite import write_task
 
 WHEELS = [Path("/opt/wheels")] if Path("/opt/wheels").is_dir() else []
 
@@ -152,17 +153,6 @@ def test_agent_that_kills_init_is_sandbox_broken_by_agent(tmp_path, docker_clien
     assert _our_containers(docker_client, config.resolved_sweep_id()) == []
 
 
-HANGING_TASK = """
-id = "{id}"
-suite = "hang"
-category = "1_cpu"
-c0_baseline_total = 0
-source = {{ bundled = "repo" }}
-
-[stages.cpu]
-command = "{command}"
-timeout_s = 3
-"""
 
 
 def test_a_hanging_probe_times_out_and_the_other_trials_finish(tmp_path, docker_client, sandbox_image, ray_local):
@@ -170,10 +160,8 @@ def test_a_hanging_probe_times_out_and_the_other_trials_finish(tmp_path, docker_
     from reb_ray.sweep.run import run_sweep
 
     for task_id, command in (("hangs", "sleep 100000"), ("quick", "python main.py")):
-        task_dir = tmp_path / "suites" / "hang" / task_id
-        (task_dir / "repo").mkdir(parents=True)
-        (task_dir / "repo" / "main.py").write_text("print('hi')\n")
-        (task_dir / "task.toml").write_text(HANGING_TASK.format(id=task_id, command=command))
+        write_task(tmp_path / "suites", "hang", task_id, category="1_cpu", header="c0_baseline_total = 0",
+                   cpu=f'command = "{command}"\ntimeout_s = 3', files={"main.py": "print('hi')\n"})
     config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", suite="hang", tasks_root=tmp_path / "suites", agents=["noop"])
     run_sweep(config, show_progress=False)
     rows = {r["task_id"]: r for r in _rows(config.output)}

@@ -19,7 +19,6 @@ removed on every path.
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 import time
 from pathlib import Path

@@ -29,28 +29,17 @@ from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_trials
 from reb_ray.sandbox.ownership import MANAGED, SWEEP
 from reb_ray.testing.ray_cluster import ROOT, actor_pids, kill_raylet, ray_cluster
+from reb_ray.testing.suite import write_task
 
 pytestmark = pytest.mark.integration
 
-TASK = """
-id = "{id}"
-suite = "faults"
-category = "1_cpu_only"
-source = {{ bundled = "repo" }}
-
-[stages.cpu]
-command = "echo cpu-ok"
-"""
 IN_TRIAL = "ray::SlotWorker.run"  # a slot worker's process title while it runs a trial
 
 
 def write_suite(root: Path, n: int) -> list[str]:
     """`n` CPU-only tasks f0..f{n-1} with one-file bundled repositories; their trial ids (noop)."""
     for i in range(n):
-        task_dir = root / "faults" / f"f{i}"
-        (task_dir / "repo").mkdir(parents=True)
-        (task_dir / "repo" / "main.py").write_text("print('hello')\n")
-        (task_dir / "task.toml").write_text(TASK.format(id=f"f{i}"))
+        write_task(root, "faults", f"f{i}", cpu='command = "echo cpu-ok"')
     return [f"noop/f{i}/0" for i in range(n)]
 
 
