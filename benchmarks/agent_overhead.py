@@ -43,7 +43,7 @@ from reb_ray.sandbox import open_sandbox
 from reb_ray.sandbox.docker_client import connect
 from reb_ray.sandbox.image import build_image
 from reb_ray.sandbox.tap import TappedSandbox
-from reb_ray.trial.run import _sandbox_config
+from reb_ray.trial.prepare import sandbox_config
 
 MODELS = {"codex": "gpt-5.1-codex", "claude_code": "claude-sonnet-4-5"}
 KEY_ENV = "REB_RAY_BENCH_LLM_KEY"
@@ -79,9 +79,9 @@ def one(kind: str, image: str, client, script, proxy: ProxyServer, i: int) -> di
     slot = ToolchainSlot(Toolchain.current()).open()
     slot_s = time.perf_counter() - t
     try:
-        sandbox_config, pip_env = _sandbox_config(spec, [])
-        sandbox_config.propagated_mounts.update(slot.mounts)
-        with open_sandbox("docker", sandbox_config, trusted=False, allow_unsafe=False) as sandbox:
+        box_config, pip_env = sandbox_config(spec, [])
+        box_config.propagated_mounts.update(slot.mounts)
+        with open_sandbox("docker", box_config, trusted=False, allow_unsafe=False) as sandbox:
             repo_dir = f"{sandbox.workdir}/repo"
             sandbox.put(place_repo(task, workspace).path, repo_dir)
             ctx = AgentContext(repo_dir, REPORT_PATH, 300, pip_env, prompt=render_prompt(task, REPORT_PATH, repo_dir),

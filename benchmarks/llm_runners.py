@@ -66,7 +66,7 @@ def measure(kind: str, n: int, client, image: str, toolchain: Toolchain) -> None
             assert run.exit_code == 0 and run.limit is None, run.output[-2000:]
             walls.append(run.wall_time_s)
             clis.append(sum(d for argv0, d in timed.execs if argv0.endswith(("/bin/mini", "/bin/python"))))
-            model.append(sum(r["duration_s"] for r in s.proxy.request_log("t1")))
+            model.append(sum(r["duration_s"] for r in s.request_log()))
     print(f"{kind}: agent phase {median(walls):.2f} s (CLI exec {median(clis):.2f} s, runner steps "
           f"{median(w - c for w, c in zip(walls, clis)):.2f} s); model turns {median(model):.3f} s; "
           f"overhead beyond the scripted session {median(w - m for w, m in zip(walls, model)):.2f} s "

@@ -57,26 +57,8 @@ from reb_ray.models.sweep import SweepConfig  # noqa: E402
 from reb_ray.results.parquet_sink import ParquetSink  # noqa: E402
 from reb_ray.results.read import read_stages, read_trials  # noqa: E402
 from reb_ray.testing.ray_cluster import ray_cluster  # noqa: E402
+from reb_ray.testing.suite import MULTI, OFF, write_task  # noqa: E402
 
-TASK = """
-id = "{id}"
-suite = "sim"
-category = "{gpus}_gpu"
-source = {{ bundled = "repo" }}
-
-[stages.cpu]
-command = "true"
-
-[stages.single_gpu]
-{single}
-
-[stages.multi_gpu]
-{multi}
-
-[stages.cuda]
-{cuda}
-"""
-OFF = 'applicable = false\nskip_reason = "not in this task"'
 
 
 def write_suite(root: Path, needs: list[int]) -> list[str]:
@@ -84,13 +66,9 @@ def write_suite(root: Path, needs: list[int]) -> list[str]:
     ids = []
     for i, gpus in enumerate(needs):
         task_id = f"t{i:04d}-g{gpus}"
-        task_dir = root / "sim" / task_id
-        (task_dir / "repo").mkdir(parents=True)
-        (task_dir / "repo" / "main.py").write_text("print('hello')\n")
-        (task_dir / "task.toml").write_text(TASK.format(
-            id=task_id, gpus=gpus, single='command = "true"' if gpus else OFF,
-            multi='command = "true"\nlauncher = "python"\nranks = 2' if gpus == 2 else OFF,
-            cuda="applicable = true" if gpus else OFF))  # C2 holds a GPU: a CPU task opts out of it
+        write_task(root, "sim", task_id, category=f"{gpus}_gpu", single_gpu='command = "true"' if gpus else OFF,
+                   multi_gpu=MULTI if gpus == 2 else OFF,
+                   cuda="applicable = true" if gpus else OFF)  # C2 holds a GPU: a CPU task opts out of it
         ids.append(task_id)
     return ids
 

@@ -24,17 +24,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's reb_ray, not an installed one
 
-from reb_ray.trial import run as trial_module  # noqa: E402
+from reb_ray.trial import prepare, run as trial_module  # noqa: E402
 from reb_ray.models.sweep import SweepConfig, TrialSpec  # noqa: E402
 from reb_ray.suite.load import load_suite  # noqa: E402
 from reb_ray.sandbox.docker_client import connect  # noqa: E402
 from reb_ray.sandbox.image import build_image  # noqa: E402
 
 TASK = "numpy-trainer"
-# The trial module's steps timed from outside: (attribute of reb_ray.trial, label).
-STEPS = [("_preflight", "preflight"), ("place_repo", "placement"), ("open_sandbox", "sandbox start"),
-         ("tracked_state", "repo state (each call)"), ("_agent_phase", "agent phase (harness + agent)"),
-         ("_between_phases", "between phases"), ("run_probe_phase", "probe phase")]
+# The trial's steps timed from outside: (the phase module that calls it, attribute, label).
+STEPS = [(prepare, "preflight", "preflight"), (prepare, "place_repo", "placement"),
+         (prepare, "open_sandbox", "sandbox start"), (prepare, "tracked_state", "repo state (baseline)"),
+         (trial_module, "run_agent_phase", "agent phase (harness + agent)"),
+         (trial_module, "run_between_phases", "between phases"), (trial_module, "run_probe_phase", "probe phase")]
 
 
 def timed_steps() -> dict[str, list[float]]:
@@ -45,7 +46,7 @@ def timed_steps() -> dict[str, list[float]]:
     from reb_ray.sandbox.limits import LimitWatch
 
     seconds: dict[str, list[float]] = defaultdict(list)
-    targets = [(trial_module, attr, label) for attr, label in STEPS] + [
+    targets = list(STEPS) + [
         (DockerSandbox, "put", "repository copy (put)"), (DockerSandbox, "close", "sandbox removal"),
         (DockerSandbox, "exec", "each exec"), (TrialEgress, "open", "egress open"),
         (TrialEgress, "close", "egress close"), (LimitWatch, "__exit__", "limit watch stop")]

@@ -30,7 +30,7 @@ from reb_ray.probes.task_helpers import install_task_helpers  # noqa: E402
 from reb_ray.probes.toolbox import install_toolbox  # noqa: E402
 from reb_ray.probes.witness import arm, collect  # noqa: E402
 from reb_ray.sandbox import open_sandbox  # noqa: E402
-from reb_ray.trial.run import _sandbox_config  # noqa: E402
+from reb_ray.trial.prepare import sandbox_config  # noqa: E402
 from reb_ray.sandbox.docker_client import connect  # noqa: E402
 from reb_ray.sandbox.image import build_image  # noqa: E402
 
@@ -47,7 +47,7 @@ def main() -> None:
     placed = place_repo(task, workspace)
     spec = TrialSpec(sweep_id="bench", agent="noop", task=task, trial_index=0, image=image,
                      config=SweepConfig(wheelhouses=[WHEELS] if WHEELS.is_dir() else [], pip_cache=False))
-    config, pip_env = _sandbox_config(spec, [])  # as a trial's sandbox: wheelhouse, CA bundle, network
+    config, pip_env = sandbox_config(spec, [])  # as a trial's sandbox: wheelhouse, CA bundle, network
     sandbox = open_sandbox("docker", config, trusted=False)
     try:
         repo = f"{sandbox.workdir}/repo"

@@ -133,11 +133,23 @@ def ray_local():
 
 
 @pytest.fixture
-def real_key(monkeypatch, request) -> str:
-    """A fresh fake "real" LLM key in the driver's environment, under the requesting module's
-    `KEY_ENV`; its `sk-REALKEY-` prefix is what the leak searches look for."""
-    import uuid
+def real_key(monkeypatch) -> str:
+    """The fake "real" LLM key (`REAL_KEY`), in the driver's environment only, under
+    `REAL_KEY_ENV` (the proxy reads it from there; a sweep's agent names it as its `key_env`).
+    Its `sk-REALKEY-` prefix is what the leak searches look for."""
+    from reb_ray.testing.llm_session import REAL_KEY, REAL_KEY_ENV
 
-    key = f"sk-REALKEY-{uuid.uuid4().hex}"
-    monkeypatch.setenv(request.module.KEY_ENV, key)
-    return key
+    monkeypatch.setenv(REAL_KEY_ENV, REAL_KEY)
+    return REAL_KEY
+
+
+@pytest.fixture(scope="session")
+def installed_toolchain(docker_client, sandbox_image):
+    """This node's toolchain (Toolchain.current()) with codex, claude_code and mini_swe_agent:
+    about 50 s and 1.7 GB the first time on a node, a no-op afterwards."""
+    from reb_ray.agents.toolchain import Toolchain
+    from reb_ray.agents.toolchain_install import install
+
+    toolchain = Toolchain.current()
+    install(["codex", "claude_code", "mini_swe_agent"], toolchain, image=sandbox_image, client=docker_client)
+    return toolchain

@@ -13,7 +13,7 @@ from reb_ray.suite.assets import fetch_assets, missing_by_stage
 from reb_ray.errors import InfraError
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.suite.load import load_task
-from reb_ray.trial.run import _preflight
+from reb_ray.trial.prepare import preflight
 
 TASK = """
 id = "needs-assets"
@@ -65,15 +65,15 @@ def test_a_missing_asset_fails_fast_as_infra_naming_it(tmp_path, task):
     fetch_assets([task], cache)
     spec = TrialSpec(sweep_id="s", agent="noop", task=task, trial_index=0, config=SweepConfig(assets_dir=cache))
     with pytest.raises(InfraError) as err:
-        _preflight(spec)
+        preflight(spec)
     assert err.value.category == "infra_assets_missing" and "'by-hand'" in str(err.value)
     assert "needed by c1" in str(err.value) and "--skip-missing-assets" in str(err.value)
     # with --skip-missing-assets the agent runs; the probe phase leaves only c1 unmeasured
-    _preflight(spec.model_copy(update={"config": SweepConfig(assets_dir=cache, skip_missing_assets=True)}))
+    preflight(spec.model_copy(update={"config": SweepConfig(assets_dir=cache, skip_missing_assets=True)}))
     assert {stage: [a.name for a in assets] for stage, assets in missing_by_stage(task, cache).items()} == {"c1": ["by-hand"]}
     (cache / "data").mkdir()
     (cache / "data/one.json").write_text("{}")
-    _preflight(spec)  # everything present: no error
+    preflight(spec)  # everything present: no error
 
 
 HF_TASK = """
@@ -111,7 +111,7 @@ def test_hf_assets_land_where_offline_loading_by_id_finds_them(tmp_path):
     import subprocess
     import sys
 
-    from tests.hub_endpoint import COMMIT, HubEndpoint
+    from tests.helpers.hub_endpoint import COMMIT, HubEndpoint
 
     task_dir = tmp_path / "suites" / "assets" / "by-id"
     (task_dir / "repo").mkdir(parents=True)
@@ -137,7 +137,7 @@ def test_hf_assets_land_where_offline_loading_by_id_finds_them(tmp_path):
     assert res.stdout.split() == [str(cache / f"huggingface/hub/{kind}s--org--tiny-{name}/snapshots/{COMMIT}")
                                   for kind, name in (("model", "model"), ("dataset", "data"))]
     task = load_task(task_dir / "task.toml")
-    _preflight(TrialSpec(sweep_id="s", agent="noop", task=task, trial_index=0, config=SweepConfig(assets_dir=cache)))
+    preflight(TrialSpec(sweep_id="s", agent="noop", task=task, trial_index=0, config=SweepConfig(assets_dir=cache)))
 
 
 @pytest.mark.integration
@@ -150,4 +150,4 @@ def test_an_asset_only_a_stage_that_does_not_apply_needs_is_never_missing(tmp_pa
     assert sorted(missing_by_stage(task, tmp_path / "empty")) == ["c1"]
     cpu_off = task.model_copy(update={"stages": task.stages.model_copy(update={"cpu": task.stages.single_gpu})})
     assert missing_by_stage(cpu_off, None) == {}  # no applicable command stage: nothing is missing
-    _preflight(TrialSpec(sweep_id="s", agent="noop", task=cpu_off, trial_index=0, config=SweepConfig()))
+    preflight(TrialSpec(sweep_id="s", agent="noop", task=cpu_off, trial_index=0, config=SweepConfig()))

@@ -1,6 +1,6 @@
 """`ray up` with the top-level cluster.yaml, for real (issue 13, item 2).
 
-A node on this machine (tests/ssh_node.py: sshd on 127.0.0.1, a fresh key, its own PID and host
+A node on this machine (tests/helpers/ssh_node.py: sshd on 127.0.0.1, a fresh key, its own PID and host
 namespace) is the head. The test renders cluster.yaml with the values this machine needs (head
 IP, key, proxy command, free ports; every command unchanged), runs `ray up -y`, runs the demo
 sweep on the head with `--address auto` (docker sandbox, heuristic and noop agents), reads the
@@ -22,7 +22,7 @@ import yaml
 
 from reb_ray.results.read import latest_attempts, read_trials
 from reb_ray.sandbox.ownership import OWNER_HOST, TRIAL
-from tests.ssh_node import SshNode, free_port, missing_tools, start_node
+from tests.helpers.ssh_node import SshNode, free_port, missing_tools, start_node
 
 ROOT = Path(__file__).resolve().parents[1]
 RAY = str(Path(sys.executable).parent / "ray")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from reb_ray.trial.repo_restore import restore_pinned, unchanged_by_agent
 from reb_ray.trial.repo_state import tracked_state
-from reb_ray.trial.run import _restore_repo
+from reb_ray.trial.between_phases import restore_repo
 from tests.test_repo_state import _ENV, _recorder, _repo_with_gaps
 
 
@@ -64,7 +64,7 @@ def test_a_removed_git_directory_is_restored_from_the_hosts_checkout(make_sandbo
     assert sb.exec(["sh", "-c", "rm -rf .git && echo 'print(1)' > a.py"], workdir=repo).ok
     rec = _recorder()
     rec.row["repo_commit"] = _head(host)
-    _restore_repo(rec, sb, repo, {}, None, host)
+    restore_repo(rec, sb, repo, {}, None, host)
     assert rec.row["repo_restored"] is True and rec.row["repo_restored_files"] is None  # what differed is unknown
     assert _read(sb, f"{repo}/a.py") == "# a.py\n"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.suite.load import load_suite
 from reb_ray.trial.repo_state import changed_since, tracked_state
-from reb_ray.trial.run import _record_changes
+from reb_ray.trial.between_phases import record_changes
 from reb_ray.trial.record import TrialRecorder
 
 _ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
@@ -43,7 +43,7 @@ def test_an_idle_agent_is_not_charged_for_a_checkout_that_was_already_incomplete
     baseline = tracked_state(sb, repo_dir)
     assert set(baseline) == {"b.py", "c.py"} and baseline["b.py"] == "missing" and len(baseline["c.py"]) == 40
     rec = _recorder()
-    _record_changes(rec, baseline, tracked_state(sb, repo_dir))  # the agent did nothing (noop)
+    record_changes(rec, baseline, tracked_state(sb, repo_dir))  # the agent did nothing (noop)
     assert (rec.row["repo_modified"], rec.row["repo_modified_files"]) == (False, [])
 
 
@@ -56,7 +56,7 @@ def test_what_the_agent_changed_is_charged_and_only_that(make_sandbox, tmp_path)
     assert sb.exec(["sh", "-c", "echo x >> a.py && echo y >> c.py && rm d.py && echo z >> 'with space.py'"],
                    workdir=repo_dir).ok
     rec = _recorder()
-    _record_changes(rec, baseline, tracked_state(sb, repo_dir))
+    record_changes(rec, baseline, tracked_state(sb, repo_dir))
     assert rec.row["repo_modified"] is True
     assert rec.row["repo_modified_files"] == ["a.py", "c.py", "d.py", "with space.py"]
     assert sb.exec(["ls", f"{repo_dir}.reb-ray-state"]).exit_code != 0  # the listing is not left behind
@@ -66,7 +66,7 @@ def test_unknown_state_stays_null(make_sandbox):
     sb = make_sandbox()
     assert tracked_state(sb, f"{sb.workdir}/not-a-repo") is None
     rec = _recorder()
-    _record_changes(rec, {}, tracked_state(sb, f"{sb.workdir}/not-a-repo"))
+    record_changes(rec, {}, tracked_state(sb, f"{sb.workdir}/not-a-repo"))
     assert "repo_modified" not in rec.row  # null in the row, never False
 
 

@@ -166,7 +166,7 @@ def test_the_real_key_is_only_in_the_drivers_environment_and_the_proxys_memory(t
     config.write_text(f'tasks = "numpy-trainer"\nmax_concurrent = 1\nmax_attempts = 1\nagent_timeout_s = 300\n'
                       f'wheelhouses = {[str(p) for p in [Path("/opt/wheels")] if p.is_dir()]!r}\n'
                       f'sweep_id = "secrets-{uuid.uuid4().hex[:8]}"\n\n[agents.llm]\n'
-                      f'kind = "tests.scripted_agents:LlmSpyAgent"\nmodel = "claude-sonnet-4-5"\n'
+                      f'kind = "tests.helpers.scripted_agents:LlmSpyAgent"\nmodel = "claude-sonnet-4-5"\n'
                       f'base_url = "{endpoint.url}"\nkey_env = "{USED_ENV}"\n')
     env = {**os.environ, USED_ENV: used, UNUSED_ENV: unused,
            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}

@@ -19,7 +19,7 @@ from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.sweep.regrade import regrade
 from reb_ray.results.parquet_sink import ParquetSink
 from analysis.trial_view import show_trial
-from tests.scripted_agents import _Scripted
+from tests.helpers.scripted_agents import _Scripted
 
 WHEELS = [Path("/opt/wheels")] if Path("/opt/wheels").is_dir() else []
 TASK = next(t for t in load_suite("demo") if t.id == "numpy-trainer")

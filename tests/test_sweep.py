@@ -10,6 +10,7 @@ import pytest
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_stages, read_trials
 from reb_ray.sandbox.ownership import MANAGED, SWEEP
+from reb_ray.testing.suite import write_task
 
 WHEELS = [Path("/opt/wheels")] if Path("/opt/wheels").is_dir() else []
 
@@ -110,7 +111,7 @@ def _regraded(output: Path, tasks_root: Path | None = None) -> dict[str, dict]:
 def test_crashing_and_silent_agents_are_recorded_not_fatal(tmp_path, docker_client, sandbox_image, ray_local):
     from reb_ray.sweep.run import run_sweep
 
-    agents = ["tests.scripted_agents:CrashAgent", "tests.scripted_agents:SilentAgent", "tests.scripted_agents:GarbageReportAgent"]
+    agents = ["tests.helpers.scripted_agents:CrashAgent", "tests.helpers.scripted_agents:SilentAgent", "tests.helpers.scripted_agents:GarbageReportAgent"]
     config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", agents=agents, tasks="numpy-trainer")
     run_sweep(config, show_progress=False)
     rows = {r["agent"].split(":")[1]: r for r in _rows(config.output)}
@@ -141,7 +142,7 @@ def test_agent_that_kills_init_is_sandbox_broken_by_agent(tmp_path, docker_clien
     """F15a: a health check before the probes; probes not_run; the agent's failure, not infra."""
     from reb_ray.sweep.run import run_sweep
 
-    config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", agents=["tests.scripted_agents:KillInitAgent"], tasks="numpy-trainer")
+    config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", agents=["tests.helpers.scripted_agents:KillInitAgent"], tasks="numpy-trainer")
     run_sweep(config, show_progress=False)
     (row,) = _rows(config.output)
     assert row["status"] == "scored" and row["failure_owner"] == "agent"
@@ -152,17 +153,6 @@ def test_agent_that_kills_init_is_sandbox_broken_by_agent(tmp_path, docker_clien
     assert _our_containers(docker_client, config.resolved_sweep_id()) == []
 
 
-HANGING_TASK = """
-id = "{id}"
-suite = "hang"
-category = "1_cpu"
-c0_baseline_total = 0
-source = {{ bundled = "repo" }}
-
-[stages.cpu]
-command = "{command}"
-timeout_s = 3
-"""
 
 
 def test_a_hanging_probe_times_out_and_the_other_trials_finish(tmp_path, docker_client, sandbox_image, ray_local):
@@ -170,10 +160,8 @@ def test_a_hanging_probe_times_out_and_the_other_trials_finish(tmp_path, docker_
     from reb_ray.sweep.run import run_sweep
 
     for task_id, command in (("hangs", "sleep 100000"), ("quick", "python main.py")):
-        task_dir = tmp_path / "suites" / "hang" / task_id
-        (task_dir / "repo").mkdir(parents=True)
-        (task_dir / "repo" / "main.py").write_text("print('hi')\n")
-        (task_dir / "task.toml").write_text(HANGING_TASK.format(id=task_id, command=command))
+        write_task(tmp_path / "suites", "hang", task_id, category="1_cpu", header="c0_baseline_total = 0",
+                   cpu=f'command = "{command}"\ntimeout_s = 3', files={"main.py": "print('hi')\n"})
     config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", suite="hang", tasks_root=tmp_path / "suites", agents=["noop"])
     run_sweep(config, show_progress=False)
     rows = {r["task_id"]: r for r in _rows(config.output)}
@@ -191,7 +179,7 @@ def test_probes_are_hidden_and_secrets_never_reach_the_outputs(tmp_path, docker_
     secret = "sk-test-9f8e7d6c5b4a"
     monkeypatch.setenv("REB_TEST_AGENT_KEY", secret)
     monkeypatch.setenv("REB_TEST_HOST_SECRET", "host-only-0a1b2c3d")
-    config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", agents=["tests.scripted_agents:SpyAgent"], tasks="numpy-trainer")
+    config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", agents=["tests.helpers.scripted_agents:SpyAgent"], tasks="numpy-trainer")
     result = run_sweep(config, show_progress=False)
     (row,) = _rows(config.output)
     spy = row["agent_output_tail"]
@@ -210,7 +198,7 @@ def test_infra_failures_are_retried_as_new_attempts_and_never_overwritten(tmp_pa
     from reb_ray.sweep.run import run_sweep
 
     monkeypatch.setenv("FLAKY_FLAG", str(tmp_path / "flag"))
-    base = dict(sweep_id=_unique(), output=tmp_path / "runs", agents=["tests.scripted_agents:FlakyInfraAgent"], tasks="numpy-trainer")
+    base = dict(sweep_id=_unique(), output=tmp_path / "runs", agents=["tests.helpers.scripted_agents:FlakyInfraAgent"], tasks="numpy-trainer")
     run_sweep(SweepConfig(**base), show_progress=False)
     rows = sorted(_rows(tmp_path / "runs"), key=lambda r: r["attempt"])
     assert [(r["attempt"], r["status"], r["failure_owner"]) for r in rows] == [(1, "infra_error", "infra"), (2, "scored", "agent")]
@@ -230,11 +218,11 @@ def test_pip_cache_is_not_environment_size(tmp_path, docker_client, sandbox_imag
     """F13: 200 MB written to ~/.cache/pip leaves the env size of the same interpreter unchanged."""
     from reb_ray.sweep.run import run_sweep
 
-    config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", agents=["noop", "tests.scripted_agents:CacheHogAgent"],
+    config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", agents=["noop", "tests.helpers.scripted_agents:CacheHogAgent"],
                          tasks="numpy-trainer", pip_cache=False)
     run_sweep(config, show_progress=False)
     sizes = {r["agent"]: r["env_size_bytes"] for r in _rows(config.output)}
-    assert sizes["noop"] > 0 and sizes["tests.scripted_agents:CacheHogAgent"] == sizes["noop"]
+    assert sizes["noop"] > 0 and sizes["tests.helpers.scripted_agents:CacheHogAgent"] == sizes["noop"]
 
 
 GHOST_TASK = """
@@ -266,7 +254,7 @@ def test_a_missing_interpreter_is_judged_once(tmp_path, docker_client, sandbox_i
     (task_dir / "repo" / "main.py").write_text("import json, os, sys\nprint('hi')\n")
     (task_dir / "task.toml").write_text(GHOST_TASK)
     config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", suite="ghost", tasks_root=tmp_path / "suites",
-                         agents=["tests.scripted_agents:GhostInterpreterAgent"], c4_cpu_gloo=True)
+                         agents=["tests.helpers.scripted_agents:GhostInterpreterAgent"], c4_cpu_gloo=True)
     run_sweep(config, show_progress=False)
     (row,) = _rows(config.output)
     stages = {s["stage"]: s for s in read_stages(config.output).to_pylist()}

@@ -21,16 +21,14 @@ from reb_ray.llm.scripted import ScriptedEndpoint, script_from
 from reb_ray.llm.usage import FIELDS, REPORTED_FIELDS
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_trials
-from tests.agents.conftest import installed_toolchain  # noqa: F401  (a fixture)
-from tests.agents.llm_session import REPORT as CODEX_REPORT
-from tests.agents.llm_session import VENV, build_script
+from reb_ray.testing.llm_session import REAL_KEY_ENV, REPORT as CODEX_REPORT, VENV, build_script
 from tests.agents.test_mini_swe_agent import SUBMIT, WRITE_REPORT, build_turns
 from tests.test_sweep_llm import _stored_text
 
 pytestmark = [pytest.mark.docker, pytest.mark.agent_cli]
 
 WHEELS = [Path("/opt/wheels")] if Path("/opt/wheels").is_dir() else []
-KEY_ENV = "REB_TEST_AGENTS_REAL_KEY"
+KEY_ENV = REAL_KEY_ENV  # where the `real_key` fixture puts the key
 CODEX, CLAUDE, MINI = "gpt-5.1-codex", "claude-sonnet-4-5", "gpt-5-mini"
 #: The API each kind speaks (what its proxy columns can carry).
 API = {"codex": RESPONSES, "claude_code": ANTHROPIC, "mini_swe_agent": CHAT}

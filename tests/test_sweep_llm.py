@@ -1,5 +1,5 @@
 """LLM agents end to end (issue 10, items 5-8): real Docker, real Ray, the real scripted endpoint
-and the real metering proxy, driven by small real LLM agents (tests/scripted_agents.py) that
+and the real metering proxy, driven by small real LLM agents (tests/helpers/scripted_agents.py) that
 make their requests from inside the sandbox with the image's python3."""
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ from reb_ray.llm.scripted import ScriptedEndpoint, script_from
 from reb_ray.llm.usage import Usage
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_stages, read_trials
+from reb_ray.testing.llm_session import REAL_KEY_ENV
 
 pytestmark = pytest.mark.docker
 
 ROOT = Path(__file__).resolve().parents[1]
 WHEELS = [Path("/opt/wheels")] if Path("/opt/wheels").is_dir() else []
-KEY_ENV = "REB_TEST_LLM_REAL_KEY"
-AGENTS = "tests.scripted_agents"
+KEY_ENV = REAL_KEY_ENV  # where the `real_key` fixture puts the key
+AGENTS = "tests.helpers.scripted_agents"
 REPORT_TURN = {"kind": "message", "text": "Done: the environment is /usr/bin/python3.",
                "usage": {"input_tokens": 2100, "cached_input_tokens": 1900, "cache_write_tokens": 0, "output_tokens": 25}}
 # Two tool calls and a final message, with distinct numbers in every field.

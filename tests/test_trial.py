@@ -7,7 +7,7 @@ import pytest
 
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.suite.load import load_suite
-from reb_ray.trial.run import PIP_CACHE_MOUNT, _sandbox_config
+from reb_ray.trial.prepare import PIP_CACHE_MOUNT, sandbox_config
 
 
 def _spec(**config) -> TrialSpec:
@@ -18,7 +18,7 @@ def test_pip_cache_is_read_only_find_links_after_the_wheelhouses(tmp_path):
     """Issue 11: the node's cache is never writable by a trial (it was mounted read-write)."""
     cache, wheels = tmp_path / "pip", tmp_path / "wheels"
     wheels.mkdir()
-    config, env = _sandbox_config(_spec(pip_cache_dir=cache, wheelhouses=[wheels]), gpus=["3"])
+    config, env = sandbox_config(_spec(pip_cache_dir=cache, wheelhouses=[wheels]), gpus=["3"])
     assert config.rw_mounts == {} and "PIP_CACHE_DIR" not in env
     assert config.mounts == {str(wheels): "/opt/reb-ray/wheelhouse/0", str(cache): PIP_CACHE_MOUNT}
     assert env["PIP_FIND_LINKS"] == f"/opt/reb-ray/wheelhouse/0 {PIP_CACHE_MOUNT}" and config.gpus == ["3"]
@@ -27,10 +27,10 @@ def test_pip_cache_is_read_only_find_links_after_the_wheelhouses(tmp_path):
 def test_sandbox_limits_are_on_by_default(tmp_path):
     from reb_ray.sandbox.limits import default_memory_bytes
 
-    config, _env = _sandbox_config(_spec(wheelhouses=[], pip_cache=False), gpus=[])
+    config, _env = sandbox_config(_spec(wheelhouses=[], pip_cache=False), gpus=[])
     assert config.pids_limit == 4096 and config.disk_quota_bytes == 50 * 1024**3
     assert config.memory_bytes == default_memory_bytes(1.0, None)
-    config, _env = _sandbox_config(_spec(wheelhouses=[], pip_cache=False, pids_limit=100, memory_bytes=2**30,
+    config, _env = sandbox_config(_spec(wheelhouses=[], pip_cache=False, pids_limit=100, memory_bytes=2**30,
                                          disk_quota_bytes=2**31), gpus=[])
     assert (config.pids_limit, config.memory_bytes, config.disk_quota_bytes) == (100, 2**30, 2**31)
 
@@ -41,7 +41,7 @@ def test_a_fork_bomb_is_the_agents_pids_limit_failure(sandbox_image):
 
     config = SweepConfig(wheelhouses=[], pip_cache=False, pids_limit=128)
     task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
-    row = run_trial(TrialSpec(sweep_id="forkbomb", agent="tests.scripted_agents:ForkBombAgent", task=task, trial_index=0,
+    row = run_trial(TrialSpec(sweep_id="forkbomb", agent="tests.helpers.scripted_agents:ForkBombAgent", task=task, trial_index=0,
                               config=config, image=sandbox_image)).trial
     assert (row["status"], row["failure_owner"], row["failure_category"]) == ("scored", "agent", "pids_limit")
     assert row["sandbox_limit_fired"] == "pids_limit" and row["agent_limit"] == "pids_limit=128"
@@ -58,7 +58,7 @@ def test_a_poisoned_cache_never_reaches_the_next_trial(sandbox_image, tmp_path):
     task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
 
     def trial(agent: str) -> dict:
-        return run_trial(TrialSpec(sweep_id="poison", agent=f"tests.scripted_agents:{agent}", task=task, trial_index=0,
+        return run_trial(TrialSpec(sweep_id="poison", agent=f"tests.helpers.scripted_agents:{agent}", task=task, trial_index=0,
                                    config=config, image=sandbox_image)).trial
 
     poisoner = trial("PoisonCacheAgent")
@@ -70,12 +70,12 @@ def test_a_poisoned_cache_never_reaches_the_next_trial(sandbox_image, tmp_path):
 
 
 def test_no_pip_cache_flag_turns_it_off(tmp_path):
-    config, env = _sandbox_config(_spec(pip_cache=False, wheelhouses=[]), gpus=[])
+    config, env = sandbox_config(_spec(pip_cache=False, wheelhouses=[]), gpus=[])
     assert config.rw_mounts == {} and env == {"PIP_NO_CACHE_DIR": "1"}
 
 
 def test_assets_are_mounted_read_only(tmp_path):
-    config, _env = _sandbox_config(_spec(assets_dir=tmp_path, wheelhouses=[]), gpus=[])
+    config, _env = sandbox_config(_spec(assets_dir=tmp_path, wheelhouses=[]), gpus=[])
     assert config.mounts[str(tmp_path)] == "/opt/reb-ray/assets"
     assert str(tmp_path) not in config.rw_mounts
 
@@ -97,10 +97,10 @@ def test_between_phases_records_what_the_agent_left_running(provider, request):
     image = request.getfixturevalue("sandbox_image") if provider == "docker" else None
     config = SweepConfig(sandbox=provider, unsafe_local=True, wheelhouses=[], pip_cache=False)
     task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
-    one = run_trial(TrialSpec(sweep_id=f"leftovers-{provider}", agent="tests.scripted_agents:LeaveBehindAgent", task=task,
+    one = run_trial(TrialSpec(sweep_id=f"leftovers-{provider}", agent="tests.helpers.scripted_agents:LeaveBehindAgent", task=task,
                               trial_index=0, config=config, image=image)).trial
     assert (one["leftover_processes"], one["leftover_commands"]) == (1, ["sleep 1000"])
-    many = run_trial(TrialSpec(sweep_id=f"leftovers-{provider}", agent="tests.scripted_agents:LeaveManyBehindAgent",
+    many = run_trial(TrialSpec(sweep_id=f"leftovers-{provider}", agent="tests.helpers.scripted_agents:LeaveManyBehindAgent",
                                task=task, trial_index=0, config=config, image=image)).trial
     assert many["leftover_processes"] == 25
     commands = many["leftover_commands"]
@@ -167,7 +167,7 @@ def test_rows_keep_all_evidence_of_a_chatty_trial(provider, tmp_path, request):
     image = request.getfixturevalue("sandbox_image") if provider == "docker" else None
     config = SweepConfig(sandbox=provider, output=tmp_path / "runs", wheelhouses=[], pip_cache=False, c4_cpu_gloo=True)
     key = "sk-chatty-0123456789"
-    spec = TrialSpec(sweep_id="ev", agent="tests.scripted_agents:ChattyAgent", task=load_task(task_dir / "task.toml"),
+    spec = TrialSpec(sweep_id="ev", agent="tests.helpers.scripted_agents:ChattyAgent", task=load_task(task_dir / "task.toml"),
                      trial_index=0, config=config, image=image, credentials={"REB_TEST_AGENT_KEY": key})
     outcome = run_trial(spec)
     ParquetSink(config.output).write([outcome.trial], outcome.stages)
@@ -200,7 +200,7 @@ def test_rows_keep_all_evidence_of_a_chatty_trial(provider, tmp_path, request):
             digest.update(block)
     assert digest.digest() == hashlib.sha256(expected).digest() and artifact.stat().st_size < 2 * 2**20
     # The agent: both execs in one log, its credential masked there as in the rows.
-    assert trial["agent_log_path"] == agent["log_path"] == "artifacts/sweep_id=ev/tests.scripted_agents%3AChattyAgent%2Fchatty%2F0/1/agent.log.gz"
+    assert trial["agent_log_path"] == agent["log_path"] == "artifacts/sweep_id=ev/tests.helpers.scripted_agents%3AChattyAgent%2Fchatty%2F0/1/agent.log.gz"
     log = gzip.open(config.output / agent["log_path"]).read().decode()
     assert log.startswith("chatty: first step\nchatty: key ***\n") and log.endswith("chatty: done\n")
     assert key not in log and len(log) > 307200
@@ -219,7 +219,7 @@ def test_a_report_that_is_not_a_regular_file_is_the_agents_invalid_report(provid
     image = request.getfixturevalue("sandbox_image") if provider == "docker" else None
     config = SweepConfig(sandbox=provider, unsafe_local=True, wheelhouses=[], pip_cache=False)
     task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
-    out = run_trial(TrialSpec(sweep_id=f"bad-report-{provider}", agent=f"tests.scripted_agents:{agent}", task=task,
+    out = run_trial(TrialSpec(sweep_id=f"bad-report-{provider}", agent=f"tests.helpers.scripted_agents:{agent}", task=task,
                               trial_index=0, config=config, image=image))
     row = out.trial
     assert (row["status"], row["report_status"], row["report_source"]) == ("scored", "invalid_report", "agent_file")

@@ -13,6 +13,7 @@ import random
 from pathlib import Path
 
 from reb_ray.results.parquet_sink import ParquetSink
+from reb_ray.testing.rows import stage_row, trial_row
 
 GiB = 2**30
 SWEEP = "syn"
@@ -40,11 +41,11 @@ def trial(agent: str, task: str, index: int, letters: str, *, attempt: int = 1, 
     `c5`: "audited", or "not_run" (no facts record: owner unknown). An infra_error attempt
     (`status`) carries no stage rows."""
     assert len(letters) == 4 and set(letters) <= set(LETTERS), letters
-    trial_id = f"{agent}/{task}/{index}"
-    base = {"sweep_id": sweep, "trial_id": trial_id, "attempt": attempt, "task_id": task, "agent": agent}
-    row = {**base, "trial_index": index, "suite": "synthetic", "status": status, "agent_wall_time_s": agent_s,
-           "input_tokens": input_tokens, "output_tokens": output_tokens, "cost_usd": cost_usd,
-           "cost_source": None if input_tokens is None else ("price_table" if cost_usd is not None else "unknown")}
+    base = {k: v for k, v in stage_row(agent, task, "", "", attempt=attempt, sweep=sweep, index=index).items()
+            if k not in ("stage", "status")}
+    row = trial_row(agent, task, attempt, status, sweep=sweep, index=index, suite="synthetic", agent_wall_time_s=agent_s,
+                    input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd,
+                    cost_source=None if input_tokens is None else ("price_table" if cost_usd is not None else "unknown"))
     if status != "scored":
         row.update(failure_owner="infra", failure_category="infra_sandbox", failure_reason="synthetic")
         return row, []

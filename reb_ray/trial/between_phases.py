@@ -23,6 +23,10 @@ the agent wants, which it could have put in a regular report file anyway. What p
 harness is enforced on this side: the answer is read through a bounded sink (ANSWER_LIMIT
 bytes, past which the steps run one by one), the exec has a deadline, the bytes are checked
 against MAX_REPORT_BYTES here, and the script only sees the container's own files.
+
+`run_between_phases` is the phase as the trial runs it: `settle`, then the report parsed and
+its stage row recorded, the agent's changes to tracked files recorded (`record_changes`) and
+the tracked files put back to the pinned commit (`restore_repo`).
 """
 
 from __future__ import annotations
@@ -31,11 +35,14 @@ import base64
 import binascii
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reb_ray.errors import RebRayError
-from reb_ray.models.report import MAX_REPORT_BYTES
-from reb_ray.trial.repo_state import STATE_SCRIPT, parse_state, tracked_state
+from reb_ray.models.report import MAX_REPORT_BYTES, Report, parse_report
+from reb_ray.trial.record import TrialRecorder
+from reb_ray.trial.repo_restore import restore_pinned, unchanged_by_agent
+from reb_ray.trial.repo_state import STATE_SCRIPT, changed_since, parse_state, tracked_state
 from reb_ray.sandbox import Sandbox, UnreadableFile
 from reb_ray.sandbox.base import DEFAULT_READ_LIMIT
 
@@ -47,6 +54,8 @@ if TYPE_CHECKING:
 ANSWER_LIMIT = DEFAULT_READ_LIMIT + 2 * MAX_REPORT_BYTES
 #: Seconds the one exec may take (git status and hashing dominate; tracked_state's bound).
 SETTLE_TIMEOUT_S = 120.0
+
+LEFTOVERS_KEPT, LEFTOVER_CHARS = 20, 200  # bounds of `leftover_commands` in the trials row
 
 _KINDS = {"symlink": "a symlink", "fifo": "a FIFO", "directory": "a directory", "other": "not a regular file"}
 
@@ -267,3 +276,68 @@ def _sections(data: bytes, marker: bytes) -> list[tuple[list[str], bytes]]:
     if words is not None:
         found.append((words, b"\n".join(body)))
     return found
+
+
+@dataclass(frozen=True)
+class BetweenPhases:
+    """What the steps between the phases leave for the next ones: the parsed report (None when
+    it is missing or invalid: the agent's failure) and its status (`parse_report`'s)."""
+
+    report: Report | None
+    report_status: str
+
+
+def run_between_phases(rec: TrialRecorder, sandbox: Sandbox, report_path: str, repo_dir: str,
+                       baseline: dict[str, str] | None, pinned_checkout: Path | None = None) -> BetweenPhases:
+    """Stop everything the agent left running, copy the report out, record repo changes
+    (`settle`: one exec in a Docker sandbox), then put the tracked files back
+    to the pinned commit (`restore_pinned`; `pinned_checkout` is the host's checkout).
+
+    Leftovers are stopped first so nothing swaps the report while it is read; a report that is
+    not a regular file (a symlink, FIFO, directory) or is over MAX_REPORT_BYTES is the agent's
+    invalid_report, never a harness error.
+    """
+    settled = settle(sandbox, report_path, repo_dir, MAX_REPORT_BYTES)
+    stopped = settled.stopped
+    rec.row.update(leftover_processes=None if stopped is None else len(stopped),
+                   leftover_commands=None if stopped is None else [c[:LEFTOVER_CHARS] for c in stopped[:LEFTOVERS_KEPT]])
+    data, written = settled.report, not isinstance(settled.report_error, FileNotFoundError)
+    if isinstance(settled.report_error, UnreadableFile):
+        status, report, reason = "invalid_report", None, str(settled.report_error)
+    else:
+        status, report, reason = parse_report(data)
+    rec.row.update(report_status=status, report_python_path=report.python_path if report else None,
+                   report_source=rec.row.get("report_source") or ("agent_file" if written else "none"))
+    rec.stage("report", "success" if report else "failure", reason=reason, failure_category=None if report else status,
+              raw=data.decode(errors="replace") if data else None)
+    record_changes(rec, baseline, settled.state)
+    restore_repo(rec, sandbox, repo_dir, baseline, settled.state, pinned_checkout)
+    return BetweenPhases(report, status)
+
+
+def restore_repo(rec: TrialRecorder, sandbox: Sandbox, repo_dir: str, baseline: dict[str, str] | None,
+                 after: dict[str, str] | None, pinned_checkout: Path | None) -> None:
+    """The stages run the pinned repository: restore the tracked files the agent changed; when
+    git in the sandbox cannot (its .git removed or broken), copy the host's pinned checkout over
+    the repository and restore again (then which files differed is unknown: null)."""
+    commit = rec.row.get("repo_commit")
+    keep = unchanged_by_agent(baseline, after)
+    columns = restore_pinned(sandbox, repo_dir, commit, keep)
+    if columns["repo_restored"] is not True and commit and pinned_checkout is not None:
+        try:
+            sandbox.put(pinned_checkout, repo_dir)
+        except (RebRayError, OSError):
+            pass
+        else:
+            again = restore_pinned(sandbox, repo_dir, commit, keep)
+            columns = {"repo_head_moved": columns["repo_head_moved"], "repo_restored": again["repo_restored"],
+                       "repo_restored_files": columns["repo_restored_files"]}
+    rec.row.update(columns)
+
+
+def record_changes(rec: TrialRecorder, baseline: dict[str, str] | None, after: dict[str, str] | None) -> None:
+    """Record `repo_modified(_files)` from the states before and after the agent phase."""
+    if baseline is None or after is None:
+        return
+    files = changed_since(baseline, after)
+    rec.row.update(repo_modified=bool(files), repo_modified_files=files)

@@ -12,7 +12,7 @@ from reb_ray.agents.toolchain import PINS
 from reb_ray.llm.apis import ANTHROPIC
 from reb_ray.llm.scripted import script_from
 from reb_ray.llm.usage import REPORTED_FIELDS
-from tests.agents.llm_session import BUILD, REPORT, build_script, run_session, transcript_events
+from reb_ray.testing.llm_session import BUILD, REPORT, build_script, run_session, transcript_events
 
 MODEL = "claude-sonnet-4-5"
 #: The report contract's shape, enough for claude's --json-schema (what is checked is the mechanism).

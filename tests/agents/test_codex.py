@@ -15,7 +15,7 @@ from reb_ray.errors import InfraError
 from reb_ray.llm.apis import RESPONSES
 from reb_ray.llm.scripted import script_from
 from reb_ray.llm.usage import REPORTED_FIELDS
-from tests.agents.llm_session import REPORT, VENV, build_script, run_session, transcript_events
+from reb_ray.testing.llm_session import REPORT, VENV, build_script, run_session, transcript_events
 
 MODEL = "gpt-5.1-codex"
 
@@ -99,7 +99,7 @@ def test_a_hanging_endpoint_hits_the_agent_timeout(docker_client, sandbox_image,
 
 @pytest.mark.docker
 def test_a_toolchain_without_codex_is_an_infra_error(docker_client, sandbox_image, tmp_path, real_key):
-    empty = Toolchain(tmp_path / "toolchain")  # bin/ wrappers, no parts installed
+    empty = Toolchain.current(tmp_path)  # bin/ wrappers, no parts installed
     with pytest.raises(InfraError) as err:
         run_session(docker_client, sandbox_image, "codex", MODEL, build_script(MODEL), toolchain=empty, probes=False)
     assert err.value.category == "infra_toolchain" and "codex" in str(err.value) and "not installed" in str(err.value)

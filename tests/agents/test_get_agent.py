@@ -16,8 +16,8 @@ from reb_ray.sweep.expand import expand
 
 def test_builtin_command_and_class_path_kinds():
     assert isinstance(get_agent("heuristic"), HeuristicAgent) and isinstance(get_agent("noop"), NoopAgent)
-    agent = get_agent("tests.scripted_agents:SilentAgent")
-    assert agent.name == "tests.scripted_agents:SilentAgent" and agent.spec.kind == agent.name
+    agent = get_agent("tests.helpers.scripted_agents:SilentAgent")
+    assert agent.name == "tests.helpers.scripted_agents:SilentAgent" and agent.spec.kind == agent.name
     cmd = get_agent(AgentSpec(name="mine", kind="command", command=["true"], key_env="MINE_KEY"))
     assert isinstance(cmd, CommandAgent) and cmd.name == "mine" and cmd.uses_toolchain
     assert cmd.credential_names() == ("MINE_KEY",) and not cmd.trusted

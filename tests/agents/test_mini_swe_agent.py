@@ -11,8 +11,7 @@ from reb_ray.agents.mini_swe_agent import reported_usage
 from reb_ray.llm.apis import CHAT
 from reb_ray.llm.prices import cost_usd
 from reb_ray.llm.usage import FIELDS, REPORTED_FIELDS
-from reb_ray.testing.llm_session import LlmSession
-from tests.llm.conftest import REAL_KEY, REAL_KEY_ENV
+from reb_ray.testing.llm_session import REAL_KEY, REAL_KEY_ENV, LlmSession
 
 pytestmark = [pytest.mark.docker, pytest.mark.agent_cli]
 

@@ -21,8 +21,7 @@ from reb_ray.agents.toolchain import Toolchain
 from reb_ray.errors import InfraError
 from reb_ray.llm.apis import CHAT
 from reb_ray.llm.usage import FIELDS, REPORTED_FIELDS
-from reb_ray.testing.llm_session import LlmSession
-from tests.llm.conftest import REAL_KEY, REAL_KEY_ENV
+from reb_ray.testing.llm_session import REAL_KEY, REAL_KEY_ENV, LlmSession
 
 MODEL = "gpt-5-mini"
 ENV = "/opt/envs/numpy-trainer"
@@ -82,7 +81,7 @@ def session(docker_client, sandbox_image, monkeypatch, request):
 
 @pytest.mark.docker
 def test_without_nexau_installed_the_kind_fails_at_once_saying_how_to_install(session, tmp_path):
-    s = session(build_turns([DONE]), Toolchain(tmp_path / "toolchain"))  # a toolchain without the nexau part
+    s = session(build_turns([DONE]), Toolchain.current(tmp_path))  # a toolchain without the nexau part
     with pytest.raises(InfraError) as info:
         s.run()
     assert info.value.category == "infra_toolchain"

@@ -6,16 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from reb_ray.results.parquet_sink import ParquetSink
-from reb_ray.results.schema import TRIALS_SCHEMA
+from reb_ray.testing.rows import trial_row
 
 GiB = 2**30
 
 
 def row(agent: str, task: str, attempt: int, status: str, sweep: str = "s1", **values) -> dict:
-    """A trials row of `agent` on `task` (trial index 0); `values` must be TRIALS_SCHEMA columns."""
-    assert set(values) <= set(TRIALS_SCHEMA.names), set(values) - set(TRIALS_SCHEMA.names)
-    return {"sweep_id": sweep, "trial_id": f"{agent}/{task}/0", "attempt": attempt, "trial_index": 0,
-            "task_id": task, "suite": "hand", "agent": agent, "status": status, **values}
+    """A trials row of `agent` on `task` (trial index 0) in the suite "hand"."""
+    return trial_row(agent, task, attempt, status, sweep=sweep, suite="hand", **values)
 
 
 ROWS = [

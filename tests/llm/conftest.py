@@ -1,4 +1,5 @@
-"""Fixtures for the llm tests: a real scripted endpoint, a real proxy, a fake "real" key."""
+"""Fixtures for the llm tests: a real scripted endpoint, a real proxy (the fake "real" key is the
+shared `real_key` fixture)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,6 @@ import pytest
 
 from reb_ray.llm.proxy import ProxyServer
 from reb_ray.llm.scripted import ScriptedEndpoint, script_from
-
-REAL_KEY_ENV = "REB_RAY_TEST_LLM_KEY"
-REAL_KEY = "sk-test-real-0f1e2d3c4b5a69788796a5b4c3d2e1f0"
 
 # Three turns with distinct numbers in every field, so a swapped or dropped field shows.
 THREE_TURNS = {
@@ -25,12 +23,6 @@ THREE_TURNS = {
                    "output_tokens": 20, "reasoning_tokens": 0}},
     ],
 }
-
-
-@pytest.fixture
-def real_key(monkeypatch) -> str:
-    monkeypatch.setenv(REAL_KEY_ENV, REAL_KEY)
-    return REAL_KEY
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ import pytest
 from reb_ray.llm.apis import ANTHROPIC, CHAT
 from reb_ray.llm.proxy import ProxyServer
 from tests.llm.clients import PATHS, request_body
-from tests.llm.conftest import REAL_KEY_ENV
+from reb_ray.testing.llm_session import REAL_KEY_ENV
 
 START = (b'event: message_start\ndata: {"type":"message_start","message":{"model":"claude-sonnet-4-5",'
          b'"usage":{"input_tokens":10,"output_tokens":1}}}\n\n'

@@ -22,7 +22,8 @@ from reb_ray.llm.proxy import ProxyServer
 from reb_ray.llm.scripted import ScriptedEndpoint, script_from
 from reb_ray.llm.usage import FIELDS, REPORTED_FIELDS
 from tests.llm.clients import PATHS, post, post_many, request_body
-from tests.llm.conftest import REAL_KEY, REAL_KEY_ENV, THREE_TURNS
+from reb_ray.testing.llm_session import REAL_KEY, REAL_KEY_ENV
+from tests.llm.conftest import THREE_TURNS
 
 
 def run_script(proxy: ProxyServer, key: str, api: str, stream: bool, turns: int = 3, style: str = "x-api-key"):

@@ -10,7 +10,7 @@ import pytest
 from reb_ray.llm.proxy import ProxyServer
 from reb_ray.sandbox import SandboxConfig, open_sandbox
 from tests.llm.clients import request_body
-from tests.llm.conftest import REAL_KEY, REAL_KEY_ENV
+from reb_ray.testing.llm_session import REAL_KEY, REAL_KEY_ENV
 
 pytestmark = pytest.mark.docker
 

@@ -27,7 +27,7 @@ from reb_ray.llm.prices import cost_usd
 from reb_ray.llm.proxy import ProxyServer
 from reb_ray.llm.scripted import ScriptedEndpoint, script_from
 from reb_ray.llm.usage import FIELDS, REPORTED_FIELDS
-from tests.llm.conftest import REAL_KEY, REAL_KEY_ENV
+from reb_ray.testing.llm_session import REAL_KEY, REAL_KEY_ENV
 
 pytestmark = pytest.mark.agent_cli
 

@@ -16,9 +16,9 @@ from reb_ray.models.agent import AgentSpec
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.suite.load import load_suite
 from tests.llm.clients import post, request_body
-from tests.llm.conftest import REAL_KEY, REAL_KEY_ENV
+from reb_ray.testing.llm_session import REAL_KEY, REAL_KEY_ENV
 
-AGENT = "tests.scripted_agents:LlmScriptAgent"
+AGENT = "tests.helpers.scripted_agents:LlmScriptAgent"
 MESSAGE = {"kind": "message", "text": "done", "usage": {"input_tokens": 1000, "output_tokens": 10}}
 
 

@@ -24,8 +24,8 @@ def test_shorthand_gives_kind_model_and_the_vendor_defaults():
     assert (plain.name, plain.kind, plain.model, plain.key_env) == ("heuristic", "heuristic", None, None)
     # key_env = "": no key (TOML has no null), not the vendor's variable.
     assert AgentSpec(name="local", kind="codex", base_url="http://127.0.0.1:8000", key_env="").key_env is None
-    cls = AgentSpec.from_shorthand("tests.scripted_agents:SilentAgent")
-    assert cls.kind == cls.name == "tests.scripted_agents:SilentAgent"
+    cls = AgentSpec.from_shorthand("tests.helpers.scripted_agents:SilentAgent")
+    assert cls.kind == cls.name == "tests.helpers.scripted_agents:SilentAgent"
 
 
 @pytest.mark.parametrize("text, message", [
@@ -104,7 +104,7 @@ def _legacy_sweep_id(suite, tasks, agents, trials, sandbox) -> str:
 
 
 def test_plain_agent_names_keep_their_old_sweep_ids():
-    for agents in (["heuristic", "noop"], ["codex@gpt-5", "tests.scripted_agents:SilentAgent"]):
+    for agents in (["heuristic", "noop"], ["codex@gpt-5", "tests.helpers.scripted_agents:SilentAgent"]):
         assert SweepConfig(agents=agents).resolved_sweep_id() == _legacy_sweep_id("demo", None, agents, 1, "docker")
 
 

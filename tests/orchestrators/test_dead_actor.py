@@ -53,7 +53,7 @@ def test_dead_actor_container_is_removed_before_the_retry(tmp_path, docker_clien
 
     monkeypatch.setenv("SLEEP_ONCE_FLAG", str(tmp_path / "flag"))
     sweep_id = f"test-dead-{uuid.uuid4().hex[:8]}"
-    config = SweepConfig(sweep_id=sweep_id, output=tmp_path / "runs", agents=["tests.scripted_agents:SleepOnceAgent"],
+    config = SweepConfig(sweep_id=sweep_id, output=tmp_path / "runs", agents=["tests.helpers.scripted_agents:SleepOnceAgent"],
                          tasks="numpy-trainer", wheelhouses=[], pip_cache=False)
     since = int(time.time()) - 1
     seen: dict = {}

@@ -15,25 +15,11 @@ import pytest
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_stages, read_trials
 from reb_ray.sandbox.ownership import SWEEP
+from reb_ray.testing.suite import write_task
 
-TASK = """
-id = "gpu-task"
-suite = "gpus"
-category = "3_single_gpu+multi_gpu"
-source = { bundled = "repo" }
-
-[stages.cpu]
-command = "test -z \\"$CUDA_VISIBLE_DEVICES\\" && python main.py"
-
-[stages.single_gpu]
-command = "python -c 'print(1)'"
-
-[stages.multi_gpu]
-command = "python -c 'print(1)'"
-launcher = "python"
-ranks = 2
-timeout_s = 30
-"""
+STAGES = {"cpu": 'command = "test -z \\"$CUDA_VISIBLE_DEVICES\\" && python main.py"',
+          "single_gpu": 'command = "python -c \'print(1)\'"',
+          "multi_gpu": 'command = "python -c \'print(1)\'"\nlauncher = "python"\nranks = 2\ntimeout_s = 30'}
 
 
 @pytest.fixture
@@ -49,10 +35,9 @@ def test_gpu_trial_on_docker_without_nvidia_runtime_is_insufficient_hardware(tmp
                                                                              ray_with_two_fake_gpus):
     from reb_ray.sweep.run import run_sweep
 
-    task_dir = tmp_path / "suites" / "gpus" / "gpu-task"
-    (task_dir / "repo").mkdir(parents=True)
-    (task_dir / "repo" / "main.py").write_text("print('cpu-ok')\n")  # a stage passes only when repository code ran
-    (task_dir / "task.toml").write_text(TASK)
+    # a stage passes only when repository code ran
+    write_task(tmp_path / "suites", "gpus", "gpu-task", category="3_single_gpu+multi_gpu", **STAGES,
+               files={"main.py": "print('cpu-ok')\n"})
     sweep_id = f"test-nogpu-{uuid.uuid4().hex[:8]}"
     config = SweepConfig(sweep_id=sweep_id, output=tmp_path / "runs", suite="gpus", tasks_root=tmp_path / "suites",
                          agents=["noop"], wheelhouses=[], pip_cache=False)

@@ -3,7 +3,7 @@ this machine (reb_ray/testing/ray_cluster.py), a fault in the middle of a sweep,
 
 (a) SIGKILL a slot worker mid-trial; (b) SIGKILL a worker node's raylet (node death), with the
 sleeping sandbox and with Docker; (c) SIGKILL the driver (`reb-ray sweep` in a subprocess) and
-run the same command again; (d) restart the Docker daemon (a private one: tests/private_dockerd.py)
+run the same command again; (d) restart the Docker daemon (a private one: tests/helpers/private_dockerd.py)
 during a sweep. After each: every trial has exactly one scored row, as its last attempt, the
 attempts before it infra rows (the resume retries those); no scored trial ran twice (the
 sleeping sandbox's ledger: one closed sandbox per trial); none of our containers is left. Each
@@ -29,28 +29,17 @@ from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_trials
 from reb_ray.sandbox.ownership import MANAGED, SWEEP
 from reb_ray.testing.ray_cluster import ROOT, actor_pids, kill_raylet, ray_cluster
+from reb_ray.testing.suite import write_task
 
 pytestmark = pytest.mark.integration
 
-TASK = """
-id = "{id}"
-suite = "faults"
-category = "1_cpu_only"
-source = {{ bundled = "repo" }}
-
-[stages.cpu]
-command = "echo cpu-ok"
-"""
 IN_TRIAL = "ray::SlotWorker.run"  # a slot worker's process title while it runs a trial
 
 
 def write_suite(root: Path, n: int) -> list[str]:
     """`n` CPU-only tasks f0..f{n-1} with one-file bundled repositories; their trial ids (noop)."""
     for i in range(n):
-        task_dir = root / "faults" / f"f{i}"
-        (task_dir / "repo").mkdir(parents=True)
-        (task_dir / "repo" / "main.py").write_text("print('hello')\n")
-        (task_dir / "task.toml").write_text(TASK.format(id=f"f{i}"))
+        write_task(root, "faults", f"f{i}", cpu='command = "echo cpu-ok"')
     return [f"noop/f{i}/0" for i in range(n)]
 
 
@@ -209,7 +198,7 @@ def test_b_a_worker_node_dies_mid_trial_docker(tmp_path, docker_client, sandbox_
     and the trial is scored once, on the node left."""
     write_suite(tmp_path / "suites", 1)
     monkeypatch.setenv("SLEEP_ONCE_FLAG", str(tmp_path / "flag"))
-    agent = "tests.scripted_agents:SleepOnceAgent"  # sleeps 300 s in the sandbox the first time only
+    agent = "tests.helpers.scripted_agents:SleepOnceAgent"  # sleeps 300 s in the sandbox the first time only
     config = SweepConfig(output=tmp_path / "runs", suite="faults", tasks_root=tmp_path / "suites", agents=[agent],
                          sweep_id=f"faults-{uuid.uuid4().hex[:8]}", wheelhouses=[], pip_cache=False)
     # The head has no CPU for a slot: the trial starts on the worker node; after its death a
@@ -294,8 +283,8 @@ def test_c_the_driver_killed_mid_sweep_then_the_same_command_again(tmp_path):
 
 @pytest.fixture
 def private_dockerd(tmp_path_factory, sandbox_image):
-    """A private Docker daemon (tests/private_dockerd.py) holding the sandbox image; removed after."""
-    from tests.private_dockerd import PrivateDockerd
+    """A private Docker daemon (tests/helpers/private_dockerd.py) holding the sandbox image; removed after."""
+    from tests.helpers.private_dockerd import PrivateDockerd
 
     dockerd = PrivateDockerd(tmp_path_factory.mktemp("dockerd"))
     try:
@@ -324,7 +313,7 @@ def test_d_the_docker_daemon_restarts_mid_sweep(tmp_path, private_dockerd):
     no container is left. A private daemon with no bridge: the sweep sets network = "none"."""
     import docker
 
-    agent = "tests.scripted_agents:SleepAgent"
+    agent = "tests.helpers.scripted_agents:SleepAgent"
     write_suite(tmp_path / "suites", 2)
     trial_ids = [f"{agent}/f{i}/0" for i in range(2)]
     config = SweepConfig(output=tmp_path / "runs", suite="faults", tasks_root=tmp_path / "suites", agents=[agent],

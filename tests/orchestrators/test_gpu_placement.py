@@ -12,25 +12,12 @@ import pytest
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_trials
 from reb_ray.testing.ray_cluster import ray_cluster
+from reb_ray.testing.suite import write_task
 
-TASK = """
-id = "{id}"
-suite = "gpus"
-category = "3_single_gpu+multi_gpu"
-source = {{ bundled = "repo" }}
-
-[stages.cpu]
-command = "test -z \\"$CUDA_VISIBLE_DEVICES\\" && python main.py"  # F08: C1 must really hide the GPUs
-
-[stages.single_gpu]
-command = "test \\"$CUDA_VISIBLE_DEVICES\\" = 0 && python main.py"
-
-[stages.multi_gpu]
-command = "python -c 'print(1)'"
-launcher = "python"
-ranks = 2
-timeout_s = 30
-"""
+#: The stages of a task that needs two GPUs: C1 must really hide the GPUs (F08), C3 sees one.
+STAGES = {"cpu": 'command = "test -z \\"$CUDA_VISIBLE_DEVICES\\" && python main.py"',
+          "single_gpu": 'command = "test \\"$CUDA_VISIBLE_DEVICES\\" = 0 && python main.py"',
+          "multi_gpu": 'command = "python -c \'print(1)\'"\nlauncher = "python"\nranks = 2\ntimeout_s = 30'}
 
 
 @pytest.fixture
@@ -43,10 +30,9 @@ def test_two_gpu_trial_on_one_gpu_nodes_is_insufficient_hardware(tmp_path, two_s
     from reb_ray.sweep.run import run_sweep
 
     for task_id in ("needs-two-a", "needs-two-b", "needs-two-c"):
-        task_dir = tmp_path / "suites" / "gpus" / task_id
-        (task_dir / "repo").mkdir(parents=True)
-        (task_dir / "repo" / "main.py").write_text("print('ok')\n")  # a stage passes only when repository code ran
-        (task_dir / "task.toml").write_text(TASK.format(id=task_id))
+        # a stage passes only when repository code ran
+        write_task(tmp_path / "suites", "gpus", task_id, category="3_single_gpu+multi_gpu", **STAGES,
+                   files={"main.py": "print('ok')\n"})
     config = SweepConfig(output=tmp_path / "runs", suite="gpus", tasks_root=tmp_path / "suites", agents=["noop"],
                          sandbox="local", max_concurrent=3)
     result = run_sweep(config, show_progress=False)

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_ctrl_c_keeps_finished_rows_and_removes_containers(tmp_path, docker_client, sandbox_image):
     out = tmp_path / "runs"
     driver = subprocess.Popen(
-        [REB_RAY, "sweep", "--agents", "noop,tests.scripted_agents:SleepyAgent", "--tasks", "numpy-trainer",
+        [REB_RAY, "sweep", "--agents", "noop,tests.helpers.scripted_agents:SleepyAgent", "--tasks", "numpy-trainer",
          "--max-concurrent", "2", "--cpus-per-trial", "0.5", "--sweep-id", "ctrl-c", "--output", str(out), "--quiet"],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, start_new_session=True,

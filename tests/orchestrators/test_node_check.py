@@ -22,40 +22,19 @@ import pytest
 
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_trials
-from tests.private_dockerd import PrivateDockerd
+from tests.helpers.private_dockerd import PrivateDockerd
+from reb_ray.testing.suite import OFF, write_task
 
 ROOT = Path(__file__).resolve().parents[2]
 
-TASK = """
-id = "{id}"
-suite = "nodes"
-category = "cpu"
-source = {{ bundled = "repo" }}
-
-[stages.cpu]
-command = "true"
-
-[stages.single_gpu]
-{gpu}
-
-[stages.multi_gpu]
-applicable = false
-skip_reason = "not in this task"
-
-[stages.cuda]
-{cuda}
-"""
 
 
 def write_suite(root: Path, n: int, gpu: bool = False) -> None:
     for i in range(n):
-        task_dir = root / "nodes" / f"t{i}"
-        (task_dir / "repo").mkdir(parents=True)
-        (task_dir / "repo" / "main.py").write_text("print('hello')\n")
         gpu_stage = 'command = "true"' if gpu else 'applicable = false\nskip_reason = "CPU task"'
         # A CPU task opts out of C2 too: C2 needs a GPU, so a task with it is a GPU trial.
         cuda = "applicable = true" if gpu else 'applicable = false\nskip_reason = "CPU task"'
-        (task_dir / "task.toml").write_text(TASK.format(id=f"t{i}", gpu=gpu_stage, cuda=cuda))
+        write_task(root, "nodes", f"t{i}", category="cpu", single_gpu=gpu_stage, multi_gpu=OFF, cuda=cuda)
 
 
 @pytest.fixture
@@ -251,7 +230,7 @@ def test_a_wrong_address_fails_in_seconds_naming_it(tmp_path):
 
 @pytest.fixture
 def second_docker():
-    """A second Docker daemon on this machine (tests/private_dockerd.py): the Docker of a node
+    """A second Docker daemon on this machine (tests/helpers/private_dockerd.py): the Docker of a node
     that lacks the sandbox image. Yields its DOCKER_HOST."""
     daemon = PrivateDockerd(Path(tempfile.mkdtemp(prefix="rr-d2-", dir="/tmp")))
     try:

@@ -22,7 +22,7 @@ def _sweep_containers(client, sweep_id: str) -> list:
 def test_new_sweep_reaps_containers_of_a_sigkilled_driver(tmp_path, docker_client, sandbox_image):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     driver = subprocess.Popen(
-        [REB_RAY, "sweep", "--agents", "tests.scripted_agents:SleepyAgent", "--tasks",
+        [REB_RAY, "sweep", "--agents", "tests.helpers.scripted_agents:SleepyAgent", "--tasks",
          "numpy-trainer,import-name-mismatch,pyproject-extra", "--max-concurrent", "3", "--cpus-per-trial", "0.5",
          "--sweep-id", "doomed-f13", "--output", str(tmp_path / "a"), "--quiet"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,

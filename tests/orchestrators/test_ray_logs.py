@@ -20,7 +20,7 @@ def test_ray_banners_and_worker_deaths_go_to_the_sweep_log_not_the_terminal(tmp_
     env.update(DIE_ONCE_FLAG=str(tmp_path / "flag"), PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
     out = tmp_path / "runs"
     done = subprocess.run([sys.executable, "-c", "from reb_ray.cli import main; main()", "sweep", "--sandbox", "local",
-                           "--agents", "tests.scripted_agents:DieOnceAgent", "--unsafe-local", "--tasks", "numpy-trainer",
+                           "--agents", "tests.helpers.scripted_agents:DieOnceAgent", "--unsafe-local", "--tasks", "numpy-trainer",
                            "--no-pip-cache", "--quiet", "--output", str(out)],
                           capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -18,29 +18,10 @@ import pytest
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_trials
 from reb_ray.testing.ray_cluster import actor_pids, ray_cluster
+from reb_ray.testing.suite import MULTI, OFF, write_task
 
 NODE_GPUS = ({"10", "11"}, {"20", "21"})
 
-TASK = """
-id = "{id}"
-suite = "slots"
-category = "{category}"
-source = {{ bundled = "repo" }}
-
-[stages.cpu]
-command = "true"
-
-[stages.single_gpu]
-{single}
-
-[stages.multi_gpu]
-{multi}
-
-[stages.cuda]
-{cuda}
-"""
-OFF = 'applicable = false\nskip_reason = "not in this task"'
-MULTI = 'command = "true"\nlauncher = "python"\nranks = 2'
 
 
 def write_suite(root, counts: dict[int | str, int]) -> None:
@@ -51,12 +32,8 @@ def write_suite(root, counts: dict[int | str, int]) -> None:
         gpus = 1 if key == "c2" else int(key)
         for i in range(n):
             name = f"g1c2-{i}" if key == "c2" else f"g{gpus}-{i}"
-            task_dir = root / "slots" / name
-            (task_dir / "repo").mkdir(parents=True)
-            (task_dir / "repo" / "main.py").write_text("print('hello')\n")
-            (task_dir / "task.toml").write_text(TASK.format(
-                id=name, category=f"{gpus}_gpu", single='command = "true"' if key in (1, 2) else OFF,
-                multi=MULTI if key == 2 else OFF, cuda="applicable = true" if gpus else OFF))
+            write_task(root, "slots", name, category=f"{gpus}_gpu", single_gpu='command = "true"' if key in (1, 2) else OFF,
+                       multi_gpu=MULTI if key == 2 else OFF, cuda="applicable = true" if gpus else OFF)
 
 
 @pytest.fixture

@@ -11,22 +11,20 @@ import pyarrow.parquet as pq
 
 from reb_ray.results.parquet_sink import rows_to_table
 from reb_ray.results.schema import STAGES_SCHEMA, TRIALS_SCHEMA
+from reb_ray.testing.rows import stage_row, trial_row
 
 STARTED = dt.datetime(2024, 5, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
 
 
 def trial(n: int, sweep: str = "s1", attempt: int = 1, **extra) -> dict:
-    row = {"sweep_id": sweep, "trial_id": f"agentA/task{n}/0", "attempt": attempt, "trial_index": 0,
-           "task_id": f"task{n}", "agent": "agentA", "status": "scored"}
-    row.update(extra)
-    return row
+    """agentA's trials row on task{n} (scored unless `extra` says otherwise)."""
+    return trial_row("agentA", f"task{n}", attempt, extra.pop("status", "scored"), sweep=sweep, **extra)
 
 
 def stage(n: int, sweep: str = "s1", attempt: int = 1, **extra) -> dict:
-    row = {"sweep_id": sweep, "trial_id": f"agentA/task{n}/0", "attempt": attempt, "task_id": f"task{n}",
-           "agent": "agentA", "stage": "c1", "status": "success"}
-    row.update(extra)
-    return row
+    """agentA's stages row on task{n} (C1, success, unless `extra` says otherwise)."""
+    return stage_row("agentA", f"task{n}", extra.pop("stage", "c1"), extra.pop("status", "success"),
+                     attempt=attempt, sweep=sweep, **extra)
 
 
 def rich_trial(n: int, sweep: str = "s1", attempt: int = 1) -> dict:
