@@ -68,7 +68,7 @@ INTEGRATION_FIXTURES = frozenset({
     "docker_client", "sandbox_image", "make_sandbox", "ray_local", "private_dockerd", "second_docker",
     "raylets", "two_gpu_nodes", "two_single_gpu_nodes", "one_gpu_node", "ray_with_two_fake_gpus",
     "docker_sandbox", "torch_sandbox", "toolbox_ready", "installed_toolchain", "nexau_toolchain",
-    "mini_bin", "cli_bin",
+    "mini_bin", "cli_bin", "mixed_nodes", "slow_process",
 })
 #: Where the unit tier points Docker: a socket that does not exist, so a test that reaches for the
 #: daemon without being marked fails at once instead of silently slowing the tier down.
@@ -120,6 +120,16 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"not run by design: {len(_NOT_RUN_BY_DESIGN)} nexau_src tests "
                                     f"(set {NEXAU_SRC_ENV} to a NexAU checkout to run them): "
                                     + ", ".join(n.rsplit("::", 1)[-1] for n in _NOT_RUN_BY_DESIGN))
+
+
+@pytest.fixture
+def slow_process():
+    """Declares that the test starts a heavy real process and so belongs to the integration tier:
+    a whole trial (pyright, the probes, an agent's pip installs), a toolchain download, a child
+    pytest or benchmark, a writer killed mid-write, a timeout that must really elapse. Such a test
+    takes seconds of CPU where a unit test takes milliseconds; the unit tier (`-m "not
+    integration"`) leaves it out so that it stays under a minute, the full suite runs it."""
+    return None
 
 
 @pytest.fixture(scope="module")

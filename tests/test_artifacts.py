@@ -54,7 +54,7 @@ def test_credentials_are_masked_also_when_split_across_chunks(tmp_path):
     assert gzip.open(tmp_path / log.path).read() == b"my key is ***!\n" * 1000
 
 
-def test_a_shipped_attempt_writes_nothing_on_its_node_and_the_driver_stores_it(tmp_path):
+def test_a_shipped_attempt_writes_nothing_on_its_node_and_the_driver_stores_it(slow_process, tmp_path):
     """Issue 13 item 5: with ship_artifacts the logs travel in the outcome (no shared filesystem
     assumed); `store` writes them where the rows say, and refuses a path outside artifacts/."""
     import pytest

@@ -90,7 +90,7 @@ def test_probe_env_is_offline_with_hf_home_in_the_read_only_cache_and_a_writable
 
 
 @pytest.mark.parametrize("provider", ["docker", "local"])
-def test_between_phases_records_what_the_agent_left_running(provider, request):
+def test_between_phases_records_what_the_agent_left_running(slow_process, provider, request):
     """Issue 9 item 10: the trials row says what the between-phases cleanup stopped."""
     from reb_ray.trial.run import run_trial
 
@@ -150,7 +150,7 @@ for i in range(1000):
 
 
 @pytest.mark.parametrize("provider", ["docker", "local"])
-def test_rows_keep_all_evidence_of_a_chatty_trial(provider, tmp_path, request):
+def test_rows_keep_all_evidence_of_a_chatty_trial(slow_process, provider, tmp_path, request):
     import gzip
     import hashlib
 

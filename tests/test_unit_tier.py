@@ -17,7 +17,7 @@ def collect(*args: str) -> list[str]:
     return [line for line in done.stdout.splitlines() if "::" in line]
 
 
-def test_docker_parametrised_and_fixture_using_tests_are_integration():
+def test_docker_parametrised_and_fixture_using_tests_are_integration(slow_process):
     unit = collect("-m", "not integration", "tests/test_trial.py", "tests/sandbox/test_conformance.py")
     everything = collect("tests/test_trial.py", "tests/sandbox/test_conformance.py")
     assert any("[local]" in item or "-local]" in item for item in unit)
@@ -26,6 +26,9 @@ def test_docker_parametrised_and_fixture_using_tests_are_integration():
     assert "tests/test_trial.py::test_a_fork_bomb_is_the_agents_pids_limit_failure" in everything
     assert "tests/test_trial.py::test_a_fork_bomb_is_the_agents_pids_limit_failure" not in unit
     assert "tests/test_trial.py::test_sandbox_limits_are_on_by_default" in unit
+    # a test that declares a heavy real process (a whole trial with pyright and the probes) too
+    assert "tests/test_trial.py::test_rows_keep_all_evidence_of_a_chatty_trial[local]" in everything
+    assert "tests/test_trial.py::test_rows_keep_all_evidence_of_a_chatty_trial[local]" not in unit
 
 
 def test_the_unit_tier_points_docker_nowhere_and_refuses_ray(tmp_path):

@@ -91,7 +91,7 @@ def test_output_mode_without_a_json_line_is_a_missing_report(tmp_path, sandbox_i
     assert row["prompt_sha256"] == hashlib.sha256(render_prompt(task, REPORT_PATH).text.encode()).hexdigest()
 
 
-def test_in_the_local_sandbox_the_host_toolchain_is_on_path(tmp_path):
+def test_in_the_local_sandbox_the_host_toolchain_is_on_path(slow_process, tmp_path):
     from reb_ray.agents.toolchain import Toolchain
     from reb_ray.models.sweep import TrialSpec
     from reb_ray.trial.run import run_trial

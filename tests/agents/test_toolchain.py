@@ -32,7 +32,7 @@ def test_the_default_location_follows_the_cache_dir(monkeypatch, tmp_path):
     assert Toolchain.current(tmp_path / "elsewhere").path == tmp_path / "elsewhere" / toolchain_key()
 
 
-def test_a_part_is_built_once_atomically_and_a_damaged_one_is_rebuilt(tmp_path):
+def test_a_part_is_built_once_atomically_and_a_damaged_one_is_rebuilt(slow_process, tmp_path):
     toolchain = Toolchain(tmp_path / "key")
     toolchain.ensure_root()
     first = _install_part(toolchain, "node", _build_node)

@@ -68,7 +68,7 @@ def _note(text: str) -> list[str]:
     return match.group(0).splitlines()
 
 
-def test_report_lists_the_deviating_stages_of_the_run_and_the_unknown_specs(tmp_path):
+def test_report_lists_the_deviating_stages_of_the_run_and_the_unknown_specs(slow_process, tmp_path):
     run_dir, tasks_root = _run(tmp_path)
     cli = [sys.executable, "-c", "from reb_ray.cli import main; main()", "report", str(run_dir), "--tasks-root", str(tasks_root)]
     report = subprocess.run(cli, capture_output=True, text=True, cwd=ROOT, timeout=300)

@@ -49,7 +49,7 @@ def _terminal_table(text: str, title: str) -> dict[str, list[str]]:
     return {r[0]: r for r in rows[1:]}
 
 
-def test_screenshot_shows_the_page_with_its_plots(run, tmp_path):
+def test_screenshot_shows_the_page_with_its_plots(slow_process, run, tmp_path):
     _, html = run
     png = screenshot(html, tmp_path / "shot.png", tmp_path / "profile", 1280, 2000)
     image = Image.open(png).convert("RGB")
@@ -63,7 +63,7 @@ def test_screenshot_shows_the_page_with_its_plots(run, tmp_path):
     assert counts.get(FINDING_BG, 0) > 5000  # the finding is shown, highlighted, near the top
 
 
-def test_dom_tables_hold_the_terminal_numbers(run, tmp_path):
+def test_dom_tables_hold_the_terminal_numbers(slow_process, run, tmp_path):
     out, html = run
     page = parse(dump_dom(html, tmp_path / "profile"))
     text = format_report(out)
@@ -80,7 +80,7 @@ def test_dom_tables_hold_the_terminal_numbers(run, tmp_path):
     assert finding in " ".join(page.text.split())
 
 
-def test_images_decode_and_agent_markup_never_runs(run, tmp_path):
+def test_images_decode_and_agent_markup_never_runs(slow_process, run, tmp_path):
     _, html = run
     text = html.read_text(encoding="utf-8")
     policy = re.compile(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">')

@@ -36,7 +36,7 @@ def test_list_shows_every_kind_with_its_pin_and_state(tmp_path):
     assert "not installed (reb-ray agents install --kinds nexau --nexau-src DIR)" in nexau
 
 
-def test_install_builds_reports_and_is_idempotent(tmp_path):
+def test_install_builds_reports_and_is_idempotent(slow_process, tmp_path):
     first = run("agents", "install", "--kinds", "codex", "--dir", str(tmp_path))
     assert first.returncode == 0, first.stderr
     assert [line.split(":")[0] for line in first.stdout.splitlines()] == ["node", "codex", f"toolchain {tmp_path / toolchain_key()}"]

@@ -7,18 +7,22 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.cli.in_process import run_cli
+
 # The console script of the interpreter running the tests (PATH may not include the venv).
 REB_RAY = str(Path(sys.executable).with_name("reb-ray"))
 
 
 def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([REB_RAY, *args], capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=300)
+    """The command in this process (tests.cli.in_process); test_version runs the console script."""
+    return run_cli(*args, env=env)
 
 
 def test_version():
     from reb_ray import __version__
 
-    assert run("--version").stdout.strip() == f"reb-ray {__version__}"
+    script = subprocess.run([REB_RAY, "--version"], capture_output=True, text=True, timeout=300)
+    assert script.stdout.strip() == run("--version").stdout.strip() == f"reb-ray {__version__}"
 
 
 def test_unknown_profile_is_one_line_with_valid_names():

@@ -11,14 +11,13 @@ import pandas as pd
 from reb_ray.results.parquet_sink import ParquetSink
 from reb_ray.results.read import read_stages, read_trials
 from tests.results.runs import data_files, rich_stages, rich_trial, sorted_rows, write_legacy
+from tests.cli.in_process import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    # From the repository root, so this checkout's code is what runs.
-    return subprocess.run([sys.executable, "-c", "from reb_ray.cli import main; main()", *args],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    return run_cli(*args, cwd=ROOT)
 
 
 def test_compact_converts_a_legacy_run(tmp_path):

@@ -21,7 +21,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
 
 
-def test_serve_answers_the_script_until_interrupted(tmp_path):
+def test_serve_answers_the_script_until_interrupted(slow_process, tmp_path):
     script = tmp_path / "s.toml"
     script.write_text('model = "m"\n[[turns]]\nkind = "tool"\ncommand = "ls -la"\n')
     server = subprocess.Popen([*CLI, "llm", "serve", "--script", str(script), "--port", "0"], cwd=ROOT, text=True,
@@ -39,7 +39,7 @@ def test_serve_answers_the_script_until_interrupted(tmp_path):
     assert "stopped" in out
 
 
-def test_serve_a_bad_script_is_one_line_and_exit_2(tmp_path):
+def test_serve_a_bad_script_is_one_line_and_exit_2(slow_process, tmp_path):
     script = tmp_path / "bad.json"
     script.write_text('{"turns": [{"kind": "error", "status": 200}]}')
     res = run("llm", "serve", "--script", str(script))

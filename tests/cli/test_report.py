@@ -12,12 +12,16 @@ import pytest
 
 from analysis.summary import HEADERS
 from tests.analysis.runs import write_run
+from tests.cli.in_process import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    # From the repository root, so this checkout's code is what runs.
+    """`python ARGS` from the repository root; the reb-ray command line (`-c ... main()`) runs in
+    this process (tests.cli.in_process), `python -m analysis` as its own process."""
+    if args[:2] == ("-c", "from reb_ray.cli import main; main()"):
+        return run_cli(*args[2:], cwd=ROOT)
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
 
 

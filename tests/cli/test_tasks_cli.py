@@ -7,10 +7,11 @@ import subprocess
 from pathlib import Path
 
 from tests.models.test_task import DEMO_C0, VALID, write_task
+from tests.cli.in_process import run_cli
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["reb-ray", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+    return run_cli(*args, cwd=cwd)
 
 
 def test_list_json_one_object_per_task():

@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 
 from tests.analysis.runs import row, write_run
+from tests.cli.in_process import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _show(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from reb_ray.cli import main; main()", "trial", "show", *args],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    return run_cli("trial", "show", *args, cwd=ROOT)
 
 
 def test_show_without_artifacts_falls_back_to_the_rows_output_tail(tmp_path):

@@ -246,18 +246,17 @@ def test_readme_leaves_out_the_harness_files_and_the_report_it_puts_back():
     assert "- /opt/scimlopsbench/report.json: 1 files, 520 bytes" in bare and "No report of the agent is put back" in bare
 
 
-def test_an_image_removed_at_settle_leaves_its_columns_null():
+def test_an_image_removed_at_settle_leaves_its_columns_null(docker_client):
     """A committed image the policy does not keep is removed: its id, tag and sizes go null (the
     commit's time stays). Real Docker: the id is one the daemon does not hold (removed already,
     which removal accepts)."""
-    import docker
     from types import SimpleNamespace
 
     from reb_ray.environment.phase import EnvironmentPhase
 
     rec = SimpleNamespace(row={"status": "scored"}, stages=[{"stage": "c1", "status": "failure"}])
     phase = EnvironmentPhase(rec, SimpleNamespace(config=SimpleNamespace(keep_environments="successes")), [])
-    phase.client, phase.image_id = docker.from_env(), "sha256:" + "0" * 64
+    phase.client, phase.image_id = docker_client, "sha256:" + "0" * 64
     rec.row.update(env_image_id=phase.image_id, env_image_tag="reb-ray/env:x", env_image_bytes=28_672,
                    env_image_total_bytes=200_000_000, env_commit_s=0.4)
     phase.settle()

@@ -210,7 +210,7 @@ def test_sandbox_memory_no_node_has_is_insufficient_hardware_at_once(tmp_path, r
         assert "needs 1.04858e+06 GiB of memory per sandbox (--memory-gb)" in row["failure_reason"]
 
 
-def test_a_wrong_address_fails_in_seconds_naming_it(tmp_path):
+def test_a_wrong_address_fails_in_seconds_naming_it(slow_process, tmp_path):
     import socket
 
     with socket.socket() as s:  # a port nothing listens on

@@ -121,7 +121,7 @@ def test_missing_interpreter_is_not_run(torch_sandbox):
     assert g["c2_status"] == "not_run" and g["failure_category"] is None
 
 
-def test_local_provider_host_python_is_no_framework():
+def test_local_provider_host_python_is_no_framework(slow_process):
     with open_sandbox("local", SandboxConfig(), trusted=True) as sb:
         toolbox = install_toolbox(sb)
         raw = timed_c2(sb, toolbox, sys.executable, "", "local_probe_s")
@@ -146,7 +146,7 @@ def venv_with_torch(root: Path, init: str) -> str:
     ("raise ImportError('libcudart.so.12: cannot open shared object file: No such file or directory')\n",
      "libcudart.so.12: cannot open shared object file"),
 ])
-def test_broken_torch_import_is_recorded(tmp_path, init, expect):
+def test_broken_torch_import_is_recorded(slow_process, tmp_path, init, expect):
     python = venv_with_torch(tmp_path / "venv", init)
     with open_sandbox("local", SandboxConfig(), trusted=True) as sb:
         raw = run_c2(sb, install_toolbox(sb), python, "0")
@@ -162,7 +162,7 @@ def test_broken_torch_import_is_recorded(tmp_path, init, expect):
     assert expect in g["reason"]
 
 
-def test_hanging_import_times_out_with_a_record(tmp_path):
+def test_hanging_import_times_out_with_a_record(slow_process, tmp_path):
     python = venv_with_torch(tmp_path / "venv", "import time\ntime.sleep(600)\n")
     with open_sandbox("local", SandboxConfig(), trusted=True) as sb:
         t = time.monotonic()

@@ -89,7 +89,7 @@ def _steps(out: Path) -> list[str]:
     return names
 
 
-def test_a_crash_at_any_step_loses_and_doubles_nothing(tmp_path):
+def test_a_crash_at_any_step_loses_and_doubles_nothing(slow_process, tmp_path):
     original = make_run(tmp_path / "run", trials=9, part_rows=2)
     expected = snapshot(original)
     steps = _steps(original)
@@ -131,7 +131,7 @@ compact(Path(sys.argv[1]))
 """
 
 
-def test_sigkill_midway_then_compact_again(tmp_path):
+def test_sigkill_midway_then_compact_again(slow_process, tmp_path):
     """A real SIGKILL at a random moment inside a real compaction (three runs)."""
     original = make_run(tmp_path / "run", trials=120, part_rows=1)
     expected = snapshot(original)

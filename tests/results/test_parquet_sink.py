@@ -148,7 +148,7 @@ for n in range(100000):
 """
 
 
-def test_sigkill_loses_at_most_the_last_interval_and_leaves_no_torn_file(tmp_path):
+def test_sigkill_loses_at_most_the_last_interval_and_leaves_no_torn_file(slow_process, tmp_path):
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     returned: dict[int, float] = {}  # trial number -> when its write had returned
     try:
@@ -319,7 +319,7 @@ def _write_some(args: tuple[str, int]) -> None:
     # not closed: the process exits and the sink is flushed at exit
 
 
-def test_concurrent_processes_writing_different_trials(tmp_path):
+def test_concurrent_processes_writing_different_trials(slow_process, tmp_path):
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(4) as pool:
         pool.map(_write_some, [(str(tmp_path), w) for w in range(4)])

@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_results_benchmark_small_run(tmp_path):
+def test_results_benchmark_small_run(slow_process, tmp_path):
     done = subprocess.run([sys.executable, "benchmarks/results.py", "--trials", "300", "--dir", str(tmp_path / "work")],
                           capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert done.returncode == 0, done.stderr

@@ -34,7 +34,7 @@ def _chromium(url: str, profile, *flags: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("path", ["/", f"/matrix?{urlencode({'sweep': SWEEP})}",
                                   f"/trial?{urlencode({'sweep': SWEEP, 'id': CLAUDE_TRIAL})}"])
-def test_pages_render_in_chromium(served, tmp_path, path):
+def test_pages_render_in_chromium(slow_process, served, tmp_path, path):
     from PIL import Image
 
     shot = tmp_path / "page.png"
@@ -49,7 +49,7 @@ def test_pages_render_in_chromium(served, tmp_path, path):
     assert max(header)[1] == (0x24, 0x29, 0x2F)  # the stylesheet loaded: the dark header bar
 
 
-def test_agent_markup_does_not_run(served, tmp_path):
+def test_agent_markup_does_not_run(slow_process, served, tmp_path):
     dom = _chromium(served.base + f"/trial?{urlencode({'sweep': SWEEP, 'id': HOSTILE_TRIAL})}", tmp_path / "profile",
                     "--virtual-time-budget=5000", "--dump-dom").stdout
     assert "data-pwned" in dom  # the payload is on the page, as text
