@@ -46,6 +46,7 @@ from reb_ray.suite.placement import place_repo
 from reb_ray.trial.probe_phase import ASSETS_MOUNT, run_probe_phase
 from reb_ray.trial.phase_split import PhaseSplit
 from reb_ray.redact import Redactor
+from reb_ray.sandbox.ownership import RUN
 from reb_ray.trial.repo_restore import restore_pinned, unchanged_by_agent
 from reb_ray.trial.repo_state import changed_since, tracked_state
 from reb_ray.sandbox import ExecResult, Sandbox, SandboxConfig, UnreadableFile, open_sandbox
@@ -90,6 +91,7 @@ def _sandbox_config(spec: TrialSpec, gpus: list[str]) -> tuple[SandboxConfig, di
         pids_limit=cfg.pids_limit if docker else None, disk_quota_bytes=cfg.disk_quota_bytes if docker else None,
         shm_size_bytes=cfg.shm_size_bytes, network=harness_network(cfg), ca_bundle=cfg.ca_bundle if docker else None,
         mounts=mounts, sweep_id=spec.sweep_id, trial_id=spec.trial_id, attempt=spec.attempt,
+        labels={RUN: spec.run_id} if spec.run_id else {},
     )
     return config, pip_env
 
