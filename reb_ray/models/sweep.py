@@ -200,6 +200,10 @@ class TrialSpec(BaseModel):
     rerun: bool = False  # `--rerun` runs this trial again although an earlier attempt was scored
     config: SweepConfig
     image: str | None = None  # the sandbox image tag, resolved on the driver
+    # The driver's token for this run of the sweep (drawn at its start): the `reb-ray.run` label
+    # of its containers, so removing a dead attempt's containers never takes those of another
+    # sweep with the same sweep id (same configuration, another output directory) on the node.
+    run_id: str | None = None
     # The agent's own credentials, read from the driver's environment; never written anywhere.
     credentials: dict[str, str] = Field(default_factory=dict, repr=False, exclude=True)
 

@@ -55,15 +55,15 @@ def docker_gpu_problems(image: str, timeout_s: float = 180.0, nodes: set[str] | 
 
 
 @ray.remote(num_cpus=0)
-def _remove_attempt_here(sweep_id: str, trial_id: str, attempt: int) -> list[str]:
+def _remove_attempt_here(sweep_id: str, trial_id: str, attempt: int, run_id: str | None = None) -> list[str]:
     from reb_ray.sandbox.reaper import remove_attempt
 
-    return remove_attempt(sweep_id, trial_id, attempt)
+    return remove_attempt(sweep_id, trial_id, attempt, run_id=run_id)
 
 
 def remove_dead_attempt(node_id: str, spec: TrialSpec, timeout_s: float = 120.0, host: str | None = None) -> str:
     """Remove, on node `node_id` (host name `host`), every container labelled with `spec`'s
-    sweep, trial and attempt (the agent still running inside included), and wait for it.
+    sweep, trial, attempt and run (the agent still running inside included), and wait for it.
 
     When that node's Ray is gone (its raylet died, the machine may live) and `host` is this
     driver's host, the removal runs here: its containers are on this host's Docker daemon
@@ -73,7 +73,8 @@ def remove_dead_attempt(node_id: str, spec: TrialSpec, timeout_s: float = 120.0,
     if not any(n["NodeID"] == node_id and n.get("Alive") for n in ray.nodes()):
         return _remove_on_this_host(host, spec) or (
             f"its node {node_id[:12]} is gone; its container goes with the machine or at the node's next reap")
-    ref = _remove_attempt_here.options(scheduling_strategy=_on(node_id)).remote(spec.sweep_id, spec.trial_id, spec.attempt)
+    ref = _remove_attempt_here.options(scheduling_strategy=_on(node_id)).remote(spec.sweep_id, spec.trial_id, spec.attempt,
+                                                                                  spec.run_id)
     try:
         removed = ray.get(ref, timeout=timeout_s)
     except (ray.exceptions.RayError, TimeoutError) as exc:
@@ -99,7 +100,7 @@ def _remove_on_this_host(host: str | None, spec: TrialSpec) -> str | None:
     if host is None or host != socket.gethostname():
         return None
     try:
-        return f"its node's Ray is gone; {_removed(remove_attempt(spec.sweep_id, spec.trial_id, spec.attempt))} on this host"
+        return f"its node's Ray is gone; {_removed(remove_attempt(spec.sweep_id, spec.trial_id, spec.attempt, run_id=spec.run_id))} on this host"
     except (RebRayError, DockerException) as exc:
         return f"its node's Ray is gone, and removing its container on this host failed ({_first_line(exc)})"
 

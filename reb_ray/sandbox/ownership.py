@@ -1,7 +1,9 @@
 """Labels that mark our containers and name the process that owns each one.
 
 Every container reb-ray creates carries `reb-ray.managed=true`, the sweep, trial and attempt,
-and its owner: host name, pid and the pid's start time (clock ticks since boot, field 22 of
+the run of the sweep that made it (`reb-ray.run`: a token the driver draws each time it starts,
+since two sweeps of one configuration writing to two output directories share their sweep id,
+trial ids and attempt numbers), and its owner: host name, pid and the pid's start time (clock ticks since boot, field 22 of
 /proc/PID/stat), so a recycled pid is never mistaken for a live owner. The reaper removes only
 containers with our label whose owner on this host is gone.
 """
@@ -16,6 +18,9 @@ MANAGED = "reb-ray.managed"
 SWEEP = "reb-ray.sweep"
 TRIAL = "reb-ray.trial"
 ATTEMPT = "reb-ray.attempt"
+#: The driver's token for one run of a sweep (`TrialSpec.run_id`); absent on containers made
+#: outside a sweep (a single trial, the node checks).
+RUN = "reb-ray.run"
 OWNER_HOST = "reb-ray.owner.host"
 OWNER_PID = "reb-ray.owner.pid"
 OWNER_START = "reb-ray.owner.start"

@@ -6,8 +6,8 @@ remove them, and only them, or they hold the node's CPUs, GPUs and disk for ever
 `reap` removes only containers labelled `reb-ray.managed=true` whose owner ran on this host and
 no longer runs (pid gone, or pid reused by a process with another start time). Containers of
 live owners, of owners on other hosts, and anyone else's containers are never touched.
-`remove_attempt` removes the containers (and image) of one named attempt at once (its trial
-actor died, so its retry does not run beside it), whatever their owner's state. `reap_images` (part of `reap`)
+`remove_attempt` removes the containers (and image) of one named attempt of one sweep run at once
+(its trial actor died, so its retry does not run beside it), whatever their owner's state. `reap_images` (part of `reap`)
 removes per-attempt images left behind (agent-phase GPU sharing commits one per attempt): an
 image committed from one of our containers carries that container's labels (ours, its attempt
 and its owner), so the same owner rule applies; the sandbox image itself has no owner label
@@ -19,7 +19,7 @@ from __future__ import annotations
 import docker
 
 from reb_ray.sandbox.docker_client import connect
-from reb_ray.sandbox.ownership import ATTEMPT, ATTEMPT_IMAGE, KEPT_ENV, MANAGED, SWEEP, TRIAL, Owner
+from reb_ray.sandbox.ownership import ATTEMPT, ATTEMPT_IMAGE, KEPT_ENV, MANAGED, RUN, SWEEP, TRIAL, Owner
 
 
 def orphaned_containers(client: docker.DockerClient) -> list:
@@ -71,11 +71,16 @@ def reap_images(client: docker.DockerClient | None = None) -> list[str]:
     return removed
 
 
-def remove_attempt(sweep_id: str, trial_id: str, attempt: int, client: docker.DockerClient | None = None) -> list[str]:
+def remove_attempt(sweep_id: str, trial_id: str, attempt: int, client: docker.DockerClient | None = None,
+                   run_id: str | None = None) -> list[str]:
     """Remove this host's containers labelled with `sweep_id`, `trial_id` and `attempt` (running
-    or not, the agent inside included); returns their ids. Raises DockerUnavailable."""
+    or not, the agent inside included), and with `run_id` when given (the sweep run's
+    `reb-ray.run` label: another sweep of the same id on this daemon, writing elsewhere, has the
+    same three labels and keeps its containers); returns their ids. Raises DockerUnavailable."""
     client = client or connect()
     labels = [f"{MANAGED}=true", f"{SWEEP}={sweep_id}", f"{TRIAL}={trial_id}", f"{ATTEMPT}={attempt}"]
+    if run_id:
+        labels.append(f"{RUN}={run_id}")
     removed = _remove(client.containers.list(all=True, ignore_removed=True, filters={"label": labels}))
     return removed + _remove_images(client, client.images.list(filters={"label": [*labels, f"{ATTEMPT_IMAGE}=true"]}))
 

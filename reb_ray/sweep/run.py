@@ -6,6 +6,7 @@ import contextlib
 import logging
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -107,6 +108,10 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
                            scored=bool(state.scored_ids))
     identities = trial_identities(specs, scoring)
     specs = _reuse(config, specs, identities, result, state)
+    # This run's token: its containers' `reb-ray.run` label (another sweep of the same id may
+    # run on the node into another output directory; a dead attempt's removal takes only ours).
+    run_id = uuid.uuid4().hex[:16]
+    specs = [spec.model_copy(update={"run_id": run_id}) for spec in specs]
     if config.max_cost_usd is not None:  # what earlier runs of the sweep spent counts (a resume continues)
         result.budget = SweepBudget.from_table(config.max_cost_usd, state.own_rows)
         if result.budget.reached:

@@ -29,6 +29,7 @@ from reb_ray.agents.prompt import render_prompt
 from reb_ray.agents.toolchain_mount import NoSlot, ToolchainSlot, toolchain_slot
 from reb_ray.errors import InfraError
 from reb_ray.models.sweep import TrialSpec
+from reb_ray.sandbox.ownership import RUN
 from reb_ray.sandbox import Sandbox, SandboxConfig, open_sandbox
 from reb_ray.sandbox import package_cache
 from reb_ray.sandbox.limits import default_memory_bytes
@@ -75,6 +76,7 @@ def sandbox_config(spec: TrialSpec, gpus: list[str]) -> tuple[SandboxConfig, dic
         pids_limit=cfg.pids_limit if docker else None, disk_quota_bytes=cfg.disk_quota_bytes if docker else None,
         shm_size_bytes=cfg.shm_size_bytes, network=harness_network(cfg), ca_bundle=cfg.ca_bundle if docker else None,
         mounts=mounts, sweep_id=spec.sweep_id, trial_id=spec.trial_id, attempt=spec.attempt,
+        labels={RUN: spec.run_id} if spec.run_id else {},
     )
     return config, pip_env
 

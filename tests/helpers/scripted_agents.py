@@ -367,3 +367,11 @@ class DieOnceAgent(_Scripted):
             open(flag, "w").close()
             os.kill(os.getpid(), signal.SIGKILL)
         return NoopAgent().run(sandbox, ctx)
+
+
+class PauseAgent(_Scripted):
+    """Sleeps 40 s in the sandbox, then writes a plausible report: a trial that is surely still
+    running while another sweep starts and while a fault is injected beside it."""
+
+    script = ('sleep 40 && mkdir -p "$(dirname "$1")" && printf \'{"python_path": "/usr/bin/python3", '
+              '"env_tool": "system"}\' > "$1"')

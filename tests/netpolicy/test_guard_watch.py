@@ -2,7 +2,10 @@
 
 A firewall reload that flushes the guard's chain and its jump from INPUT in the middle of an
 agent phase is undone by the guard's watch within its interval, before the agent tries a
-service of the node; and the next trial's sandbox is refused as well."""
+service of the node; and the next trial's sandbox is refused as well.
+
+The trials run on an open network of the test's own (own_names.py) in place of `reb-ray-open`,
+so the flushes never open the sandboxes of a sweep running on the same node."""
 
 from __future__ import annotations
 
@@ -16,17 +19,29 @@ import pytest
 from reb_ray.suite.load import load_suite
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.netpolicy import guard_watch
-from reb_ray.netpolicy.network import OPEN
-from tests.netpolicy.test_hostguard import (_expected_open, _guard_lines, _leave_the_host_as_found,  # noqa: F401
-                                            _node_address, host_service)
+from reb_ray.netpolicy import network as network_module
+from reb_ray.netpolicy.network import REGISTRIES
+from reb_ray.trial import egress as egress_module
+from tests.netpolicy.own_names import own_network, removed_after
+from tests.netpolicy.test_hostguard import _guard_lines, _node_address, _own_expected, host_service  # noqa: F401
 
 pytestmark = pytest.mark.docker
 
 
-def _flush() -> None:
+@pytest.fixture
+def own_open(monkeypatch, docker_client):
+    """An open network of the test's own as the one `open` sandboxes join, removed after."""
+    net = own_network("open")
+    monkeypatch.setattr(egress_module, "OPEN", net)
+    monkeypatch.setattr(network_module, "NETWORKS", (REGISTRIES, net))
+    with removed_after(docker_client, net):
+        yield net
+
+
+def _flush(net) -> None:
     """What a firewall reload does to the guard: the jump gone from INPUT, the chain emptied."""
-    subprocess.run(["iptables", "-w", "5", "-D", "INPUT", "-i", OPEN.bridge, "-j", OPEN.chain], check=True)
-    subprocess.run(["iptables", "-w", "5", "-F", OPEN.chain], check=True)
+    subprocess.run(["iptables", "-w", "5", "-D", "INPUT", "-i", net.bridge, "-j", net.chain], check=True)
+    subprocess.run(["iptables", "-w", "5", "-F", net.chain], check=True)
 
 
 def _spec(tmp_path, port: int, kind: str, **env) -> TrialSpec:
@@ -46,7 +61,7 @@ def _refused(row: dict) -> None:
 
 
 def test_a_flushed_guard_is_put_back_mid_trial_and_for_the_next_sandbox(sandbox_image, host_service, tmp_path,
-                                                                        docker_client):
+                                                                        docker_client, own_open):
     from reb_ray.trial import run_trial
 
     port, accepted = host_service
@@ -61,13 +76,13 @@ def test_a_flushed_guard_is_put_back_mid_trial_and_for_the_next_sandbox(sandbox_
         while not started.exists():
             assert time.monotonic() < deadline and trial.is_alive(), "the agent never started"
             time.sleep(0.1)
-        gateway = docker_client.networks.get(OPEN.name).attrs["IPAM"]["Config"][0]["Gateway"]
-        assert _guard_lines(chain=OPEN.chain) == _expected_open(gateway)
+        gateway = docker_client.networks.get(own_open.name).attrs["IPAM"]["Config"][0]["Gateway"]
+        assert _guard_lines(chain=own_open.chain) == _own_expected(own_open, gateway)
         before = guard_watch.reasserted()
-        _flush()
+        _flush(own_open)
         flushed = time.monotonic()
-        assert _guard_lines(chain=OPEN.chain) != _expected_open(gateway)  # open to the sandbox now
-        while _guard_lines(chain=OPEN.chain) != _expected_open(gateway):
+        assert _guard_lines(chain=own_open.chain) != _own_expected(own_open, gateway)  # open to the sandbox now
+        while _guard_lines(chain=own_open.chain) != _own_expected(own_open, gateway):
             assert time.monotonic() - flushed < guard_watch.INTERVAL_S + 10, "the guard was not put back"
             time.sleep(0.05)
         restored_s = time.monotonic() - flushed
@@ -78,7 +93,7 @@ def test_a_flushed_guard_is_put_back_mid_trial_and_for_the_next_sandbox(sandbox_
         trial.join(timeout=300)
     _refused(rows[0])
     # A flush between trials: the next trial's sandbox is refused as well.
-    _flush()
+    _flush(own_open)
     _refused(run_trial(_spec(tmp_path, port, "HostServiceProbeAgent").model_copy(update={"image": sandbox_image})).trial)
     assert accepted == []
-    assert _guard_lines(chain=OPEN.chain) == _expected_open(gateway)
+    assert _guard_lines(chain=own_open.chain) == _own_expected(own_open, gateway)

@@ -28,6 +28,7 @@ from reb_ray.netpolicy.ports import sandbox_ports
 from reb_ray.trial.egress import TrialEgress, proxy_ports
 from reb_ray.sandbox import SandboxConfig
 from reb_ray.sandbox.docker_sandbox import DockerSandbox
+from tests.netpolicy.own_names import own_network, removed_after
 
 pytestmark = pytest.mark.docker
 
@@ -56,13 +57,25 @@ def _expected_open(gateway: str) -> list[str]:
 
 @pytest.fixture(scope="module", autouse=True)
 def _leave_the_host_as_found():
-    """A node keeps its guards; a test machine gets back the rules it had."""
+    """A node keeps its guards; a test machine gets back the rules it had, unless a sandbox of
+    another sweep on this daemon joined the network meanwhile (its guard stays: removing it
+    would open that sandbox to the node until its watch put it back)."""
     had, had_open = bool(_guard_lines()), bool(_guard_lines(chain=OPEN.chain))
     yield
-    if not had:
+    if not had and not _in_use(NETWORK_NAME):
         remove_guard(BRIDGE_NAME)
-    if not had_open:
+    if not had_open and not _in_use(OPEN.name):
         remove_guard(OPEN.bridge, OPEN.chain)
+
+
+def _in_use(network: str) -> bool:
+    """Whether a container is attached to Docker network `network` (a missing one: no)."""
+    from reb_ray.sandbox.docker_client import connect
+
+    try:
+        return bool(connect().networks.get(network).attrs.get("Containers"))
+    except Exception:  # noqa: BLE001  (no such network)
+        return False
 
 
 @pytest.fixture
@@ -244,35 +257,46 @@ def test_an_explicit_network_runs_unguarded_and_the_row_says_so(sandbox_image, h
     assert unguarded_warning(SweepConfig()) is None and unguarded_warning(SweepConfig(sandbox="local")) is None
 
 
+def _own_lines(net, binary: str = "iptables") -> list[str]:
+    return _guard_lines(binary, net.chain)
+
+
+def _own_expected(net, gateway: str) -> list[str]:
+    return [f"-N {net.chain}", f"-A INPUT -i {net.bridge} -j {net.chain}",
+            *hostguard.chain_rules(gateway, sandbox_ports(), net.chain)]
+
+
 def test_the_two_guards_are_independent():
-    ports = sandbox_ports()
-    ensure_guard(BRIDGE_NAME, "172.31.255.1", ports)
-    ensure_guard(OPEN.bridge, "172.31.254.1", ports, OPEN.chain)
-    registries = _guard_lines()
-    remove_guard(OPEN.bridge, OPEN.chain)
-    assert _guard_lines(chain=OPEN.chain) == [] and _guard_lines() == registries
-    ensure_guard(OPEN.bridge, "172.31.254.1", ports, OPEN.chain)
-    remove_guard(BRIDGE_NAME)
-    assert _guard_lines() == [] and _guard_lines(chain=OPEN.chain) == [
-        f"-N {OPEN.chain}", OPEN_JUMP, *hostguard.chain_rules("172.31.254.1", ports, OPEN.chain)]
+    """Two guards of their own (never reb-ray's: a sweep on this node keeps its chains)."""
+    ports, reg, opn = sandbox_ports(), own_network(), own_network("open")
+    with removed_after(None, reg, opn):
+        ensure_guard(reg.bridge, "172.31.255.1", ports, reg.chain)
+        ensure_guard(opn.bridge, "172.31.254.1", ports, opn.chain)
+        registries = _own_lines(reg)
+        assert registries == _own_expected(reg, "172.31.255.1")
+        remove_guard(opn.bridge, opn.chain)
+        assert _own_lines(opn) == [] and _own_lines(reg) == registries
+        ensure_guard(opn.bridge, "172.31.254.1", ports, opn.chain)
+        remove_guard(reg.bridge, reg.chain)
+        assert _own_lines(reg) == [] and _own_lines(opn) == _own_expected(opn, "172.31.254.1")
 
 
 def test_concurrent_installs_and_a_tampered_chain_end_in_exactly_the_guard():
-    gateway, ports = "172.31.255.1", sandbox_ports()
-    remove_guard(BRIDGE_NAME)
-    assert _guard_lines() == []
-    others = _other_lines()
-    with ThreadPoolExecutor(8) as pool:  # eight trial starts on one node at once
-        list(pool.map(lambda _: ensure_guard(BRIDGE_NAME, gateway, ports), range(8)))
-    assert _guard_lines() == _expected(gateway)
-    # Someone appends an ACCEPT to the chain and doubles the jump: the next start repairs both.
-    subprocess.run(["iptables", "-A", CHAIN, "-j", "ACCEPT"], check=True)
-    subprocess.run(["iptables", "-A", "INPUT", "-i", BRIDGE_NAME, "-j", CHAIN], check=True)
-    ensure_guard(BRIDGE_NAME, gateway, ports)
-    assert _guard_lines() == _expected(gateway)
-    assert _other_lines() == others
-    if hostguard._kernel_has_ipv6():
-        assert rejected_packets(IP6TABLES) is not None
+    gateway, ports, net = "172.31.255.1", sandbox_ports(), own_network()
+    with removed_after(None, net):
+        assert _own_lines(net) == []
+        others = _other_lines(chains=(net.chain,))
+        with ThreadPoolExecutor(8) as pool:  # eight trial starts on one node at once
+            list(pool.map(lambda _: ensure_guard(net.bridge, gateway, ports, net.chain), range(8)))
+        assert _own_lines(net) == _own_expected(net, gateway)
+        # Someone appends an ACCEPT to the chain and doubles the jump: the next start repairs both.
+        subprocess.run(["iptables", "-A", net.chain, "-j", "ACCEPT"], check=True)
+        subprocess.run(["iptables", "-A", "INPUT", "-i", net.bridge, "-j", net.chain], check=True)
+        ensure_guard(net.bridge, gateway, ports, net.chain)
+        assert _own_lines(net) == _own_expected(net, gateway)
+        assert _other_lines(chains=(net.chain,)) == others
+        if hostguard._kernel_has_ipv6():
+            assert rejected_packets(IP6TABLES, net.chain) is not None
 
 
 def test_without_iptables_a_registries_trial_is_an_infra_failure(sandbox_image, tmp_path, monkeypatch, docker_client):

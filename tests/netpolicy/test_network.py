@@ -1,6 +1,9 @@
 """The node's sandbox networks on the real daemon: their fixed bridge names, one made by an
 older reb-ray (without it) made again, or refused in one line while a container uses it, and
-the open network's forwarding."""
+the open network's forwarding.
+
+The tests that remove or remake a network do it to one of their own names (own_names.py): a
+sweep running on the same daemon keeps `reb-ray-registries` and `reb-ray-open` as they are."""
 
 from __future__ import annotations
 
@@ -9,51 +12,51 @@ import subprocess
 import pytest
 
 from reb_ray.errors import DockerUnavailable, InfraError
-from reb_ray.netpolicy.network import BRIDGE_NAME, NETWORK_LABELS, NETWORK_NAME, OPEN, ensure_network
+from reb_ray.netpolicy.network import OPEN, ensure_network
+from tests.netpolicy.own_names import own_network, removed_after
 
 pytestmark = pytest.mark.docker
 
 
-def _old_network(client):
-    """NETWORK_NAME as reb-ray made it before the host guard: no bridge name."""
-    try:
-        client.networks.get(NETWORK_NAME).remove()  # fails while another trial uses it: rerun then
-    except Exception as exc:  # noqa: BLE001
-        if "not found" not in str(exc).lower():
-            raise
-    return client.networks.create(NETWORK_NAME, driver="bridge", internal=True, labels=NETWORK_LABELS,
+def _old_network(client, net):
+    """`net` as reb-ray made its networks before the host guard: no bridge name."""
+    return client.networks.create(net.name, driver="bridge", internal=net.internal, labels=net.labels,
                                   options={"com.docker.network.bridge.enable_icc": "false"})
 
 
-def _bridge_of(client) -> str | None:
-    return (client.networks.get(NETWORK_NAME).attrs.get("Options") or {}).get("com.docker.network.bridge.name")
+def _bridge_of(client, net) -> str | None:
+    return (client.networks.get(net.name).attrs.get("Options") or {}).get("com.docker.network.bridge.name")
 
 
 def test_an_old_network_is_made_again_with_the_bridge_name_when_unused(docker_client):
-    old = _old_network(docker_client)
-    assert _bridge_of(docker_client) is None
-    gateway = ensure_network(docker_client)
-    network = docker_client.networks.get(NETWORK_NAME)
-    assert network.id != old.id and _bridge_of(docker_client) == BRIDGE_NAME
-    assert gateway == network.attrs["IPAM"]["Config"][0]["Gateway"]
-    assert subprocess.run(["ip", "link", "show", BRIDGE_NAME], capture_output=True).returncode == 0
-    assert ensure_network(docker_client) == gateway and docker_client.networks.get(NETWORK_NAME).id == network.id
+    net = own_network()
+    with removed_after(docker_client, net):
+        old = _old_network(docker_client, net)
+        assert _bridge_of(docker_client, net) is None
+        gateway = ensure_network(docker_client, net)
+        network = docker_client.networks.get(net.name)
+        assert network.id != old.id and _bridge_of(docker_client, net) == net.bridge
+        assert gateway == network.attrs["IPAM"]["Config"][0]["Gateway"]
+        assert subprocess.run(["ip", "link", "show", net.bridge], capture_output=True).returncode == 0
+        assert ensure_network(docker_client, net) == gateway and docker_client.networks.get(net.name).id == network.id
 
 
 def test_an_old_network_in_use_is_refused_in_one_line_and_made_again_after(docker_client, sandbox_image):
-    old = _old_network(docker_client)
-    box = docker_client.containers.run(sandbox_image, ["sleep", "120"], detach=True, network=NETWORK_NAME,
-                                       labels={"reb-ray.managed": "true"})
-    try:
-        with pytest.raises(InfraError) as err:
-            ensure_network(docker_client)
-        assert err.value.category == "infra_network_guard" and "\n" not in str(err.value)
-        assert f"{NETWORK_NAME!r} was made without bridge name {BRIDGE_NAME!r}" in str(err.value)
-        assert docker_client.networks.get(NETWORK_NAME).id == old.id  # left to its container
-    finally:
-        box.remove(force=True)
-    ensure_network(docker_client)
-    assert _bridge_of(docker_client) == BRIDGE_NAME
+    net = own_network()
+    with removed_after(docker_client, net):
+        old = _old_network(docker_client, net)
+        box = docker_client.containers.run(sandbox_image, ["sleep", "120"], detach=True, network=net.name,
+                                           labels={"reb-ray.managed": "true"})
+        try:
+            with pytest.raises(InfraError) as err:
+                ensure_network(docker_client, net)
+            assert err.value.category == "infra_network_guard" and "\n" not in str(err.value)
+            assert f"{net.name!r} was made without bridge name {net.bridge!r}" in str(err.value)
+            assert docker_client.networks.get(net.name).id == old.id  # left to its container
+        finally:
+            box.remove(force=True)
+        ensure_network(docker_client, net)
+        assert _bridge_of(docker_client, net) == net.bridge
 
 
 def test_the_open_network_forwards_out_has_its_bridge_name_and_no_traffic_between_containers(docker_client):
@@ -69,17 +72,15 @@ def test_the_open_network_forwards_out_has_its_bridge_name_and_no_traffic_betwee
     assert OPEN.bridge != "docker0" and gateway != docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0].get("Gateway")
 
 
-def test_a_foreign_network_of_the_open_name_is_refused_in_one_line(docker_client):
-    try:
-        docker_client.networks.get(OPEN.name).remove()  # fails while a trial uses it: rerun then
-    except Exception as exc:  # noqa: BLE001
-        if "not found" not in str(exc).lower():
-            raise
-    foreign = docker_client.networks.create(OPEN.name, driver="bridge")  # someone else's, no label
-    try:
-        with pytest.raises(DockerUnavailable) as err:
-            ensure_network(docker_client, OPEN)
-        assert f"{OPEN.name!r} exists but is not reb-ray's" in str(err.value) and "\n" not in str(err.value)
-    finally:
-        foreign.remove()
-    ensure_network(docker_client, OPEN)
+def test_a_foreign_network_of_an_open_name_is_refused_in_one_line(docker_client):
+    net = own_network("open")
+    with removed_after(docker_client, net):
+        foreign = docker_client.networks.create(net.name, driver="bridge")  # someone else's, no label
+        try:
+            with pytest.raises(DockerUnavailable) as err:
+                ensure_network(docker_client, net)
+            assert f"{net.name!r} exists but is not reb-ray's" in str(err.value) and "\n" not in str(err.value)
+        finally:
+            foreign.remove()
+        ensure_network(docker_client, net)
+        assert _bridge_of(docker_client, net) == net.bridge

@@ -179,3 +179,26 @@ def test_a_kept_environment_is_never_reaped_even_with_a_dead_owner(docker_client
                 docker_client.images.remove(tag, force=True)
             except docker.errors.ImageNotFound:
                 pass
+
+
+def test_removing_a_dead_attempt_spares_the_same_attempt_of_another_sweep_run(docker_client, sandbox_image):
+    """Two sweeps of one configuration into two output directories share the sweep id, trial
+    ids and attempt numbers on one daemon; their containers differ only in `reb-ray.run`.
+    Removing one run's dead attempt removes its container and never the other run's."""
+    import uuid
+
+    from reb_ray.sandbox.ownership import RUN
+    from reb_ray.sandbox.reaper import remove_attempt
+
+    sweep = f"same-config-{uuid.uuid4().hex[:6]}"
+    boxes = {run: DockerSandbox(SandboxConfig(image=sandbox_image, sweep_id=sweep, trial_id="noop/t/0", attempt=1,
+                                              labels={RUN: run}), docker_client)
+             for run in ("run-a", "run-b")}
+    try:
+        assert remove_attempt(sweep, "noop/t/0", 1, docker_client, run_id="run-a") == [boxes["run-a"].id]
+        left = docker_client.containers.list(all=True, filters={"label": f"reb-ray.sweep={sweep}"})
+        assert [c.id for c in left] == [boxes["run-b"].id] and left[0].status == "running"
+        assert left[0].labels[RUN] == "run-b"
+    finally:
+        for box in boxes.values():
+            box.close()
