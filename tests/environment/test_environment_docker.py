@@ -31,7 +31,7 @@ def _run(agent: str, config: SweepConfig, image: str) -> dict:
 
 
 def test_heuristic_environment_is_captured_kept_exported_and_rebuilt(sandbox_image, docker_client, tmp_path):
-    assert SweepConfig().keep_environments == "none"  # keeping is asked for: no disk budget evicts kept images yet
+    assert SweepConfig().keep_environments == "successes"  # the per-node disk budget bounds what is kept
     config = SweepConfig(output=tmp_path / "out", keep_environments="successes")
     heuristic = _run("heuristic", config, sandbox_image)
     noop = _run("noop", config, sandbox_image)
