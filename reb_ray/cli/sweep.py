@@ -137,4 +137,5 @@ def sweep(
         stop = (f"; budget reached: {result.not_launched} trial(s) not launched (run again with a larger "
                 "--max-cost-usd to continue)" if result.not_launched else "")
         typer.echo(f"cost: {result.budget.describe()}{stop}")
-    typer.echo(format_summary(summarize(read_trials(cfg.output, result.sweep_id))))
+    trials = read_trials(cfg.output, result.sweep_id)
+    typer.echo(format_summary(summarize(trials), trials))
