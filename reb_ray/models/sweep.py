@@ -108,6 +108,9 @@ class SweepConfig(BaseModel):
     # oldest-first after each kept commit (reb_ray/environment/keep.py). None: 50 GiB, or half of
     # the Docker data root's free disk (plus what kept images hold) when that is less.
     env_disk_budget_bytes: int | None = Field(None, ge=0)
+    # After the sweep, export each success not verified before and rebuild it to verify it
+    # (reb_ray/sweep/verify_exports.py). Not part of the sweep id: it reads the trials, changes none.
+    verify_exports: bool = False
 
     @field_validator("agent_specs", mode="before")
     @classmethod

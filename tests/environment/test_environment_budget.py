@@ -161,3 +161,22 @@ def test_settle_applies_the_budget_after_a_keep(docker_client, tiny_kept, monkey
     assert row["env_kept"] is False and row["env_image_id"] is None and row["env_evicted"] == []
     assert row["env_keep_error"] == "not kept: its layer of 900 kB exceeds the node's env disk budget of 500 kB"
     assert _ids(keep.list_kept(docker_client, tiny_kept.sweep)) == [new]  # the big one gone, not the older
+
+
+def test_trial_show_says_when_the_budget_removed_a_kept_image(tmp_path):
+    """A kept image's row still says kept; the row of the attempt whose settle evicted it names
+    its tag, and `trial show` reads that."""
+    from analysis.trial_view import show_trial
+    from reb_ray.testing import synthetic
+
+    old_row, old_stages = synthetic.trial("heuristic", "t1", 0, "SSSS")
+    new_row, new_stages = synthetic.trial("heuristic", "t2", 0, "SSSS")
+    old_row.update(env_keep_policy="successes", env_kept=True, env_image_tag="reb-ray/env:old", env_image_id="sha256:ab",
+                   env_manifest_path="m.json.gz", node="n1")
+    new_row.update(env_keep_policy="successes", env_kept=True, env_image_tag="reb-ray/env:new", env_image_id="sha256:cd",
+                   env_evicted=["reb-ray/env:old"], env_disk_budget_bytes=10**9, env_node_kept_bytes=6 * 10**8, node="n1")
+    synthetic.write(tmp_path, [(old_row, old_stages), (new_row, new_stages)])
+    shown = show_trial(tmp_path, "heuristic/t1/0")
+    assert "kept as image reb-ray/env:old" in shown
+    assert "; since removed by the node's disk budget (at heuristic/t2/0 attempt 1 of sweep syn)" in shown
+    assert "since removed" not in show_trial(tmp_path, "heuristic/t2/0")
