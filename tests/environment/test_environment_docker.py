@@ -89,6 +89,7 @@ def test_keep_none_commits_nothing(sandbox_image, tmp_path):
     assert read_trials(tmp_path / "out").to_pylist()[0]["env_manifest_digest"] == row["env_manifest_digest"]
 
 
+@pytest.mark.timeout(900)  # a heuristic trial, then a --no-cache rebuild and a probe phase: minutes on a busy node
 def test_verify_exports_rebuilds_each_success_once_and_trial_show_says_so(sandbox_image, docker_client, tmp_path):
     """`--verify-exports`' work on a real heuristic success: exported under the output,
     rebuilt, `reproducible: yes` in the dataset and in `trial show`; a second pass verifies
