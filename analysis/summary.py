@@ -84,13 +84,9 @@ def cost_cell(row: dict) -> str:
     return cell if row["cost_valid_jobs"] == row["job_count"] else f"{cell} ({row['cost_valid_jobs']}/{row['job_count']})"
 
 
-def format_summary(rows: list[dict]) -> str:
-    """Plain-text table of `summarize` rows, one block per sweep headed `sweep <id>`, then
-    LEGEND. Columns: HEADERS; agent s = agent_wall_time_avg_sec (seconds, 2 decimals), env GiB =
-    env_size_avg_gb (2**30 bytes, 3 decimals), C5 lies = c5_total_sum, tokens =
-    agent_tokens_total_sum, cost $ = `cost_cell` (cost_usd_sum, USD). Unknown prints "-".
-    No rows gives "no trials".
-    """
+def format_tables(rows: list[dict]) -> str:
+    """The plain-text tables of `summarize` rows, one block per sweep headed `sweep <id>`, no
+    legend (`format_summary` adds it); "no trials" for no rows."""
     if not rows:
         return "no trials"
     blocks: list[str] = []
@@ -107,7 +103,28 @@ def format_summary(rows: list[dict]) -> str:
             if n == 0:
                 lines.append("  ".join("-" * w for w in widths))
         blocks.append("\n".join(lines))
-    return "\n\n".join(blocks) + "\n\n" + LEGEND
+    return "\n\n".join(blocks)
+
+
+def format_summary(rows: list[dict], trials=None) -> str:
+    """Plain-text table of `summarize` rows, one block per sweep headed `sweep <id>`, then
+    LEGEND. Columns: HEADERS; agent s = agent_wall_time_avg_sec (seconds, 2 decimals), env GiB =
+    env_size_avg_gb (2**30 bytes, 3 decimals), C5 lies = c5_total_sum, tokens =
+    agent_tokens_total_sum, cost $ = `cost_cell` (cost_usd_sum, USD). Unknown prints "-".
+    No rows gives "no trials". With `trials` (the table `rows` were summarized from) whose
+    trials ran on more than one kind of hardware, the tables per kind follow
+    (`analysis.hardware.format_by_hardware`), before the legend.
+    """
+    if not rows:
+        return "no trials"
+    text = format_tables(rows)
+    if trials is not None:
+        from .hardware import format_by_hardware
+
+        split = format_by_hardware(trials)
+        if split:
+            text += "\n\n" + split
+    return text + "\n\n" + LEGEND
 
 
 def print_summary(output_dir: Path, sweep_id: str | None = None) -> str:
@@ -115,6 +132,7 @@ def print_summary(output_dir: Path, sweep_id: str | None = None) -> str:
 
     Raises reb_ray.errors.RebRayError for an unreadable or foreign results shard.
     """
-    text = format_summary(summarize(read_trials(Path(output_dir), sweep_id)))
+    trials = read_trials(Path(output_dir), sweep_id)
+    text = format_summary(summarize(trials), trials)
     print(text)
     return text

@@ -81,7 +81,7 @@ def format_report(output_dir: Path, sweep_id: str | None = None, tasks_root: Pat
     trials = read_trials(output_dir, sweep_id)
     analysis = analyze(trials, read_stages(output_dir, sweep_id, columns=STAGE_COLUMNS),
                        deviations=run_deviations(output_dir, trials, tasks_root))
-    return format_summary(summarize(trials)) + "\n\n" + format_analysis(analysis)
+    return format_summary(summarize(trials), trials) + "\n\n" + format_analysis(analysis)
 
 
 __all__ = ["RATE_STAGES", "SUCCESS_STAGES", "format_analysis", "format_report", "render", "table"]

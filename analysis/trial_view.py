@@ -6,7 +6,8 @@ exit code, time, the limit that fired), the LLM side (requests, failures, tokens
 CLI's own figures), the commands it ran with their exit codes (from the stored transcript,
 reb_ray/llm/transcript.py; else the environment manifest's `commands` list, read from the
 agent's full log at capture; else the end of that log), its report, the environment it left
-(manifest and digest; the kept image, when kept), what the reported
+(manifest and digest; the kept image, when kept, and whether the disk budget removed it
+since; each rebuild verification of it), what the reported
 interpreter is with the start-up hooks and suspicious actions recorded (python_path_kind,
 startup_hooks, suspicious_actions, c0_unowned), every stage (status, category, reason) and every
 log of the attempt (the agent's, the transcript, the request and network logs, each stage's, and
@@ -144,10 +145,11 @@ def _mib(value: int | None) -> str:
     return "-" if value is None else f"{value / 2**20:.1f} MiB"
 
 
-def _env_lines(row: dict) -> list[str]:
+def _env_lines(row: dict, evicted_by: str | None = None) -> list[str]:
     """The environment the agent left: its manifest (path, sha256 digest of the JSON bytes) and
     whether the container was kept as an image (its id and sizes only when kept: an image not
-    kept was removed). Nothing when the attempt predates environment capture."""
+    kept was removed; `evicted_by`: the attempt whose disk budget removed it since). Nothing when
+    the attempt predates environment capture."""
     columns = ("env_manifest_path", "env_capture_error", "env_kept", "env_keep_policy")
     if all(row.get(c) is None for c in columns):
         return []
@@ -160,12 +162,53 @@ def _env_lines(row: dict) -> list[str]:
         text += (f"; kept as image {_fmt(row.get('env_image_tag'))} ({str(row.get('env_image_id') or '-')[:19]}) on "
                  f"{_fmt(row.get('node'))}: its layer {_mib(row.get('env_image_bytes'))}, whole image "
                  f"{_mib(row.get('env_image_total_bytes'))}")
+        if evicted_by:
+            text += f"; since removed by the node's disk budget (at {evicted_by})"
     else:
         kept = "not decided" if row.get("env_kept") is None else "no"
         text += f"; kept: {kept} (policy {_fmt(row.get('env_keep_policy'))})"
     if row.get("env_keep_error"):
         text += f"; keep error: {row['env_keep_error']}"
     return [text]
+
+
+def _evicted_by(output_dir: Path, row: dict) -> str | None:
+    """The trial whose settle removed this attempt's kept image under the node's disk budget
+    (its row's env_evicted names the image's tag), or None when no row of the output says so."""
+    tag = row.get("env_image_tag")
+    if not row.get("env_kept") or not tag:
+        return None
+    table = read_trials(output_dir, columns=["sweep_id", "trial_id", "attempt", "env_evicted"])
+    for other in table.to_pylist():
+        if tag in (other.get("env_evicted") or []):
+            return f"{other['trial_id']} attempt {other['attempt']} of sweep {other['sweep_id']}"
+    return None
+
+
+def _verification_lines(output_dir: Path, row: dict) -> list[str]:
+    """The attempt's rebuild verifications (`reb-ray env verify`, `sweep --verify-exports`), from
+    <output>/environments/verifications.jsonl, oldest first: the verdict line, the rebuild's
+    seconds against the agent phase's, and the export directory."""
+    try:
+        lines = (output_dir / "environments" / "verifications.jsonl").read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if (record.get("sweep_id"), record.get("trial_id"), record.get("attempt")) != (row["sweep_id"], row["trial_id"], row["attempt"]):
+            continue
+        text = f"verify   {record.get('verdict') or '-'}"
+        build, source = record.get("build_s"), record.get("source_agent_wall_time_s")
+        if build is not None:
+            text += f"; rebuilt in {build:.1f} s" + (f" ({build / source:.2f}x the agent phase's {source:.1f} s)" if source else "")
+        if record.get("export"):
+            text += f"; export {record['export']}"
+        out.append(text)
+    return out
 
 
 def _report_lines(stages: list[dict], row: dict) -> list[str]:
@@ -286,7 +329,8 @@ def show_trial(output_dir: Path, trial_id: str, sweep_id: str | None = None, att
         *_command_lines(output_dir, row),
         *_report_lines(stages, row),
         *_repo_lines(row),
-        *_env_lines(row),
+        *_env_lines(row, _evicted_by(output_dir, row)),
+        *_verification_lines(output_dir, row),
         *_shortcut_lines(row),
         *_stage_lines(stages),
         *_file_lines(output_dir, row, stages),

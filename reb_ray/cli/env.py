@@ -1,4 +1,4 @@
-"""`reb-ray env`: environments as artifacts (export, verify, list kept images)."""
+"""`reb-ray env`: environments as artifacts (export, verify, list kept images, apply the disk budget)."""
 
 from __future__ import annotations
 
@@ -72,3 +72,34 @@ def list_kept(
         tag = image.tags[0] if image.tags else image.id[:19]
         typer.echo(f"{tag}  {labels.get(SWEEP)}  {labels.get(TRIAL)}  attempt {labels.get(ATTEMPT)}  "
                    f"{image.attrs.get('Size', 0) / 1e9:.2f} GB")
+
+
+@app.command("gc")
+def gc(
+    budget_gb: Optional[float] = typer.Option(None, "--budget", help="Budget in GiB for the kept images' own layers on this node (default: the sweeps' default, 50 GiB or half the Docker disk's free space when less)."),
+    sweep_id: Optional[str] = typer.Option(None, "--sweep", help="Only this sweep's kept images count, and only they may be removed."),
+) -> None:
+    """Apply the disk budget to this node's kept environments by hand: the oldest are removed
+    until the rest fits (any larger than the whole budget first); prints each removed and kept
+    image with its size."""
+    from reb_ray.environment.keep import apply_budget, size_text
+    from reb_ray.errors import RebRayError
+    from reb_ray.sandbox.docker_client import connect
+
+    if budget_gb is not None and budget_gb < 0:
+        raise RebRayError(f"--budget {budget_gb}: a budget is GiB >= 0")
+    result = apply_budget(connect(), None if budget_gb is None else int(budget_gb * 1024**3), sweep_id)
+
+    def line(verb: str, image, extra: str = "") -> str:
+        return (f"{verb} {image.tag}  {size_text(image.layer_bytes)}  sweep {image.sweep_id}  trial {image.trial_id}  attempt {image.attempt}  "
+                f"created {image.created:%Y-%m-%d %H:%M:%S}{extra}")
+
+    for image in result.removed:
+        typer.echo(line("removed", image))
+    for image, why in result.failed:
+        typer.echo(line("not removed", image, f"  ({why})"))
+    for image in result.kept:
+        typer.echo(line("kept", image))
+    freed = sum(i.layer_bytes or 0 for i in result.removed)
+    typer.echo(f"budget {size_text(result.budget_bytes)}: removed {len(result.removed)} image(s), {size_text(freed)}; "
+               f"kept {len(result.kept) + len(result.failed)}, {size_text(result.kept_bytes)}")

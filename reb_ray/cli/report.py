@@ -46,7 +46,7 @@ def report(
     stages = read_stages(run_dir, sweep_id, columns=columns)
     analysis = analyze(trials, stages.select(STAGE_COLUMNS), deviations=run_deviations(run_dir, trials, tasks_root))
     if csv_path != Path("-"):
-        typer.echo(format_summary(rows) + "\n\n" + format_analysis(analysis))
+        typer.echo(format_summary(rows, trials) + "\n\n" + format_analysis(analysis))
     if csv_path is not None and csv_path != Path("-"):
         try:
             csv_path.write_text(to_csv(rows))

@@ -21,7 +21,8 @@ from reb_ray.models.sweep import SweepConfig
 # Config keys whose command-line flag is spelled differently.
 _FLAG_NAMES = {"agent_timeout_s": "--agent-timeout", "repo_mirrors": "--repo-mirror", "wheelhouses": "--wheelhouse",
                "assets_dir": "--assets", "pip_cache": "--no-pip-cache", "shm_size_bytes": "--shm-size-gb",
-               "prices_file": "--prices", "memory_bytes": "--memory-gb", "disk_quota_bytes": "--disk-quota-gb"}
+               "prices_file": "--prices", "memory_bytes": "--memory-gb", "disk_quota_bytes": "--disk-quota-gb",
+               "env_disk_budget_bytes": "--env-disk-budget-gb"}
 
 
 def load_config(path: Path | None, overrides: dict) -> SweepConfig:
@@ -96,7 +97,9 @@ def sweep(
     rerun: bool = typer.Option(False, "--rerun", help="Run trials again even if already scored."),
     fresh: bool = typer.Option(False, "--fresh", help="Reuse no scored trial of another sweep in --output (by default a trial whose identity, i.e. agent, model, arguments, CLI version, task spec, probes, image, limits and trial index, matches one already scored is taken over, not run)."),
     allow_drift: bool = typer.Option(False, "--allow-drift", help="Resume although scoring settings (agent model or CLI version, task specs, probes, image, timeouts, limits) changed since the sweep's first run; the changed fields are recorded in `config_drift`."),
-    keep_environments: Optional[str] = typer.Option(None, "--keep-environments", help="Which attempts keep the agent's container as an image on their node: none (default: no disk budget evicts kept images yet), successes (a command stage C1/C3/C4 passed), scored, all (`reb-ray env export` takes them away)."),
+    keep_environments: Optional[str] = typer.Option(None, "--keep-environments", help="Which attempts keep the agent's container as an image on their node: none, successes (default: a command stage C1/C3/C4 passed), scored, all (`reb-ray env export` takes them away; --env-disk-budget-gb bounds them)."),
+    env_disk_budget_gb: Optional[float] = typer.Option(None, "--env-disk-budget-gb", help="Per-node disk budget for kept environments in GiB (their own layers, all sweeps together); after each kept commit the oldest are removed until the rest fits (default 50, or half the Docker disk's free space when less; `reb-ray env gc` applies it by hand)."),
+    verify_exports: bool = typer.Option(False, "--verify-exports", help="After the sweep, export each success (a C1/C3/C4 stage passed) not verified before and rebuild it in a fresh sandbox to verify it (`reb-ray env verify`): `reproducible: yes|no|not attempted` per trial, into <output>/environments/verifications.jsonl and `trial show`."),
     config: Optional[Path] = typer.Option(None, "--config", help="sweep.toml with defaults; flags override it."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ) -> None:
@@ -118,6 +121,8 @@ def sweep(
         "wandb_project": wandb, "wandb_timeout_s": wandb_timeout, "allow_drift": allow_drift or None,
         "share_gpus_in_agent_phase": share_gpus_in_agent_phase or None,
         "keep_environments": keep_environments,  # environment artifacts
+        "verify_exports": verify_exports or None,
+        "env_disk_budget_bytes": None if env_disk_budget_gb is None else int(env_disk_budget_gb * 1024**3),
     }
     cfg = load_config(config, overrides)
     from reb_ray.trial.egress import unguarded_warning
@@ -134,4 +139,20 @@ def sweep(
         stop = (f"; budget reached: {result.not_launched} trial(s) not launched (run again with a larger "
                 "--max-cost-usd to continue)" if result.not_launched else "")
         typer.echo(f"cost: {result.budget.describe()}{stop}")
-    typer.echo(format_summary(summarize(read_trials(cfg.output, result.sweep_id))))
+    trials = read_trials(cfg.output, result.sweep_id)
+    typer.echo(format_summary(summarize(trials), trials))
+    if cfg.verify_exports:
+        _verify_exports(cfg, result.sweep_id)
+
+
+def _verify_exports(cfg: SweepConfig, sweep_id: str) -> None:
+    """--verify-exports: one line per success as its verification ends, then the counts."""
+    from reb_ray.sweep.verify_exports import verify_exports
+
+    typer.echo("verifying the exports of this sweep's successes (rebuilt with --no-cache) ...")
+    records = verify_exports(cfg.output, sweep_id, cfg.tasks_root, cfg.repo_mirrors, progress=typer.echo)
+    counts = {"yes": sum(r.get("reproducible") is True for r in records),
+              "no": sum(r.get("reproducible") is False for r in records),
+              "not attempted": sum(r.get("reproducible") is None for r in records)}
+    typer.echo(f"exports verified: {len(records)} new; reproducible " + ", ".join(f"{k} {v}" for k, v in counts.items())
+               + f"; records in {cfg.output / 'environments' / 'verifications.jsonl'}")

@@ -23,13 +23,26 @@ env_image_bytes (the new layer's bytes: what keeping costs on the node's disk, t
 being shared), env_image_total_bytes (the whole image, base included), env_commit_s. An image
 committed and then removed (not kept) leaves IMAGE_COLUMNS null: no such image exists; its
 env_commit_s stays (the commit did take that time).
+
+The node's disk budget (`apply_budget`, `--env-disk-budget-gb`): the kept images of a node, all
+sweeps together, may hold at most the budget in bytes, counted as each image's own layer (what
+keeping it costs: the sandbox image below it is shared and stays anyway). After every kept
+commit, and by hand with `reb-ray env gc`, images over the budget are removed: first any image
+larger than the whole budget (it can never fit), then the oldest (by creation time) until the
+rest fits. An image a container still uses (a verification or regrade running from it) is
+left and reported. The default budget (`default_budget`) is 50 GiB, lowered to half of what the
+kept images could have on the Docker data root (its free bytes plus what kept images hold
+already), so keeping never takes more than half a node's free disk.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import shutil
 import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 KEEP_POLICIES = ("none", "successes", "scored", "all")
 KEPT_REPOSITORY = "reb-ray/env"
@@ -41,6 +54,10 @@ KEPT_DIGEST = "reb-ray.env-manifest-digest"
 COMMAND_STAGES = ("c1", "c3", "c4")
 #: The row columns describing the kept image: null unless env_kept is true.
 IMAGE_COLUMNS = ("env_image_id", "env_image_tag", "env_image_bytes", "env_image_total_bytes")
+GiB = 1024**3
+#: The default budget's cap, bytes, and the share of the kept images' possible disk it may take.
+DEFAULT_BUDGET_CAP_BYTES = 50 * GiB
+DEFAULT_BUDGET_DISK_SHARE = 0.5
 
 
 def image_tag(sweep_id: str, trial_id: str, attempt: int) -> str:
@@ -114,3 +131,139 @@ def kept_images(client, sweep_id: str | None = None, trial_id: str | None = None
     if attempt is not None:
         labels.append(f"{ATTEMPT}={attempt}")
     return client.images.list(filters={"label": labels})
+
+
+def size_text(n: int | None) -> str:
+    """Bytes for people: GB (2 decimals) from 1 GB, MB (1 decimal) from 1 MB, else kB; decimal units."""
+    if n is None:
+        return "size unknown"
+    if n >= 1e9:
+        return f"{n / 1e9:.2f} GB"
+    return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.0f} kB"
+
+
+@dataclass(frozen=True)
+class KeptImage:
+    """One kept-environment image on the node: its id, tag, creation time (UTC), its own
+    layer's bytes (null when Docker gave no history) and the attempt it keeps."""
+
+    id: str
+    tag: str
+    created: datetime
+    layer_bytes: int | None
+    sweep_id: str | None = None
+    trial_id: str | None = None
+    attempt: str | None = None
+
+
+@dataclass
+class GcResult:
+    """What one application of the budget did: the budget (bytes), the images removed and
+    those kept (oldest first), and the ones that could not be removed with why."""
+
+    budget_bytes: int
+    removed: list[KeptImage] = field(default_factory=list)
+    kept: list[KeptImage] = field(default_factory=list)
+    failed: list[tuple[KeptImage, str]] = field(default_factory=list)
+
+    @property
+    def kept_bytes(self) -> int:
+        return sum(i.layer_bytes or 0 for i in self.kept) + sum(i.layer_bytes or 0 for i, _ in self.failed)
+
+
+def parse_created(text: str) -> datetime:
+    """Docker's `Created` (RFC 3339 with up to 9 fraction digits, trailing zeros dropped) as a
+    UTC datetime; the fraction is cut to microseconds. Compared as text these would misorder
+    (".12345Z" sorts after ".123456789Z")."""
+    m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", text.strip())
+    if not m:
+        raise ValueError(f"image creation time {text!r} is not RFC 3339")
+    base, fraction, zone = m.groups()
+    zone = "+00:00" if zone == "Z" else zone
+    parsed = datetime.fromisoformat(f"{base}.{(fraction or '0')[:6].ljust(6, '0')}{zone}")
+    return parsed.astimezone(timezone.utc)
+
+
+def _layer_bytes(client, image_id: str) -> int | None:
+    """The bytes of the image's top layer (a kept image is one commit on the sandbox image)."""
+    try:
+        history = client.api.history(image_id)
+    except Exception:  # noqa: BLE001 - removed meanwhile: unknown, and it no longer counts
+        return None
+    return history[0].get("Size") if history else None
+
+
+def list_kept(client, sweep_id: str | None = None) -> list[KeptImage]:
+    """This node's kept-environment images (of `sweep_id` only when given), oldest first."""
+    from reb_ray.sandbox.ownership import ATTEMPT, SWEEP, TRIAL
+
+    out = []
+    for image in kept_images(client, sweep_id):
+        labels = image.labels or {}
+        out.append(KeptImage(id=image.id, tag=image.tags[0] if image.tags else image.id[:19],
+                             created=parse_created(image.attrs["Created"]), layer_bytes=_layer_bytes(client, image.id),
+                             sweep_id=labels.get(SWEEP), trial_id=labels.get(TRIAL), attempt=labels.get(ATTEMPT)))
+    return sorted(out, key=lambda i: (i.created, i.id))
+
+
+def plan_eviction(images: list[KeptImage], budget_bytes: int) -> tuple[list[KeptImage], list[KeptImage]]:
+    """(to remove, to keep) so the kept layers' bytes fit `budget_bytes`: first every image
+    larger than the whole budget, then the oldest, until the rest fits. An image of unknown size
+    counts 0 and is not removed (it cannot be weighed; the next application sees it again). Both lists oldest first."""
+    if budget_bytes < 0:
+        raise ValueError(f"env disk budget {budget_bytes} bytes: must be >= 0")
+    ordered = sorted(images, key=lambda i: (i.created, i.id))
+    remove = [i for i in ordered if (i.layer_bytes or 0) > budget_bytes]
+    keep = [i for i in ordered if i not in remove]
+    total = sum(i.layer_bytes or 0 for i in keep)
+    for image in list(keep):
+        if total <= budget_bytes:
+            break
+        if image.layer_bytes:  # removing one of unknown size frees nothing known
+            keep.remove(image)
+            remove.append(image)
+            total -= image.layer_bytes
+    return sorted(remove, key=lambda i: (i.created, i.id)), keep
+
+
+def docker_root_free_bytes(client) -> int | None:
+    """Free bytes of the filesystem holding Docker's data root, when this process can see it
+    (the daemon may run elsewhere); None otherwise."""
+    try:
+        root = client.info().get("DockerRootDir")
+        return shutil.disk_usage(root).free if root else None
+    except Exception:  # noqa: BLE001 - no such path here, or no daemon answer: unknown
+        return None
+
+
+def default_budget(client, kept_bytes: int) -> int:
+    """The default budget, bytes: DEFAULT_BUDGET_CAP_BYTES, or half of (the data root's free
+    bytes + `kept_bytes`, what kept images hold already) when that is less. The cap alone when
+    the data root cannot be seen."""
+    free = docker_root_free_bytes(client)
+    if free is None:
+        return DEFAULT_BUDGET_CAP_BYTES
+    return min(DEFAULT_BUDGET_CAP_BYTES, int(DEFAULT_BUDGET_DISK_SHARE * (free + kept_bytes)))
+
+
+def apply_budget(client, budget_bytes: int | None = None, sweep_id: str | None = None) -> GcResult:
+    """Remove kept images over `budget_bytes` (None: `default_budget`) on this node, by
+    `plan_eviction`; `sweep_id` restricts both the count and the removals to one sweep's.
+    An image in use by a container, or whose removal fails, stays and is listed in `failed`."""
+    from docker.errors import DockerException, NotFound
+
+    images = list_kept(client, sweep_id)
+    if budget_bytes is None:
+        budget_bytes = default_budget(client, sum(i.layer_bytes or 0 for i in images))
+    remove, keep = plan_eviction(images, budget_bytes)
+    result = GcResult(budget_bytes=budget_bytes, kept=keep)
+    for image in remove:
+        try:
+            client.api.remove_image(image.id, force=False)
+        except NotFound:
+            pass  # another attempt's settle on this node removed it first: gone is what was wanted
+        except DockerException as exc:
+            result.failed.append((image, str(exc).splitlines()[0][:200]))
+            continue
+        result.removed.append(image)
+    return result

@@ -5,6 +5,12 @@ the between-phases step (leftovers stopped, report read, repository restored) an
 probe phase; `settle()` at the attempt's end, on every path, once the trial's status is known
 (keep the image or remove it, `keep.wanted`). Nothing here ever fails the trial: a capture or a
 commit that fails leaves its columns null and says why in env_capture_error / env_keep_error.
+
+After an image is kept, the node's disk budget is applied (`keep.apply_budget`, oldest first):
+the row records the budget (env_disk_budget_bytes), the tags of the images this settle removed
+(env_evicted: other attempts' kept images, whose own rows still say kept) and the bytes the
+node's kept images hold afterwards (env_node_kept_bytes). When this attempt's own image is
+larger than the whole budget it is the one removed: env_kept false, and env_keep_error says so.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ class EnvironmentPhase:
             return
         if keep.wanted(self.policy, self.rec.row, self.rec.stages):
             self.rec.row["env_kept"] = True
+            self._apply_budget()
             return
         problem = keep.remove(self.client, self.image_id)
         # The image is gone: nothing of it (id, tag, sizes) describes the attempt any more.
@@ -55,3 +62,20 @@ class EnvironmentPhase:
         if problem:
             self.rec.row["env_keep_error"] = problem
         self.image_id = None
+
+    def _apply_budget(self) -> None:
+        """The node's disk budget, applied after this attempt's image was kept (module docstring)."""
+        budget = getattr(self.spec.config, "env_disk_budget_bytes", None)
+        try:
+            result = keep.apply_budget(self.client, budget)
+        except Exception as exc:  # noqa: BLE001 - a budget that cannot be applied never fails the trial
+            self.rec.row["env_keep_error"] = f"disk budget not applied: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            return
+        own = next((i for i in result.removed if i.id == self.image_id), None)
+        self.rec.row.update(env_disk_budget_bytes=result.budget_bytes, env_node_kept_bytes=result.kept_bytes,
+                            env_evicted=[i.tag for i in result.removed if i.id != self.image_id])
+        if own is not None:
+            self.rec.row.update(env_kept=False, **{column: None for column in keep.IMAGE_COLUMNS})
+            self.rec.row["env_keep_error"] = (f"not kept: its layer of {keep.size_text(own.layer_bytes)} exceeds the node's "
+                                              f"env disk budget of {keep.size_text(result.budget_bytes)}")
+            self.image_id = None

@@ -103,7 +103,14 @@ class SweepConfig(BaseModel):
     sweep_id: str | None = None
     # Which attempts keep their agent's container as an image (reb_ray/environment/keep.py):
     # none | successes | scored | all. Not part of the sweep id: keeping does not change a trial.
-    keep_environments: Literal["none", "successes", "scored", "all"] = "none"
+    keep_environments: Literal["none", "successes", "scored", "all"] = "successes"
+    # The node's budget for kept images, bytes of their own layers, all sweeps together, applied
+    # oldest-first after each kept commit (reb_ray/environment/keep.py). None: 50 GiB, or half of
+    # the Docker data root's free disk (plus what kept images hold) when that is less.
+    env_disk_budget_bytes: int | None = Field(None, ge=0)
+    # After the sweep, export each success not verified before and rebuild it to verify it
+    # (reb_ray/sweep/verify_exports.py). Not part of the sweep id: it reads the trials, changes none.
+    verify_exports: bool = False
 
     @field_validator("agent_specs", mode="before")
     @classmethod

@@ -200,6 +200,9 @@ TRIALS_SCHEMA = pa.schema(
         ("cpu_model", pa.string()),  # /proc/cpuinfo's model name
         ("cpu_count", pa.int64()),  # logical CPUs of the node
         ("kernel", pa.string()),  # the node's kernel release
+        ("env_disk_budget_bytes", pa.int64()),  # the node's budget for kept images, bytes, applied after this attempt's keep (null: not applied)
+        ("env_evicted", _strings),  # tags of other attempts' kept images that budget removed (oldest first)
+        ("env_node_kept_bytes", pa.int64()),  # bytes the node's kept images' own layers hold after it
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

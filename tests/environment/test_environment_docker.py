@@ -31,7 +31,7 @@ def _run(agent: str, config: SweepConfig, image: str) -> dict:
 
 
 def test_heuristic_environment_is_captured_kept_exported_and_rebuilt(sandbox_image, docker_client, tmp_path):
-    assert SweepConfig().keep_environments == "none"  # keeping is asked for: no disk budget evicts kept images yet
+    assert SweepConfig().keep_environments == "successes"  # the per-node disk budget bounds what is kept
     config = SweepConfig(output=tmp_path / "out", keep_environments="successes")
     heuristic = _run("heuristic", config, sandbox_image)
     noop = _run("noop", config, sandbox_image)
@@ -87,3 +87,34 @@ def test_keep_none_commits_nothing(sandbox_image, tmp_path):
     row = _run("noop", SweepConfig(output=tmp_path / "out", keep_environments="none"), sandbox_image)
     assert row["env_keep_policy"] == "none" and row.get("env_commit_s") is None and row["env_kept"] is False
     assert read_trials(tmp_path / "out").to_pylist()[0]["env_manifest_digest"] == row["env_manifest_digest"]
+
+
+@pytest.mark.timeout(900)  # a heuristic trial, then a --no-cache rebuild and a probe phase: minutes on a busy node
+def test_verify_exports_rebuilds_each_success_once_and_trial_show_says_so(sandbox_image, docker_client, tmp_path):
+    """`--verify-exports`' work on a real heuristic success: exported under the output,
+    rebuilt, `reproducible: yes` in the dataset and in `trial show`; a second pass verifies
+    nothing again; a success built on another node is recorded as not attempted."""
+    from analysis.trial_view import show_trial
+    from reb_ray.sweep.verify_exports import export_dir, verify_exports
+
+    config = SweepConfig(output=tmp_path / "out", keep_environments="none")
+    row = _run("heuristic", config, sandbox_image)
+    assert row["c1_status"] == "success", row["failure_reason"]
+    elsewhere = {**row, "trial_id": "heuristic/numpy-trainer/1", "trial_index": 1, "node": "gpu-node-7"}
+    with ParquetSink(config.output, flush_interval_s=0) as sink:
+        sink.write([elsewhere], [])
+    lines: list[str] = []
+    records = verify_exports(config.output, "envart", progress=lines.append)
+    assert [r["trial_id"] for r in records] == ["heuristic/numpy-trainer/0", "heuristic/numpy-trainer/1"]
+    mine, other = records
+    assert mine["verdict"] == "reproducible: yes" and mine["built"], mine
+    assert mine["export"] == str(export_dir(config.output, row)) and (export_dir(config.output, row) / "Dockerfile").is_file()
+    assert 0 < mine["build_s"] and mine["source_agent_wall_time_s"] == row["agent_wall_time_s"]
+    assert other["reproducible"] is None and "built on node gpu-node-7" in other["verdict"]
+    assert lines[0].startswith("heuristic/numpy-trainer/0 attempt 1: reproducible: yes (rebuild ")
+    dataset = [json.loads(l) for l in (config.output / "environments" / "verifications.jsonl").read_text().splitlines()]
+    assert [(d["trial_id"], d["reproducible"]) for d in dataset] == [("heuristic/numpy-trainer/0", True),
+                                                                      ("heuristic/numpy-trainer/1", None)]
+    assert verify_exports(config.output, "envart") == []  # each attempt is verified once
+    shown = show_trial(config.output, "heuristic/numpy-trainer/0")
+    assert f"verify   reproducible: yes; rebuilt in {mine['build_s']:.1f} s (" in shown
