@@ -17,10 +17,31 @@ from reb_ray.sandbox import SandboxConfig, open_sandbox
 
 @pytest.fixture(scope="session")
 def docker_client():
-    """A client of the real daemon. Fails (never skips) when Docker is unavailable."""
+    """A client of the real daemon. Fails (never skips) when Docker is unavailable.
+
+    Sweeps keep their successes' environments as images by default; the ones this test
+    session kept are removed at its end, so a CI machine's disk does not fill run after run."""
+    import time
+
+    from reb_ray.environment.keep import kept_images
     from reb_ray.sandbox.docker_client import connect
 
-    return connect()
+    started = time.time()
+    client = connect()
+    yield client
+    for image in kept_images(client):
+        created = image.attrs.get("Created", "")
+        try:
+            import datetime as dt
+
+            when = dt.datetime.fromisoformat(created[:26].rstrip("Z")).replace(tzinfo=dt.timezone.utc).timestamp()
+        except ValueError:
+            continue
+        if when >= started - 1:
+            try:
+                client.images.remove(image.id, force=True)
+            except Exception:  # noqa: BLE001 - in use or gone: the disk budget handles it later
+                pass
 
 
 @pytest.fixture(scope="session")
