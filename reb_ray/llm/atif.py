@@ -17,8 +17,12 @@ How each transcript shape becomes steps (`steps_of`):
   its message, `command_execution` and `file_change` items tool calls with their output.
 - claude `stream-json`: one agent step per assistant message id (its text, thinking and
   tool_use blocks), each `tool_result` the observation of the step holding its call.
-- Chat Completions messages (mini-swe-agent, NexAU): system and user messages become system and
+- Chat Completions messages (mini-swe-agent): system and user messages become system and
   user steps, each assistant message an agent step, each tool message an observation.
+- NexAU's recorder events (`model_call`, `tool`, `error`): each model call an agent step with
+  its tool calls (ids made up as `nexau-<n>`, NexAU gives none), each tool event the
+  observation of the oldest unanswered call of that tool name.
+- reb-ray's cut markers (`reb_ray.cut`, `reb_ray.dropped`): a system step saying what was not kept.
 
 Token counts and cost per step: the proxy counted every model request; when the transcript's
 model turns (claude messages, chat assistant messages) are exactly as many as the proxy's
@@ -117,7 +121,32 @@ def _own_command(b: _Builder, event: dict) -> None:
     step = b.step("agent", "")
     b.call(step, call_id, "bash", {"command": str(event.get("command"))})
     code = event.get("exit_code")
-    b.observe(call_id, _text(event.get("output")), {"exit_code": code} if code is not None else None)
+    extra = {k: event[k] for k in ("exit_code", "timed_out", "duration_s") if event.get(k) is not None}
+    if event.get("within"):
+        step["extra"] = {"within": event["within"]}
+    b.observe(call_id, _text(event.get("output")), extra or None)
+
+
+def _nexau(b: _Builder, event: dict, unanswered: list[tuple[str, str]]) -> None:
+    kind = event.get("type")
+    if kind == "model_call":
+        step = b.step("agent", _text(event.get("text")))
+        b.llm_turns.append(step)
+        for call in event.get("tool_calls") or []:
+            if not isinstance(call, dict):
+                continue
+            call_id, name = f"nexau-{len(b.calls) + 1}", str(call.get("name"))
+            given = call.get("arguments")
+            b.call(step, call_id, name, given if isinstance(given, dict) else {"value": given})
+            unanswered.append((call_id, name))
+    elif kind == "tool":
+        name = str(event.get("name"))
+        match = next((c for c in unanswered if c[1] == name), None)
+        if match is not None:
+            unanswered.remove(match)
+        b.observe(match[0] if match else None, _text(event.get("output")))
+    elif kind == "error":
+        b.step("system", f"NexAU stopped with an error: {_text(event.get('error'))}")
 
 
 def _codex(b: _Builder, event: dict) -> None:
@@ -207,6 +236,7 @@ def steps_of(transcript: bytes | None) -> _Builder:
     """The steps of a transcript (the shapes in the module docstring), in order."""
     b = _Builder()
     claude_ids: dict[str, dict] = {}
+    nexau_calls: list[tuple[str, str]] = []
     for event in _events(transcript):
         kind = event.get("type")
         if kind == "command" and isinstance(event.get("command"), str):
@@ -217,8 +247,13 @@ def steps_of(transcript: bytes | None) -> _Builder:
             _claude(b, event, claude_ids)
         elif kind == "message" or (kind is None and event.get("role") in ("system", "user", "assistant", "tool")):
             _chat(b, event)
+        elif kind in ("model_call", "tool", "error"):
+            _nexau(b, event, nexau_calls)
         elif kind == "reb_ray.cut":
             b.step("system", f"reb-ray: the transcript was cut here; {event.get('dropped_bytes')} more bytes not kept")
+        elif kind == "reb_ray.dropped":
+            b.step("system", f"reb-ray: {event.get('lines')} lines ({event.get('bytes')} bytes) of the CLI's events "
+                             "were not kept here")
     return b
 
 

@@ -200,6 +200,7 @@ TRIALS_SCHEMA = pa.schema(
         ("cpu_model", pa.string()),  # /proc/cpuinfo's model name
         ("cpu_count", pa.int64()),  # logical CPUs of the node
         ("kernel", pa.string()),  # the node's kernel release
+        ("atif_path", pa.string()),  # the attempt's trajectory in ATIF (trajectory.json, plain JSON), relative to the output dir (reb_ray.trial.atif_file)
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

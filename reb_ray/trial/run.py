@@ -27,7 +27,7 @@ from reb_ray.agents import REPORT_PATH, Agent, AgentContext, get_agent
 from reb_ray.agents.base import AgentRun
 from reb_ray.agents.prompt import render_prompt
 from reb_ray.agents.toolchain_mount import NoSlot, toolchain_slot
-from reb_ray.trial import artifacts
+from reb_ray.trial import artifacts, atif_file
 from reb_ray.trial.artifacts import TrialArtifacts
 from reb_ray.suite.assets import missing_by_stage
 from reb_ray.trial.between_phases import settle
@@ -225,6 +225,7 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
             rec.row["failure_reason"] = (rec.row.get("failure_reason") or "") + f" [close failed: {problem}]"
         slot.close()
         rec.row.update(egress.close(rec.artifacts))  # after the sandbox: every connection it made is logged
+        rec.row.update(atif_file.write(rec, rec.agent_commands, redactor))  # trajectory.json (ATIF)
         shutil.rmtree(workspace, ignore_errors=True)
     rec.row["trial_wall_time_s"] = time.monotonic() - t0
     outcome = rec.outcome(redactor)
@@ -244,6 +245,7 @@ def _agent_phase(rec: TrialRecorder, sandbox: Sandbox, agent: Agent, ctx: AgentC
     with rec.full_log("agent") as log, watch_limits(sandbox) as watch, \
             llm.watch_auth(sandbox.kill_leftovers) as auth:
         tapped = TappedSandbox(sandbox, log)
+        rec.agent_commands = tapped.commands  # the steps of a trajectory.json when the agent keeps no transcript
         try:
             run = agent.run(tapped, ctx)
         except RebRayError:
