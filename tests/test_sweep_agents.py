@@ -78,6 +78,29 @@ def _expected(script: dict, kind: str) -> dict:
     return script_from(script).total_usage().only(REPORTED_FIELDS[API[kind]]).as_dict()
 
 
+def _check_atif(output: Path, row: dict, per_step: bool) -> None:
+    """The attempt's trajectory.json conforms, its totals are the row's, and (`per_step`: a CLI
+    whose model turns can be paired with the proxy's requests) every model turn carries its
+    request's tokens and cost, which sum to the row's."""
+    from reb_ray.llm.atif import validate
+
+    doc = json.loads((output / row["atif_path"]).read_text())
+    assert validate(doc) == [], row["agent"]
+    final = doc["final_metrics"]
+    assert (final["total_prompt_tokens"], final["total_completion_tokens"], final["total_cost_usd"]) == (
+        row["input_tokens"], row["output_tokens"], row["cost_usd"])
+    calls = [c for s in doc["steps"] for c in s.get("tool_calls") or []]
+    assert any("venv" in json.dumps(c["arguments"]) for c in calls), row["agent"]  # the script's commands are steps
+    metered = [s["metrics"] for s in doc["steps"] if "metrics" in s]
+    if not per_step:  # codex gives no turn boundaries: totals only, and the file says why
+        assert not metered and doc["extra"]["metrics_attribution"].startswith("not per step")
+        return
+    assert len(metered) == row["llm_requests"], row["agent"]
+    assert sum(m["prompt_tokens"] for m in metered) == row["input_tokens"]
+    assert sum(m["completion_tokens"] for m in metered) == row["output_tokens"]
+    assert sum(m["cost_usd"] for m in metered) == pytest.approx(row["cost_usd"])
+
+
 def test_three_real_clis_solve_the_task_a_false_claim_is_caught_and_a_429_storm_is_infra(
         tmp_path, sandbox_image, installed_toolchain, ray_local, real_key, endpoints):  # noqa: F811
     from reb_ray.sweep.run import run_sweep
@@ -119,6 +142,7 @@ def test_three_real_clis_solve_the_task_a_false_claim_is_caught_and_a_429_storm_
             row["input_tokens"], row["output_tokens"]), name
         if row["agent_reported_cost_usd"] is not None:  # claude's list price, litellm's: the same as ours
             assert row["agent_reported_cost_usd"] == pytest.approx(row["cost_usd"], rel=1e-3), name
+        _check_atif(config.output, row, per_step=kind != "codex")
     # claude-sonnet-4-5 by hand: $3 input, $0.30 cached, $3.75 cache write, $15 output per million.
     claude = rows["claude"][0]
     assert (claude["input_tokens"], claude["cached_input_tokens"], claude["cache_write_tokens"],
