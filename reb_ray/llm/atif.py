@@ -27,8 +27,13 @@ How each transcript shape becomes steps (`steps_of`):
 Token counts and cost per step: the proxy counted every model request; when the transcript's
 model turns (claude messages, chat assistant messages) are exactly as many as the proxy's
 answered model requests, they are paired in order and each agent step carries its request's
-`metrics`. Otherwise (codex reports no turn boundaries; a transcript cut at its size limit)
-no step gets metrics rather than wrong ones, and `extra.metrics_attribution` says why. The
+`metrics`. Otherwise (codex reports no turn boundaries), when the transcript carries its events'
+arrival times (reb-ray's `reb_ray.received_at` line, reb_ray.agents.cli_events), each request is
+paired by time: an agent step belongs to the latest request that ended before its event arrived
+(within TIME_SLACK_S), and each request's metrics go on the first step that belongs to it; a
+request no step belongs to (its answer produced no event) has its tokens and cost in the totals
+only, and `extra.metrics_attribution` counts them. Without times no step gets metrics rather
+than wrong ones, and `extra.metrics_attribution` says why. The
 totals (`final_metrics`) are always the trials row's, the proxy's meter: unknown is absent,
 never 0.
 
@@ -39,12 +44,15 @@ agent's log.
 
 from __future__ import annotations
 
+import bisect
 import json
 from typing import Any
 
 SCHEMA_VERSION = "ATIF-v1.7"
 TEXT_CHARS = 20_000
 SOURCES = ("system", "user", "agent")
+#: Seconds an event may seem to arrive before its request ended (two clocks of one host).
+TIME_SLACK_S = 0.05
 _AGENT_ONLY = ("model_name", "reasoning_content", "tool_calls", "metrics")
 
 
@@ -88,6 +96,8 @@ class _Builder:
         self.pending_reasoning: list[str] = []
         self.session: str | None = None
         self.model: str | None = None
+        self.now: float | None = None  # arrival time of the event being read (None: not recorded)
+        self.times: list[float | None] = []  # per step, the arrival time of the event that made it
 
     def step(self, source: str, message: str = "", **fields) -> dict:
         step = {"step_id": len(self.steps) + 1, "source": source, "message": ""}
@@ -97,6 +107,7 @@ class _Builder:
             self.pending_reasoning = []
         step.update({k: v for k, v in fields.items() if v is not None})
         self.steps.append(step)
+        self.times.append(self.now)
         return step
 
     def call(self, step: dict, call_id: str, name: str, arguments: dict) -> None:
@@ -237,7 +248,11 @@ def steps_of(transcript: bytes | None) -> _Builder:
     b = _Builder()
     claude_ids: dict[str, dict] = {}
     nexau_calls: list[tuple[str, str]] = []
-    for event in _events(transcript):
+    events = _events(transcript)
+    times = events.pop()["times"] if events and events[-1].get("type") == "reb_ray.received_at" \
+        and isinstance(events[-1].get("times"), list) else []
+    for i, event in enumerate(events):
+        b.now = times[i] if i < len(times) and isinstance(times[i], (int, float)) else None
         kind = event.get("type")
         if kind == "command" and isinstance(event.get("command"), str):
             _own_command(b, event)
@@ -277,6 +292,28 @@ def _metrics(request: dict) -> dict:
     return metrics
 
 
+def _pair_by_time(b: _Builder, requests: list[dict]) -> int:
+    """Put each request's metrics on the first agent step whose event arrived after it ended
+    (the module docstring's rule); returns how many requests got a step."""
+    ends = sorted(((r.get("started_at") or 0.0) + (r.get("duration_s") or 0.0), i) for i, r in enumerate(requests))
+    keys = [end for end, _ in ends]
+    taken: set[int] = set()
+    for step, at in zip(b.steps, b.times):
+        if step["source"] != "agent" or at is None:
+            continue
+        k = bisect.bisect_right(keys, at + TIME_SLACK_S) - 1
+        if k < 0 or ends[k][1] in taken:
+            continue
+        request = requests[ends[k][1]]
+        taken.add(ends[k][1])
+        metrics = _metrics(request)
+        if metrics:
+            step["metrics"] = metrics
+        if request.get("model"):
+            step.setdefault("model_name", request["model"])
+    return len(taken)
+
+
 def trajectory(row: dict, transcript: bytes | None, request_log: bytes | None) -> dict:
     """The ATIF document of one attempt: `row` its trials row (a dict), `transcript` and
     `request_log` the decompressed artifacts (None: not kept)."""
@@ -303,6 +340,12 @@ def trajectory(row: dict, transcript: bytes | None, request_log: bytes | None) -
                 step["metrics"] = metrics
             step.setdefault("model_name", request.get("model"))
         extra["metrics_attribution"] = "one proxy request per model turn, in order"
+    elif requests and any(t is not None for t in b.times):
+        paired = _pair_by_time(b, requests)
+        left = len(requests) - paired
+        extra["metrics_attribution"] = (f"by time: {paired} of {len(requests)} answered model requests on the first "
+                                        "step whose event arrived after the request ended"
+                                        + (f"; {left} produced no step (in the totals only)" if left else ""))
     elif requests:
         extra["metrics_attribution"] = (f"not per step: {len(requests)} answered model requests against "
                                         f"{len(b.llm_turns)} model turns in the transcript; totals only")
