@@ -81,7 +81,8 @@ def _expected(script: dict, kind: str) -> dict:
 def _check_atif(output: Path, row: dict) -> None:
     """The attempt's trajectory.json conforms, its totals are the row's, and every model request
     stands on a step with its tokens and cost (claude and mini-swe-agent: one per model turn;
-    codex, whose events mark no turns: by the events' arrival times), summing to the row's."""
+    codex, whose events mark no turns: by the events' arrival times, its polls of a running
+    command on that command's step), summing to the row's."""
     from reb_ray.llm.atif import validate
 
     doc = json.loads((output / row["atif_path"]).read_text())
@@ -92,7 +93,8 @@ def _check_atif(output: Path, row: dict) -> None:
     calls = [c for s in doc["steps"] for c in s.get("tool_calls") or []]
     assert any("venv" in json.dumps(c["arguments"]) for c in calls), row["agent"]  # the script's commands are steps
     metered = [s["metrics"] for s in doc["steps"] if "metrics" in s]
-    assert len(metered) == row["llm_requests"], (row["agent"], doc["extra"].get("metrics_attribution"))
+    requests = sum((m.get("extra") or {}).get("model_requests", 1) for m in metered)  # codex's polls join a step
+    assert requests == row["llm_requests"], (row["agent"], doc["extra"].get("metrics_attribution"))
     assert sum(m["prompt_tokens"] for m in metered) == row["input_tokens"]
     assert sum(m["completion_tokens"] for m in metered) == row["output_tokens"]
     assert sum(m["cost_usd"] for m in metered) == pytest.approx(row["cost_usd"])

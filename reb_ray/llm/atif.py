@@ -14,7 +14,8 @@ How each transcript shape becomes steps (`steps_of`):
 - reb-ray's `{"type": "command", ...}` records (the `command` agent and the built-in baselines):
   one agent step per command, its tool call `bash` and its output as the observation.
 - codex `exec --json`: reasoning items become the next agent step's reasoning, agent messages
-  its message, `command_execution` and `file_change` items tool calls with their output.
+  its message, `command_execution` and `file_change` items tool calls with their output; an
+  `error` item (codex's own warning) a system step.
 - claude `stream-json`: one agent step per assistant message id (its text, thinking and
   tool_use blocks), each `tool_result` the observation of the step holding its call.
 - Chat Completions messages (mini-swe-agent): system and user messages become system and
@@ -30,9 +31,12 @@ answered model requests, they are paired in order and each agent step carries it
 `metrics`. Otherwise (codex reports no turn boundaries), when the transcript carries its events'
 arrival times (reb-ray's `reb_ray.received_at` line, reb_ray.agents.cli_events), each request is
 paired by time: an agent step belongs to the latest request that ended before its event arrived
-(within TIME_SLACK_S), and each request's metrics go on the first step that belongs to it; a
-request no step belongs to (its answer produced no event) has its tokens and cost in the totals
-only, and `extra.metrics_attribution` counts them. Without times no step gets metrics rather
+(within TIME_SLACK_S; a command's step is timed by its `item.started` event, when the command
+began), and each request's metrics go on the first step that belongs to it. A request whose
+answer made no step of its own (codex asking the model while a command runs, to poll it) is
+added to the metrics of the step that was running when it ended (its `extra.model_requests`
+counts them); one before any step stays in the totals only. `extra.metrics_attribution` counts
+each kind. Without times no step gets metrics rather
 than wrong ones, and `extra.metrics_attribution` says why. The
 totals (`final_metrics`) are always the trials row's, the proxy's meter: unknown is absent,
 never 0.
@@ -98,6 +102,7 @@ class _Builder:
         self.model: str | None = None
         self.now: float | None = None  # arrival time of the event being read (None: not recorded)
         self.times: list[float | None] = []  # per step, the arrival time of the event that made it
+        self.item_started: dict[str, float | None] = {}  # codex item id -> arrival of its item.started
 
     def step(self, source: str, message: str = "", **fields) -> dict:
         step = {"step_id": len(self.steps) + 1, "source": source, "message": ""}
@@ -165,10 +170,14 @@ def _codex(b: _Builder, event: dict) -> None:
     if kind == "thread.started":
         b.session = event.get("thread_id") or b.session
         return
-    if kind != "item.completed" or not isinstance(event.get("item"), dict):
+    if kind not in ("item.started", "item.completed") or not isinstance(event.get("item"), dict):
         return
     item = event["item"]
     itype, call_id = item.get("type"), str(item.get("id") or f"item-{len(b.calls) + 1}")
+    if kind == "item.started":  # a command's step is timed by its start (its completion may be minutes later)
+        b.item_started[call_id] = b.now
+        return
+    b.now = b.item_started.get(call_id, b.now)
     if itype == "reasoning":
         b.pending_reasoning.append(_text(item.get("text")))
     elif itype == "agent_message":
@@ -178,6 +187,8 @@ def _codex(b: _Builder, event: dict) -> None:
         b.call(step, call_id, "bash", {"command": str(item.get("command"))})
         code = item.get("exit_code")
         b.observe(call_id, _text(item.get("aggregated_output")), {"exit_code": code} if code is not None else None)
+    elif itype == "error":
+        b.step("system", f"codex: {_text(item.get('message'))}")
     elif itype in ("file_change", "mcp_tool_call", "web_search", "todo_list"):
         step = b.step("agent", "")
         arguments = {k: v for k, v in item.items() if k not in ("id", "type")}
@@ -256,7 +267,7 @@ def steps_of(transcript: bytes | None) -> _Builder:
         kind = event.get("type")
         if kind == "command" and isinstance(event.get("command"), str):
             _own_command(b, event)
-        elif kind in ("thread.started", "item.completed"):
+        elif kind in ("thread.started", "item.started", "item.completed"):
             _codex(b, event)
         elif kind in ("system", "assistant", "user") and isinstance(event.get("message", {}), dict):
             _claude(b, event, claude_ids)
@@ -292,15 +303,25 @@ def _metrics(request: dict) -> dict:
     return metrics
 
 
-def _pair_by_time(b: _Builder, requests: list[dict]) -> int:
-    """Put each request's metrics on the first agent step whose event arrived after it ended
-    (the module docstring's rule); returns how many requests got a step."""
+def _add_metrics(step: dict, request: dict) -> None:
+    more = _metrics(request)
+    metrics = step.setdefault("metrics", {})
+    for key in ("prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd"):
+        if more.get(key) is not None:
+            metrics[key] = metrics.get(key, 0) + more[key]
+    extra = metrics.setdefault("extra", {})
+    extra["model_requests"] = extra.get("model_requests", 1) + 1
+
+
+def _pair_by_time(b: _Builder, requests: list[dict]) -> tuple[int, int]:
+    """Put each request's metrics on the first agent step whose event arrived after it ended,
+    then each request left over on the step running when it ended (the module docstring's
+    rule); returns (requests on a step of their own, requests added to a running step)."""
     ends = sorted(((r.get("started_at") or 0.0) + (r.get("duration_s") or 0.0), i) for i, r in enumerate(requests))
     keys = [end for end, _ in ends]
+    timed = [(at, step) for step, at in zip(b.steps, b.times) if step["source"] == "agent" and at is not None]
     taken: set[int] = set()
-    for step, at in zip(b.steps, b.times):
-        if step["source"] != "agent" or at is None:
-            continue
+    for at, step in timed:
         k = bisect.bisect_right(keys, at + TIME_SLACK_S) - 1
         if k < 0 or ends[k][1] in taken:
             continue
@@ -311,7 +332,16 @@ def _pair_by_time(b: _Builder, requests: list[dict]) -> int:
             step["metrics"] = metrics
         if request.get("model"):
             step.setdefault("model_name", request["model"])
-    return len(taken)
+    added = 0
+    starts = [at for at, _ in timed]
+    for end, i in ends:
+        if i in taken:
+            continue
+        k = bisect.bisect_right(starts, end + TIME_SLACK_S) - 1
+        if k >= 0:
+            _add_metrics(timed[k][1], requests[i])
+            added += 1
+    return len(taken), added
 
 
 def trajectory(row: dict, transcript: bytes | None, request_log: bytes | None) -> dict:
@@ -341,11 +371,13 @@ def trajectory(row: dict, transcript: bytes | None, request_log: bytes | None) -
             step.setdefault("model_name", request.get("model"))
         extra["metrics_attribution"] = "one proxy request per model turn, in order"
     elif requests and any(t is not None for t in b.times):
-        paired = _pair_by_time(b, requests)
-        left = len(requests) - paired
+        paired, added = _pair_by_time(b, requests)
+        left = len(requests) - paired - added
         extra["metrics_attribution"] = (f"by time: {paired} of {len(requests)} answered model requests on the first "
                                         "step whose event arrived after the request ended"
-                                        + (f"; {left} produced no step (in the totals only)" if left else ""))
+                                        + (f"; {added} made no step and are added to the step running when they "
+                                           "ended" if added else "")
+                                        + (f"; {left} before any step (in the totals only)" if left else ""))
     elif requests:
         extra["metrics_attribution"] = (f"not per step: {len(requests)} answered model requests against "
                                         f"{len(b.llm_turns)} model turns in the transcript; totals only")
