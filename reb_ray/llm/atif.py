@@ -344,16 +344,23 @@ def _pair_by_time(b: _Builder, requests: list[dict]) -> tuple[int, int]:
     return len(taken), added
 
 
-def trajectory(row: dict, transcript: bytes | None, request_log: bytes | None) -> dict:
+def trajectory(row: dict, transcript: bytes | None, request_log: bytes | None,
+               prompt: tuple[str, str] | None = None) -> dict:
     """The ATIF document of one attempt: `row` its trials row (a dict), `transcript` and
-    `request_log` the decompressed artifacts (None: not kept)."""
+    `request_log` the decompressed artifacts (None: not kept). `prompt`: the (system, task)
+    parts the agent was given, when known (the attempt writing its own file): its first steps,
+    a system and a user step; else one user step naming the prompt by its digest."""
     b = steps_of(transcript)
-    prompt = (f"reb-ray task prompt for {row.get('task_id')} (sha256 {row.get('prompt_sha256') or 'unknown'};"
-              " rendered from the prompt template, not stored per attempt)")
-    user = {"step_id": 1, "source": "user", "message": prompt}
-    steps = [user] + b.steps
-    if len(steps) == 1 and row.get("agent_output_tail"):
-        steps.append({"step_id": 2, "source": "agent", "message": _cut(row["agent_output_tail"], {}, "message"),
+    if prompt is not None:
+        first = [{"step_id": 1, "source": "system", "message": prompt[0]},
+                 {"step_id": 2, "source": "user", "message": prompt[1]}]
+    else:
+        first = [{"step_id": 1, "source": "user", "message": (
+            f"reb-ray task prompt for {row.get('task_id')} (sha256 {row.get('prompt_sha256') or 'unknown'};"
+            " rendered from the prompt template, not stored per attempt)")}]
+    steps = first + b.steps
+    if len(steps) == len(first) and row.get("agent_output_tail"):
+        steps.append({"step_id": len(steps) + 1, "source": "agent", "message": _cut(row["agent_output_tail"], {}, "message"),
                       "extra": {"from": "agent_output_tail (no transcript kept)"}})
     for i, step in enumerate(steps, start=1):
         step["step_id"] = i

@@ -15,7 +15,8 @@ Which record the steps come from, by what the agent left:
   lines are read from the agent's full log when the agent ran exactly one exec (that log is then
   this exec's whole output, up to the artifact budget), else from the exec's kept output.
 
-The document's totals (`final_metrics`) are the trials row's tokens and cost, the proxy's meter.
+Its first steps are the prompt the agent was given (its system and task parts), as rendered
+for this sandbox. The document's totals (`final_metrics`) are the trials row's tokens and cost, the proxy's meter.
 It is written after every other column of the agent phase is known (in the closing steps of
 the attempt, on every path that ran the agent), with the agent's credentials masked, as plain
 JSON, atomically (a hidden `.part` name, then renamed): a row never names a torn file.
@@ -98,7 +99,9 @@ def document(rec: TrialRecorder, commands: list[dict] | None) -> dict:
     transcript = _staged(rec, "trajectory_path")
     if transcript is None:
         transcript = exec_transcript(commands or [], _staged(rec, "agent_log_path"))
-    return trajectory(rec.row, transcript, _staged(rec, "llm_log_path"))
+    prompt = rec.agent_prompt
+    return trajectory(rec.row, transcript, _staged(rec, "llm_log_path"),
+                      (prompt.system, prompt.task) if prompt is not None else None)
 
 
 def write(rec: TrialRecorder, commands: list[dict] | None, redactor: Redactor) -> dict:

@@ -245,7 +245,7 @@ def _agent_phase(rec: TrialRecorder, sandbox: Sandbox, agent: Agent, ctx: AgentC
     with rec.full_log("agent") as log, watch_limits(sandbox) as watch, \
             llm.watch_auth(sandbox.kill_leftovers) as auth:
         tapped = TappedSandbox(sandbox, log)
-        rec.agent_commands = tapped.commands  # the steps of a trajectory.json when the agent keeps no transcript
+        rec.agent_commands, rec.agent_prompt = tapped.commands, ctx.prompt  # for trajectory.json (atif_file)
         try:
             run = agent.run(tapped, ctx)
         except RebRayError:

@@ -69,18 +69,20 @@ def test_a_trial_writes_its_trajectory_json_beside_its_logs(trial_run):
     assert validate(doc) == []
     steps = doc["steps"]
     commands = [(s["tool_calls"][0]["arguments"]["command"], s["observation"]["results"][0].get("extra", {}).get("exit_code"),
-                 (s.get("extra") or {}).get("within")) for s in steps[1:]]
+                 (s.get("extra") or {}).get("within")) for s in steps[2:]]
     assert commands[0][0].startswith("sh -c ") and commands[0][1:] == (0, None)
     # The first exec announced three commands: each a step of its own, within the exec's call.
     assert commands[1:4] == [("python3 -m venv /opt/envs/heuristic", 0, "cmd-1"),
                              ("/opt/envs/heuristic/bin/pip install nosuchpkg", 1, "cmd-1"),
                              ("/opt/envs/heuristic/bin/python -c 'import numpy'", None, "cmd-1")]
-    assert steps[3]["observation"]["results"][0]["content"] == "ERROR: No matching distribution found for nosuchpkg"
-    assert commands[4][1] == 3 and "no such thing" in steps[5]["observation"]["results"][0]["content"]
-    assert commands[5][1] == 0 and len(steps) == 7  # the task prompt, three execs, three announced commands
+    assert steps[4]["observation"]["results"][0]["content"] == "ERROR: No matching distribution found for nosuchpkg"
+    assert commands[4][1] == 3 and "no such thing" in steps[6]["observation"]["results"][0]["content"]
+    assert commands[5][1] == 0 and len(steps) == 8  # the prompt's two parts, three execs, three announced commands
+    # The prompt as the agent got it: its system part, then its task part naming the report path.
+    assert [s["source"] for s in steps[:2]] == ["system", "user"] and "report.json" in steps[1]["message"]
     # An agent that calls no model: no step has metrics, and the totals are unknown (not 0).
     assert not any("metrics" in s for s in steps)
-    assert doc["final_metrics"] == {"total_steps": 7}
+    assert doc["final_metrics"] == {"total_steps": 8}
     assert doc["session_id"] == f"atif/{row['trial_id']}/1" and doc["extra"]["status"] == row["status"]
 
 
@@ -91,8 +93,8 @@ def test_trial_show_and_the_viewer_read_the_file(trial_run, monkeypatch):
 
     out, row = trial_run
     shown = show_trial(out, row["trial_id"])
-    assert f"steps    7 in {row['atif_path']} (ATIF)" in shown
-    assert "[2] step 4 $ /opt/envs/heuristic/bin/pip install nosuchpkg\n      exit 1  ERROR: No matching" in shown
+    assert f"steps    8 in {row['atif_path']} (ATIF)" in shown
+    assert "[2] step 5 $ /opt/envs/heuristic/bin/pip install nosuchpkg\n      exit 1  ERROR: No matching" in shown
     # The viewer reads the attempt's own file, not a rebuild: a mark put in the file shows.
     doc = json.loads((out / row["atif_path"]).read_text())
     doc["extra"]["mark"] = "read from the file"

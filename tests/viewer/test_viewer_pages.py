@@ -117,8 +117,8 @@ def test_a_person_browses_the_sweep(served, sweep, page):
     page.locator("#matrix a.sq").first.click()
     page.wait_for_url("**/trial?*")
     steps = page.locator(".step")
-    assert steps.count() == 7
-    assert "pip install nosuchpkg" in steps.nth(3).inner_text() and "exit 1" in steps.nth(3).inner_text()
+    assert steps.count() == 8  # the prompt's two parts, three execs, three commands the first announced
+    assert "pip install nosuchpkg" in steps.nth(4).inner_text() and "exit 1" in steps.nth(4).inner_text()
     assert page.locator("ul.files a", has_text="trajectory.json").count() == 1
     # A log: the agent's full log streams as text.
     page.locator("ul.files li", has_text="agent log").locator("a").first.click()
@@ -132,7 +132,7 @@ def test_a_person_browses_the_sweep(served, sweep, page):
     page.wait_for_url("**/compare?*")
     compare = page.locator("main").inner_text()
     assert "noop" in compare and STEPS_AGENT in compare
-    assert page.locator(".step").count() >= 7  # the steps agent's trajectory beside noop's
+    assert page.locator(".step").count() >= 8  # the steps agent's trajectory beside noop's
 
 
 def _pages(sweep_id: str, trial_id: str) -> dict[str, str]:
