@@ -305,12 +305,13 @@ def _metrics(request: dict) -> dict:
 
 def _add_metrics(step: dict, request: dict) -> None:
     more = _metrics(request)
+    own = 1 if "metrics" in step else 0  # the step's own request, already on it
     metrics = step.setdefault("metrics", {})
     for key in ("prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd"):
         if more.get(key) is not None:
             metrics[key] = metrics.get(key, 0) + more[key]
     extra = metrics.setdefault("extra", {})
-    extra["model_requests"] = extra.get("model_requests", 1) + 1
+    extra["model_requests"] = extra.get("model_requests", own) + 1
 
 
 def _pair_by_time(b: _Builder, requests: list[dict]) -> tuple[int, int]:

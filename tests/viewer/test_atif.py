@@ -114,7 +114,7 @@ def test_codex_steps_get_their_requests_by_arrival_time():
     # Each step: the latest request that ended before its event arrived (the command's: before it
     # started); the request ending at 17.5 made no step and joins the step running then.
     assert [s["metrics"]["prompt_tokens"] for s in (command, change, message)] == [100, 500, 400]
-    assert change["metrics"]["extra"]["model_requests"] == 2
+    assert change["metrics"]["extra"]["model_requests"] == 2  # its own and the one that made no step
     assert command["reasoning_content"] == "check the README" and message["model_name"] == "gpt-5.1-codex"
     assert doc["extra"]["metrics_attribution"] == ("by time: 3 of 4 answered model requests on the first step whose "
                                                    "event arrived after the request ended; 1 made no step and are "
@@ -124,3 +124,21 @@ def test_codex_steps_get_their_requests_by_arrival_time():
     assert sum(m["cost_usd"] for m in steps) == pytest.approx(doc["final_metrics"]["total_cost_usd"])
     # Without the times line: no step gets metrics (the earlier test), never a guess.
     assert not any("metrics" in s for s in trajectory({**ROW, "agent_kind": "codex"}, CODEX, lines(*log))["steps"])
+
+
+def test_polls_while_a_command_runs_join_its_step():
+    """One answer made a message and a command (the message's step holds it); three polls of the
+    running command answer while it runs: the command's step holds those three."""
+    events = [{"type": "item.completed", "item": {"id": "i1", "type": "agent_message", "text": "Creating the venv."}},
+              {"type": "item.started", "item": {"id": "i2", "type": "command_execution", "command": "pip install x"}},
+              {"type": "item.completed", "item": {"id": "i2", "type": "command_execution", "command": "pip install x",
+                                                  "aggregated_output": "ok", "exit_code": 0}}]
+    transcript = lines(*events, {"type": "reb_ray.received_at", "times": [2.0, 2.1, 60.0]})
+    log = [{"type": "request", "started_at": start, "duration_s": 0.5, "api": "openai_responses", "status": 200,
+            "cost_usd": cost, "usage": {"input_tokens": inp, "output_tokens": 1}}
+           for start, inp, cost in ((1.0, 2300, 0.5), (20.0, 10, 0.01), (30.0, 10, 0.01), (40.0, 10, 0.01))]
+    doc = trajectory({**ROW, "agent_kind": "codex"}, transcript, lines(*log))
+    message, command = doc["steps"][1:]
+    assert message["metrics"]["prompt_tokens"] == 2300 and "model_requests" not in message["metrics"].get("extra", {})
+    assert command["metrics"]["prompt_tokens"] == 30 and command["metrics"]["extra"]["model_requests"] == 3
+    assert command["metrics"]["cost_usd"] == pytest.approx(0.03)
