@@ -8,6 +8,12 @@ the plots (`analysis.plots`, embedded as base64 PNG data URIs), the analysis sec
 (`analysis.drilldown`: stage statuses and reasons, log head and tail, report.json, tokens and
 cost, relative links to the stored agent log, transcript and stage logs).
 
+The report is for small runs; a large one (or one still running) is browsed with the viewer,
+`reb-ray view OUTPUT`: the report names that command for its results directory and links each
+sweep to the viewer's matrix at the default address (VIEWER_URL, live once the command runs).
+Stages no task of a sweep applies (no agent has an applicable trial of them: a CPU-only suite's
+C2..C4) are left out of that sweep's tables and trial badges, not shown as columns of "-".
+
 Self-contained and inert: no script, no external resource (no CDN, no font, no fetch), and a
 Content-Security-Policy (`CSP`) that forbids both, so the file can be mailed or archived and
 opened anywhere. Every value is escaped by the template (jinja2 autoescape on, never `|safe`),
@@ -18,7 +24,10 @@ and terminal control and bidirectional-override characters are shown as escapes
 from __future__ import annotations
 
 import base64
+import re
+import shlex
 import tempfile
+from urllib.parse import urlencode
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +48,49 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 TEMPLATE = "report.html.j2"
 #: No script runs and nothing is fetched; images only from data: URIs, styles only inline.
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+#: Where `reb-ray view` serves by default (reb_ray/cli/view.py: 127.0.0.1, port 8765).
+VIEWER_URL = "http://127.0.0.1:8765"
+#: Stages that apply to every task (C0: every repository; C5: every report) and are never left out.
+ALWAYS = ("c0", "c5")
+
+
+def applied_stages(analysis: Analysis, sweep_id) -> list[str]:
+    """The stages of STAGES some task of the sweep applies: C0 and C5 always, C1..C4 when some
+    agent has a scored trial on a task that applies it."""
+    agents = analysis.stats.run.agents(sweep_id)
+    applied = []
+    for stage in STAGES:
+        try:
+            used = any(analysis.stats.stage(sweep_id, agent, stage).tasks > 0 for agent in agents)
+        except KeyError:
+            used = False
+        if stage in ALWAYS or used:
+            applied.append(stage)
+    return applied
+
+
+def _mentions(text: str, labels: list[str]) -> bool:
+    return any(re.search(rf"(?<![A-Za-z0-9]){re.escape(label)}(?![0-9])", text) for label in labels)
+
+
+def without_stages(headers: list[str], rows: list[list[str]], labels: list[str]) -> tuple[list[str], list[list[str]]]:
+    """`headers` and `rows` without the columns whose header names one of `labels` (C2, $/C2 ok, ...)."""
+    keep = [i for i, h in enumerate(headers) if not _mentions(h, labels)]
+    return [headers[i] for i in keep], [[row[i] for i in keep if i < len(row)] for row in rows]
+
+
+def _section_without(section: Any, labels: list[str]) -> Any:
+    """A section with the stages of `labels` left out: its table columns, or its lines about them."""
+    import dataclasses
+
+    if not labels:
+        return section
+    if section.headers:
+        headers, rows = without_stages(section.headers, section.rows, labels)
+        return dataclasses.replace(section, headers=headers, rows=rows)
+    if section.key in ("comparisons", "frontiers"):
+        return dataclasses.replace(section, lines=[x for x in section.lines if not _mentions(x, labels)])
+    return section
 
 
 def _environment() -> Any:
@@ -82,15 +134,22 @@ def context(output_dir: Path, trials: pa.Table, stages: pa.Table | None, analysi
     details = trial_details(output_dir, trials, stages, analysis.stats.run, html_path.parent)
     sweeps = []
     for sweep_id in sorted({r["run_id"] for r in rows}, key=lambda s: (s is None, s or "")):
+        applied = applied_stages(analysis, sweep_id)
+        omitted = [LABELS[s] for s in STAGES if s not in applied]
+        headers, cells = without_stages(list(HEADERS), [row_cells(r) for r in rows if r["run_id"] == sweep_id], omitted)
         sweeps.append({
             "id": sweep_id,
-            "headers": list(HEADERS),
-            "rows": [row_cells(r) for r in rows if r["run_id"] == sweep_id],
-            "sections": sweep_sections(analysis, sweep_id),
+            "headers": headers,
+            "rows": cells,
+            "sections": [_section_without(x, omitted) for x in sweep_sections(analysis, sweep_id)],
             "plots": images.get(sweep_id, []),
             "trials": [d for d in details if d["sweep_id"] == sweep_id],
+            "stages": applied,
+            "omitted": omitted,
+            "viewer": f"{VIEWER_URL}/matrix?{urlencode({'sweep': sweep_id})}" if sweep_id is not None else VIEWER_URL,
         })
     return {"title": f"reb-ray report: {output_dir.name}", "output_dir": str(output_dir), "version": reb_ray.__version__,
+            "view_command": f"reb-ray view {shlex.quote(str(output_dir))}", "viewer_url": VIEWER_URL,
             "csp": CSP, "legend": LEGEND, "sweeps": sweeps, "plots_note": plots_note, "stages": STAGES,
             "labels": LABELS, "seed": analysis.seed, "resamples": analysis.resamples}
 

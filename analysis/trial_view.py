@@ -3,9 +3,11 @@
 `show_trial(output_dir, trial_id)` prints, for the trial's current attempt (or `attempt`): its
 status and whose failure it was, every attempt's outcome, the agent (kind, model, version,
 exit code, time, the limit that fired), the LLM side (requests, failures, tokens, cost and the
-CLI's own figures), the commands it ran with their exit codes (from the stored transcript,
-reb_ray/llm/transcript.py; else the environment manifest's `commands` list, read from the
-agent's full log at capture; else the end of that log), its report, the environment it left
+CLI's own figures), the commands it ran with their exit codes (from the attempt's own ATIF
+trajectory `trajectory.json`, with the tokens and cost of each model turn where the proxy's
+requests could be paired with them; for a run written before attempts wrote one, from the
+stored transcript, reb_ray/llm/transcript.py; else the environment manifest's `commands` list,
+read from the agent's full log at capture; else the end of that log), its report, the environment it left
 (manifest and digest; the kept image, when kept, and whether the disk budget removed it
 since; each rebuild verification of it), what the reported
 interpreter is with the start-up hooks and suspicious actions recorded (python_path_kind,
@@ -88,7 +90,57 @@ def _llm_lines(row: dict) -> list[str]:
     ]
 
 
+def _atif_call(step: dict, call: dict) -> tuple[str, str, str]:
+    """(what ran, its status, the start of its output) of one tool call of an ATIF step."""
+    arguments = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
+    what = arguments.get("command") if isinstance(arguments.get("command"), str) else \
+        f"{call.get('function_name')} {json.dumps(arguments, ensure_ascii=False)}"
+    results = (step.get("observation") or {}).get("results") or []
+    result = next((r for r in results if isinstance(r, dict) and r.get("source_call_id") == call.get("tool_call_id")), {})
+    extra = result.get("extra") or {}
+    status = (f"exit {extra['exit_code']}" if extra.get("exit_code") is not None else "failed" if extra.get("is_error")
+              else "exit ?" if not result else "done")
+    if extra.get("timed_out"):
+        status += " (timed out)"
+    content = result.get("content") if isinstance(result.get("content"), str) else ""
+    return str(what), status, " | ".join(content.strip().splitlines()[:3])
+
+
+def _atif_lines(output_dir: Path, row: dict) -> list[str] | None:
+    """The commands and model turns of the attempt's trajectory.json; None when it has none
+    stored, or it is unreadable (then the older sources are read)."""
+    rel = row.get("atif_path")
+    if not rel:
+        return None
+    try:
+        with open(output_dir / rel, "rb") as f:
+            doc = json.loads(f.read(READ_LIMIT))
+        steps = [s for s in doc["steps"] if isinstance(s, dict)]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    agent = [s for s in steps if s.get("source") == "agent"]
+    calls = [(s, c) for s in agent for c in s.get("tool_calls") or [] if isinstance(c, dict)]
+    metered = [s["metrics"] for s in agent if isinstance(s.get("metrics"), dict)]
+    turns = f"{len(metered)} with the proxy's tokens and cost" if metered else \
+        (doc.get("extra") or {}).get("metrics_attribution") or "none metered"
+    lines = [f"steps    {len(steps)} in {rel} (ATIF); {len(agent)} agent step(s), model turns: {turns}",
+             f"commands ({len(calls)}, from the trajectory):"]
+    for i, (step, call) in enumerate(calls[:MAX_COMMANDS]):
+        what, status, output = _atif_call(step, call)
+        lines.append(f"  [{i}] step {step.get('step_id')} $ {what.strip()[:300]}")
+        metrics = step.get("metrics") or {}
+        cost = f"  (in {_fmt(metrics.get('prompt_tokens'))}, out {_fmt(metrics.get('completion_tokens'))}, " \
+               f"{_usd(metrics.get('cost_usd'))})" if metrics and call is step["tool_calls"][0] else ""
+        lines.append(f"      {status}" + (f"  {output[:200]}" if output else "") + cost)
+    if len(calls) > MAX_COMMANDS:
+        lines.append(f"  ... {len(calls) - MAX_COMMANDS} more")
+    return lines
+
+
 def _command_lines(output_dir: Path, row: dict) -> list[str]:
+    from_atif = _atif_lines(output_dir, row)
+    if from_atif is not None:
+        return from_atif
     data, why = _read_artifact(output_dir, row.get("trajectory_path"))
     found = commands(data) if data else []
     if found:
@@ -277,7 +329,8 @@ def _attempt(row: dict) -> str:
     return f"{row['attempt']} {row['status']}" + (f" {category}" if category else "")
 
 
-_TRIAL_FILES = (("agent log", "agent_log_path"), ("transcript", "trajectory_path"), ("request log", "llm_log_path"),
+_TRIAL_FILES = (("agent log", "agent_log_path"), ("transcript", "trajectory_path"), ("trajectory", "atif_path"),
+                ("request log", "llm_log_path"),
                 ("network log", "network_log_path"), ("env manifest", "env_manifest_path"))
 
 

@@ -76,6 +76,28 @@ def _expected(script: dict, kind: str) -> dict:
     return script_from(script).total_usage().only(REPORTED_FIELDS[API[kind]]).as_dict()
 
 
+def _check_atif(output: Path, row: dict) -> None:
+    """The attempt's trajectory.json conforms, its totals are the row's, and every model request
+    stands on a step with its tokens and cost (claude and mini-swe-agent: one per model turn;
+    codex, whose events mark no turns: by the events' arrival times, its polls of a running
+    command on that command's step), summing to the row's."""
+    from reb_ray.llm.atif import validate
+
+    doc = json.loads((output / row["atif_path"]).read_text())
+    assert validate(doc) == [], row["agent"]
+    final = doc["final_metrics"]
+    assert (final["total_prompt_tokens"], final["total_completion_tokens"], final["total_cost_usd"]) == (
+        row["input_tokens"], row["output_tokens"], row["cost_usd"])
+    calls = [c for s in doc["steps"] for c in s.get("tool_calls") or []]
+    assert any("venv" in json.dumps(c["arguments"]) for c in calls), row["agent"]  # the script's commands are steps
+    metered = [s["metrics"] for s in doc["steps"] if "metrics" in s]
+    requests = sum((m.get("extra") or {}).get("model_requests", 1) for m in metered)  # codex's polls join a step
+    assert requests == row["llm_requests"], (row["agent"], doc["extra"].get("metrics_attribution"))
+    assert sum(m["prompt_tokens"] for m in metered) == row["input_tokens"]
+    assert sum(m["completion_tokens"] for m in metered) == row["output_tokens"]
+    assert sum(m["cost_usd"] for m in metered) == pytest.approx(row["cost_usd"])
+
+
 def test_three_real_clis_solve_the_task_a_false_claim_is_caught_and_a_429_storm_is_infra(
         tmp_path, sandbox_image, installed_toolchain, ray_local, real_key, endpoints):  # noqa: F811
     from reb_ray.sweep.run import run_sweep
@@ -117,6 +139,7 @@ def test_three_real_clis_solve_the_task_a_false_claim_is_caught_and_a_429_storm_
             row["input_tokens"], row["output_tokens"]), name
         if row["agent_reported_cost_usd"] is not None:  # claude's list price, litellm's: the same as ours
             assert row["agent_reported_cost_usd"] == pytest.approx(row["cost_usd"], rel=1e-3), name
+        _check_atif(config.output, row)
     # claude-sonnet-4-5 by hand: $3 input, $0.30 cached, $3.75 cache write, $15 output per million.
     claude = rows["claude"][0]
     assert (claude["input_tokens"], claude["cached_input_tokens"], claude["cache_write_tokens"],

@@ -9,6 +9,12 @@ TRANSCRIPT_BYTES / 2 of the lines, whole lines only, with one marker line
 `{"type": "reb_ray.dropped", "lines": N, "bytes": B}` where lines were cut. A line longer than
 LINE_BYTES is neither parsed nor kept (counted in `overlong_lines`): memory stays bounded
 whatever the CLI prints.
+
+Each kept line's arrival time (epoch seconds, this host's clock, as the LLM proxy stamps its
+requests) is kept too; `transcript(with_times=True)` ends with one more line,
+`{"type": "reb_ray.received_at", "times": [t, ...]}`, one time per line before it (null for
+the marker). The ATIF trajectory pairs the proxy's requests with the events they produced by
+these times when a CLI's events mark no turns (codex).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import collections
 import json
 import threading
+import time
 from typing import Callable
 
 TRANSCRIPT_BYTES = 16 * 1024 * 1024
@@ -35,8 +42,10 @@ class JsonLines:
         self._partial = bytearray()
         self._skipping = False  # inside an overlong line: drop until its newline
         self._head: list[bytes] = []
+        self._head_times: list[float] = []
         self._head_size = 0
         self._tail: collections.deque[bytes] = collections.deque()
+        self._tail_times: collections.deque[float] = collections.deque()
         self._tail_size = 0
         self._dropped_lines = self._dropped_bytes = 0
         self.events = self.non_json_lines = self.overlong_lines = 0
@@ -96,26 +105,34 @@ class JsonLines:
             pass
 
     def _keep(self, line: bytes) -> None:
+        now = round(time.time(), 3)
         if self._head_size + len(line) <= self._half and not self._tail:
             self._head.append(line)
+            self._head_times.append(now)
             self._head_size += len(line)
             return
         self._tail.append(line)
+        self._tail_times.append(now)
         self._tail_size += len(line)
         while self._tail_size > self._half and self._tail:
             gone = self._tail.popleft()
+            self._tail_times.popleft()
             self._tail_size -= len(gone)
             self._dropped_lines += 1
             self._dropped_bytes += len(gone)
 
-    def transcript(self) -> bytes | None:
-        """The kept lines as JSON Lines bytes (see the module docstring); None when the CLI
-        printed no JSON event at all."""
+    def transcript(self, with_times: bool = False) -> bytes | None:
+        """The kept lines as JSON Lines bytes (see the module docstring), with their arrival
+        times as a last line when `with_times`; None when the CLI printed no JSON event at all."""
         with self._lock:
             if not self._head and not self._tail:
                 return None
-            marker = []
+            marker: list[bytes] = []
             if self._dropped_lines:
                 marker = [json.dumps({"type": "reb_ray.dropped", "lines": self._dropped_lines,
                                       "bytes": self._dropped_bytes}).encode() + b"\n"]
-            return b"".join([*self._head, *marker, *self._tail])
+            times: list[bytes] = []
+            if with_times:
+                listed = [*self._head_times, *([None] if marker else []), *self._tail_times]
+                times = [json.dumps({"type": "reb_ray.received_at", "times": listed}).encode() + b"\n"]
+            return b"".join([*self._head, *marker, *self._tail, *times])

@@ -120,7 +120,7 @@ class LlmCliAgent(Agent):
         stderr = finish.output.strip()
         if stderr:
             run.output = f"{run.output.rstrip()}\n[{self.cli} stderr, last {STDERR_TAIL_BYTES} bytes at most]\n{stderr}\n"
-        run.agent_version, run.transcript = version, events.transcript()
+        run.agent_version, run.transcript = version, events.transcript(with_times=True)
         run.reported_usage = session.reported_usage()
         if run.reported_usage:
             run.input_tokens = run.reported_usage.get("input_tokens")

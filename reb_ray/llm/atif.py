@@ -14,17 +14,30 @@ How each transcript shape becomes steps (`steps_of`):
 - reb-ray's `{"type": "command", ...}` records (the `command` agent and the built-in baselines):
   one agent step per command, its tool call `bash` and its output as the observation.
 - codex `exec --json`: reasoning items become the next agent step's reasoning, agent messages
-  its message, `command_execution` and `file_change` items tool calls with their output.
+  its message, `command_execution` and `file_change` items tool calls with their output; an
+  `error` item (codex's own warning) a system step.
 - claude `stream-json`: one agent step per assistant message id (its text, thinking and
   tool_use blocks), each `tool_result` the observation of the step holding its call.
-- Chat Completions messages (mini-swe-agent, NexAU): system and user messages become system and
+- Chat Completions messages (mini-swe-agent): system and user messages become system and
   user steps, each assistant message an agent step, each tool message an observation.
+- NexAU's recorder events (`model_call`, `tool`, `error`): each model call an agent step with
+  its tool calls (ids made up as `nexau-<n>`, NexAU gives none), each tool event the
+  observation of the oldest unanswered call of that tool name.
+- reb-ray's cut markers (`reb_ray.cut`, `reb_ray.dropped`): a system step saying what was not kept.
 
 Token counts and cost per step: the proxy counted every model request; when the transcript's
 model turns (claude messages, chat assistant messages) are exactly as many as the proxy's
 answered model requests, they are paired in order and each agent step carries its request's
-`metrics`. Otherwise (codex reports no turn boundaries; a transcript cut at its size limit)
-no step gets metrics rather than wrong ones, and `extra.metrics_attribution` says why. The
+`metrics`. Otherwise (codex reports no turn boundaries), when the transcript carries its events'
+arrival times (reb-ray's `reb_ray.received_at` line, reb_ray.agents.cli_events), each request is
+paired by time: an agent step belongs to the latest request that ended before its event arrived
+(within TIME_SLACK_S; a command's step is timed by its `item.started` event, when the command
+began), and each request's metrics go on the first step that belongs to it. A request whose
+answer made no step of its own (codex asking the model while a command runs, to poll it) is
+added to the metrics of the step that was running when it ended (its `extra.model_requests`
+counts them); one before any step stays in the totals only. `extra.metrics_attribution` counts
+each kind. Without times no step gets metrics rather
+than wrong ones, and `extra.metrics_attribution` says why. The
 totals (`final_metrics`) are always the trials row's, the proxy's meter: unknown is absent,
 never 0.
 
@@ -35,12 +48,15 @@ agent's log.
 
 from __future__ import annotations
 
+import bisect
 import json
 from typing import Any
 
 SCHEMA_VERSION = "ATIF-v1.7"
 TEXT_CHARS = 20_000
 SOURCES = ("system", "user", "agent")
+#: Seconds an event may seem to arrive before its request ended (two clocks of one host).
+TIME_SLACK_S = 0.05
 _AGENT_ONLY = ("model_name", "reasoning_content", "tool_calls", "metrics")
 
 
@@ -84,6 +100,9 @@ class _Builder:
         self.pending_reasoning: list[str] = []
         self.session: str | None = None
         self.model: str | None = None
+        self.now: float | None = None  # arrival time of the event being read (None: not recorded)
+        self.times: list[float | None] = []  # per step, the arrival time of the event that made it
+        self.item_started: dict[str, float | None] = {}  # codex item id -> arrival of its item.started
 
     def step(self, source: str, message: str = "", **fields) -> dict:
         step = {"step_id": len(self.steps) + 1, "source": source, "message": ""}
@@ -93,6 +112,7 @@ class _Builder:
             self.pending_reasoning = []
         step.update({k: v for k, v in fields.items() if v is not None})
         self.steps.append(step)
+        self.times.append(self.now)
         return step
 
     def call(self, step: dict, call_id: str, name: str, arguments: dict) -> None:
@@ -117,7 +137,32 @@ def _own_command(b: _Builder, event: dict) -> None:
     step = b.step("agent", "")
     b.call(step, call_id, "bash", {"command": str(event.get("command"))})
     code = event.get("exit_code")
-    b.observe(call_id, _text(event.get("output")), {"exit_code": code} if code is not None else None)
+    extra = {k: event[k] for k in ("exit_code", "timed_out", "duration_s") if event.get(k) is not None}
+    if event.get("within"):
+        step["extra"] = {"within": event["within"]}
+    b.observe(call_id, _text(event.get("output")), extra or None)
+
+
+def _nexau(b: _Builder, event: dict, unanswered: list[tuple[str, str]]) -> None:
+    kind = event.get("type")
+    if kind == "model_call":
+        step = b.step("agent", _text(event.get("text")))
+        b.llm_turns.append(step)
+        for call in event.get("tool_calls") or []:
+            if not isinstance(call, dict):
+                continue
+            call_id, name = f"nexau-{len(b.calls) + 1}", str(call.get("name"))
+            given = call.get("arguments")
+            b.call(step, call_id, name, given if isinstance(given, dict) else {"value": given})
+            unanswered.append((call_id, name))
+    elif kind == "tool":
+        name = str(event.get("name"))
+        match = next((c for c in unanswered if c[1] == name), None)
+        if match is not None:
+            unanswered.remove(match)
+        b.observe(match[0] if match else None, _text(event.get("output")))
+    elif kind == "error":
+        b.step("system", f"NexAU stopped with an error: {_text(event.get('error'))}")
 
 
 def _codex(b: _Builder, event: dict) -> None:
@@ -125,10 +170,14 @@ def _codex(b: _Builder, event: dict) -> None:
     if kind == "thread.started":
         b.session = event.get("thread_id") or b.session
         return
-    if kind != "item.completed" or not isinstance(event.get("item"), dict):
+    if kind not in ("item.started", "item.completed") or not isinstance(event.get("item"), dict):
         return
     item = event["item"]
     itype, call_id = item.get("type"), str(item.get("id") or f"item-{len(b.calls) + 1}")
+    if kind == "item.started":  # a command's step is timed by its start (its completion may be minutes later)
+        b.item_started[call_id] = b.now
+        return
+    b.now = b.item_started.get(call_id, b.now)
     if itype == "reasoning":
         b.pending_reasoning.append(_text(item.get("text")))
     elif itype == "agent_message":
@@ -138,6 +187,8 @@ def _codex(b: _Builder, event: dict) -> None:
         b.call(step, call_id, "bash", {"command": str(item.get("command"))})
         code = item.get("exit_code")
         b.observe(call_id, _text(item.get("aggregated_output")), {"exit_code": code} if code is not None else None)
+    elif itype == "error":
+        b.step("system", f"codex: {_text(item.get('message'))}")
     elif itype in ("file_change", "mcp_tool_call", "web_search", "todo_list"):
         step = b.step("agent", "")
         arguments = {k: v for k, v in item.items() if k not in ("id", "type")}
@@ -207,18 +258,28 @@ def steps_of(transcript: bytes | None) -> _Builder:
     """The steps of a transcript (the shapes in the module docstring), in order."""
     b = _Builder()
     claude_ids: dict[str, dict] = {}
-    for event in _events(transcript):
+    nexau_calls: list[tuple[str, str]] = []
+    events = _events(transcript)
+    times = events.pop()["times"] if events and events[-1].get("type") == "reb_ray.received_at" \
+        and isinstance(events[-1].get("times"), list) else []
+    for i, event in enumerate(events):
+        b.now = times[i] if i < len(times) and isinstance(times[i], (int, float)) else None
         kind = event.get("type")
         if kind == "command" and isinstance(event.get("command"), str):
             _own_command(b, event)
-        elif kind in ("thread.started", "item.completed"):
+        elif kind in ("thread.started", "item.started", "item.completed"):
             _codex(b, event)
         elif kind in ("system", "assistant", "user") and isinstance(event.get("message", {}), dict):
             _claude(b, event, claude_ids)
         elif kind == "message" or (kind is None and event.get("role") in ("system", "user", "assistant", "tool")):
             _chat(b, event)
+        elif kind in ("model_call", "tool", "error"):
+            _nexau(b, event, nexau_calls)
         elif kind == "reb_ray.cut":
             b.step("system", f"reb-ray: the transcript was cut here; {event.get('dropped_bytes')} more bytes not kept")
+        elif kind == "reb_ray.dropped":
+            b.step("system", f"reb-ray: {event.get('lines')} lines ({event.get('bytes')} bytes) of the CLI's events "
+                             "were not kept here")
     return b
 
 
@@ -242,16 +303,65 @@ def _metrics(request: dict) -> dict:
     return metrics
 
 
-def trajectory(row: dict, transcript: bytes | None, request_log: bytes | None) -> dict:
+def _add_metrics(step: dict, request: dict) -> None:
+    more = _metrics(request)
+    own = 1 if "metrics" in step else 0  # the step's own request, already on it
+    metrics = step.setdefault("metrics", {})
+    for key in ("prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd"):
+        if more.get(key) is not None:
+            metrics[key] = metrics.get(key, 0) + more[key]
+    extra = metrics.setdefault("extra", {})
+    extra["model_requests"] = extra.get("model_requests", own) + 1
+
+
+def _pair_by_time(b: _Builder, requests: list[dict]) -> tuple[int, int]:
+    """Put each request's metrics on the first agent step whose event arrived after it ended,
+    then each request left over on the step running when it ended (the module docstring's
+    rule); returns (requests on a step of their own, requests added to a running step)."""
+    ends = sorted(((r.get("started_at") or 0.0) + (r.get("duration_s") or 0.0), i) for i, r in enumerate(requests))
+    keys = [end for end, _ in ends]
+    timed = [(at, step) for step, at in zip(b.steps, b.times) if step["source"] == "agent" and at is not None]
+    taken: set[int] = set()
+    for at, step in timed:
+        k = bisect.bisect_right(keys, at + TIME_SLACK_S) - 1
+        if k < 0 or ends[k][1] in taken:
+            continue
+        request = requests[ends[k][1]]
+        taken.add(ends[k][1])
+        metrics = _metrics(request)
+        if metrics:
+            step["metrics"] = metrics
+        if request.get("model"):
+            step.setdefault("model_name", request["model"])
+    added = 0
+    starts = [at for at, _ in timed]
+    for end, i in ends:
+        if i in taken:
+            continue
+        k = bisect.bisect_right(starts, end + TIME_SLACK_S) - 1
+        if k >= 0:
+            _add_metrics(timed[k][1], requests[i])
+            added += 1
+    return len(taken), added
+
+
+def trajectory(row: dict, transcript: bytes | None, request_log: bytes | None,
+               prompt: tuple[str, str] | None = None) -> dict:
     """The ATIF document of one attempt: `row` its trials row (a dict), `transcript` and
-    `request_log` the decompressed artifacts (None: not kept)."""
+    `request_log` the decompressed artifacts (None: not kept). `prompt`: the (system, task)
+    parts the agent was given, when known (the attempt writing its own file): its first steps,
+    a system and a user step; else one user step naming the prompt by its digest."""
     b = steps_of(transcript)
-    prompt = (f"reb-ray task prompt for {row.get('task_id')} (sha256 {row.get('prompt_sha256') or 'unknown'};"
-              " rendered from the prompt template, not stored per attempt)")
-    user = {"step_id": 1, "source": "user", "message": prompt}
-    steps = [user] + b.steps
-    if len(steps) == 1 and row.get("agent_output_tail"):
-        steps.append({"step_id": 2, "source": "agent", "message": _cut(row["agent_output_tail"], {}, "message"),
+    if prompt is not None:
+        first = [{"step_id": 1, "source": "system", "message": prompt[0]},
+                 {"step_id": 2, "source": "user", "message": prompt[1]}]
+    else:
+        first = [{"step_id": 1, "source": "user", "message": (
+            f"reb-ray task prompt for {row.get('task_id')} (sha256 {row.get('prompt_sha256') or 'unknown'};"
+            " rendered from the prompt template, not stored per attempt)")}]
+    steps = first + b.steps
+    if len(steps) == len(first) and row.get("agent_output_tail"):
+        steps.append({"step_id": len(steps) + 1, "source": "agent", "message": _cut(row["agent_output_tail"], {}, "message"),
                       "extra": {"from": "agent_output_tail (no transcript kept)"}})
     for i, step in enumerate(steps, start=1):
         step["step_id"] = i
@@ -268,6 +378,14 @@ def trajectory(row: dict, transcript: bytes | None, request_log: bytes | None) -
                 step["metrics"] = metrics
             step.setdefault("model_name", request.get("model"))
         extra["metrics_attribution"] = "one proxy request per model turn, in order"
+    elif requests and any(t is not None for t in b.times):
+        paired, added = _pair_by_time(b, requests)
+        left = len(requests) - paired - added
+        extra["metrics_attribution"] = (f"by time: {paired} of {len(requests)} answered model requests on the first "
+                                        "step whose event arrived after the request ended"
+                                        + (f"; {added} made no step and are added to the step running when they "
+                                           "ended" if added else "")
+                                        + (f"; {left} before any step (in the totals only)" if left else ""))
     elif requests:
         extra["metrics_attribution"] = (f"not per step: {len(requests)} answered model requests against "
                                         f"{len(b.llm_turns)} model turns in the transcript; totals only")

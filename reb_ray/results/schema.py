@@ -203,6 +203,7 @@ TRIALS_SCHEMA = pa.schema(
         ("env_disk_budget_bytes", pa.int64()),  # the node's budget for kept images, bytes, applied after this attempt's keep (null: not applied)
         ("env_evicted", _strings),  # tags of other attempts' kept images that budget removed (oldest first)
         ("env_node_kept_bytes", pa.int64()),  # bytes the node's kept images' own layers hold after it
+        ("atif_path", pa.string()),  # the attempt's trajectory in ATIF (trajectory.json, plain JSON), relative to the output dir (reb_ray.trial.atif_file)
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

@@ -47,6 +47,7 @@ def run_agent_phase(rec: TrialRecorder, sandbox: Sandbox, agent: Agent, ctx: Age
     with rec.full_log("agent") as log, watch_limits(sandbox) as watch, \
             llm.watch_auth(sandbox.kill_leftovers) as auth:
         tapped = TappedSandbox(sandbox, log)
+        rec.agent_commands, rec.agent_prompt = tapped.commands, ctx.prompt  # for trajectory.json (atif_file)
         try:
             run = agent.run(tapped, ctx)
         except RebRayError:

@@ -8,9 +8,10 @@ host where the trial runs (memory stays bounded whatever the command prints):
     <output>/artifacts/sweep_id=<id>/<URI-encoded trial_id>/<attempt>/<stage>.log.gz
 
 An LLM agent's trajectory goes beside them (`TrialLlm`): the CLI's own
-transcript `trajectory.jsonl.gz` and the proxy's request log `llm_requests.jsonl.gz`.
+transcript `trajectory.jsonl.gz` and the proxy's request log `llm_requests.jsonl.gz`; every
+attempt whose agent ran has its trajectory in ATIF, `trajectory.json` (reb_ray.trial.atif_file).
 Rows carry the path relative to `<output>` (`stages.log_path`, `trials.agent_log_path`,
-`trials.trajectory_path`, `trials.llm_log_path`). A file
+`trials.trajectory_path`, `trials.llm_log_path`, `trials.atif_path`). A file
 is written under a hidden `.part` name and renamed when its exec ends, so the path in a row
 never names a torn file. Each attempt may write at most `budget_bytes` compressed bytes over
 all its logs (default 64 MiB, exceeded by at most one compressor buffer); past it a log is cut
@@ -207,7 +208,7 @@ def store(output_dir: Path, files: dict[str, bytes]) -> None:
 
 
 #: Row columns that name an artifact (cleared when the attempt's logs are lost).
-PATH_COLUMNS = ("log_path", "agent_log_path", "trajectory_path", "llm_log_path", "network_log_path")
+PATH_COLUMNS = ("log_path", "agent_log_path", "trajectory_path", "llm_log_path", "atif_path", "network_log_path")
 
 
 def deliver(outcome, staging: Path, output_dir: Path, ship: bool) -> None:

@@ -69,6 +69,8 @@ class TrialRecorder:
         self.stages: list[dict] = []
         self.artifacts: TrialArtifacts | None = None  # where full output logs go (set by run_trial)
         self.trajectory_hits: list[str] = []  # suspicious commands of the agent's transcript (reb_ray.grading.startup)
+        self.agent_commands: list[dict] | None = None  # the agent's execs (TappedSandbox.commands); None: it never ran
+        self.agent_prompt = None  # the Prompt the agent was given (reb_ray.agents.prompt); None: it never ran
 
     @contextmanager
     def full_log(self, name: str | None) -> Iterator[LogArtifact | None]:

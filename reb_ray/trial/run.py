@@ -34,7 +34,7 @@ from reb_ray.models.sweep import TrialSpec
 from reb_ray.redact import Redactor
 from reb_ray.sandbox import Sandbox, SandboxConfig
 from reb_ray.sandbox import package_cache
-from reb_ray.trial import artifacts
+from reb_ray.trial import artifacts, atif_file
 from reb_ray.trial.agent_phase import run_agent_phase
 from reb_ray.trial.artifacts import TrialArtifacts
 from reb_ray.trial.between_phases import run_between_phases
@@ -102,6 +102,7 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
     finally:
         env_phase.settle()  # environment artifacts: keep the committed image or remove it
         p.close(rec)  # every part opened, in order, whichever phase failed
+        rec.row.update(atif_file.write(rec, rec.agent_commands, redactor))  # trajectory.json (ATIF)
     rec.row["trial_wall_time_s"] = time.monotonic() - t0
     outcome = rec.outcome(redactor)
     artifacts.deliver(outcome, staging, spec.config.output.resolve(), ship_artifacts)

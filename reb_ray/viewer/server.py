@@ -194,13 +194,15 @@ def _required(request: web.Request, *names: str) -> list[str]:
 
 
 def trajectory_of(run: Run, row: dict) -> dict:
-    """The ATIF document of an attempt, built from its stored transcript and request log."""
+    """The ATIF document of an attempt: its own trajectory.json, else built from its stored
+    transcript and request log (a run written before attempts wrote one)."""
     from reb_ray.viewer.trajectories import of_attempt
 
     return of_attempt(run, row)
 
 
-_TRIAL_FILES = (("agent log", "agent_log_path"), ("transcript", "trajectory_path"), ("LLM request log", "llm_log_path"),
+_TRIAL_FILES = (("agent log", "agent_log_path"), ("transcript", "trajectory_path"), ("trajectory (ATIF)", "atif_path"),
+                ("LLM request log", "llm_log_path"),
                 ("network log", "network_log_path"), ("environment manifest", "env_manifest_path"))
 #: The ATIF step reb_ray.llm.atif builds from the row's output tail when no transcript is kept:
 #: the page shows that output once, under the agent stage, not again as a step.

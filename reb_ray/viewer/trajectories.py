@@ -1,5 +1,9 @@
 """Attempts' trajectories as ATIF documents (reb_ray.llm.atif) from a results directory: one for
-the viewer's pages, all of a run for `reb-ray export-trajectories`."""
+the viewer's pages, all of a run for `reb-ray export-trajectories`.
+
+An attempt's own `trajectory.json` (the trials row's `atif_path`, written when it ran) is read
+first; a run written before attempts wrote one (or whose file is gone or unreadable) gets its
+document built here from the stored transcript and request log, by the same rules."""
 
 from __future__ import annotations
 
@@ -17,7 +21,9 @@ READ_LIMIT = 64 * 1024 * 1024
 #: The trials columns a trajectory is built from.
 COLUMNS = ["sweep_id", "trial_id", "attempt", "status", "task_id", "agent", "agent_kind", "agent_version",
            "agent_model", "llm_model", "prompt_sha256", "agent_exit_code", "input_tokens", "output_tokens",
-           "cached_input_tokens", "cost_usd", "trajectory_path", "llm_log_path", "agent_output_tail"]
+           "cached_input_tokens", "cost_usd", "trajectory_path", "llm_log_path", "agent_output_tail", "atif_path"]
+#: Bytes of a trajectory.json read (a larger one is treated as unreadable and rebuilt).
+ATIF_READ_LIMIT = 256 * 1024 * 1024
 FILE_NAME = "trajectory.json"
 
 
@@ -33,8 +39,25 @@ def read_artifact(run: Run, rel: str | None) -> bytes | None:
         return None
 
 
+def stored(run: Run, rel: str | None) -> dict | None:
+    """The attempt's own trajectory.json, parsed; None when not named, not there, outside the
+    artifacts directory, too large, or not a JSON object."""
+    if not rel:
+        return None
+    try:
+        with open(run.artifact(rel), "rb") as f:
+            data = f.read(ATIF_READ_LIMIT + 1)
+        doc = json.loads(data) if len(data) <= ATIF_READ_LIMIT else None
+    except (NotFound, Forbidden, OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
 def of_attempt(run: Run, row: dict) -> dict:
-    """The ATIF document of the attempt whose trials row is `row`."""
+    """The ATIF document of the attempt whose trials row is `row` (the module docstring's order)."""
+    doc = stored(run, row.get("atif_path"))
+    if doc is not None:
+        return doc
     return trajectory(row, read_artifact(run, row.get("trajectory_path")), read_artifact(run, row.get("llm_log_path")))
 
 

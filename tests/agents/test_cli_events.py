@@ -62,3 +62,20 @@ def test_no_json_at_all_is_no_transcript_and_a_failing_fold_loses_nothing_else()
     sink = JsonLines(fold)
     feed(sink, b'{"n": 0}\n{"n": 1}\n{"n": 2}\n', 4)
     assert seen == [0, 2] and sink.events == 3
+
+
+def test_arrival_times_line_up_with_the_kept_lines_and_the_marker():
+    import time
+
+    sink = JsonLines(lambda e: None, transcript_bytes=400)
+    before = time.time()
+    for i in range(30):
+        sink.write((json.dumps({"type": "t", "n": i, "pad": "x" * 20}) + "\n").encode())
+    sink.close()
+    *kept, last = [json.loads(x) for x in sink.transcript(with_times=True).splitlines()]
+    assert last["type"] == "reb_ray.received_at" and len(last["times"]) == len(kept)
+    marker = [i for i, e in enumerate(kept) if e["type"] == "reb_ray.dropped"]
+    assert marker and all((t is None) == (i in marker) for i, t in enumerate(last["times"]))
+    stamped = [t for t in last["times"] if t is not None]
+    assert stamped == sorted(stamped) and before - 0.01 <= stamped[0] <= time.time()
+    assert sink.transcript() == sink.transcript(with_times=True).rsplit(b"\n", 2)[0] + b"\n"  # the default: no times

@@ -13,7 +13,7 @@ import pytest
 
 from analysis.analyze import analyze_run
 from analysis.plots import write_plots
-from analysis.report_html import CSP, write_html
+from analysis.report_html import CSP, VIEWER_URL, write_html
 
 from .html_dom import parse
 from reb_ray.testing.synthetic import HOSTILE_TRIAL, PAYLOAD, fixture_rows, with_agent_words, write
@@ -38,8 +38,10 @@ def test_the_page_is_self_contained_and_inert(report):
     (csp,) = [m["content"] for m in page.metas if m.get("http-equiv") == "Content-Security-Policy"]
     assert csp == CSP and "default-src 'none'" in csp and "img-src data:" in csp
     assert len(page.images) == 4 and all(src.startswith("data:image/png;base64,") for src in page.images)
-    assert page.hrefs and all(h.startswith(("./", "../", "#")) for h in page.hrefs)  # nothing outside the run
-    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", text, re.I)
+    # nothing outside the run, but the local viewer `reb-ray view` serves on this machine
+    local = [h for h in page.hrefs if h.startswith(VIEWER_URL + "/")]
+    assert page.hrefs and all(h.startswith(("./", "../", "#")) for h in page.hrefs if h not in local)
+    assert not re.search(r"""(src|href)\s*=\s*["']?(?!http://127\.0\.0\.1:8765/)(https?:|//)""", text, re.I)
     assert "@import" not in text and "url(" not in text  # no stylesheet or font fetched
 
 
@@ -101,3 +103,26 @@ def test_an_unwritable_file_is_one_line(report, tmp_path):
     run, _, _ = report
     with pytest.raises(RebRayError, match=r"^--html .*missing/r\.html: cannot write: No such file or directory$"):
         write_html(run, tmp_path / "missing" / "r.html", with_plots=False)
+
+
+def test_the_report_names_the_viewer_and_leaves_out_stages_no_task_applies(report, tmp_path):
+    import shlex
+
+    from reb_ray.testing.synthetic import trial
+
+    run, _, text = report
+    page = parse(text)
+    assert f"<code>reb-ray view {shlex.quote(str(run))}</code>" in text
+    assert f"{VIEWER_URL}/" in page.hrefs and f"{VIEWER_URL}/matrix?sweep=syn" in page.hrefs
+    # The fixture's tasks apply C1..C4: every stage is a column.
+    assert {"C1", "C2", "C3", "C4"} <= set(page.tables[("syn", "summary")]["frugal"])
+    # A CPU-only sweep (its tasks apply C1 only): C2..C4 leave the tables and the trial badges.
+    cpu = tmp_path / "cpu"
+    cpu.mkdir()
+    rows = [trial(agent, task, 0, "S---" if task == "t1" else "F---", sweep="cpu") for agent in ("a", "b") for task in ("t1", "t2")]
+    write(cpu, rows)
+    html = write_html(cpu, tmp_path / "cpu.html", with_plots=False).read_text(encoding="utf-8")
+    summary = parse(html).tables[("cpu", "summary")]["a"]
+    assert "C1" in summary and not {"C2", "C3", "C4"} & set(summary)
+    assert "No task of this sweep applies C2, C3, C4: left out of its tables." in html
+    assert ">C1</span>" in html and ">C2</span>" not in html and ">C4</span>" not in html

@@ -94,3 +94,51 @@ def test_validator_faults_broken_documents(breaks, fault):
     breaks(broken)
     errors = validate(json.loads(json.dumps(broken)))
     assert any(fault in e for e in errors), errors
+
+
+def test_codex_steps_get_their_requests_by_arrival_time():
+    events = [json.loads(x) for x in CODEX.splitlines()]
+    started = {"type": "item.started", "item": {"id": "item_1", "type": "command_execution", "command": "bash -lc 'pip install numpy'"}}
+    events.insert(3, started)
+    # When each event arrived (epoch seconds): the command started at 11.7 and completed at 15.7.
+    # The four requests end at 11.5, 15.5, 17.5 and 18.0.
+    arrived = [1.0, 1.1, 11.6, 11.7, 15.7, 15.8, 19.0, 19.1]
+    transcript = lines(*events, {"type": "reb_ray.received_at", "times": arrived})
+    log = [{"type": "request", "started_at": start, "duration_s": 1.5, "api": "openai_responses", "model": "gpt-5.1-codex",
+            "status": 200, "cost_usd": cost, "usage": {"input_tokens": inp, "output_tokens": 10, "cached_input_tokens": 0}}
+           for start, inp, cost in ((10.0, 100, 0.1), (14.0, 200, 0.2), (16.0, 300, 0.3), (16.5, 400, 0.4))]
+    doc = trajectory({**ROW, "agent_kind": "codex", "input_tokens": 1000, "output_tokens": 40, "cost_usd": 1.0},
+                     transcript, lines(*log))
+    assert validate(doc) == []
+    command, change, message = doc["steps"][1:]
+    # Each step: the latest request that ended before its event arrived (the command's: before it
+    # started); the request ending at 17.5 made no step and joins the step running then.
+    assert [s["metrics"]["prompt_tokens"] for s in (command, change, message)] == [100, 500, 400]
+    assert change["metrics"]["extra"]["model_requests"] == 2  # its own and the one that made no step
+    assert command["reasoning_content"] == "check the README" and message["model_name"] == "gpt-5.1-codex"
+    assert doc["extra"]["metrics_attribution"] == ("by time: 3 of 4 answered model requests on the first step whose "
+                                                   "event arrived after the request ended; 1 made no step and are "
+                                                   "added to the step running when they ended")
+    steps = [s["metrics"] for s in doc["steps"] if "metrics" in s]
+    assert sum(m["prompt_tokens"] for m in steps) == doc["final_metrics"]["total_prompt_tokens"]
+    assert sum(m["cost_usd"] for m in steps) == pytest.approx(doc["final_metrics"]["total_cost_usd"])
+    # Without the times line: no step gets metrics (the earlier test), never a guess.
+    assert not any("metrics" in s for s in trajectory({**ROW, "agent_kind": "codex"}, CODEX, lines(*log))["steps"])
+
+
+def test_polls_while_a_command_runs_join_its_step():
+    """One answer made a message and a command (the message's step holds it); three polls of the
+    running command answer while it runs: the command's step holds those three."""
+    events = [{"type": "item.completed", "item": {"id": "i1", "type": "agent_message", "text": "Creating the venv."}},
+              {"type": "item.started", "item": {"id": "i2", "type": "command_execution", "command": "pip install x"}},
+              {"type": "item.completed", "item": {"id": "i2", "type": "command_execution", "command": "pip install x",
+                                                  "aggregated_output": "ok", "exit_code": 0}}]
+    transcript = lines(*events, {"type": "reb_ray.received_at", "times": [2.0, 2.1, 60.0]})
+    log = [{"type": "request", "started_at": start, "duration_s": 0.5, "api": "openai_responses", "status": 200,
+            "cost_usd": cost, "usage": {"input_tokens": inp, "output_tokens": 1}}
+           for start, inp, cost in ((1.0, 2300, 0.5), (20.0, 10, 0.01), (30.0, 10, 0.01), (40.0, 10, 0.01))]
+    doc = trajectory({**ROW, "agent_kind": "codex"}, transcript, lines(*log))
+    message, command = doc["steps"][1:]
+    assert message["metrics"]["prompt_tokens"] == 2300 and "model_requests" not in message["metrics"].get("extra", {})
+    assert command["metrics"]["prompt_tokens"] == 30 and command["metrics"]["extra"]["model_requests"] == 3
+    assert command["metrics"]["cost_usd"] == pytest.approx(0.03)
