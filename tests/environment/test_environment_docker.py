@@ -30,6 +30,7 @@ def _run(agent: str, config: SweepConfig, image: str) -> dict:
     return outcome.trial
 
 
+@pytest.mark.timeout(900)  # a heuristic trial, a noop trial, an export and its rebuild: minutes on a busy node
 def test_heuristic_environment_is_captured_kept_exported_and_rebuilt(sandbox_image, docker_client, tmp_path):
     assert SweepConfig().keep_environments == "successes"  # the per-node disk budget bounds what is kept
     config = SweepConfig(output=tmp_path / "out", keep_environments="successes")
