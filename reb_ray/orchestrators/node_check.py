@@ -26,6 +26,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from reb_ray.node.health import NodeHealth
 from reb_ray.orchestrators.cluster_status import SLOT_RESOURCE
+from reb_ray.sandbox import capabilities_of
 
 CHECK_TIMEOUT_S = 120.0  # a node's reap and check (Docker's answers, nvidia-smi)
 LOAD_TIMEOUT_S = 1800.0  # a node's `docker load` of the shipped image (GBs over the network)
@@ -48,7 +49,7 @@ class NodeRequirements:
         empty directory, and pip then falls back to the index, so a node without one still runs."""
         paths = [("assets", str(config.assets_dir))] if config.assets_dir else []
         paths += [("repo mirror", str(p)) for p in config.repo_mirrors]
-        return cls(image if config.sandbox == "docker" else None, config.min_free_bytes, tuple(paths))
+        return cls(image if capabilities_of(config.sandbox).image else None, config.min_free_bytes, tuple(paths))
 
 
 @dataclass

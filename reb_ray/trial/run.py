@@ -48,7 +48,7 @@ from reb_ray.trial.phase_split import PhaseSplit
 from reb_ray.redact import Redactor
 from reb_ray.trial.repo_restore import restore_pinned, unchanged_by_agent
 from reb_ray.trial.repo_state import changed_since, tracked_state
-from reb_ray.sandbox import ExecResult, Sandbox, SandboxConfig, UnreadableFile, open_sandbox
+from reb_ray.sandbox import ExecResult, Sandbox, SandboxConfig, UnreadableFile, capabilities_of, open_sandbox
 from reb_ray.sandbox import package_cache
 from reb_ray.sandbox.limits import default_memory_bytes, limit_setting, watch_limits
 from reb_ray.sandbox.output import DEFAULT_HEAD_BYTES
@@ -65,7 +65,7 @@ __all__ = ["TrialOutcome", "run_trial"]
 def _sandbox_config(spec: TrialSpec, gpus: list[str]) -> tuple[SandboxConfig, dict[str, str]]:
     """The sandbox config and the agent's pip environment (find-links and cache)."""
     cfg = spec.config
-    docker = cfg.sandbox == "docker"
+    docker = capabilities_of(cfg.sandbox).mounts  # mounts, limits and CA bundle: the container provider
     mounts = {str(w): f"{WHEELHOUSE_MOUNT}/{i}" for i, w in enumerate(cfg.wheelhouses)} if docker else {}
     if docker and cfg.assets_dir is not None:
         # Mounted from the start (Docker cannot add a mount later); read-only, and only the
@@ -101,7 +101,7 @@ def _preflight(spec: TrialSpec) -> None:
     naming the asset and its stages) unless the sweep runs with --skip-missing-assets: then the
     probe phase leaves only those stages not_run and the rest is measured and scored.
     """
-    if spec.config.sandbox == "docker":  # a restarting daemon: the attempt waits for it, bounded, not fails
+    if capabilities_of(spec.config.sandbox).image:  # a restarting daemon: the attempt waits for it, bounded, not fails
         from reb_ray.sandbox.docker_client import wait_for_daemon
 
         wait_for_daemon()
@@ -163,13 +163,13 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
         config = egress.open(config)
         sandbox = open_sandbox(spec.config.sandbox, config, trusted=agent.trusted, allow_unsafe=spec.config.unsafe_local)
         egress.attach(sandbox)
-        rec.row.update(sandbox_shm_bytes=config.shm_size_bytes if sandbox.provider == "docker" else None,
+        rec.row.update(sandbox_shm_bytes=config.shm_size_bytes if sandbox.capabilities.enforces_limits else None,
                        sandbox_pids_limit=config.pids_limit, sandbox_memory_bytes=config.memory_bytes,
                        sandbox_disk_quota_bytes=config.disk_quota_bytes)
         repo_dir = f"{sandbox.workdir}/repo"
         sandbox.put(placed.path, repo_dir)
         baseline = tracked_state(sandbox, repo_dir)  # the state before the agent: what was already off is not the agent's
-        report_path = REPORT_PATH if sandbox.provider == "docker" else f"{sandbox.workdir}/../report/report.json"
+        report_path = REPORT_PATH if sandbox.capabilities.fixed_paths else f"{sandbox.workdir}/../report/report.json"
         # An LLM agent reaches its model only through the node's proxy, with a stand-in key:
         # its real key never enters the sandbox (`TrialLlm`).
         llm = TrialLlm(agent, spec, llm_proxy, sandbox.provider).open()
@@ -278,7 +278,7 @@ def _fill_package_cache(rec: TrialRecorder, spec: TrialSpec, config: SandboxConf
                         report: Report | None) -> None:
     """Add the wheels of what the reported interpreter holds to the node's cache, downloaded
     from the index by the harness (`package_cache.fill`); never fails the trial."""
-    if not spec.config.pip_cache or sandbox.provider != "docker" or report is None:
+    if not spec.config.pip_cache or not sandbox.capabilities.image or report is None:
         return
     try:  # a sandbox the agent stopped has nothing to list: the trial's verdict stands
         listed = package_cache.installed(sandbox, report.python_path)
