@@ -28,7 +28,7 @@ class HeuristicAgent(Agent):
     def run(self, sandbox: Sandbox, ctx: AgentContext) -> AgentRun:
         started = time.monotonic()
         script_path = f"{ctx.repo_dir}/../.reb-ray-agent/heuristic_script.py"
-        venv = VENV if sandbox.provider == "docker" else f"{ctx.repo_dir}/../envs/heuristic"
+        venv = VENV if sandbox.capabilities.fixed_paths else f"{ctx.repo_dir}/../envs/heuristic"
         sandbox.put(SCRIPT, script_path)
         sandbox.put(IMPORTS, script_path.replace("heuristic_script.py", "heuristic_imports.py"))
         result = sandbox.exec(

@@ -47,8 +47,8 @@ def cli_env(agent, ctx: AgentContext, extra: dict[str, str]) -> dict[str, str]:
 def require_llm(ctx: AgentContext, agent_name: str, kind: str, sandbox: Sandbox):
     """`ctx.llm` with a model, or RebRayError naming what is missing (a harness or spec error,
     raised before any agent time is spent). The Python CLIs' venvs are built for the toolchain's
-    sandbox path, so they run in the docker sandbox only."""
-    if sandbox.provider != "docker":
+    sandbox path, so they run only in a sandbox that mounts the toolchain there (the docker one)."""
+    if not sandbox.capabilities.mounts:
         raise RebRayError(f"agent {agent_name!r}: kind {kind} runs in the docker sandbox only (its toolchain "
                           f"venv is built for {TOOLCHAIN_SANDBOX_PATH})")
     if ctx.llm is None:

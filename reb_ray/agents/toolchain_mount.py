@@ -24,6 +24,7 @@ from pathlib import Path
 
 from reb_ray.agents.toolchain import AGENT_MOUNT, TOOLCHAIN_SANDBOX_PATH, Toolchain
 from reb_ray.errors import InfraError
+from reb_ray.sandbox import capabilities_of
 from reb_ray.sandbox.ownership import process_start_ticks
 
 MOUNT_TIMEOUT_S = 30.0
@@ -123,12 +124,13 @@ class HostToolchain(NoSlot):
 
 
 def toolchain_slot(uses_toolchain: bool, provider: str, toolchains_dir: Path | None) -> NoSlot | ToolchainSlot:
-    """What a trial mounts for its agent: a ToolchainSlot (docker), the host toolchain (local), or
-    nothing (an agent without `uses_toolchain`). Call `.open()` on it."""
+    """What a trial mounts for its agent: a ToolchainSlot where sandboxes of `provider` take
+    mounts (docker), the host toolchain where they do not (local), or nothing (an agent without
+    `uses_toolchain`). Call `.open()` on it."""
     if not uses_toolchain:
         return NoSlot()
     toolchain = Toolchain.current(toolchains_dir)
-    return ToolchainSlot(toolchain) if provider == "docker" else HostToolchain(toolchain)
+    return ToolchainSlot(toolchain) if capabilities_of(provider).mounts else HostToolchain(toolchain)
 
 
 def _release(slot: Path) -> None:

@@ -308,7 +308,7 @@ def capture(rec, sandbox, spec, repo_dir: str, report, secrets: list[str]) -> di
     part only). Returns the manifest, or None when it could not be taken (the row says why)."""
     started = time.monotonic()
     try:
-        docker = sandbox.provider == "docker"
+        docker = sandbox.capabilities.filesystem_diff
         entries = sandbox.client.api.diff(sandbox.id) if docker else None
         from reb_ray.agents import REPORT_PATH
 

@@ -20,6 +20,8 @@ import platform
 import shutil
 import subprocess
 
+from reb_ray.sandbox import capabilities_of
+
 #: The trials-row columns this module fills, in schema order.
 FINGERPRINT_COLUMNS = ("gpu_model", "gpu_count", "gpu_memory_bytes", "gpu_compute_capability", "gpu_driver_version",
                        "cuda_driver_version", "container_runtime", "container_runtime_version", "cpu_model",
@@ -99,10 +101,11 @@ def host_fingerprint() -> dict:
 
 
 def runtime_columns(provider: str) -> dict:
-    """container_runtime and container_runtime_version for a sandbox `provider`: "docker" and
-    the daemon's version (null when the daemon does not answer); null for providers without
-    a container runtime."""
-    if provider != "docker":
+    """container_runtime and container_runtime_version for a sandbox `provider`: its runtime
+    ("docker") and the daemon's version (null when the daemon does not answer); null for
+    providers without a container runtime."""
+    runtime = capabilities_of(provider).container_runtime
+    if runtime is None:
         return {"container_runtime": None, "container_runtime_version": None}
     try:
         from reb_ray.sandbox.docker_client import connect
@@ -110,7 +113,7 @@ def runtime_columns(provider: str) -> dict:
         version = connect(timeout=10).version().get("Version")
     except Exception:  # noqa: BLE001 - a fingerprint never fails a trial: unknown is null
         version = None
-    return {"container_runtime": "docker", "container_runtime_version": version}
+    return {"container_runtime": runtime, "container_runtime_version": version}
 
 
 def fingerprint(provider: str) -> dict:

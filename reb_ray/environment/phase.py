@@ -31,9 +31,9 @@ class EnvironmentPhase:
         rec.row["env_keep_policy"] = self.policy
 
     def run(self, sandbox, repo_dir: str, report) -> None:
-        """Capture the manifest, then (policy not `none`, docker sandbox) commit the container."""
+        """Capture the manifest, then (policy not `none`, a sandbox that can commit) commit it."""
         capture_mod.capture(self.rec, sandbox, self.spec, repo_dir, report, self.secrets)
-        if self.policy == "none" or sandbox.provider != "docker":
+        if self.policy == "none" or not sandbox.capabilities.commit:
             return
         labels = {KEPT_NODE: str(self.rec.row.get("node") or "")}
         if self.rec.row.get("env_manifest_digest"):

@@ -13,6 +13,7 @@ from pydantic_core import PydanticCustomError
 from reb_ray.models.agent import AgentSpec
 from reb_ray.netpolicy.allowlist import DEFAULT_ALLOW, parse_pattern
 from reb_ray.models.task import TaskSpec
+from reb_ray.sandbox import PROVIDERS, capabilities_of
 
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 #: A node-local wheel directory used as find-links by default when present (e.g. a CPU torch).
@@ -142,7 +143,8 @@ class SweepConfig(BaseModel):
     @classmethod
     def _policy_needs_docker(cls, value: str, info: ValidationInfo) -> str:
         sandbox, network = info.data.get("sandbox"), info.data.get("network")
-        if value == "registries" and sandbox != "docker":
+        own_network = sandbox in PROVIDERS and capabilities_of(sandbox).own_network
+        if value == "registries" and not own_network:
             raise PydanticCustomError("network_policy", "the {sandbox} sandbox shares the node's network, which no "
                                       "proxy can restrict: `registries` needs the docker sandbox", {"sandbox": sandbox})
         if value == "registries" and network in ("host", "none"):

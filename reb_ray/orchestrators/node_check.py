@@ -26,6 +26,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from reb_ray.node.health import NodeHealth
 from reb_ray.orchestrators.cluster_status import SLOT_RESOURCE
+from reb_ray.sandbox import capabilities_of
 
 CHECK_TIMEOUT_S = 120.0  # a node's reap and check (Docker's answers, nvidia-smi)
 LOAD_TIMEOUT_S = 1800.0  # a node's `docker load` of the shipped image (GBs over the network)
@@ -48,7 +49,7 @@ class NodeRequirements:
         empty directory, and pip then falls back to the index, so a node without one still runs."""
         paths = [("assets", str(config.assets_dir))] if config.assets_dir else []
         paths += [("repo mirror", str(p)) for p in config.repo_mirrors]
-        return cls(image if config.sandbox == "docker" else None, config.min_free_bytes, tuple(paths))
+        return cls(image if capabilities_of(config.sandbox).image else None, config.min_free_bytes, tuple(paths))
 
 
 @dataclass
@@ -133,7 +134,6 @@ class ImageArchive:
         self._dir: tempfile.TemporaryDirectory | None = None
         self.path: Path | None = None
         self.size_bytes = 0
-        self.save_s = 0.0
 
     def chunk_refs(self) -> list[ray.ObjectRef]:
         """The archive's chunks in the object store (one list per batch of loading nodes; the
@@ -145,9 +145,7 @@ class ImageArchive:
         if self.path is None:
             self._dir = tempfile.TemporaryDirectory(prefix="reb-ray-image-")
             path = Path(self._dir.name) / "image.tar"
-            start = time.monotonic()
             self.size_bytes = save_image(connect(), self.image, path)
-            self.save_s = time.monotonic() - start
             self.path = path
         refs = []
         with open(self.path, "rb") as f:

@@ -299,7 +299,7 @@ def kill_run_leftovers(sandbox: Sandbox, tag: str, needles: list[str]) -> tuple[
     exec that ended normally or by its timeout.
     """
     lister = f"REB_RAY_C4_LISTER={uuid.uuid4().hex}"
-    by_cmdline = "0" if sandbox.provider == "local" else "1"
+    by_cmdline = "1" if sandbox.capabilities.own_processes else "0"
     res = sandbox.exec(
         ["/bin/sh", "-c", _LEFTOVER_SCRIPT, "leftovers", f"{RUN_TAG_ENV}={tag}", lister, by_cmdline],
         timeout=60,

@@ -28,7 +28,7 @@ def install_task_helpers(sandbox, task: TaskSpec, toolbox: str) -> dict[str, str
         return {}
     target = f"{toolbox}/task-helpers"
     try:
-        if sandbox.provider == "local":
+        if sandbox.capabilities.host_paths:
             shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:

@@ -228,7 +228,7 @@ def install_toolbox(sandbox) -> str:
     otherwise). Raises InfraError(infra_toolbox).
     """
     try:
-        if sandbox.provider == "local":
+        if sandbox.capabilities.host_paths:
             target = Path(sandbox.workdir).parent / "toolbox"
             shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(toolbox_dir(), target, copy_function=_link_or_copy)

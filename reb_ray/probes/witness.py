@@ -112,7 +112,7 @@ def arm(sandbox: Sandbox, toolbox: str, python_path: str, repo_dir: str) -> Witn
     witness = Witness(nonce, posixpath.join(toolbox, "witness-out", nonce), posixpath.join(toolbox, "probes", "witness"),
                       repo_dir)
     # The local provider's interpreters are the host's: never write into the host's site-packages.
-    name = f"reb_ray_witness_{nonce[:16]}.pth" if sandbox.provider != "local" else ""
+    name = f"reb_ray_witness_{nonce[:16]}.pth" if sandbox.capabilities.own_interpreters else ""
     line = pth_line(nonce, witness.out_dir, repo_dir, witness.hook_dir)
     env = {"SP": facts_env()["PATH"], "QUERY": _QUERY, "QT": str(QUERY_TIMEOUT_S), **facts_env()}
     try:

@@ -1,14 +1,17 @@
 """The sandbox interface: the isolated place one trial runs.
 
-Two providers implement it: `docker` (a container per trial, the default) and `local` (a
+Three providers implement it: `docker` (a container per trial, the default), `local` (a
 process group in a temporary directory, for machines without Docker and trusted built-in
-agents only). The same conformance tests (tests/sandbox/test_conformance.py) run against both.
+agents only) and `sleep` (the local one whose commands only take scripted time, for scheduling
+benchmarks). The same conformance tests run against docker and local. What differs between
+providers is stated by each provider class as its `SandboxCapabilities` and asked of those,
+never of the provider's name.
 """
 
 from __future__ import annotations
 
 import abc
-import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -107,6 +110,52 @@ class SandboxConfig(BaseModel):
     tail_bytes: int = DEFAULT_TAIL_BYTES
 
 
+@dataclass(frozen=True)
+class SandboxCapabilities:
+    """What a sandbox provider can do, asked by the harness instead of the provider's name, so a
+    new provider (a rootless Podman one, say) says what it supports in one place and every
+    caller follows. Each field is named after the question a caller asks:
+
+    - `container_runtime`: the runtime recorded in the trials row's `container_runtime` column
+      ("docker"); None for a provider whose commands run as host processes.
+    - `image`: runs from an image that the node must hold, through a daemon: the harness waits
+      for the daemon before an attempt, reaps orphans and checks the image before a sweep, ships
+      the image to nodes, and starts its own containers of that image (the package-cache fill).
+    - `mounts`: takes host directories as bind mounts when it opens (wheelhouses, assets, the
+      node's pip cache, the agent toolchain slot at its fixed sandbox path); without it the
+      harness hands host paths over as they are.
+    - `enforces_limits`: enforces the config's cpus, memory, pids, disk quota and /dev/shm size
+      (and so the row records them and the limit watch runs); without it they are not applied.
+    - `own_network`: joins a Docker network of its own, so the host guard, the allow-listing
+      egress proxy and an LLM proxy bound on the network's gateway are possible; without it the
+      sandbox shares the node's network (the LLM proxy binds on loopback).
+    - `fixed_paths`: has a filesystem of its own, so the image's fixed paths (the report path,
+      /opt/envs/...) are used as they are; without it paths are placed beside the workdir.
+    - `host_paths`: a sandbox path is the host path of the same name, so the harness copies
+      files in with host calls instead of `put`.
+    - `commit`: can be committed to an image (the kept environment; the probe sandbox of a
+      GPU-sharing sweep, started from the agent sandbox's image).
+    - `filesystem_diff`: the runtime lists the files changed since the image (the environment
+      manifest's diff).
+    - `own_processes`: has its own process namespace, so a search by command line finds only
+      the sandbox's processes (never the host's or another trial's).
+    - `own_interpreters`: its interpreters are its own, so the harness may write a `.pth` file
+      into their site-packages (never into the host's).
+    """
+
+    container_runtime: str | None
+    image: bool
+    mounts: bool
+    enforces_limits: bool
+    own_network: bool
+    fixed_paths: bool
+    host_paths: bool
+    commit: bool
+    filesystem_diff: bool
+    own_processes: bool
+    own_interpreters: bool
+
+
 def to_argv(cmd: str | Sequence[str]) -> list[str]:
     """A shell line becomes `sh -c LINE`; an argv list is used as-is."""
     if isinstance(cmd, str):
@@ -114,11 +163,6 @@ def to_argv(cmd: str | Sequence[str]) -> list[str]:
     if not cmd:
         raise ValueError("empty command")
     return list(cmd)
-
-
-def display(cmd: str | Sequence[str]) -> str:
-    """A command as a one-line string for logs."""
-    return cmd if isinstance(cmd, str) else shlex.join(cmd)
 
 
 class Sandbox(abc.ABC):
@@ -129,6 +173,8 @@ class Sandbox(abc.ABC):
     """
 
     provider: str = ""
+    #: What this provider can do (each provider class sets its own; a view copies its inner's).
+    capabilities: SandboxCapabilities
     workdir: str = ""
 
     @abc.abstractmethod

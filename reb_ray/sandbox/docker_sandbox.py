@@ -35,6 +35,7 @@ from reb_ray.sandbox.base import (
     KILL_GRACE_S,
     ExecResult,
     Sandbox,
+    SandboxCapabilities,
     SandboxConfig,
     SandboxSize,
     UnreadableFile,
@@ -151,6 +152,11 @@ class DockerSandbox(Sandbox):
     """
 
     provider = "docker"
+    capabilities = SandboxCapabilities(
+        container_runtime="docker", image=True, mounts=True, enforces_limits=True, own_network=True,
+        fixed_paths=True, host_paths=False, commit=True, filesystem_diff=True, own_processes=True,
+        own_interpreters=True,
+    )
 
     def __init__(self, config: SandboxConfig, client: docker.DockerClient | None = None) -> None:
         if not config.image:

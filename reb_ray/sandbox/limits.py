@@ -120,8 +120,9 @@ class NoWatch:
 
 
 def watch_limits(sandbox: Any, interval_s: float = DEFAULT_WATCH_INTERVAL_S) -> "LimitWatch | NoWatch":
-    """A LimitWatch of a Docker sandbox with its config's pids limit and disk quota; NoWatch otherwise."""
-    if getattr(sandbox, "provider", None) != "docker":
+    """A LimitWatch of a sandbox that enforces limits (`capabilities.enforces_limits`: the docker
+    one) with its config's pids limit and disk quota; NoWatch otherwise."""
+    if not sandbox.capabilities.enforces_limits:
         return NoWatch()
     return LimitWatch(sandbox, sandbox.config.pids_limit, sandbox.config.disk_quota_bytes, interval_s)
 

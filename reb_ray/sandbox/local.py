@@ -27,6 +27,7 @@ from reb_ray.sandbox.base import (
     KILL_GRACE_S,
     ExecResult,
     Sandbox,
+    SandboxCapabilities,
     SandboxConfig,
     SandboxSize,
     to_argv,
@@ -46,6 +47,12 @@ class LocalSandbox(Sandbox):
     """
 
     provider = "local"
+    # Host processes in a host directory: nothing of a container, and its paths are the host's.
+    capabilities = SandboxCapabilities(
+        container_runtime=None, image=False, mounts=False, enforces_limits=False, own_network=False,
+        fixed_paths=False, host_paths=True, commit=False, filesystem_diff=False, own_processes=False,
+        own_interpreters=False,
+    )
 
     def __init__(self, config: SandboxConfig, trusted: bool = False, allow_unsafe: bool = False) -> None:
         if not (trusted or allow_unsafe):

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from reb_ray.errors import RebRayError
-from reb_ray.sandbox.base import ExecResult, SandboxConfig
+from reb_ray.sandbox.base import ExecResult, SandboxCapabilities, SandboxConfig
 from reb_ray.sandbox.local import LocalSandbox
 from reb_ray.sandbox.output import OutputSink
 
@@ -71,6 +71,14 @@ class SleepingSandbox(LocalSandbox):
     """A temporary directory whose commands only take time; see the module docstring."""
 
     provider = "sleep"
+    # The local sandbox's files (an absolute path lands inside its root, so a sandbox path is
+    # not the host's), and no commands: the process and interpreter answers are never acted on,
+    # and are the docker sandbox's, the provider whose trials it stands in for.
+    capabilities = SandboxCapabilities(
+        container_runtime=None, image=False, mounts=False, enforces_limits=False, own_network=False,
+        fixed_paths=False, host_paths=False, commit=False, filesystem_diff=False, own_processes=True,
+        own_interpreters=True,
+    )
 
     def __init__(self, config: SandboxConfig) -> None:
         agent_s, probe_s, self._ledger = scripted(config.trial_id)

@@ -46,6 +46,7 @@ class TappedSandbox(Sandbox):
         self._inner = inner
         self._sink = sink
         self.provider = inner.provider
+        self.capabilities = inner.capabilities
         self.workdir = inner.workdir
         self.total_bytes = 0
         self.truncated = False

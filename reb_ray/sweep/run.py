@@ -57,16 +57,13 @@ class SweepResult:
 
 def _prepare_sandbox(config: SweepConfig) -> str | None:
     """Reap orphans of dead sweeps (containers whose owner process is gone) and resolve the image
-    tag (docker only).
+    tag (a provider that runs from an image: docker).
 
     Raises DockerUnavailable or ImageMissing with the one-line fix.
     """
-    from reb_ray.errors import UnknownName
-    from reb_ray.sandbox import PROVIDERS
+    from reb_ray.sandbox import capabilities_of
 
-    if config.sandbox not in PROVIDERS:
-        raise UnknownName("sandbox provider", config.sandbox, list(PROVIDERS))
-    if config.sandbox != "docker":
+    if not capabilities_of(config.sandbox).image:  # raises UnknownName for a name no provider has
         return None
     from reb_ray.sandbox.docker_client import connect
     from reb_ray.sandbox.image import require_image

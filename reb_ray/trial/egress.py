@@ -31,6 +31,7 @@ from reb_ray.netpolicy import guard_watch
 from reb_ray.netpolicy.hostguard import ensure_guard
 from reb_ray.netpolicy.network import OPEN, REGISTRIES, SandboxNetwork, by_name, ensure_network, proxy_env
 from reb_ray.netpolicy.ports import sandbox_ports
+from reb_ray.sandbox import capabilities_of
 
 if TYPE_CHECKING:
     from reb_ray.agents.base import LlmAccess
@@ -53,17 +54,18 @@ def sandbox_network(config: SweepConfig) -> str:
     """The Docker network the sweep's sandboxes join: reb-ray's guarded network for its policy
     (`reb-ray-registries` under `registries`; `reb-ray-open` under `open` when `network` is
     unset), else `config.network`. The node's LLM proxy binds on its gateway."""
-    if config.sandbox == "docker" and config.network_policy == "registries":
+    if capabilities_of(config.sandbox).own_network and config.network_policy == "registries":
         return REGISTRIES.name
-    if config.sandbox == "docker" and config.network is None:
+    if capabilities_of(config.sandbox).own_network and config.network is None:
         return OPEN.name
     return config.network or HARNESS_NETWORK
 
 
 def guarded_network(config: SweepConfig) -> SandboxNetwork | None:
-    """The reb-ray network (with its host guard) the sweep's sandboxes join, or None: the local
-    sandbox (it shares the node's network) or an explicit `network` that is not reb-ray's."""
-    return by_name(sandbox_network(config)) if config.sandbox == "docker" else None
+    """The reb-ray network (with its host guard) the sweep's sandboxes join, or None: a provider
+    without a network of its own (local: it shares the node's) or an explicit `network` that is
+    not reb-ray's."""
+    return by_name(sandbox_network(config)) if capabilities_of(config.sandbox).own_network else None
 
 
 def harness_network(config: SweepConfig) -> str:
@@ -72,9 +74,9 @@ def harness_network(config: SweepConfig) -> str:
 
 
 def unguarded_warning(config: SweepConfig) -> str | None:
-    """One line for the sweep's start when its docker sandboxes join a network without the host
-    guard (an explicit `network`), else None."""
-    if config.sandbox != "docker" or guarded_network(config) is not None:
+    """One line for the sweep's start when its sandboxes join a network of their own (docker)
+    without the host guard (an explicit `network`), else None."""
+    if not capabilities_of(config.sandbox).own_network or guarded_network(config) is not None:
         return None
     return (f"warning: network = {config.network!r}: sandboxes join it without the host guard, so every service of "
             "the node listening on all addresses (Ray's GCS and dashboard, sshd) is reachable from them; "
@@ -95,7 +97,7 @@ class TrialEgress:
         self.policy = config.network_policy
         self.allow = list(config.network_allow)
         self.network = guarded_network(config)
-        self.docker = config.sandbox == "docker"
+        self.own_network = capabilities_of(config.sandbox).own_network
         self.active = self.policy == "registries"
         self.proxy: EgressProxy | None = None
         self.gateway: str | None = None
@@ -108,7 +110,7 @@ class TrialEgress:
         when the host guard cannot be installed, RebRayError (infra) when the network or the
         proxy cannot be made."""
         if self.network is None:  # the local sandbox, or the sweep's explicit network: as it is
-            self.joined, self.host_guard = (config.network if self.docker else None), False
+            self.joined, self.host_guard = (config.network if self.own_network else None), False
             return config
         from reb_ray.sandbox.docker_client import connect
 

@@ -53,6 +53,7 @@ from reb_ray.llm.failures import AUTH, BUDGET, CATEGORIES, PROXY, RATE_LIMIT, UN
 from reb_ray.llm.meter import TrialLimits
 from reb_ray.llm.usage import FIELDS
 from reb_ray.models.agent import KIND_DEFAULTS, AgentSpec
+from reb_ray.sandbox import capabilities_of
 
 if TYPE_CHECKING:
     from reb_ray.agents.base import Agent, AgentRun
@@ -66,11 +67,6 @@ TRANSCRIPT_MAX_BYTES = 32 * 1024 * 1024  # of a CLI's transcript kept per attemp
 DRAIN_S = 3.0  # how long finish waits for requests still in flight to be recorded
 TRAJECTORY, REQUEST_LOG = "trajectory", "llm_requests"  # artifact names (.jsonl.gz)
 
-#: The trials columns this module fills (all null for an agent that uses no LLM).
-LLM_COLUMNS = ("llm_requests", *FIELDS, "cost_usd", "cost_source", "price_version", "llm_model",
-               "llm_rate_limited", "llm_unavailable", "llm_auth_failures", "llm_budget_failures", "llm_in_flight",
-               "llm_failure_category", "llm_last_error", "llm_retry_after_s", "llm_log_path")
-REPORTED_COLUMNS = ("agent_reported_input_tokens", "agent_reported_output_tokens", "agent_reported_cost_usd")
 
 
 class ProxyClient(Protocol):
@@ -201,10 +197,11 @@ class AuthWatch:
 
 
 def proxy_host(provider: str, network: str) -> str:
-    """The address the node's proxy binds so that sandboxes reach it: loopback for the local
-    sandbox, the Docker network's gateway for docker (reb-ray-open's under the open policy).
-    Raises RebRayError for `--network none` (no way to any endpoint) or no Docker daemon."""
-    if provider != "docker":
+    """The address the node's proxy binds so that sandboxes of `provider` reach it: loopback for
+    one that shares the node's network (local), the Docker network's gateway for one with its
+    own (docker; reb-ray-open's under the open policy). Raises RebRayError for `--network none`
+    (no way to any endpoint) or no Docker daemon."""
+    if not capabilities_of(provider).own_network:
         return "127.0.0.1"
     from reb_ray.sandbox.docker_client import connect, network_gateway
 

@@ -60,7 +60,7 @@ class PhaseSplit:
         The commit comes first, so the wait holds no container; the lease is held from here
         until `close()`. Raises RebRayError (infra) when the commit or the new container fails.
         """
-        if agent_box.provider == "docker":
+        if agent_box.capabilities.commit:
             self._commit(agent_box)
             agent_box.close()
         started = time.monotonic()

@@ -30,7 +30,7 @@ from reb_ray.agents.toolchain_mount import NoSlot, ToolchainSlot, toolchain_slot
 from reb_ray.errors import InfraError
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.sandbox.ownership import RUN
-from reb_ray.sandbox import Sandbox, SandboxConfig, open_sandbox
+from reb_ray.sandbox import Sandbox, SandboxConfig, capabilities_of, open_sandbox
 from reb_ray.sandbox import package_cache
 from reb_ray.sandbox.limits import default_memory_bytes
 from reb_ray.suite.assets import missing_by_stage
@@ -51,7 +51,7 @@ __all__ = ["PIP_CACHE_MOUNT", "WHEELHOUSE_MOUNT", "Prepared", "preflight", "prep
 def sandbox_config(spec: TrialSpec, gpus: list[str]) -> tuple[SandboxConfig, dict[str, str]]:
     """The sandbox config and the agent's pip environment (find-links and cache)."""
     cfg = spec.config
-    docker = cfg.sandbox == "docker"
+    docker = capabilities_of(cfg.sandbox).mounts  # mounts, limits and CA bundle: the container provider
     mounts = {str(w): f"{WHEELHOUSE_MOUNT}/{i}" for i, w in enumerate(cfg.wheelhouses)} if docker else {}
     if docker and cfg.assets_dir is not None:
         # Mounted from the start (Docker cannot add a mount later); read-only, and only the
@@ -88,7 +88,7 @@ def preflight(spec: TrialSpec) -> None:
     naming the asset and its stages) unless the sweep runs with --skip-missing-assets: then the
     probe phase leaves only those stages not_run and the rest is measured and scored.
     """
-    if spec.config.sandbox == "docker":  # a restarting daemon: the attempt waits for it, bounded, not fails
+    if capabilities_of(spec.config.sandbox).image:  # a restarting daemon: the attempt waits for it, bounded, not fails
         from reb_ray.sandbox.docker_client import wait_for_daemon
 
         wait_for_daemon()
@@ -178,13 +178,13 @@ def prepare(p: Prepared, rec: TrialRecorder, gpus: list[str], llm_proxy: ProxyCl
     p.sandbox = sandbox = open_sandbox(spec.config.sandbox, config, trusted=agent.trusted,
                                        allow_unsafe=spec.config.unsafe_local)
     p.egress.attach(sandbox)
-    rec.row.update(sandbox_shm_bytes=config.shm_size_bytes if sandbox.provider == "docker" else None,
+    rec.row.update(sandbox_shm_bytes=config.shm_size_bytes if sandbox.capabilities.enforces_limits else None,
                    sandbox_pids_limit=config.pids_limit, sandbox_memory_bytes=config.memory_bytes,
                    sandbox_disk_quota_bytes=config.disk_quota_bytes)
     p.repo_dir = repo_dir = f"{sandbox.workdir}/repo"
     sandbox.put(p.placed.path, repo_dir)
     p.baseline = tracked_state(sandbox, repo_dir)  # the state before the agent: what was already off is not the agent's
-    p.report_path = report_path = REPORT_PATH if sandbox.provider == "docker" else f"{sandbox.workdir}/../report/report.json"
+    p.report_path = report_path = REPORT_PATH if sandbox.capabilities.fixed_paths else f"{sandbox.workdir}/../report/report.json"
     # An LLM agent reaches its model only through the node's proxy, with a stand-in key:
     # its real key never enters the sandbox (`TrialLlm`).
     p.llm = llm = TrialLlm(agent, spec, llm_proxy, sandbox.provider).open()

@@ -140,7 +140,7 @@ def _fill_package_cache(rec: TrialRecorder, spec: TrialSpec, config: SandboxConf
                         report: Report | None) -> None:
     """Add the wheels of what the reported interpreter holds to the node's cache, downloaded
     from the index by the harness (`package_cache.fill`); never fails the trial."""
-    if not spec.config.pip_cache or sandbox.provider != "docker" or report is None:
+    if not spec.config.pip_cache or not sandbox.capabilities.image or report is None:
         return
     try:  # a sandbox the agent stopped has nothing to list: the trial's verdict stands
         listed = package_cache.installed(sandbox, report.python_path)
