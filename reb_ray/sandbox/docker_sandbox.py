@@ -381,6 +381,8 @@ class DockerSandbox(Sandbox):
         except DockerException as exc:
             raise RebRayError(f"sandbox {self.id[:12]}: cannot read {src}: {exc}") from exc
         with closing(res):
+            if _stat_is_symlink(res.headers):  # Podman's archive follows a link: its stat does not
+                raise UnreadableFile(f"{src}: a symlink, not a regular file")
             res.raw.decode_content = True  # a daemon that gzips anyway is still read as a tar
             try:
                 with tarfile.open(fileobj=res.raw, mode="r|") as tar:
@@ -425,6 +427,27 @@ class DockerSandbox(Sandbox):
         if upper and os.path.isdir(upper):
             return SandboxSize(bytes=tree_bytes(Path(upper)), method="upperdir_walk")
         return SandboxSize(bytes=None, method="unavailable")
+
+
+#: Go's os.ModeSymlink, in the file mode of the engine's path stat (X-Docker-Container-Path-Stat).
+_GO_MODE_SYMLINK = 1 << 27
+
+
+def _stat_is_symlink(headers: Mapping[str, str]) -> bool:
+    """True when the archive answer's path stat (base64 JSON, Docker's and Podman's header)
+    says the path is a symlink. Docker's tar then holds the link itself, Podman's the file it
+    points to; the stat is the same on both, so it is what decides."""
+    import base64
+    import json
+
+    raw = headers.get("X-Docker-Container-Path-Stat")
+    if not raw:
+        return False
+    try:
+        mode = int(json.loads(base64.b64decode(raw)).get("mode", 0))
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return bool(mode & _GO_MODE_SYMLINK)
 
 
 def _missing_directory(exc: DockerException) -> bool:
