@@ -182,6 +182,41 @@ class DockerSandbox(Sandbox):
             raise RebRayError(f"cannot start sandbox from {config.image}: {first[:300]}") from None
         self.id: str = self._container.id
 
+    # -- the engine (class-level: asked before any sandbox opens) -----------------------------
+    #: The engine's name in one-line messages (node checks, doctor).
+    engine_name = "docker"
+
+    @classmethod
+    def connect_engine(cls, timeout: float = 120.0) -> docker.DockerClient:
+        """A pinged client of the engine this provider's sandboxes run on (DOCKER_HOST's daemon).
+        Raises DockerUnavailable with the fix."""
+        from reb_ray.sandbox.docker_client import connect
+
+        return connect(timeout=timeout)
+
+    @classmethod
+    def wait_for_engine(cls) -> None:
+        """Return once the engine answers; InfraError `infra_daemon` after DAEMON_WAIT_S seconds."""
+        wait_for_daemon()
+
+    @classmethod
+    def require_image(cls, client: docker.DockerClient, profile: str) -> str:
+        """The profile's image tag if the engine holds it. Raises ImageMissing with the fix."""
+        from reb_ray.sandbox.image import require_image
+
+        return require_image(client, profile)
+
+    @classmethod
+    def image_fix(cls, tag: str) -> str:
+        """How to bring the sandbox image `tag` to this engine, in a few words."""
+        return "reb-ray image build"
+
+    @classmethod
+    def start_warnings(cls) -> list[str]:
+        """Lines a sweep prints at its start about what this node's engine will not do for
+        these sandboxes (the Docker daemon does everything the harness asks: none)."""
+        return []
+
     # -- lifecycle ---------------------------------------------------------------------------
     @property
     def client(self) -> docker.DockerClient:

@@ -203,6 +203,12 @@ def engine(client: docker.DockerClient) -> PodmanEngine:
     )
 
 
+def image_fix(tag: str, profile: str) -> str:
+    """How to bring the sandbox image `tag` into a Podman store, in one line."""
+    return (f"build it where Docker runs (`reb-ray image build --profile {profile}`), then as the Podman user "
+            f"`docker save {tag} | podman load` (or `reb-ray image build --sandbox podman` on a node with both)")
+
+
 def gpu_devices(gpus: list[str]) -> list[dict[str, str]]:
     """CDI device entries of the libpod create spec for physical GPU ids (indices or UUIDs)."""
     return [{"path": f"{GPU_CDI_KIND}={gpu}"} for gpu in gpus]
@@ -264,6 +270,50 @@ class PodmanSandbox(DockerSandbox):
 
     provider = "podman"
     capabilities = PODMAN_CAPABILITIES
+    engine_name = "podman"
+
+    @classmethod
+    def connect_engine(cls, timeout: float = 120.0) -> docker.DockerClient:
+        """A pinged client of the Podman service (`podman_socket`). Raises DockerUnavailable
+        naming the socket and how to start the service."""
+        return connect(timeout=timeout)
+
+    @classmethod
+    def wait_for_engine(cls) -> None:
+        wait_for_daemon()
+
+    @classmethod
+    def require_image(cls, client: docker.DockerClient, profile: str) -> str:
+        """The profile's image tag if the Podman store holds it. Raises ImageMissing saying how
+        to bring it there (Podman builds no image of reb-ray's: it is copied from Docker)."""
+        from reb_ray.sandbox.image import image_tag, require_image
+
+        try:
+            return require_image(client, profile)
+        except ImageMissing:
+            tag = image_tag(profile)
+            raise ImageMissing(f"sandbox image {tag} is not in the Podman store at {podman_socket()}: "
+                               f"{image_fix(tag, profile)}") from None
+
+    @classmethod
+    def image_fix(cls, tag: str) -> str:
+        return f"not in the Podman store: {image_fix(tag, tag.rsplit(':', 1)[-1].split('-')[0])}"
+
+    @classmethod
+    def start_warnings(cls) -> list[str]:
+        """What a sweep on this node's Podman engine does not get: limits a rootless engine
+        drops, and the host guard (sandboxes share the node's network)."""
+        lines = [f"warning: podman sandboxes share the node's network (no reb-ray network, no host guard): every service "
+                 "of the node (Ray's GCS and dashboard, sshd, the LLM proxy on loopback) is reachable from them"]
+        try:
+            facts = engine(connect(timeout=10))
+        except RebRayError as exc:
+            return [*lines, f"warning: {exc}"]
+        if not facts.enforces_limits:
+            lines.append(f"warning: the Podman engine is rootless on cgroup {facts.cgroup_version} (controllers: "
+                         f"{', '.join(facts.controllers) or 'none'}): memory, pids and CPU limits are NOT enforced "
+                         "(rows say sandbox_limits_enforced=false; only the disk quota is watched)")
+        return lines
 
     def __init__(self, config: SandboxConfig, client: docker.DockerClient | None = None) -> None:  # noqa: D107
         if not config.image:
@@ -277,8 +327,8 @@ class PodmanSandbox(DockerSandbox):
         try:
             res = api._post_json(api._url("/libpod/containers/create"), data=libpod_spec(config, name))
             if res.status_code == 404 and "image" in res.text.lower():
-                raise ImageMissing(f"sandbox image {config.image} is not in the Podman store of this node: load it with "
-                                   f"`docker save {config.image} | podman load` as the Podman user, or `reb-ray image build --sandbox podman`")
+                raise ImageMissing(f"sandbox image {config.image} is not in the Podman store of this node: "
+                                   f"{image_fix(config.image, 'minimal')}")
             api._raise_for_status(res)
             self.id: str = res.json()["Id"]
             self.warnings: list[str] = list(res.json().get("Warnings") or [])

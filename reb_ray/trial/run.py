@@ -102,9 +102,9 @@ def _preflight(spec: TrialSpec) -> None:
     probe phase leaves only those stages not_run and the rest is measured and scored.
     """
     if capabilities_of(spec.config.sandbox).image:  # a restarting daemon: the attempt waits for it, bounded, not fails
-        from reb_ray.sandbox.docker_client import wait_for_daemon
+        from reb_ray.sandbox import provider_class
 
-        wait_for_daemon()
+        provider_class(spec.config.sandbox).wait_for_engine()  # type: ignore[attr-defined]
     free = shutil.disk_usage(tempfile.gettempdir()).free
     if free < spec.config.min_free_bytes:  # a full disk is infra (owner: infra), found before the agent runs
         raise InfraError("infra_disk_full", f"{free / 1e9:.1f} GB free, need {spec.config.min_free_bytes / 1e9:.1f} GB")
@@ -163,7 +163,9 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
         config = egress.open(config)
         sandbox = open_sandbox(spec.config.sandbox, config, trusted=agent.trusted, allow_unsafe=spec.config.unsafe_local)
         egress.attach(sandbox)
-        rec.row.update(sandbox_shm_bytes=config.shm_size_bytes if sandbox.capabilities.enforces_limits else None,
+        rec.row.update(sandbox_shm_bytes=config.shm_size_bytes if sandbox.capabilities.image else None,
+                       # whether the engine applied memory, pids and CPU limits (a rootless one may drop them)
+                       sandbox_limits_enforced=sandbox.capabilities.enforces_limits if sandbox.capabilities.image else None,
                        sandbox_pids_limit=config.pids_limit, sandbox_memory_bytes=config.memory_bytes,
                        sandbox_disk_quota_bytes=config.disk_quota_bytes)
         repo_dir = f"{sandbox.workdir}/repo"
@@ -283,7 +285,8 @@ def _fill_package_cache(rec: TrialRecorder, spec: TrialSpec, config: SandboxConf
     try:  # a sandbox the agent stopped has nothing to list: the trial's verdict stands
         listed = package_cache.installed(sandbox, report.python_path)
         if listed is not None:
-            rec.row["pip_cache_filled"] = len(package_cache.fill(spec.config.pip_cache_dir, config, *listed))
+            rec.row["pip_cache_filled"] = len(package_cache.fill(spec.config.pip_cache_dir, config, *listed,
+                                                                        provider=spec.config.sandbox))
     except RebRayError:
         pass  # the cache stays as it was: slower later trials, never a different result
 
