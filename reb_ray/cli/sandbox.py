@@ -16,7 +16,8 @@ def list_(sandbox: str = _SANDBOX) -> None:
     from reb_ray.sandbox import provider_class
     from reb_ray.sandbox.ownership import MANAGED, TRIAL, Owner
 
-    containers = provider_class(sandbox).connect_engine().containers.list(  # type: ignore[attr-defined]all=True, ignore_removed=True, filters={"label": f"{MANAGED}=true"})
+    client = provider_class(sandbox).connect_engine()  # type: ignore[attr-defined]
+    containers = client.containers.list(all=True, ignore_removed=True, filters={"label": f"{MANAGED}=true"})
     if not containers:
         typer.echo("no reb-ray containers")
     for container in containers:

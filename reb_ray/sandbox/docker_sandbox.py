@@ -185,6 +185,8 @@ class DockerSandbox(Sandbox):
     # -- the engine (class-level: asked before any sandbox opens) -----------------------------
     #: The engine's name in one-line messages (node checks, doctor).
     engine_name = "docker"
+    #: Whether `reb-ray image build` builds the sandbox image on this engine (else it is copied in).
+    builds_images = True
 
     @classmethod
     def connect_engine(cls, timeout: float = 120.0) -> docker.DockerClient:

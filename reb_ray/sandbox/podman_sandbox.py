@@ -271,6 +271,7 @@ class PodmanSandbox(DockerSandbox):
     provider = "podman"
     capabilities = PODMAN_CAPABILITIES
     engine_name = "podman"
+    builds_images = False  # reb-ray builds with Docker; the image is copied in (`transfer_image`)
 
     @classmethod
     def connect_engine(cls, timeout: float = 120.0) -> docker.DockerClient:
