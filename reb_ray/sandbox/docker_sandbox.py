@@ -233,6 +233,15 @@ class DockerSandbox(Sandbox):
         except DockerException:
             pass
 
+    #: Whether the engine pauses the container while it commits it (Docker freezes its cgroup).
+    pauses_to_commit = True
+
+    def commit_image(self, repository: str, tag: str, changes: list[str]) -> dict:
+        """Commit the container to image `repository:tag` with Dockerfile `changes` (its labels
+        become the image's); returns the engine's answer ({"Id": ...}). Raises DockerException."""
+        return self._client.api.commit(self.id, repository=repository, tag=tag, changes=changes,
+                                       pause=self.pauses_to_commit)
+
     def _remove_by_name(self, name: str) -> None:
         try:
             self._client.containers.get(name).remove(force=True, v=True)

@@ -51,6 +51,8 @@ CONTAINER_HOST_ENV = "CONTAINER_HOST"
 ROOTFUL_SOCKET = "/run/podman/podman.sock"
 #: The CDI vendor/class of NVIDIA GPUs (`nvidia-ctk cdi generate` names them nvidia.com/gpu=<index|UUID>).
 GPU_CDI_KIND = "nvidia.com/gpu"
+#: The variable that names another CDI kind for a node's GPUs (another vendor's, e.g. amd.com/gpu).
+CDI_KIND_ENV = "REB_RAY_CDI_GPU_KIND"
 
 HOW_TO_START = (
     "start the user's Podman service with `podman system service --time=0 unix://$XDG_RUNTIME_DIR/podman/podman.sock &` "
@@ -210,8 +212,10 @@ def image_fix(tag: str, profile: str) -> str:
 
 
 def gpu_devices(gpus: list[str]) -> list[dict[str, str]]:
-    """CDI device entries of the libpod create spec for physical GPU ids (indices or UUIDs)."""
-    return [{"path": f"{GPU_CDI_KIND}={gpu}"} for gpu in gpus]
+    """CDI device entries of the libpod create spec for physical GPU ids (indices or UUIDs):
+    `<kind>=<id>`, the kind GPU_CDI_KIND unless REB_RAY_CDI_GPU_KIND names another."""
+    kind = os.environ.get(CDI_KIND_ENV) or GPU_CDI_KIND
+    return [{"path": f"{kind}={gpu}"} for gpu in gpus]
 
 
 def libpod_spec(config: SandboxConfig, name: str) -> dict[str, Any]:
@@ -345,6 +349,10 @@ class PodmanSandbox(DockerSandbox):
         from dataclasses import replace
 
         self.capabilities = replace(PODMAN_CAPABILITIES, enforces_limits=self.limits_enforced)
+        # Pausing freezes the container's cgroup; a rootless cgroup v1 container has none, and
+        # the engine refuses to commit it paused. The harness commits only between phases,
+        # after every process of the agent was killed, so nothing changes while it commits.
+        self.pauses_to_commit = self.limits_enforced
 
     def _limits_held(self) -> bool:
         """True when every limit the config set reads back from the engine as set (a rootless

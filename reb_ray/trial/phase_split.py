@@ -105,8 +105,7 @@ class PhaseSplit:
         started = time.monotonic()
         try:
             # The container's labels (managed, sweep, trial, attempt, owner) become the image's.
-            image = self._client.api.commit(agent_box.id, repository=ATTEMPT_REPOSITORY, tag=tag,
-                                            changes=[f"LABEL {ATTEMPT_IMAGE}=true"])
+            image = agent_box.commit_image(repository=ATTEMPT_REPOSITORY, tag=tag, changes=[f"LABEL {ATTEMPT_IMAGE}=true"])
             self.image = image["Id"]
             layer = self._client.api.history(self.image)[0].get("Size")
         except DockerException as exc:
