@@ -343,7 +343,10 @@ class PodmanSandbox(DockerSandbox):
         except (DockerException, requests.exceptions.RequestException) as exc:
             self._remove_by_name(name)
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise RebRayError(f"cannot start podman sandbox from {config.image}: {first[:300]}") from None
+            if "statfs" in first and "permission denied" in first:  # a rootless engine runs as its user
+                first += ("; the Podman service's user cannot reach that bind source: make it readable to that user "
+                          "(or run reb-ray as the user whose service it is)")
+            raise RebRayError(f"cannot start podman sandbox from {config.image}: {first[:500]}") from None
         self._container = self._client.containers.get(self.id)
         self.limits_enforced = self._limits_held()
         from dataclasses import replace
