@@ -218,3 +218,23 @@ def test_the_node_check_says_how_to_start_a_missing_service(monkeypatch, tmp_pat
     health = check_node("reb-ray/sandbox:any", sandbox="podman", min_free_bytes=0)
     assert health.docker is not None
     assert any(p.startswith("podman: Podman service at") and "podman system service" in p for p in health.problems)
+
+
+def test_a_demo_sweep_runs_on_rootless_podman(podman_service, tmp_path):
+    """The whole trial (placement, agent phase, between-phases exec, probe phase, artifacts) on
+    the user's engine: every row scored, none an infra error, each naming podman as its runtime
+    and saying whether limits held. The pip cache is off: it lives in root's home, which the
+    engine's user cannot mount (a cluster user's own home has no such problem)."""
+    from reb_ray.results.read import read_trials
+
+    out = tmp_path / "runs"
+    proc = subprocess.run(["reb-ray", "sweep", "--suite", "demo", "--sandbox", "podman", "--agents", "noop",
+                           "--no-pip-cache", "--output", str(out), "--quiet"],
+                          capture_output=True, text=True, timeout=1500, env={**os.environ})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "podman sandboxes share the node's network" in proc.stderr
+    rows = read_trials(out)
+    rows = rows.to_pandas() if hasattr(rows, "to_pandas") else rows
+    assert len(rows) == 4 and set(rows["status"]) == {"scored"}, rows[["task_id", "status", "failure_reason"]]
+    assert set(rows["container_runtime"]) == {"podman"}
+    assert set(rows["sandbox_limits_enforced"]) == {pm.engine(pm.connect()).enforces_limits}
