@@ -67,8 +67,6 @@ REGISTRIES = SandboxNetwork("reb-ray-registries", "rebray-reg0", internal=True, 
                             policy="registries")
 OPEN = SandboxNetwork("reb-ray-open", "rebray-open0", internal=False, chain="REB-RAY-OPEN-IN", policy="open")
 NETWORKS = (REGISTRIES, OPEN)
-# The registries network's names, as the modules made before OPEN import them.
-NETWORK_NAME, BRIDGE_NAME, NETWORK_LABELS = REGISTRIES.name, REGISTRIES.bridge, REGISTRIES.labels
 #: The variables a sandbox's tools read their proxy from (pip, apt, conda, npm, git, curl, Python
 #: urllib/requests/httpx, Node CLIs), both spellings.
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")

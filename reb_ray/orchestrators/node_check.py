@@ -137,7 +137,6 @@ class ImageArchive:
         self._dir: tempfile.TemporaryDirectory | None = None
         self.path: Path | None = None
         self.size_bytes = 0
-        self.save_s = 0.0
 
     def chunk_refs(self) -> list[ray.ObjectRef]:
         """The archive's chunks in the object store (one list per batch of loading nodes; the
@@ -149,9 +148,7 @@ class ImageArchive:
         if self.path is None:
             self._dir = tempfile.TemporaryDirectory(prefix="reb-ray-image-")
             path = Path(self._dir.name) / "image.tar"
-            start = time.monotonic()
             self.size_bytes = save_image(provider_class(self.sandbox).connect_engine(), self.image, path)  # type: ignore[attr-defined]
-            self.save_s = time.monotonic() - start
             self.path = path
         refs = []
         with open(self.path, "rb") as f:

@@ -96,7 +96,7 @@ class RayOrchestrator:
     may start (reb_ray/orchestrators/autoscaler.py). `memory_bytes`: the sweep's sandbox memory
     (None: each node's default), checked against the largest node. `nodes` is the run's
     NodeRoster (reb_ray/orchestrators/node_roster.py): after `run`, `nodes.verdicts` holds every
-    node's check and `nodes.check_s` the seconds the start-up checks took.
+    node's check.
     `share_gpus`: agent phases share their node's GPUs, probe phases lease them (module docstring).
     """
 

@@ -1,4 +1,4 @@
-"""Row dicts to Arrow tables of the explicit schemas, validated (the sink's and MemorySink's input)."""
+"""Row dicts to Arrow tables of the explicit schemas, validated (the sink's input)."""
 
 from __future__ import annotations
 

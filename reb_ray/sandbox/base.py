@@ -11,7 +11,6 @@ never of the provider's name.
 from __future__ import annotations
 
 import abc
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -164,11 +163,6 @@ def to_argv(cmd: str | Sequence[str]) -> list[str]:
     if not cmd:
         raise ValueError("empty command")
     return list(cmd)
-
-
-def display(cmd: str | Sequence[str]) -> str:
-    """A command as a one-line string for logs."""
-    return cmd if isinstance(cmd, str) else shlex.join(cmd)
 
 
 class Sandbox(abc.ABC):

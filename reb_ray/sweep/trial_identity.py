@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,14 +53,9 @@ def trial_identities(specs: list[TrialSpec], scoring: dict[str, object]) -> dict
 @dataclass
 class Reuse:
     """The trials a sweep takes over from earlier runs: {trial_id: (source sweep, source trial id,
-    source attempt)}, and per source sweep how many."""
+    source attempt)}."""
 
     picks: dict[str, tuple[str, str, int]] = field(default_factory=dict)
-
-    @property
-    def from_sweeps(self) -> dict[str, int]:
-        """{source sweep id: trials reused from it}, most first."""
-        return dict(Counter(sweep for sweep, _, _ in self.picks.values()).most_common())
 
 
 _CANDIDATE_COLUMNS = ["sweep_id", "trial_id", "attempt", "status", "trial_identity", "reused_from", "finished_at"]

@@ -67,11 +67,6 @@ TRANSCRIPT_MAX_BYTES = 32 * 1024 * 1024  # of a CLI's transcript kept per attemp
 DRAIN_S = 3.0  # how long finish waits for requests still in flight to be recorded
 TRAJECTORY, REQUEST_LOG = "trajectory", "llm_requests"  # artifact names (.jsonl.gz)
 
-#: The trials columns this module fills (all null for an agent that uses no LLM).
-LLM_COLUMNS = ("llm_requests", *FIELDS, "cost_usd", "cost_source", "price_version", "llm_model",
-               "llm_rate_limited", "llm_unavailable", "llm_auth_failures", "llm_budget_failures", "llm_in_flight",
-               "llm_failure_category", "llm_last_error", "llm_retry_after_s", "llm_log_path")
-REPORTED_COLUMNS = ("agent_reported_input_tokens", "agent_reported_output_tokens", "agent_reported_cost_usd")
 
 
 class ProxyClient(Protocol):

@@ -1,4 +1,4 @@
-"""ParquetSink / readers / MemorySink on real Parquet files under tmp_path (no mocks)."""
+"""ParquetSink and the readers on real Parquet files under tmp_path (no mocks)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from reb_ray.errors import RebRayError
-from reb_ray.results.memory_sink import MemorySink
-from reb_ray.results.parquet_sink import ParquetSink
+from reb_ray.results.parquet_sink import ParquetSink, rows_to_table
 from reb_ray.results.read import read_stages, read_trials, scored_trial_ids
 from reb_ray.results.schema import SCHEMA_VERSION, STAGES_SCHEMA, TRIALS_SCHEMA
 from tests.results.runs import STARTED, data_files, stage, trial, write_legacy
@@ -229,7 +228,7 @@ def test_unknown_key_raises_and_writes_nothing(tmp_path):
     sink.close()
     assert data_files(tmp_path) == []  # validation happens before anything is buffered
     with pytest.raises(ValueError, match="c9_bogus"):
-        MemorySink().write([trial(1, c9_bogus=1)], [])
+        rows_to_table([trial(1, c9_bogus=1)], TRIALS_SCHEMA)
 
 
 def test_bad_rows_and_settings_raise_value_error(tmp_path):
@@ -329,16 +328,16 @@ def test_concurrent_processes_writing_different_trials(tmp_path):
     assert len(list((tmp_path / "trials" / "sweep-s1").iterdir())) == 4  # one part per writer
 
 
-def test_memory_sink_keeps_tables():
-    sink = MemorySink()
-    assert sink.trials.schema.equals(TRIALS_SCHEMA) and sink.trials.num_rows == 0
-    sink.write([trial(n, c1_exit_code=None) for n in range(2)], [stage(1)])
-    sink.write([], [])
-    sink.write([trial(5, c1_exit_code=0)], [])
-    assert sink.trials.num_rows == 3
-    assert sink.trials.schema.field("c1_exit_code").type == pa.int64()
-    assert sink.trials.column("schema_version").to_pylist() == [SCHEMA_VERSION] * 3
-    assert sink.stages.num_rows == 1 and sink.stages.schema.equals(STAGES_SCHEMA)
+def test_rows_become_tables_of_the_schemas():
+    empty = rows_to_table([], TRIALS_SCHEMA)
+    assert empty.schema.equals(TRIALS_SCHEMA) and empty.num_rows == 0
+    trials = rows_to_table([trial(n, c1_exit_code=None) for n in range(2)] + [trial(5, c1_exit_code=0)], TRIALS_SCHEMA)
+    assert trials.num_rows == 3
+    assert trials.schema.field("c1_exit_code").type == pa.int64()
+    assert trials.column("c1_exit_code").to_pylist() == [None, None, 0]
+    assert trials.column("schema_version").to_pylist() == [SCHEMA_VERSION] * 3
+    stages = rows_to_table([stage(1)], STAGES_SCHEMA)
+    assert stages.num_rows == 1 and stages.schema.equals(STAGES_SCHEMA)
 
 
 def test_an_unclosed_sink_is_flushed_when_the_process_exits(tmp_path):
