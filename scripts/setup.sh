@@ -15,6 +15,12 @@ command -v ssh >/dev/null 2>&1 || need_apt+=(openssh-client)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv python3-pip)
 # headless Chromium: the HTML report's tests open the page in a real browser (tests/analysis/browser.py)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+# the podman sandbox provider: rootless Podman (tests/sandbox/test_podman.py runs it as a non-root
+# user it adds): the engine, subordinate id tools, rootless networking and overlay for a user
+command -v podman >/dev/null 2>&1 || need_apt+=(podman)
+command -v newuidmap >/dev/null 2>&1 || need_apt+=(uidmap)
+command -v slirp4netns >/dev/null 2>&1 || need_apt+=(slirp4netns)
+command -v fuse-overlayfs >/dev/null 2>&1 || need_apt+=(fuse-overlayfs)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: apt-get install ${need_apt[*]}"
   apt-get update -qq

@@ -52,7 +52,34 @@ def sandbox_image(docker_client) -> str:
     return build_image(docker_client, "minimal").tag
 
 
-@pytest.fixture(params=["docker", "local"])
+@pytest.fixture(scope="session")
+def podman_service(sandbox_image):
+    """A rootless Podman service of a non-root user, with the sandbox image in its store, set up
+    here as root (tests/podman_service.py); REB_RAY_PODMAN_SOCKET points at it for the session.
+    Skips, saying why, only where Podman cannot be installed or set up (not root)."""
+    from tests.podman_service import PodmanUnavailableHere, RootlessPodman
+
+    service = RootlessPodman()
+    try:
+        service.ensure(sandbox_image)
+    except PodmanUnavailableHere as exc:
+        pytest.skip(f"rootless Podman unavailable here: {exc}")
+    before = os.environ.get("REB_RAY_PODMAN_SOCKET")
+    os.environ["REB_RAY_PODMAN_SOCKET"] = service.url
+    yield service
+    if before is None:
+        os.environ.pop("REB_RAY_PODMAN_SOCKET", None)
+    else:
+        os.environ["REB_RAY_PODMAN_SOCKET"] = before
+    service.close()
+
+
+#: Providers whose sandboxes run from the sandbox image on an engine (the conformance suite
+#: needs a daemon or service for them: `integration`).
+IMAGE_PROVIDERS = ("docker", "podman")
+
+
+@pytest.fixture(params=["docker", "local", "podman"])
 def provider(request) -> str:
     return request.param
 
@@ -61,9 +88,11 @@ def provider(request) -> str:
 def make_sandbox(provider, request):
     """Factory for sandboxes of the parametrised provider; all are closed after the test."""
     made = []
+    if provider == "podman":
+        request.getfixturevalue("podman_service")
 
     def make(**overrides):
-        image = request.getfixturevalue("sandbox_image") if provider == "docker" else None
+        image = request.getfixturevalue("sandbox_image") if provider in IMAGE_PROVIDERS else None
         config = SandboxConfig(image=image, sweep_id="test", trial_id=request.node.name[:60], **overrides)
         sandbox = open_sandbox(provider, config, trusted=True)
         made.append(sandbox)
@@ -89,7 +118,7 @@ INTEGRATION_FIXTURES = frozenset({
     "docker_client", "sandbox_image", "make_sandbox", "ray_local", "private_dockerd", "second_docker",
     "raylets", "two_gpu_nodes", "two_single_gpu_nodes", "one_gpu_node", "ray_with_two_fake_gpus",
     "docker_sandbox", "torch_sandbox", "toolbox_ready", "installed_toolchain", "nexau_toolchain",
-    "mini_bin", "cli_bin", "mixed_nodes", "slow_process",
+    "mini_bin", "cli_bin", "mixed_nodes", "slow_process", "podman_service",
 })
 #: Where the unit tier points Docker: a socket that does not exist, so a test that reaches for the
 #: daemon without being marked fails at once instead of silently slowing the tier down.
@@ -120,7 +149,7 @@ def _mark_integration(items) -> None:
         params = getattr(getattr(item, "callspec", None), "params", {})
         if (any(item.get_closest_marker(name) for name in INTEGRATION_MARKERS)
                 or INTEGRATION_FIXTURES.intersection(getattr(item, "fixturenames", ()))
-                or params.get("provider") == "docker"):
+                or params.get("provider") in IMAGE_PROVIDERS):
             item.add_marker(pytest.mark.integration)
 
 

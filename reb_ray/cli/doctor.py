@@ -11,12 +11,16 @@ from reb_ray.sandbox.image import DEFAULT_PROFILE, get_profile
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "red"}
 
 
-def doctor(profile: str = typer.Option(DEFAULT_PROFILE, help="Sandbox image profile to check (paper | minimal).")) -> None:
-    """Check Docker, the sandbox image, GPUs and NVIDIA runtime, Ray, pyright and free disk."""
+def doctor(profile: str = typer.Option(DEFAULT_PROFILE, help="Sandbox image profile to check (paper | minimal)."),
+           sandbox: str = typer.Option("docker", help="docker | podman: the engine whose set-up is checked.")) -> None:
+    """Check Docker (or the Podman service), the sandbox image, GPUs and NVIDIA runtime (or CDI
+    specs), Ray, pyright and free disk."""
     from reb_ray.node.doctor import run_checks
+    from reb_ray.sandbox import capabilities_of
 
     get_profile(profile)
-    checks = run_checks(profile)
+    capabilities_of(sandbox)  # an unknown provider name fails here, with the known ones
+    checks = run_checks(profile, sandbox)
     table = Table(show_header=True, header_style="bold")
     for column in ("check", "status", "detail"):
         table.add_column(column, overflow="fold")
@@ -27,7 +31,7 @@ def doctor(profile: str = typer.Option(DEFAULT_PROFILE, help="Sandbox image prof
     # The node's fingerprint, as every trials row records it (reb_ray/environment/fingerprint.py).
     from reb_ray.environment.fingerprint import fingerprint
 
-    node = fingerprint("docker")
+    node = fingerprint(sandbox)
     console.print("fingerprint: " + ", ".join(f"{k}={'null' if v is None else v}" for k, v in node.items()),
                   soft_wrap=True, markup=False, highlight=False)
     # Each fix on one unbroken line, so a command or URL can be copied as printed.

@@ -13,14 +13,27 @@ app = typer.Typer(no_args_is_help=True, help="Build and inspect the sandbox imag
 def build(
     profile: str = typer.Option(DEFAULT_PROFILE, help="paper (CUDA base from a registry) | minimal (debootstrap, no registry)."),
     force: bool = typer.Option(False, help="Rebuild even if an image with the same input hash exists."),
+    sandbox: str = typer.Option("docker", help="docker | podman: podman builds with Docker here, then copies the image "
+                                "into the Podman service's store (`docker save | podman load`, streamed)."),
 ) -> None:
     """Build the sandbox image for a profile; prints the tag, build time and image size."""
+    import time
+
+    from reb_ray.sandbox import provider_class
     from reb_ray.sandbox.docker_client import connect
+    from reb_ray.sandbox.image import transfer_image
 
     image_tag(profile)  # validates the profile name before touching Docker
-    report = build_image(connect(timeout=1800), profile, force=force)
+    target = provider_class(sandbox)  # an unknown provider fails here, with the known ones
+    docker_client = connect(timeout=1800)
+    report = build_image(docker_client, profile, force=force)
     state = "built" if report.built else "up to date"
     typer.echo(f"{report.tag}: {state} in {report.seconds:.1f} s, size {report.size_bytes / 1e6:.0f} MB")
+    if not target.builds_images:  # type: ignore[attr-defined]
+        start = time.monotonic()
+        copied = transfer_image(docker_client, target.connect_engine(timeout=1800), report.tag)  # type: ignore[attr-defined]
+        typer.echo(f"{report.tag}: {'copied into' if copied else 'already in'} the {target.engine_name} store "  # type: ignore[attr-defined]
+                   f"in {time.monotonic() - start:.1f} s")
 
 
 @app.command("tag")

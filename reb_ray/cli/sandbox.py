@@ -7,13 +7,17 @@ import typer
 app = typer.Typer(no_args_is_help=True, help="Inspect and clean up sandbox containers.")
 
 
+_SANDBOX = typer.Option("docker", help="docker | podman: the engine whose containers are meant.")
+
+
 @app.command("list")
-def list_() -> None:
+def list_(sandbox: str = _SANDBOX) -> None:
     """List containers labelled reb-ray.managed=true, with owner and whether it is alive."""
-    from reb_ray.sandbox.docker_client import connect
+    from reb_ray.sandbox import provider_class
     from reb_ray.sandbox.ownership import MANAGED, TRIAL, Owner
 
-    containers = connect().containers.list(all=True, ignore_removed=True, filters={"label": f"{MANAGED}=true"})
+    client = provider_class(sandbox).connect_engine()  # type: ignore[attr-defined]
+    containers = client.containers.list(all=True, ignore_removed=True, filters={"label": f"{MANAGED}=true"})
     if not containers:
         typer.echo("no reb-ray containers")
     for container in containers:
@@ -24,11 +28,12 @@ def list_() -> None:
 
 
 @app.command("reap")
-def reap() -> None:
+def reap(sandbox: str = _SANDBOX) -> None:
     """Remove our containers whose owner process is gone; never anyone else's."""
+    from reb_ray.sandbox import provider_class
     from reb_ray.sandbox.reaper import reap as reap_orphans
 
-    removed = reap_orphans()
+    removed = reap_orphans(provider_class(sandbox).connect_engine())  # type: ignore[attr-defined]
     typer.echo(f"removed {len(removed)} orphaned sandbox container(s)")
     for container_id in removed:
         typer.echo(f"  {container_id[:12]}")

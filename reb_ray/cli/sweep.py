@@ -75,7 +75,7 @@ def sweep(
     cpus_per_trial: Optional[float] = typer.Option(None, help="CPU cores reserved per trial in Ray and given to its sandbox (default 1)."),
     repo_mirror: Optional[list[Path]] = typer.Option(None, help="Local mirror directory of repositories (repeatable)."),
     wheelhouse: Optional[list[Path]] = typer.Option(None, help="Wheel directory visible to sandboxes as find-links (repeatable)."),
-    sandbox: Optional[str] = typer.Option(None, help="docker | local | sleep (scripted sleeps for scheduling benchmarks: REB_RAY_SLEEP_SCRIPT)."),
+    sandbox: Optional[str] = typer.Option(None, help="docker | podman (rootful or rootless; socket from REB_RAY_PODMAN_SOCKET) | local | sleep (scripted sleeps for scheduling benchmarks: REB_RAY_SLEEP_SCRIPT)."),
     assets: Optional[Path] = typer.Option(None, "--assets", help="Read-only asset cache for the probes (see `reb-ray assets fetch`)."),
     skip_missing_assets: bool = typer.Option(False, "--skip-missing-assets", help="Run trials whose assets are missing: the stages that need them are not_run, the rest is scored."),
     unsafe_local: bool = typer.Option(False, "--unsafe-local", help="Allow non-built-in agents in the local sandbox."),
@@ -129,6 +129,11 @@ def sweep(
 
     if (warning := unguarded_warning(cfg)) is not None:  # an explicit `network`: the user's choice, never silent
         typer.echo(warning, err=True)
+    from reb_ray.sandbox import capabilities_of, provider_class
+
+    if capabilities_of(cfg.sandbox).image:  # what this node's engine will not do (podman: limits, host guard)
+        for line in provider_class(cfg.sandbox).start_warnings():  # type: ignore[attr-defined]
+            typer.echo(line, err=True)
     result = run_sweep(cfg, show_progress=not quiet, wandb_extras=summary_and_plots)
     typer.echo(f"sweep {result.sweep_id}: {result.attempts} attempt(s) run, {result.skipped} already scored, "
                f"{result.infra_errors} infra error(s), {result.wall_time_s:.1f} s; results in {cfg.output}")

@@ -102,15 +102,15 @@ def host_fingerprint() -> dict:
 
 def runtime_columns(provider: str) -> dict:
     """container_runtime and container_runtime_version for a sandbox `provider`: its runtime
-    ("docker") and the daemon's version (null when the daemon does not answer); null for
+    ("docker", "podman") and the engine's version (null when the daemon does not answer); null for
     providers without a container runtime."""
     runtime = capabilities_of(provider).container_runtime
     if runtime is None:
         return {"container_runtime": None, "container_runtime_version": None}
     try:
-        from reb_ray.sandbox.docker_client import connect
+        from reb_ray.sandbox import provider_class
 
-        version = connect(timeout=10).version().get("Version")
+        version = provider_class(provider).connect_engine(timeout=10).version().get("Version")  # type: ignore[attr-defined]
     except Exception:  # noqa: BLE001 - a fingerprint never fails a trial: unknown is null
         version = None
     return {"container_runtime": runtime, "container_runtime_version": version}

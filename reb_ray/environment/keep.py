@@ -97,7 +97,7 @@ def commit(sandbox, labels: dict[str, str]) -> dict:
     # reaper or an older one) ever applies to it.
     changes = [f"LABEL {KEPT}=true", *(f'LABEL {k}=""' for k in (OWNER_HOST, OWNER_PID, OWNER_START))]
     changes += [f'LABEL {k}="{v}"' for k, v in labels.items()]
-    image = sandbox.client.api.commit(sandbox.id, repository=KEPT_REPOSITORY, tag=tag, changes=changes)
+    image = sandbox.commit_image(repository=KEPT_REPOSITORY, tag=tag, changes=changes)  # docker or podman
     seconds = time.monotonic() - started
     image_id = image["Id"]
     history = sandbox.client.api.history(image_id)

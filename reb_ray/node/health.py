@@ -75,13 +75,15 @@ def running_trials(client, host: str) -> int:
 
 
 def check_node(image: str | None, docker_timeout_s: float = 10, *, min_free_bytes: int = MIN_FREE_BYTES,
-               paths: Sequence[tuple[str, str]] = ()) -> NodeHealth:
+               paths: Sequence[tuple[str, str]] = (), sandbox: str = "docker") -> NodeHealth:
     """Check this node for sandboxes of `image` (a tag; None: a sandbox without Docker, such as
     `local` or `sleep`). Never raises for a broken node: each problem becomes one line in
     `problems`: Docker unreachable, image missing, less than `min_free_bytes` free at Docker's
     root or in the temporary directory trials' workspaces use (the trial's own preflight rule,
     reb_ray/trial/run.py), a directory of `paths` ((what, path) pairs: "assets", "repo mirror", ...)
-    missing or unreadable here."""
+    missing or unreadable here. `sandbox` names the provider whose engine is asked (docker's
+    daemon, or the podman service of `reb_ray.sandbox.podman_sandbox`); its problems start with
+    the engine's name and say what to configure."""
     host = socket.gethostname()
     gpus = gpu_models()
     problems = [] if gpus is not None else ["nvidia-smi failed"]
@@ -93,22 +95,29 @@ def check_node(image: str | None, docker_timeout_s: float = 10, *, min_free_byte
         problems.append(f"disk: {free_tmp / 1e9:.1f} GB free in {tmp}, trials need >= {min_free_bytes / 1e9:.1f} GB")
     if image is None:
         return NodeHealth(host, gpus, None, "", None, free_tmp, None, problems, memory, docker_checked=False)
-    from reb_ray.sandbox.docker_client import connect
+    from reb_ray.sandbox import provider_class
 
+    engine = provider_class(sandbox)
     try:
-        client = connect(timeout=docker_timeout_s)
+        client = engine.connect_engine(timeout=docker_timeout_s)  # type: ignore[attr-defined]
         root = client.info().get("DockerRootDir") or "/var/lib/docker"
         present = _image_present(client, image)
         trials = running_trials(client, host)
     except Exception as exc:  # noqa: BLE001 - RebRayError, docker's APIError, requests' errors: all the node's problem
-        message = " ".join(str(exc).split())[:160]
-        return NodeHealth(host, gpus, message, image, None, None, None, [*problems, f"docker: {message}"], memory)
+        message = " ".join(str(exc).split())[:300]
+        return NodeHealth(host, gpus, message, image, None, None, None, [*problems, f"{engine.engine_name}: {message}"],  # type: ignore[attr-defined]
+                          memory)
     if not present:
-        problems.append(f"image {image} missing (reb-ray image build)")
+        problems.append(_image_problem(engine, image))
     free = _free_bytes(Path(root))
     if free is not None and free < min_free_bytes:
         problems.append(f"disk: {free / 1e9:.1f} GB free, sandboxes need >= {min_free_bytes / 1e9:.1f} GB")
     return NodeHealth(host, gpus, None, image, present, free, trials, problems, memory)
+
+
+def _image_problem(engine, image: str) -> str:
+    """The node check's line for a missing image, with the fix for the provider's engine."""
+    return f"image {image} missing ({engine.image_fix(image)})"
 
 
 def _path_problems(paths: Sequence[tuple[str, str]]) -> list[str]:

@@ -41,6 +41,7 @@ class NodeRequirements:
     image: str | None
     min_free_bytes: int
     paths: tuple[tuple[str, str], ...] = ()
+    sandbox: str = "docker"  # the provider whose engine holds the image (docker, podman)
 
     @classmethod
     def for_sweep(cls, config, image: str | None) -> "NodeRequirements":
@@ -49,7 +50,8 @@ class NodeRequirements:
         empty directory, and pip then falls back to the index, so a node without one still runs."""
         paths = [("assets", str(config.assets_dir))] if config.assets_dir else []
         paths += [("repo mirror", str(p)) for p in config.repo_mirrors]
-        return cls(image if capabilities_of(config.sandbox).image else None, config.min_free_bytes, tuple(paths))
+        return cls(image if capabilities_of(config.sandbox).image else None, config.min_free_bytes, tuple(paths),
+                   config.sandbox)
 
 
 @dataclass
@@ -93,22 +95,22 @@ def _prepare_here(req: NodeRequirements, archive: list | None) -> tuple[NodeHeal
 
     reaped, loaded = 0, False
     if req.image is not None:
-        from reb_ray.sandbox.docker_client import connect
+        from reb_ray.sandbox import provider_class
         from reb_ray.sandbox.image import load_image
         from reb_ray.sandbox.reaper import reap
 
         try:
-            client = connect(timeout=30)
+            client = provider_class(req.sandbox).connect_engine(timeout=30)  # type: ignore[attr-defined]
             reaped = len(reap(client))  # containers, then per-attempt images
             if archive is not None and not _has(client, req.image):
                 load_image(client, req.image, (ray.get(ref) for ref in archive))
                 loaded = True
         except RebRayError as exc:
-            health = check_node(req.image, min_free_bytes=req.min_free_bytes, paths=req.paths)
+            health = check_node(req.image, min_free_bytes=req.min_free_bytes, paths=req.paths, sandbox=req.sandbox)
             if health.docker is None:  # Docker answers: the failure was the load's
                 return replace(health, problems=[*health.problems, str(exc)]), reaped, loaded
             return health, reaped, loaded
-    return check_node(req.image, min_free_bytes=req.min_free_bytes, paths=req.paths), reaped, loaded
+    return check_node(req.image, min_free_bytes=req.min_free_bytes, paths=req.paths, sandbox=req.sandbox), reaped, loaded
 
 
 def _has(client, tag: str) -> bool:
@@ -129,8 +131,9 @@ class ImageArchive:
     """The sandbox image as an archive on the driver, made on first need (`docker save` once per
     sweep) and put into Ray's object store in chunks while nodes load it."""
 
-    def __init__(self, image: str) -> None:
+    def __init__(self, image: str, sandbox: str = "docker") -> None:
         self.image = image
+        self.sandbox = sandbox  # the provider whose engine on the driver saves it (docker, podman)
         self._dir: tempfile.TemporaryDirectory | None = None
         self.path: Path | None = None
         self.size_bytes = 0
@@ -139,13 +142,13 @@ class ImageArchive:
         """The archive's chunks in the object store (one list per batch of loading nodes; the
         object store frees them once those nodes are done). Raises RebRayError when the driver
         cannot save the image."""
-        from reb_ray.sandbox.docker_client import connect
+        from reb_ray.sandbox import provider_class
         from reb_ray.sandbox.image import ARCHIVE_CHUNK_BYTES, save_image
 
         if self.path is None:
             self._dir = tempfile.TemporaryDirectory(prefix="reb-ray-image-")
             path = Path(self._dir.name) / "image.tar"
-            self.size_bytes = save_image(connect(), self.image, path)
+            self.size_bytes = save_image(provider_class(self.sandbox).connect_engine(), self.image, path)  # type: ignore[attr-defined]
             self.path = path
         refs = []
         with open(self.path, "rb") as f:
@@ -249,7 +252,7 @@ class NodeChecks:
 
     def _image_archive(self) -> ImageArchive:
         if self._archive is None:
-            self._archive = ImageArchive(self.requirements.image)
+            self._archive = ImageArchive(self.requirements.image, self.requirements.sandbox)
         return self._archive
 
 

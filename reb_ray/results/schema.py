@@ -137,6 +137,9 @@ TRIALS_SCHEMA = pa.schema(
         # -- sandbox limits (`LimitWatch`); null for the local provider
         ("sandbox_pids_limit", pa.int64()),  # processes and threads the sandbox may hold
         ("sandbox_memory_bytes", pa.int64()),  # its memory (and memory+swap) limit
+        # whether the engine applied the memory, pids and CPU limits above (false: a rootless
+        # Podman engine on cgroup v1 dropped them; null: the local provider has none)
+        ("sandbox_limits_enforced", pa.bool_()),
         ("sandbox_disk_quota_bytes", pa.int64()),  # writable-layer size past which the agent is stopped
         ("sandbox_limit_fired", pa.string()),  # the limit that ended the agent phase: pids_limit | disk_quota | oom
         ("sandbox_oom_kills", pa.int64()),  # processes the OOM killer killed during the agent phase

@@ -9,7 +9,7 @@ from __future__ import annotations
 from reb_ray.errors import UnknownName
 from reb_ray.sandbox.base import ExecResult, Sandbox, SandboxCapabilities, SandboxConfig, SandboxSize, UnreadableFile
 
-PROVIDERS = ("docker", "local", "sleep")
+PROVIDERS = ("docker", "podman", "local", "sleep")
 
 
 def provider_class(provider: str) -> type[Sandbox]:
@@ -19,6 +19,10 @@ def provider_class(provider: str) -> type[Sandbox]:
         from reb_ray.sandbox.docker_sandbox import DockerSandbox
 
         return DockerSandbox
+    if provider == "podman":
+        from reb_ray.sandbox.podman_sandbox import PodmanSandbox
+
+        return PodmanSandbox
     if provider == "local":
         from reb_ray.sandbox.local import LocalSandbox
 
@@ -37,8 +41,9 @@ def capabilities_of(provider: str) -> SandboxCapabilities:
 
 
 def open_sandbox(provider: str, config: SandboxConfig, *, trusted: bool = False, allow_unsafe: bool = False) -> Sandbox:
-    """Create a sandbox of `provider` ("docker", "local", or "sleep": scripted sleeps for
-    scheduling benchmarks, reb_ray.sandbox.sleeping).
+    """Create a sandbox of `provider` ("docker"; "podman": a rootful or rootless Podman service,
+    reb_ray.sandbox.podman_sandbox; "local"; or "sleep": scripted sleeps for scheduling
+    benchmarks, reb_ray.sandbox.sleeping).
 
     `trusted` marks a built-in agent (noop, heuristic); the local provider refuses others
     unless `allow_unsafe`. Raises UnknownName, DockerUnavailable, ImageMissing, UnsafeSandbox.

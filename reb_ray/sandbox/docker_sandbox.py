@@ -182,6 +182,43 @@ class DockerSandbox(Sandbox):
             raise RebRayError(f"cannot start sandbox from {config.image}: {first[:300]}") from None
         self.id: str = self._container.id
 
+    # -- the engine (class-level: asked before any sandbox opens) -----------------------------
+    #: The engine's name in one-line messages (node checks, doctor).
+    engine_name = "docker"
+    #: Whether `reb-ray image build` builds the sandbox image on this engine (else it is copied in).
+    builds_images = True
+
+    @classmethod
+    def connect_engine(cls, timeout: float = 120.0) -> docker.DockerClient:
+        """A pinged client of the engine this provider's sandboxes run on (DOCKER_HOST's daemon).
+        Raises DockerUnavailable with the fix."""
+        from reb_ray.sandbox.docker_client import connect
+
+        return connect(timeout=timeout)
+
+    @classmethod
+    def wait_for_engine(cls) -> None:
+        """Return once the engine answers; InfraError `infra_daemon` after DAEMON_WAIT_S seconds."""
+        wait_for_daemon()
+
+    @classmethod
+    def require_image(cls, client: docker.DockerClient, profile: str) -> str:
+        """The profile's image tag if the engine holds it. Raises ImageMissing with the fix."""
+        from reb_ray.sandbox.image import require_image
+
+        return require_image(client, profile)
+
+    @classmethod
+    def image_fix(cls, tag: str) -> str:
+        """How to bring the sandbox image `tag` to this engine, in a few words."""
+        return "reb-ray image build"
+
+    @classmethod
+    def start_warnings(cls) -> list[str]:
+        """Lines a sweep prints at its start about what this node's engine will not do for
+        these sandboxes (the Docker daemon does everything the harness asks: none)."""
+        return []
+
     # -- lifecycle ---------------------------------------------------------------------------
     @property
     def client(self) -> docker.DockerClient:
@@ -195,6 +232,15 @@ class DockerSandbox(Sandbox):
             self._client.api.kill(self.id)
         except DockerException:
             pass
+
+    #: Whether the engine pauses the container while it commits it (Docker freezes its cgroup).
+    pauses_to_commit = True
+
+    def commit_image(self, repository: str, tag: str, changes: list[str]) -> dict:
+        """Commit the container to image `repository:tag` with Dockerfile `changes` (its labels
+        become the image's); returns the engine's answer ({"Id": ...}). Raises DockerException."""
+        return self._client.api.commit(self.id, repository=repository, tag=tag, changes=changes,
+                                       pause=self.pauses_to_commit)
 
     def _remove_by_name(self, name: str) -> None:
         try:
@@ -381,6 +427,8 @@ class DockerSandbox(Sandbox):
         except DockerException as exc:
             raise RebRayError(f"sandbox {self.id[:12]}: cannot read {src}: {exc}") from exc
         with closing(res):
+            if _stat_is_symlink(res.headers):  # Podman's archive follows a link: its stat does not
+                raise UnreadableFile(f"{src}: a symlink, not a regular file")
             res.raw.decode_content = True  # a daemon that gzips anyway is still read as a tar
             try:
                 with tarfile.open(fileobj=res.raw, mode="r|") as tar:
@@ -425,6 +473,27 @@ class DockerSandbox(Sandbox):
         if upper and os.path.isdir(upper):
             return SandboxSize(bytes=tree_bytes(Path(upper)), method="upperdir_walk")
         return SandboxSize(bytes=None, method="unavailable")
+
+
+#: Go's os.ModeSymlink, in the file mode of the engine's path stat (X-Docker-Container-Path-Stat).
+_GO_MODE_SYMLINK = 1 << 27
+
+
+def _stat_is_symlink(headers: Mapping[str, str]) -> bool:
+    """True when the archive answer's path stat (base64 JSON, Docker's and Podman's header)
+    says the path is a symlink. Docker's tar then holds the link itself, Podman's the file it
+    points to; the stat is the same on both, so it is what decides."""
+    import base64
+    import json
+
+    raw = headers.get("X-Docker-Container-Path-Stat")
+    if not raw:
+        return False
+    try:
+        mode = int(json.loads(base64.b64decode(raw)).get("mode", 0))
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return bool(mode & _GO_MODE_SYMLINK)
 
 
 def _missing_directory(exc: DockerException) -> bool:

@@ -192,3 +192,21 @@ def load_image(client: docker.DockerClient, tag: str, chunks) -> None:
         raise RebRayError(f"docker load of the shipped archive gave no image {tag}") from None
     except DockerException as exc:
         raise RebRayError(f"docker load of {tag} failed: {str(exc).splitlines()[0][:300]}") from None
+
+
+def transfer_image(source: docker.DockerClient, target: docker.DockerClient, tag: str) -> bool:
+    """Copy image `tag` from engine `source` (the Docker daemon that built it) into engine
+    `target` (a Podman service: `docker save | podman load` without a file), unless `target`
+    already holds it. Both speak the Docker API; the archive streams through this process in
+    ARCHIVE_CHUNK_BYTES pieces, never whole in memory. Returns True when it copied. Raises
+    ImageMissing when `source` lacks the image, RebRayError when either engine fails."""
+    if _has_image(target, tag):
+        return False
+    try:
+        chunks = source.images.get(tag).save(chunk_size=ARCHIVE_CHUNK_BYTES, named=True)
+    except ImageNotFound:
+        raise ImageMissing(f"sandbox image {tag} is not built here: run `reb-ray image build` first") from None
+    except DockerException as exc:
+        raise RebRayError(f"docker save {tag} failed: {str(exc).splitlines()[0][:300]}") from None
+    load_image(target, tag, chunks)
+    return True

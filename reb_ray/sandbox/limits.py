@@ -120,11 +120,15 @@ class NoWatch:
 
 
 def watch_limits(sandbox: Any, interval_s: float = DEFAULT_WATCH_INTERVAL_S) -> "LimitWatch | NoWatch":
-    """A LimitWatch of a sandbox that enforces limits (`capabilities.enforces_limits`: the docker
-    one) with its config's pids limit and disk quota; NoWatch otherwise."""
-    if not sandbox.capabilities.enforces_limits:
+    """A LimitWatch of a container sandbox (`capabilities.image`) with its config's disk quota,
+    and its pids limit when the engine enforces limits (`capabilities.enforces_limits`; a
+    rootless Podman engine on cgroup v1 does not, and has no pids count to read); NoWatch for
+    the others. The disk quota is watched either way: the writable layer's size is the
+    engine's answer, cgroups or not."""
+    if not sandbox.capabilities.image:
         return NoWatch()
-    return LimitWatch(sandbox, sandbox.config.pids_limit, sandbox.config.disk_quota_bytes, interval_s)
+    pids = sandbox.config.pids_limit if sandbox.capabilities.enforces_limits else None
+    return LimitWatch(sandbox, pids, sandbox.config.disk_quota_bytes, interval_s)
 
 
 class LimitWatch:

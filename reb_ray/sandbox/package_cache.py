@@ -73,11 +73,13 @@ def installed(sandbox: Sandbox, python: str) -> tuple[str, list[str]] | None:
     return f"{int(major)}.{int(minor)}", reqs[:MAX_REQUIREMENTS]
 
 
-def fill(cache_dir: Path, base: SandboxConfig, python_version: str, requirements: list[str]) -> list[str]:
+def fill(cache_dir: Path, base: SandboxConfig, python_version: str, requirements: list[str],
+         provider: str = "docker") -> list[str]:
     """Download the wheels of `requirements` missing from `cache_dir`, in a harness container
-    made from `base` (its image, network and CA bundle). Returns the requirements fetched.
-    Raises RebRayError when the container cannot start (the caller records, never fails the trial)."""
-    from reb_ray.sandbox.docker_sandbox import DockerSandbox
+    of sandbox `provider` (docker or podman: the trial's engine) made from `base` (its image,
+    network and CA bundle). Returns the requirements fetched. Raises RebRayError when the
+    container cannot start (the caller records, never fails the trial)."""
+    from reb_ray.sandbox import provider_class
 
     have = cached_requirements(cache_dir)
     wanted = [r for r in requirements if _key(*r.split("==")) not in have]
@@ -94,7 +96,7 @@ def fill(cache_dir: Path, base: SandboxConfig, python_version: str, requirements
               f'--no-cache-dir --python-version {shlex.quote(python_version)} -d {incoming}/w "$r" >/dev/null 2>&1 '
               f'|| echo "$r" >> {incoming}/missing; done; mv {incoming}/w/*.whl /cache/ 2>/dev/null; '
               f'cat {incoming}/missing >> /cache/{MISSING_FILE} 2>/dev/null; rm -rf {incoming}; true')
-    with DockerSandbox(config) as box:
+    with provider_class(provider)(config) as box:  # type: ignore[call-arg]
         box.exec(["sh", "-c", script, "fill", *wanted], timeout=FILL_TIMEOUT_S,
                  env={"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_FIND_LINKS": ""})
     wheels = {_key(w.name.split("-")[0], w.name.split("-")[1]) for w in cache_dir.glob("*.whl")}

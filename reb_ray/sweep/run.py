@@ -65,13 +65,13 @@ def _prepare_sandbox(config: SweepConfig) -> str | None:
 
     if not capabilities_of(config.sandbox).image:  # raises UnknownName for a name no provider has
         return None
-    from reb_ray.sandbox.docker_client import connect
-    from reb_ray.sandbox.image import require_image
+    from reb_ray.sandbox import provider_class
     from reb_ray.sandbox.reaper import reap
 
-    client = connect()
+    engine = provider_class(config.sandbox)  # the docker daemon, or the podman service
+    client = engine.connect_engine()  # type: ignore[attr-defined]
     reap(client)
-    return require_image(client, config.image_profile)
+    return engine.require_image(client, config.image_profile)  # type: ignore[attr-defined]
 
 
 def _key_names(config: SweepConfig) -> list[str]:

@@ -51,6 +51,7 @@ class PhaseSplit:
         self.agent_gpus = list(lease.agent_gpus)
         self.image: str | None = None
         self._client: Any = None  # the agent sandbox's docker client, once committed
+        self._provider: Any = None  # the agent sandbox's class, once committed
         self._config: SandboxConfig | None = None
         self._opened: list[Sandbox] = []
 
@@ -99,12 +100,12 @@ class PhaseSplit:
 
         assert isinstance(agent_box, DockerSandbox)
         self._client, self._config = agent_box.client, agent_box.config
+        self._provider = type(agent_box)  # the probe sandboxes run on the same engine (docker or podman)
         tag = uuid.uuid4().hex[:12]
         started = time.monotonic()
         try:
             # The container's labels (managed, sweep, trial, attempt, owner) become the image's.
-            image = self._client.api.commit(agent_box.id, repository=ATTEMPT_REPOSITORY, tag=tag,
-                                            changes=[f"LABEL {ATTEMPT_IMAGE}=true"])
+            image = agent_box.commit_image(repository=ATTEMPT_REPOSITORY, tag=tag, changes=[f"LABEL {ATTEMPT_IMAGE}=true"])
             self.image = image["Id"]
             layer = self._client.api.history(self.image)[0].get("Size")
         except DockerException as exc:
@@ -121,9 +122,7 @@ class PhaseSplit:
                                                "propagated_mounts": {}})
 
     def _open(self, gpus: list[str]) -> Sandbox:
-        from reb_ray.sandbox.docker_sandbox import DockerSandbox
-
-        box = DockerSandbox(self.box_config(gpus), client=self._client)
+        box = self._provider(self.box_config(gpus), client=self._client)
         self._opened.append(box)
         return box
 

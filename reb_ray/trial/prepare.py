@@ -89,9 +89,9 @@ def preflight(spec: TrialSpec) -> None:
     probe phase leaves only those stages not_run and the rest is measured and scored.
     """
     if capabilities_of(spec.config.sandbox).image:  # a restarting daemon: the attempt waits for it, bounded, not fails
-        from reb_ray.sandbox.docker_client import wait_for_daemon
+        from reb_ray.sandbox import provider_class
 
-        wait_for_daemon()
+        provider_class(spec.config.sandbox).wait_for_engine()  # type: ignore[attr-defined]
     free = shutil.disk_usage(tempfile.gettempdir()).free
     if free < spec.config.min_free_bytes:  # a full disk is infra (owner: infra), found before the agent runs
         raise InfraError("infra_disk_full", f"{free / 1e9:.1f} GB free, need {spec.config.min_free_bytes / 1e9:.1f} GB")
@@ -178,7 +178,9 @@ def prepare(p: Prepared, rec: TrialRecorder, gpus: list[str], llm_proxy: ProxyCl
     p.sandbox = sandbox = open_sandbox(spec.config.sandbox, config, trusted=agent.trusted,
                                        allow_unsafe=spec.config.unsafe_local)
     p.egress.attach(sandbox)
-    rec.row.update(sandbox_shm_bytes=config.shm_size_bytes if sandbox.capabilities.enforces_limits else None,
+    rec.row.update(sandbox_shm_bytes=config.shm_size_bytes if sandbox.capabilities.image else None,
+                   # whether the engine applied memory, pids and CPU limits (a rootless one may drop them)
+                   sandbox_limits_enforced=sandbox.capabilities.enforces_limits if sandbox.capabilities.image else None,
                    sandbox_pids_limit=config.pids_limit, sandbox_memory_bytes=config.memory_bytes,
                    sandbox_disk_quota_bytes=config.disk_quota_bytes)
     p.repo_dir = repo_dir = f"{sandbox.workdir}/repo"

@@ -145,6 +145,7 @@ def _fill_package_cache(rec: TrialRecorder, spec: TrialSpec, config: SandboxConf
     try:  # a sandbox the agent stopped has nothing to list: the trial's verdict stands
         listed = package_cache.installed(sandbox, report.python_path)
         if listed is not None:
-            rec.row["pip_cache_filled"] = len(package_cache.fill(spec.config.pip_cache_dir, config, *listed))
+            rec.row["pip_cache_filled"] = len(package_cache.fill(spec.config.pip_cache_dir, config, *listed,
+                                                                 provider=spec.config.sandbox))
     except RebRayError:
         pass  # the cache stays as it was: slower later trials, never a different result

@@ -107,7 +107,7 @@ def test_capabilities_of_a_name_are_its_class_s(name):
 
 
 def test_an_unknown_provider_is_refused_by_name():
-    with pytest.raises(UnknownName, match="sandbox provider.*'dockr'.*valid: docker, local, sleep"):
+    with pytest.raises(UnknownName, match="sandbox provider.*'dockr'.*valid: docker, local, podman, sleep"):
         capabilities_of("dockr")
 
 
@@ -134,7 +134,7 @@ def test_the_providers_differ_where_the_harness_asks():
 # -- the claims, checked against real sandboxes -------------------------------------------------
 
 
-@pytest.fixture(params=["docker", "local"])
+@pytest.fixture(params=["docker", "local", "podman"])
 def provider(request) -> str:
     return request.param
 
@@ -142,8 +142,16 @@ def provider(request) -> str:
 @pytest.fixture
 def box(provider, request):
     """A real sandbox of `provider`, closed after the test."""
-    image = request.getfixturevalue("sandbox_image") if provider == "docker" else None
+    if provider == "podman":
+        request.getfixturevalue("podman_service")
+    image = request.getfixturevalue("sandbox_image") if provider in ("docker", "podman") else None
     host_dir = Path(request.getfixturevalue("tmp_path"))
+    if provider == "podman":  # the rootless engine's user must reach the bind source (pytest's is root's, 0700)
+        import tempfile
+
+        host_dir = Path(tempfile.mkdtemp(prefix="reb-ray-capability-"))
+        host_dir.chmod(0o755)
+        request.addfinalizer(lambda: __import__("shutil").rmtree(host_dir, ignore_errors=True))
     (host_dir / "mounted.txt").write_text("from the host\n")
     config = SandboxConfig(image=image, sweep_id="test", trial_id=request.node.name[:60], pids_limit=77,
                            mounts={str(host_dir): "/opt/reb-ray/capability-mount"})
@@ -223,6 +231,8 @@ def test_image_and_commit(provider, request):
     """image: a sandbox of the provider cannot open without one; commit and filesystem_diff: the
     runtime commits it and lists what changed."""
     caps = capabilities_of(provider)
+    if provider == "podman":
+        request.getfixturevalue("podman_service")
     config = SandboxConfig(image=None, sweep_id="test", trial_id=request.node.name[:60])
     if caps.image:
         with pytest.raises(RebRayError, match="no image"):
@@ -235,7 +245,7 @@ def test_image_and_commit(provider, request):
     with sandbox:
         sandbox.exec(["sh", "-c", "echo x > /tmp/changed-by-the-agent"])
         assert "/tmp/changed-by-the-agent" in {e["Path"] for e in sandbox.client.api.diff(sandbox.id)}
-        image = sandbox.client.api.commit(sandbox.id, repository="reb-ray-capability-test", tag=uuid.uuid4().hex[:8])
+        image = sandbox.commit_image(repository="reb-ray-capability-test", tag=uuid.uuid4().hex[:8], changes=[])
         sandbox.client.api.remove_image(image["Id"], force=True)
 
 
@@ -257,10 +267,16 @@ def test_sleep_sandbox_claims(tmp_path, monkeypatch):
 
 
 def test_the_limit_watch_follows_enforces_limits(provider, request):
+    """A container sandbox is watched (its disk quota always, its pids limit only where the
+    engine enforces limits: a rootless cgroup v1 Podman has no pids count); others are not."""
     from reb_ray.sandbox.limits import LimitWatch, NoWatch, watch_limits
 
-    image = request.getfixturevalue("sandbox_image") if provider == "docker" else None
+    if provider == "podman":
+        request.getfixturevalue("podman_service")
+    image = request.getfixturevalue("sandbox_image") if provider in ("docker", "podman") else None
     with open_sandbox(provider, SandboxConfig(image=image, trial_id="t"), trusted=True) as sandbox:
         watch = watch_limits(sandbox)
-        assert isinstance(watch, LimitWatch if sandbox.capabilities.enforces_limits else NoWatch)
+        assert isinstance(watch, LimitWatch if sandbox.capabilities.image else NoWatch)
+        if isinstance(watch, LimitWatch):
+            assert watch.pids_limit == (sandbox.config.pids_limit if sandbox.capabilities.enforces_limits else None)
 

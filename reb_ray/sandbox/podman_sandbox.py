@@ -1,0 +1,383 @@
+"""The Podman sandbox provider: one container per trial on a Podman engine, rootful or rootless.
+
+Podman serves the Docker API (`podman system service`), so this provider is the Docker one
+(`DockerSandbox`: exec, files, size, stop, close are the same requests) with three changes:
+
+- The engine is reached on Podman's socket, never Docker's: the first of the sweep's
+  `podman_socket` setting, `REB_RAY_PODMAN_SOCKET`, `CONTAINER_HOST` (Podman's own variable),
+  the calling user's rootless socket `$XDG_RUNTIME_DIR/podman/podman.sock`, and the rootful
+  `/run/podman/podman.sock` (`podman_socket`).
+- A container is created through Podman's own endpoint (`/libpod/containers/create`), because
+  its Docker-compatible one drops CDI devices: GPUs are given as CDI names,
+  `nvidia.com/gpu=<id>` for each physical id (a CDI spec written by the NVIDIA container
+  toolkit, `nvidia-ctk cdi generate`), and inside the devices count from 0 as under Docker.
+- A rootless engine on cgroup v1 (or on v2 without delegated controllers) silently drops
+  memory, pids and CPU limits. After start the provider reads the limits back from the engine
+  and records what holds (`limits_enforced`); a sandbox whose limits are not enforced says so
+  in its capabilities (`enforces_limits` False), so the trials row records it and no limit
+  watch pretends to guard it.
+
+Networks: the host guard and the egress proxy work on a Docker network of the node; a rootless
+engine's networks live in the user's namespace, where neither can be installed. Podman
+sandboxes therefore share the node's network (Podman's `host` mode, as the local provider
+does; `none` stays `none`), the LLM proxy is reached on loopback, and a sweep refuses the
+`registries` policy on this provider (its capabilities say `own_network` False).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import docker
+import requests
+from docker.errors import DockerException
+
+from reb_ray.errors import DockerUnavailable, ImageMissing, InfraError, RebRayError
+from reb_ray.sandbox.base import SandboxCapabilities, SandboxConfig
+from reb_ray.sandbox.docker_sandbox import DockerSandbox, container_create_kwargs
+
+#: The variable naming the Podman socket for reb-ray (a path or a unix:// URL).
+SOCKET_ENV = "REB_RAY_PODMAN_SOCKET"
+#: Podman's own variable for its service, read after reb-ray's.
+CONTAINER_HOST_ENV = "CONTAINER_HOST"
+#: The socket of a rootful Podman service (`systemctl start podman.socket`).
+ROOTFUL_SOCKET = "/run/podman/podman.sock"
+#: The CDI vendor/class of NVIDIA GPUs (`nvidia-ctk cdi generate` names them nvidia.com/gpu=<index|UUID>).
+GPU_CDI_KIND = "nvidia.com/gpu"
+#: The variable that names another CDI kind for a node's GPUs (another vendor's, e.g. amd.com/gpu).
+CDI_KIND_ENV = "REB_RAY_CDI_GPU_KIND"
+
+HOW_TO_START = (
+    "start the user's Podman service with `podman system service --time=0 unix://$XDG_RUNTIME_DIR/podman/podman.sock &` "
+    f"(or `systemctl --user start podman.socket`) and point {SOCKET_ENV} at it"
+)
+
+#: Capabilities of a Podman sandbox before its engine is asked (`capabilities_of("podman")`):
+#: limits not assumed enforced (a rootless engine on cgroup v1 drops them); each sandbox
+#: replaces this with what its engine really enforces (`PodmanSandbox.capabilities`).
+PODMAN_CAPABILITIES = SandboxCapabilities(
+    container_runtime="podman", image=True, mounts=True, enforces_limits=False, own_network=False,
+    fixed_paths=True, host_paths=False, commit=True, filesystem_diff=True, own_processes=True,
+    own_interpreters=True,
+)
+
+
+def _as_url(value: str) -> str:
+    """A socket path or URL as a docker-SDK base URL (unix:// or tcp://). Raises RebRayError
+    for a scheme the SDK cannot reach (Podman's ssh:// connections need its own client)."""
+    value = value.strip()
+    if value.startswith("/"):
+        return f"unix://{value}"
+    if value.startswith(("unix://", "tcp://", "http://")):
+        return value
+    raise RebRayError(f"Podman socket {value!r}: give a path or a unix:// or tcp:// URL (ssh:// is not supported)")
+
+
+def socket_candidates(setting: str | None = None) -> list[tuple[str, str]]:
+    """(where it came from, URL) of each place a Podman socket may be, in the order asked: an
+    explicit setting, REB_RAY_PODMAN_SOCKET, CONTAINER_HOST, the rootless socket of this user,
+    the rootful one."""
+    found: list[tuple[str, str]] = []
+    if setting:
+        found.append(("setting podman_socket", _as_url(setting)))
+    for name in (SOCKET_ENV, CONTAINER_HOST_ENV):
+        if os.environ.get(name):
+            found.append((name, _as_url(os.environ[name])))
+    runtime_dir = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+    found.append(("rootless default", f"unix://{runtime_dir}/podman/podman.sock"))
+    found.append(("rootful default", f"unix://{ROOTFUL_SOCKET}"))
+    return found
+
+
+def podman_socket(setting: str | None = None) -> str:
+    """The URL of the Podman service to use: the first explicit one (setting, then the two
+    variables) as given, else the first default socket that exists. Raises DockerUnavailable
+    naming every place looked at when none is given and none exists."""
+    candidates = socket_candidates(setting)
+    explicit = [url for origin, url in candidates if "default" not in origin]
+    if explicit:
+        return explicit[0]
+    for _origin, url in candidates:
+        if Path(url.removeprefix("unix://")).exists():
+            return url
+    looked = ", ".join(url.removeprefix("unix://") for _o, url in candidates)
+    raise DockerUnavailable(f"no Podman socket ({looked} do not exist): {HOW_TO_START}")
+
+
+def connect(timeout: float = 120.0, setting: str | None = None) -> docker.DockerClient:
+    """A docker-SDK client of the Podman service (`podman_socket`), pinged once. `timeout` is
+    the per-request timeout in seconds. Raises DockerUnavailable when it does not answer."""
+    url = podman_socket(setting)
+    try:
+        client = docker.DockerClient(base_url=url, timeout=int(timeout))
+        client.ping()
+    except (DockerException, requests.exceptions.RequestException) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise DockerUnavailable(f"Podman service at {url} not reachable ({reason[:160]}): {HOW_TO_START}") from None
+    return client
+
+
+_SHARED: dict[str, docker.DockerClient] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_client() -> docker.DockerClient:
+    """This process's client of the Podman service, made by `connect` on first use and then
+    reused (one per socket). Raises DockerUnavailable on first use without a service."""
+    url = podman_socket()
+    with _SHARED_LOCK:
+        if url not in _SHARED:
+            _SHARED[url] = connect()
+        return _SHARED[url]
+
+
+def wait_for_daemon(timeout_s: float = 90.0) -> None:
+    """Return as soon as the Podman service answers a ping on a new connection; raises
+    InfraError `infra_daemon` when it has not answered for `timeout_s` seconds (a restarting
+    user service is waited for, not failed)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with closing(docker.DockerClient(base_url=podman_socket(), timeout=10)) as client:
+                client.ping()
+            return
+        except (DockerException, requests.exceptions.RequestException, RebRayError) as exc:
+            if time.monotonic() >= deadline:
+                reason = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+                raise InfraError("infra_daemon", f"Podman service did not answer for {timeout_s:g} s ({reason})") from None
+        time.sleep(0.5)
+
+
+@dataclass(frozen=True)
+class PodmanEngine:
+    """What a Podman service says about itself (`/libpod/info`), as the provider needs it.
+
+    `controllers` are the cgroup controllers its containers may use (empty on a rootless
+    cgroup v1 engine: no memory, pids or cpu limit can be set).
+    """
+
+    version: str
+    rootless: bool
+    cgroup_version: str  # "v1" | "v2"
+    cgroup_manager: str  # "cgroupfs" | "systemd"
+    controllers: tuple[str, ...]
+    graph_driver: str
+    runtime: str
+    uid_ranges: int = 0  # subordinate ids mapped into the user namespace (rootless), beyond the user's own
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def enforces_limits(self) -> bool:
+        """True when memory, pids and cpu limits take effect: rootful, or rootless with those
+        controllers delegated (cgroup v2)."""
+        if not self.rootless:
+            return True
+        return {"memory", "pids", "cpu"} <= set(self.controllers)
+
+
+def engine(client: docker.DockerClient) -> PodmanEngine:
+    """Ask the Podman service for `PodmanEngine`. Raises DockerUnavailable when it does not
+    answer or is not Podman (a Docker daemon has no /libpod endpoints)."""
+    api = client.api
+    try:
+        info = api._result(api._get(api._url("/libpod/info")), True)
+    except (DockerException, requests.exceptions.RequestException, ValueError) as exc:
+        raise DockerUnavailable(f"the service at {api.base_url} is not a Podman service ({str(exc)[:160]})") from None
+    host, store = info.get("host", {}), info.get("store", {})
+    security = host.get("security", {})
+    uidmap = (host.get("idMappings") or {}).get("uidmap") or []
+    return PodmanEngine(
+        version=(info.get("version") or {}).get("Version", ""),
+        rootless=bool(security.get("rootless")),
+        cgroup_version=host.get("cgroupVersion", ""),
+        cgroup_manager=host.get("cgroupManager", ""),
+        controllers=tuple(host.get("cgroupControllers") or ()),
+        graph_driver=store.get("graphDriverName", ""),
+        runtime=(host.get("ociRuntime") or {}).get("name", ""),
+        uid_ranges=sum(int(m.get("size", 0)) for m in uidmap if m.get("container_id", 0) != 0),
+    )
+
+
+def image_fix(tag: str, profile: str) -> str:
+    """How to bring the sandbox image `tag` into a Podman store, in one line."""
+    return (f"build it where Docker runs (`reb-ray image build --profile {profile}`), then as the Podman user "
+            f"`docker save {tag} | podman load` (or `reb-ray image build --sandbox podman` on a node with both)")
+
+
+def gpu_devices(gpus: list[str]) -> list[dict[str, str]]:
+    """CDI device entries of the libpod create spec for physical GPU ids (indices or UUIDs):
+    `<kind>=<id>`, the kind GPU_CDI_KIND unless REB_RAY_CDI_GPU_KIND names another."""
+    kind = os.environ.get(CDI_KIND_ENV) or GPU_CDI_KIND
+    return [{"path": f"{kind}={gpu}"} for gpu in gpus]
+
+
+def libpod_spec(config: SandboxConfig, name: str) -> dict[str, Any]:
+    """The `/libpod/containers/create` body for `config` (pure; no engine needed).
+
+    Everything the Docker provider sets is set the same way (labels, workdir, environment
+    without CUDA_VISIBLE_DEVICES, read-only and writable binds, rslave toolchain mounts,
+    /dev/shm size, the hardening: no new privileges, capabilities dropped but the package
+    managers' ones, the pids and memory limits, CPUs), built from `container_create_kwargs` so
+    both providers follow one rule; GPUs are CDI devices; the network is the node's (`host`)
+    unless the config says `none`.
+    """
+    kw = container_create_kwargs(config.model_copy(update={"gpus": []}), name)
+    mounts = [{"destination": spec["bind"], "source": host, "type": "bind",
+               "options": ["rbind", "ro" if spec["mode"] == "ro" else "rw"]}
+              for host, spec in kw["volumes"].items()]
+    mounts += [{"destination": m["Target"], "source": m["Source"], "type": "bind", "options": ["rbind", "ro", "rslave"]}
+               for m in kw.get("mounts", [])]
+    limits: dict[str, Any] = {}
+    if kw.get("mem_limit") is not None:
+        limits["memory"] = {"limit": kw["mem_limit"], "swap": kw["memswap_limit"]}
+    if kw.get("pids_limit") is not None:
+        limits["pids"] = {"limit": kw["pids_limit"]}
+    if kw.get("nano_cpus") is not None:
+        limits["cpu"] = {"quota": kw["nano_cpus"] // 10_000, "period": 100_000}
+    spec: dict[str, Any] = {
+        "name": name,
+        "image": kw["image"],
+        "command": kw["command"],
+        "labels": kw["labels"],
+        "env": kw["environment"],
+        "work_dir": kw["working_dir"],
+        "shm_size": kw["shm_size"],
+        "mounts": mounts,
+        "privileged": kw["privileged"],
+        "no_new_privileges": "no-new-privileges" in kw["security_opt"],
+        "cap_drop": kw["cap_drop"],
+        "cap_add": kw["cap_add"],
+        "netns": {"nsmode": "none" if config.network == "none" else "host"},
+        "devices": gpu_devices(list(config.gpus)),
+    }
+    if limits:
+        spec["resource_limits"] = limits
+    return spec
+
+
+class PodmanSandbox(DockerSandbox):
+    """A running Podman container. Create with `PodmanSandbox(config)`; always `close()` it.
+
+    `limits_enforced` says whether the engine applied the config's memory, pids and CPU
+    limits (read back after start); `capabilities.enforces_limits` follows it. Raises
+    ImageMissing when the image is not in the engine's store, DockerUnavailable when the
+    service does not answer, RebRayError when the container cannot be started (and then
+    leaves none).
+    """
+
+    provider = "podman"
+    capabilities = PODMAN_CAPABILITIES
+    engine_name = "podman"
+    builds_images = False  # reb-ray builds with Docker; the image is copied in (`transfer_image`)
+
+    @classmethod
+    def connect_engine(cls, timeout: float = 120.0) -> docker.DockerClient:
+        """A pinged client of the Podman service (`podman_socket`). Raises DockerUnavailable
+        naming the socket and how to start the service."""
+        return connect(timeout=timeout)
+
+    @classmethod
+    def wait_for_engine(cls) -> None:
+        wait_for_daemon()
+
+    @classmethod
+    def require_image(cls, client: docker.DockerClient, profile: str) -> str:
+        """The profile's image tag if the Podman store holds it. Raises ImageMissing saying how
+        to bring it there (Podman builds no image of reb-ray's: it is copied from Docker)."""
+        from reb_ray.sandbox.image import image_tag, require_image
+
+        try:
+            return require_image(client, profile)
+        except ImageMissing:
+            tag = image_tag(profile)
+            raise ImageMissing(f"sandbox image {tag} is not in the Podman store at {podman_socket()}: "
+                               f"{image_fix(tag, profile)}") from None
+
+    @classmethod
+    def image_fix(cls, tag: str) -> str:
+        return f"not in the Podman store: {image_fix(tag, tag.rsplit(':', 1)[-1].split('-')[0])}"
+
+    @classmethod
+    def start_warnings(cls) -> list[str]:
+        """What a sweep on this node's Podman engine does not get: limits a rootless engine
+        drops, and the host guard (sandboxes share the node's network)."""
+        lines = [f"warning: podman sandboxes share the node's network (no reb-ray network, no host guard): every service "
+                 "of the node (Ray's GCS and dashboard, sshd, the LLM proxy on loopback) is reachable from them"]
+        try:
+            facts = engine(connect(timeout=10))
+        except RebRayError as exc:
+            return [*lines, f"warning: {exc}"]
+        if not facts.enforces_limits:
+            lines.append(f"warning: the Podman engine is rootless on cgroup {facts.cgroup_version} (controllers: "
+                         f"{', '.join(facts.controllers) or 'none'}): memory, pids and CPU limits are NOT enforced "
+                         "(rows say sandbox_limits_enforced=false; only the disk quota is watched)")
+        return lines
+
+    def __init__(self, config: SandboxConfig, client: docker.DockerClient | None = None) -> None:  # noqa: D107
+        if not config.image:
+            raise RebRayError("sandbox config has no image")
+        self.config = config
+        self.workdir = config.workdir
+        self._client = client or shared_client()
+        self._closed = False
+        name = f"reb-ray-{uuid.uuid4().hex[:12]}"
+        api = self._client.api
+        try:
+            res = api._post_json(api._url("/libpod/containers/create"), data=libpod_spec(config, name))
+            if res.status_code == 404 and "image" in res.text.lower():
+                raise ImageMissing(f"sandbox image {config.image} is not in the Podman store of this node: "
+                                   f"{image_fix(config.image, 'minimal')}")
+            api._raise_for_status(res)
+            self.id: str = res.json()["Id"]
+            self.warnings: list[str] = list(res.json().get("Warnings") or [])
+            api.start(self.id)
+        except ImageMissing:
+            raise
+        except (DockerException, requests.exceptions.RequestException) as exc:
+            self._remove_by_name(name)
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if "statfs" in first and "permission denied" in first:  # a rootless engine runs as its user
+                first += ("; the Podman service's user cannot reach that bind source: make it readable to that user "
+                          "(or run reb-ray as the user whose service it is)")
+            raise RebRayError(f"cannot start podman sandbox from {config.image}: {first[:500]}") from None
+        self._container = self._client.containers.get(self.id)
+        self.limits_enforced = self._limits_held()
+        from dataclasses import replace
+
+        self.capabilities = replace(PODMAN_CAPABILITIES, enforces_limits=self.limits_enforced)
+        # Pausing freezes the container's cgroup; a rootless cgroup v1 container has none, and
+        # the engine refuses to commit it paused. The harness commits only between phases,
+        # after every process of the agent was killed, so nothing changes while it commits.
+        self.pauses_to_commit = self.limits_enforced
+
+    def _limits_held(self) -> bool:
+        """True when every limit the config set reads back from the engine as set (a rootless
+        cgroup v1 engine answers 0 for a memory or pids limit it dropped)."""
+        try:
+            host = self._client.api.inspect_container(self.id)["HostConfig"]
+        except (DockerException, KeyError):
+            return False
+        if self.config.memory_bytes is not None and host.get("Memory") != self.config.memory_bytes:
+            return False
+        if self.config.pids_limit is not None and host.get("PidsLimit") != self.config.pids_limit:
+            return False
+        if self.config.cpus is not None and not host.get("NanoCpus") and not host.get("CpuQuota"):
+            return False
+        return True
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._remove()
+        except requests.exceptions.ConnectionError:
+            wait_for_daemon()  # the user's service restarted: remove once it answers again
+            self._remove()

@@ -1,0 +1,240 @@
+"""The Podman provider: the rules that need no engine (socket choice, the create body, what a
+rootless engine enforces, the sweep's refusals), then the differences that the conformance suite
+(tests/sandbox/test_conformance.py, run on rootless Podman too) does not cover, on a real
+rootless service (`podman_service`): limits read back and recorded as not enforced, GPUs as CDI
+devices, commit, reaping orphans by label, the node check and the image transfer."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from reb_ray.errors import DockerUnavailable
+from reb_ray.sandbox import SandboxConfig, capabilities_of, open_sandbox
+from reb_ray.sandbox import podman_sandbox as pm
+
+
+# -- no engine needed ------------------------------------------------------------------------
+def test_socket_is_the_setting_then_reb_rays_variable_then_podmans(monkeypatch, tmp_path):
+    monkeypatch.delenv(pm.SOCKET_ENV, raising=False)
+    monkeypatch.setenv("CONTAINER_HOST", "unix:///run/from-container-host.sock")
+    assert pm.podman_socket() == "unix:///run/from-container-host.sock"
+    monkeypatch.setenv(pm.SOCKET_ENV, "/run/ours.sock")
+    assert pm.podman_socket() == "unix:///run/ours.sock"
+    assert pm.podman_socket("tcp://10.0.0.5:8888") == "tcp://10.0.0.5:8888"
+    with pytest.raises(Exception, match="ssh:// is not supported"):
+        pm.podman_socket("ssh://user@host/run/podman.sock")
+
+
+def test_without_a_setting_the_first_existing_default_socket_is_used(monkeypatch, tmp_path):
+    monkeypatch.delenv(pm.SOCKET_ENV, raising=False)
+    monkeypatch.delenv("CONTAINER_HOST", raising=False)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    if Path(pm.ROOTFUL_SOCKET).exists():
+        pytest.skip("a rootful Podman socket exists on this machine")
+    with pytest.raises(DockerUnavailable, match=f"no Podman socket .*{tmp_path}/podman/podman.sock"):
+        pm.podman_socket()
+    (tmp_path / "podman").mkdir()
+    (tmp_path / "podman" / "podman.sock").touch()
+    assert pm.podman_socket() == f"unix://{tmp_path}/podman/podman.sock"
+
+
+def test_create_body_keeps_the_docker_providers_rules_and_gives_gpus_as_cdi_devices(tmp_path, monkeypatch):
+    monkeypatch.delenv(pm.CDI_KIND_ENV, raising=False)
+    (tmp_path / "wheels").mkdir()
+    config = SandboxConfig(image="img:1", gpus=["1", "GPU-abc"], cpus=2.0, memory_bytes=2 * 1024**3, pids_limit=512,
+                           env={"CUDA_VISIBLE_DEVICES": "7", "A": "b"}, mounts={str(tmp_path / "wheels"): "/wheels"},
+                           propagated_mounts={str(tmp_path): "/toolchain"}, sweep_id="s", trial_id="t", attempt=2)
+    spec = pm.libpod_spec(config, "reb-ray-x")
+    assert spec["devices"] == [{"path": "nvidia.com/gpu=1"}, {"path": "nvidia.com/gpu=GPU-abc"}]
+    assert spec["env"] == {"A": "b"}  # the host's CUDA_VISIBLE_DEVICES never enters
+    assert spec["resource_limits"] == {"memory": {"limit": 2 * 1024**3, "swap": 2 * 1024**3}, "pids": {"limit": 512},
+                                       "cpu": {"quota": 200_000, "period": 100_000}}
+    assert spec["labels"]["reb-ray.managed"] == "true" and spec["labels"]["reb-ray.attempt"] == "2"
+    assert spec["no_new_privileges"] is True and spec["cap_drop"] == ["ALL"] and "SYS_ADMIN" not in spec["cap_add"]
+    assert {"destination": "/wheels", "source": str(tmp_path / "wheels"), "type": "bind", "options": ["rbind", "ro"]} in spec["mounts"]
+    assert {"destination": "/toolchain", "source": str(tmp_path), "type": "bind", "options": ["rbind", "ro", "rslave"]} in spec["mounts"]
+    assert spec["netns"] == {"nsmode": "host"} and spec["shm_size"] == config.shm_size_bytes
+    assert pm.libpod_spec(config.model_copy(update={"network": "none"}), "n")["netns"] == {"nsmode": "none"}
+    monkeypatch.setenv(pm.CDI_KIND_ENV, "amd.com/gpu")
+    assert pm.libpod_spec(config, "y")["devices"][0] == {"path": "amd.com/gpu=1"}
+
+
+@pytest.mark.parametrize("rootless, controllers, enforced", [
+    (False, (), True),  # rootful: the engine's own cgroups
+    (True, (), False),  # rootless on cgroup v1: nothing delegated
+    (True, ("cpu", "memory", "pids"), True),  # rootless on v2 with delegation
+    (True, ("memory",), False),
+])
+def test_a_rootless_engine_enforces_limits_only_with_delegated_controllers(rootless, controllers, enforced):
+    facts = pm.PodmanEngine("4.3.1", rootless, "v1", "cgroupfs", controllers, "overlay", "runc")
+    assert facts.enforces_limits is enforced
+
+
+def test_podman_declares_its_differences_as_capabilities():
+    caps = capabilities_of("podman")
+    assert caps.container_runtime == "podman" and caps.image and caps.commit and caps.mounts
+    assert not caps.own_network  # no reb-ray network: no host guard, no egress proxy
+    assert not caps.enforces_limits  # not assumed before the engine is asked
+
+
+def test_a_podman_sweep_refuses_the_registries_policy_in_one_line():
+    from pydantic import ValidationError
+
+    from reb_ray.models.sweep import SweepConfig
+
+    with pytest.raises(ValidationError, match="the podman sandbox shares the node's network, which no proxy can restrict"):
+        SweepConfig(sandbox="podman", network_policy="registries")
+    assert SweepConfig(sandbox="podman").network_policy == "open"
+
+
+# -- a real rootless service -----------------------------------------------------------------
+def _engine_user() -> int:
+    return os.stat(pm.podman_socket().removeprefix("unix://")).st_uid
+
+
+def test_the_service_is_rootless_and_not_dockers(podman_service):
+    client = pm.connect()
+    facts = pm.engine(client)
+    assert facts.rootless and _engine_user() != 0
+    assert facts.graph_driver == "overlay"  # fuse-overlayfs, not vfs (a start would copy the image)
+
+
+def test_limits_are_read_back_and_recorded_as_not_enforced_where_dropped(podman_service, sandbox_image):
+    box = open_sandbox("podman", SandboxConfig(image=sandbox_image, memory_bytes=256 * 1024**2, pids_limit=256,
+                                               sweep_id="test", trial_id="limits"))
+    try:
+        facts = pm.engine(box.client)
+        assert box.limits_enforced is facts.enforces_limits
+        assert box.capabilities.enforces_limits is box.limits_enforced
+        if not facts.enforces_limits:  # this machine: rootless on cgroup v1
+            assert box.client.api.inspect_container(box.id)["HostConfig"]["Memory"] == 0
+            assert any("limits" in line and "NOT enforced" in line for line in pm.PodmanSandbox.start_warnings())
+    finally:
+        box.close()
+
+
+CDI_SPEC = """cdiVersion: "0.5.0"
+kind: "reb-ray.test/gpu"
+devices:
+  - name: "0"
+    containerEdits:
+      env: ["REB_TEST_GPU0=given"]
+  - name: "1"
+    containerEdits:
+      env: ["REB_TEST_GPU1=given"]
+"""
+
+
+def test_gpus_are_given_as_cdi_devices_by_physical_id(podman_service, sandbox_image, monkeypatch):
+    """A CDI spec of a test vendor stands in for the NVIDIA toolkit's: the sandbox given physical
+    GPU 1 gets device 1's edits and not device 0's (the engine resolved the CDI name)."""
+    spec = Path("/etc/cdi/reb-ray-test-gpu.yaml")
+    spec.parent.mkdir(exist_ok=True)
+    spec.write_text(CDI_SPEC)
+    monkeypatch.setenv(pm.CDI_KIND_ENV, "reb-ray.test/gpu")
+    try:
+        with open_sandbox("podman", SandboxConfig(image=sandbox_image, gpus=["1"], sweep_id="test", trial_id="cdi")) as box:
+            init_env = box.exec(["sh", "-c", "tr '\\0' '\\n' < /proc/1/environ"]).output.split()
+        assert "REB_TEST_GPU1=given" in init_env and "REB_TEST_GPU0=given" not in init_env
+        with pytest.raises(Exception, match="cannot start podman sandbox"):
+            open_sandbox("podman", SandboxConfig(image=sandbox_image, gpus=["9"], sweep_id="test", trial_id="cdi"))
+    finally:
+        spec.unlink()
+
+
+def test_a_sandbox_commits_to_an_image_a_second_sandbox_starts_from(podman_service, sandbox_image):
+    """GPU sharing's probe sandbox and the kept environment start from a committed image."""
+    from reb_ray.sandbox.ownership import ATTEMPT_IMAGE
+
+    with open_sandbox("podman", SandboxConfig(image=sandbox_image, sweep_id="test", trial_id="commit")) as box:
+        box.exec("echo installed > /opt/marker")
+        image = box.commit_image(repository="reb-ray/attempt", tag="podtest",
+                                 changes=[f"LABEL {ATTEMPT_IMAGE}=true"])["Id"]
+        client = box.client
+    try:
+        with pm.PodmanSandbox(SandboxConfig(image=image, sweep_id="test", trial_id="commit2"), client=client) as second:
+            assert second.exec("cat /opt/marker").output.strip() == "installed"
+        assert client.images.get(image).labels.get(ATTEMPT_IMAGE) == "true"
+    finally:
+        client.images.remove(image, force=True)
+
+
+OWNER_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    from reb_ray.sandbox import SandboxConfig
+    from reb_ray.sandbox.podman_sandbox import PodmanSandbox
+    boxes = [PodmanSandbox(SandboxConfig(image=sys.argv[1], sweep_id="doomed", trial_id=f"t{i}")) for i in range(2)]
+    print(" ".join(b.id for b in boxes), flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def test_orphans_are_reaped_by_label_and_live_ones_kept(podman_service, sandbox_image):
+    from reb_ray.sandbox.reaper import reap
+
+    owner = subprocess.Popen([sys.executable, "-c", OWNER_SCRIPT, sandbox_image], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    try:
+        orphan_ids = owner.stdout.readline().split()
+        assert len(orphan_ids) == 2
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+    client = pm.connect()
+    foreign = client.containers.create(sandbox_image, ["sleep", "infinity"], labels={"someone.else": "1"})
+    live = pm.PodmanSandbox(SandboxConfig(image=sandbox_image, sweep_id="alive"), client)
+    try:
+        assert set(reap(client)) == set(orphan_ids)
+        remaining = {c.id for c in client.containers.list(all=True)}
+        assert foreign.id in remaining and live.id in remaining and not set(orphan_ids) & remaining
+    finally:
+        foreign.remove(force=True)
+        live.close()
+
+
+def test_the_node_check_uses_the_podman_store_and_names_what_is_missing(podman_service, sandbox_image):
+    from reb_ray.node.health import check_node
+
+    health = check_node(sandbox_image, sandbox="podman", min_free_bytes=0)
+    assert health.image_present is True and health.docker is None, health.problems
+    missing = check_node("reb-ray/sandbox:nothing-000000000000", sandbox="podman", min_free_bytes=0)
+    assert missing.image_present is False
+    assert any("docker save reb-ray/sandbox:nothing-000000000000 | podman load" in p for p in missing.problems)
+
+
+def test_the_node_check_says_how_to_start_a_missing_service(monkeypatch, tmp_path):
+    from reb_ray.node.health import check_node
+
+    monkeypatch.setenv(pm.SOCKET_ENV, str(tmp_path / "absent.sock"))
+    health = check_node("reb-ray/sandbox:any", sandbox="podman", min_free_bytes=0)
+    assert health.docker is not None
+    assert any(p.startswith("podman: Podman service at") and "podman system service" in p for p in health.problems)
+
+
+def test_a_demo_sweep_runs_on_rootless_podman(podman_service, tmp_path):
+    """The whole trial (placement, agent phase, between-phases exec, probe phase, artifacts) on
+    the user's engine: every row scored, none an infra error, each naming podman as its runtime
+    and saying whether limits held. The pip cache is off: it lives in root's home, which the
+    engine's user cannot mount (a cluster user's own home has no such problem)."""
+    from reb_ray.results.read import read_trials
+
+    out = tmp_path / "runs"
+    proc = subprocess.run(["reb-ray", "sweep", "--suite", "demo", "--sandbox", "podman", "--agents", "noop",
+                           "--no-pip-cache", "--output", str(out), "--quiet"],
+                          capture_output=True, text=True, timeout=1500, env={**os.environ})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "podman sandboxes share the node's network" in proc.stderr
+    rows = read_trials(out)
+    rows = rows.to_pandas() if hasattr(rows, "to_pandas") else rows
+    assert len(rows) == 4 and set(rows["status"]) == {"scored"}, rows[["task_id", "status", "failure_reason"]]
+    assert set(rows["container_runtime"]) == {"podman"}
+    assert set(rows["sandbox_limits_enforced"]) == {pm.engine(pm.connect()).enforces_limits}
