@@ -251,14 +251,17 @@ def agent_commands(output_dir: Path, row: dict) -> dict | None:
 def run_program(sandbox, python: str, repo_dir: str, changed: list[str]) -> dict:
     """Run probes/env_manifest.py in `sandbox` (as root, the image's python3) for `python`;
     its JSON answer. Raises RebRayError when it does not answer; removes its files."""
+    # As root in a container (the agent may have dropped to another user); a host-process
+    # provider runs everything as the harness's own user and takes no `user`.
+    as_root = {"user": "root"} if sandbox.capabilities.image else {}
     sandbox.put(program_path(), f"{SANDBOX_DIR}/{PROGRAM}")
     try:
         sandbox.write_bytes(f"{SANDBOX_DIR}/changed.txt", "\n".join(changed).encode(errors="replace"))
         result = sandbox.exec([SYSTEM_PYTHON, f"{SANDBOX_DIR}/{PROGRAM}", python, repo_dir, f"{SANDBOX_DIR}/changed.txt"],
-                              timeout=CAPTURE_TIMEOUT_S, user="root")
+                              timeout=CAPTURE_TIMEOUT_S, **as_root)
     finally:
         try:
-            sandbox.exec(["rm", "-rf", SANDBOX_DIR], timeout=60, user="root")
+            sandbox.exec(["rm", "-rf", SANDBOX_DIR], timeout=60, **as_root)
         except RebRayError:
             pass
     if not result.ok:

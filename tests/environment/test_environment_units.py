@@ -127,6 +127,18 @@ def test_capture_program_describes_a_real_venv(tmp_path):
     assert json.loads(broken.stdout)["interpreter"]["error"] and json.loads(broken.stdout)["distributions"] == []
 
 
+def test_capture_runs_in_a_host_process_sandbox_too(tmp_path):
+    """The local provider runs every command as the harness's own user: capture asks for no
+    other user there (a container is entered as root)."""
+    from reb_ray.sandbox import SandboxConfig, open_sandbox
+
+    prefix = tmp_path / "env"
+    venv.EnvBuilder(with_pip=False).create(prefix)
+    with open_sandbox("local", SandboxConfig(), allow_unsafe=True) as sandbox:
+        got = capture.run_program(sandbox, str(prefix / "bin" / "python"), str(tmp_path), [])
+    assert got["interpreter"]["prefix"] == str(prefix) and got["interpreter"]["venv"] is True
+
+
 def test_keep_policies():
     ok = [{"stage": "c0", "status": "success"}, {"stage": "c1", "status": "success"}]
     c0_only = [{"stage": "c0", "status": "success"}, {"stage": "c1", "status": "failure"}]
