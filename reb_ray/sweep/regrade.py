@@ -1,6 +1,8 @@
 """Re-grading stored raw probe outputs offline: no containers, the same pure graders.
 
-`regrade(run_dir)` reads the `trials` and `stages` datasets, recomputes every stage result,
+`regrade(run_dir)` reads the `trials` and `stages` datasets, reads each stage's raw record back
+into the type the probe phase graded (`CommandRecord`, `AuditRecord`, ...) and calls the same
+`grade_stage`, so it recomputes every stage result,
 C5 and the trial's failure owner from the raw outputs kept in the stage rows (pyright JSON,
 C2/C4/facts records, exit codes and bounded logs; a log pattern from the verdict streamed at
 run time or the full-log artifact when the kept log is truncated: `pattern_evidence`), and

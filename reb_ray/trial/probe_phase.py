@@ -11,6 +11,9 @@ whose asset is missing (only under --skip-missing-assets) is `not_run`, infra_as
 and the toolbox's hook make each interpreter it starts record what it ran, and a command that
 succeeds without the pinned repository's code running in the reported interpreter fails as
 `unverified_run` (`grade_witness`, docs/grading-witness.md).
+
+This module runs the probes and stores their raw records; every grade, and every column it
+sets, comes from `grade_stage` on those records, the one grader `reb-ray regrade` calls too.
 """
 
 from __future__ import annotations
