@@ -4,14 +4,22 @@ The rows below are shaped as trials recorded them BEFORE issue 9 (every stage no
 missing report; C4 run and exit 127 for an interpreter that does not exist): re-grading them must
 give what a trial records today. tests/test_sweep.py checks on real sweeps that a fresh run
 re-grades to itself. The last test: re-grading never judges a truncated log as if it were whole
-(streamed verdicts, full-log artifacts).
+(streamed verdicts, full-log artifacts). The last: real trials' stored rows, every graded value
+blanked, re-grade to themselves on every column of both rows.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
+from reb_ray.grading.unmeasured import PROBE_STAGES, STAGE_COLUMNS
+from reb_ray.grading.witness import WITNESS_COLUMNS
+from reb_ray.models.sweep import SweepConfig, TrialSpec
+from reb_ray.results.read import read_stages, read_trials
 from reb_ray.trial.artifacts import TrialArtifacts
 from reb_ray.suite.load import load_suite
 from reb_ray.sweep.regrade import regrade, regrade_trial
@@ -168,3 +176,103 @@ def test_regrade_uses_streamed_verdicts_and_artifacts_and_never_fails_a_truncate
     c2 = next(s for s in outcomes["noop/chatty/0"].stages if s["stage"] == "c2")
     assert c2["side_logs"][0]["text"] == "ok\n"
     assert load_suite("ev", root)[0].stages.cpu.success.log_pattern == PATTERN
+
+
+# -- A live run's stored raw records re-grade to every graded column ------------------------------
+
+WHEELS = [Path("/opt/wheels")] if Path("/opt/wheels").is_dir() else []
+_SHIM = "#!/bin/sh\ncase \"$1\" in *train*.py) echo \"step 1 loss 0.0\"; echo \"final loss 0.0\"; exit 0;; esac\n" \
+        "exec /usr/bin/python3 \"$@\""
+#: Command agents: the shell run as the agent, then the report it writes (a JSON value).
+COMMAND_AGENTS = {
+    # a shell script as python that fakes the training script: C1's command succeeds, unwitnessed
+    "wrapper": (f"mkdir -p /opt/w/bin && printf '%s\\n' '{_SHIM}' > /opt/w/bin/python && chmod 755 /opt/w/bin/python",
+                {"python_path": "/opt/w/bin/python", "python_version": "3.11", "torch_version": None,
+                 "cuda_available": False, "gpu_count": 0, "ddp_expected_ok": None, "env_tool": "system",
+                 "env_name": None, "notes": None}),
+    # a JSON object with no usable python_path: audited on its own words, nothing probed
+    "pathless": ("true", {"python_version": "3.11", "cuda_available": True, "gpu_count": 4}),
+}
+#: (agent, demo task) pairs covering the grader's paths, all cheap to run: C0, C1 (witnessed) and
+#: C2 failures, an unverified run, an unparsable report, an interpreter that does not exist (one
+#: verdict for every stage, C5 on the facts), a report audited unprobed.
+LIVE = [("noop", "torch-tiny"), ("wrapper", "numpy-trainer"), ("tests.scripted_agents:GarbageReportAgent", "numpy-trainer"),
+        ("tests.scripted_agents:GhostInterpreterAgent", "numpy-trainer"), ("pathless", "numpy-trainer")]
+#: Trials-row columns the grader decides (blanked before the re-grade, so it must recompute them;
+#: c0_total is the task's denominator, written when the attempt starts, not a grade).
+GRADED_TRIAL_COLUMNS = sorted({c for columns in STAGE_COLUMNS.values() for c in columns} | {
+    "c1_witness", "c3_witness", "c4_witness", "python_path_kind", "startup_hooks", "suspicious_actions",
+    "status", "failure_owner", "failure_category", "failure_reason", "stages_missing_assets"})
+#: Stage-row columns the grader decides beside the status (which says whether a stage ran).
+GRADED_STAGE_COLUMNS = ("reason", "failure_category", *WITNESS_COLUMNS)
+
+
+def _command_specs() -> dict:
+    specs = {}
+    for name, (script, report) in COMMAND_AGENTS.items():
+        write = f'mkdir -p "$(dirname "$1")" && printf "%s" {shlex.quote(json.dumps(report))} > "$1"'
+        specs[name] = {"kind": "command", "command": ["sh", "-c", f"set -e\n{script}\n{write}", "agent", "{report_path}"]}
+    return specs
+
+
+def _blank(trial: dict, stages: list[dict]) -> tuple[dict, dict[str, dict]]:
+    """The stored rows with every graded value removed: what the re-grade has to recompute."""
+    trial = dict(trial, **{c: None for c in GRADED_TRIAL_COLUMNS})
+    blanked = {}
+    for stage in stages:
+        stage = dict(stage)
+        if stage["stage"] in PROBE_STAGES:
+            stage.update({c: None for c in GRADED_STAGE_COLUMNS})
+        if stage["stage"] == "c5" and stage["raw"]:  # the audit's items go; its evidence stays
+            stage["raw"] = json.dumps({k: v for k, v in json.loads(stage["raw"]).items() if k != "items"})
+        blanked[stage["stage"]] = stage
+    return trial, blanked
+
+
+def test_regrading_a_live_runs_stored_records_reproduces_every_graded_column(tmp_path, sandbox_image):
+    """Real trials (real Docker, pyright, witness), stored in Parquet and read back; every graded
+    column blanked; the re-grade from the raw records gives every column of both rows again."""
+    from reb_ray.trial.run import run_trial
+
+    config = SweepConfig(wheelhouses=WHEELS, pip_cache=False, agent_specs=_command_specs())
+    demo = {t.id: t for t in load_suite("demo")}
+
+    def trial(pair):
+        agent, task_id = pair
+        return run_trial(TrialSpec(sweep_id="live", agent=agent, task=demo[task_id], trial_index=0, config=config,
+                                   image=sandbox_image))
+
+    with ThreadPoolExecutor(2) as pool:
+        outcomes = list(pool.map(trial, LIVE))
+    run = tmp_path / "runs"
+    ParquetSink(run).write([o.trial for o in outcomes], [s for o in outcomes for s in o.stages])
+    stored = {t["agent"]: t for t in read_trials(run).to_pylist()}
+    stored_stages: dict[str, list[dict]] = {}
+    for stage in read_stages(run).to_pylist():
+        stored_stages.setdefault(stage["agent"], []).append(stage)
+
+    rows = {agent: stored[agent] for agent, _ in LIVE}
+    assert all(row["status"] == "scored" for row in rows.values()), {a: r["failure_reason"] for a, r in rows.items()}
+    # The trials cover the paths they are here for (else the comparison below proves less).
+    noop = rows["noop"]
+    assert (noop["c0_status"], noop["c1_failure_category"], noop["c1_witness"], noop["c2_failure_category"]) == (
+        "failure", "deps", "valid", "no_framework")
+    assert (rows["wrapper"]["c1_failure_category"], rows["wrapper"]["python_path_kind"]) == ("unverified_run", "script")
+    assert rows["tests.scripted_agents:GarbageReportAgent"]["c1_failure_category"] == "invalid_report"
+    ghost = rows["tests.scripted_agents:GhostInterpreterAgent"]
+    assert (ghost["c1_failure_category"], ghost["c5_path"]) == ("interpreter_missing", 1)
+    assert (rows["pathless"]["c5_status"], rows["pathless"]["c1_failure_category"]) == ("success", "invalid_report")
+    pathless_c5 = next(s for s in stored_stages["pathless"] if s["stage"] == "c5")
+    assert pathless_c5["reason"] == "audited on the report alone: no usable python_path to probe"
+
+    for agent, task_id in LIVE:
+        trial_row, stages = _blank(stored[agent], stored_stages[agent])
+        again = regrade_trial(trial_row, stages, demo[task_id], "live-regrade", run)
+        assert {k: v for k, v in again.trial.items() if k != "sweep_id"} == \
+            {k: v for k, v in stored[agent].items() if k != "sweep_id"}, agent
+        before = {s["stage"]: s for s in stored_stages[agent]}
+        after = {s["stage"]: s for s in again.stages}
+        assert sorted(after) == sorted(before), agent
+        for name, stage in after.items():
+            assert {k: v for k, v in stage.items() if k != "sweep_id"} == \
+                {k: v for k, v in before[name].items() if k != "sweep_id"}, (agent, name)

@@ -43,6 +43,9 @@ infra_shm (a /dev/shm too small for DataLoader workers or NCCL), infra_disk_full
 plus the kinds the harness raises itself: infra_assets_missing, infra_daemon, infra_clone,
 infra_sandbox, infra_toolbox, infra_toolchain, infra_node, infra_harness, infra_probe_misconfigured,
 infra_network_guard (the host guard of a docker sandbox's network cannot be installed: reb_ray/netpolicy/hostguard.py).
+
+Whose each category is (agent, hardware, infra) is said once, by `reb_ray.grading.vocabulary.Category`;
+`owner_of` raises for a string that is no category instead of charging the agent.
 """
 
 from __future__ import annotations
@@ -50,21 +53,14 @@ from __future__ import annotations
 import re
 
 from reb_ray.grading.final_error import final_errors, strip_prefixes
+from reb_ray.grading.vocabulary import Category, Owner, owner_of
 
 SCAN_BYTES = 16 * 1024
 
-AGENT_CATEGORIES = ("deps", "system_deps", "native_ext_abi", "missing_compiled_ext", "assets", "oom", "timeout",
-                    "entrypoint_not_found", "runtime", "sandbox_broken_by_agent",
-                    # a sandbox limit ended the agent phase (reb_ray/sandbox/limits.py; oom above too)
-                    "pids_limit", "disk_quota",
-                    # why no stage could be measured (reb_ray.grading.unmeasured.AGENT_GATES)
-                    "missing_report", "invalid_report", "interpreter_missing", "interpreter_broken",
-                    # a probe record written in the agent's environment that no grader can read
-                    # (reb_ray.grading.record_types)
-                    "probe_record_invalid",
-                    # a command stage that succeeded without a valid witness (reb_ray.grading.witness)
-                    "unverified_run")
-HARDWARE_CATEGORIES = ("insufficient_hardware",)
+#: Categories by owner, from the one table that says whose each is (`Category`).
+AGENT_CATEGORIES = tuple(c.value for c in Category if c.owner is Owner.AGENT)
+HARDWARE_CATEGORIES = tuple(c.value for c in Category if c.owner is Owner.HARDWARE)
+INFRA_CATEGORIES = tuple(c.value for c in Category if c.owner is Owner.INFRA)
 
 #: Where the probe phase mounts the asset cache (probe_phase.ASSETS_MOUNT; a test keeps them equal).
 ASSET_CACHE = "/opt/reb-ray/assets"
@@ -159,15 +155,4 @@ def _by_exit_code(exit_code: int | None) -> str:
     return "runtime"
 
 
-def owner_of(category: str | None) -> str | None:
-    """Who a failure category belongs to: "infra", "hardware", "agent", or None for no failure."""
-    if category is None:
-        return None
-    if category.startswith("infra_"):
-        return "infra"
-    if category in HARDWARE_CATEGORIES:
-        return "hardware"
-    return "agent"
-
-
-__all__ = ["ASSET_CACHE", "AGENT_CATEGORIES", "HARDWARE_CATEGORIES", "SCAN_BYTES", "classify_failure", "owner_of"]
+__all__ = ["ASSET_CACHE", "AGENT_CATEGORIES", "HARDWARE_CATEGORIES", "INFRA_CATEGORIES", "SCAN_BYTES", "classify_failure", "owner_of"]

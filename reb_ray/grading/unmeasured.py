@@ -17,13 +17,15 @@ A probe stage that was not measured is one of three things, each with its owner:
   `--skip-missing-assets` (reb_ray.trial.record.settle_rows): the stage stays unmeasured, the
   rest of the trial is scored.
 
-`verdicts(...)` returns, per stage, the stage row fields and the trials-row columns to set; the
+Each rule returns `StageVerdict`s (the stage row fields and the trials-row columns to set); the
 trial recorder writes them and `regrade` applies them to stored rows, so both give one answer.
 """
 
 from __future__ import annotations
 
 from reb_ray.grading.record_types import conform
+from reb_ray.grading.verdict import StageVerdict
+from reb_ray.grading.vocabulary import Category, Status
 from reb_ray.models.task import TaskSpec
 
 #: Probe stages in the order the probe phase runs them.
@@ -33,14 +35,14 @@ PYRAMID = ("c0", "c1", "c2", "c3", "c4")
 #: Stages a task command runs, the only ones an asset can be needed by (reb_ray.models.task.Asset).
 COMMAND_STAGES = ("c1", "c3", "c4")
 
-MISSING_REPORT, INVALID_REPORT = "missing_report", "invalid_report"
-INTERPRETER_MISSING, INTERPRETER_BROKEN = "interpreter_missing", "interpreter_broken"
-SANDBOX_BROKEN = "sandbox_broken_by_agent"
+MISSING_REPORT, INVALID_REPORT = Category.MISSING_REPORT.value, Category.INVALID_REPORT.value
+INTERPRETER_MISSING, INTERPRETER_BROKEN = Category.INTERPRETER_MISSING.value, Category.INTERPRETER_BROKEN.value
+SANDBOX_BROKEN = Category.SANDBOX_BROKEN_BY_AGENT.value
 #: Categories that say the agent is why no stage could be measured (all agent categories).
 #: A sandbox limit that ended the agent phase (reb_ray/sandbox/limits.py): nothing is probed.
-LIMIT_GATES = ("pids_limit", "disk_quota", "oom")
+LIMIT_GATES = (Category.PIDS_LIMIT.value, Category.DISK_QUOTA.value, Category.OOM.value)
 AGENT_GATES = (MISSING_REPORT, INVALID_REPORT, SANDBOX_BROKEN, INTERPRETER_MISSING, INTERPRETER_BROKEN, *LIMIT_GATES)
-ASSETS_MISSING = "infra_assets_missing"
+ASSETS_MISSING = Category.INFRA_ASSETS_MISSING.value
 
 #: Trials-row columns of each stage, nulled when the stage was not measured (a re-grade of an
 #: old row must not keep, say, the exit code 127 of a C4 that ran without an interpreter).
@@ -105,21 +107,21 @@ def interpreter_fault(facts: dict | None) -> tuple[str, str] | None:
     return INTERPRETER_BROKEN, f"report python_path {python} does not run: {facts.get('python_run_error') or 'unknown error'}"
 
 
-def _verdict(stage: str, status: str, reason: str | None, category: str | None, **row) -> dict:
+def _verdict(stage: str, status: str, reason: str | None, category: str | None, **row) -> StageVerdict:
     columns = {column: None for column in STAGE_COLUMNS[stage]}
     columns.update(row, **{f"{stage}_status": status})
     if stage in ("c1", "c2", "c3", "c4"):
-        columns[f"{stage}_failure_category"] = category if status == "failure" else None
-    return {"stage": stage, "status": status, "reason": reason, "failure_category": category, "row": columns}
+        columns[f"{stage}_failure_category"] = category if status == Status.FAILURE else None
+    return StageVerdict(stage, status, reason, category, row=columns)
 
 
-def skipped(task: TaskSpec, stage: str) -> dict | None:
+def skipped(task: TaskSpec, stage: str) -> StageVerdict | None:
     """The verdict of a stage the spec does not apply to, or None when it applies."""
     why = skip_reason(task, stage)
-    return None if why is None else _verdict(stage, "skipped", why, None)
+    return None if why is None else _verdict(stage, Status.SKIPPED, why, None)
 
 
-def agent_failed(task: TaskSpec, stages: tuple[str, ...] | list[str], category: str, reason: str) -> list[dict]:
+def agent_failed(task: TaskSpec, stages: tuple[str, ...] | list[str], category: str, reason: str) -> list[StageVerdict]:
     """Verdicts of `stages` when the agent is why they could not be measured (`category` in AGENT_GATES).
 
     Not applicable -> skipped (spec reason); C0 -> failure with c0_missing = the task's C0 total;
@@ -129,14 +131,14 @@ def agent_failed(task: TaskSpec, stages: tuple[str, ...] | list[str], category: 
     for stage in stages:
         verdict = skipped(task, stage)
         if verdict is None and stage == "c0":
-            verdict = _verdict("c0", "failure", reason, category, c0_missing=task.c0_baseline_total)
+            verdict = _verdict("c0", Status.FAILURE, reason, category, c0_missing=task.c0_baseline_total)
         elif verdict is None:
-            verdict = _verdict(stage, "failure" if stage in PYRAMID else "not_run", reason, category)
+            verdict = _verdict(stage, Status.FAILURE if stage in PYRAMID else Status.NOT_RUN, reason, category)
         out.append(verdict)
     return out
 
 
-def assets_missing(stage: str, names: list[str], where: str) -> dict:
+def assets_missing(stage: str, names: list[str], where: str) -> StageVerdict:
     """The verdict of a command stage left unmeasured because assets `names` are not in `where`."""
     listed = ", ".join(repr(n) for n in names)
-    return _verdict(stage, "not_run", f"missing asset {listed} in {where} (--skip-missing-assets)", ASSETS_MISSING)
+    return _verdict(stage, Status.NOT_RUN, f"missing asset {listed} in {where} (--skip-missing-assets)", ASSETS_MISSING)

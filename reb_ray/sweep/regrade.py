@@ -1,6 +1,8 @@
 """Re-grading stored raw probe outputs offline: no containers, the same pure graders.
 
-`regrade(run_dir)` reads the `trials` and `stages` datasets, recomputes every stage result,
+`regrade(run_dir)` reads the `trials` and `stages` datasets, reads each stage's raw record back
+into the type the probe phase graded (`CommandRecord`, `AuditRecord`, ...) and calls the same
+`grade_stage`, so it recomputes every stage result,
 C5 and the trial's failure owner from the raw outputs kept in the stage rows (pyright JSON,
 C2/C4/facts records, exit codes and bounded logs; a log pattern from the verdict streamed at
 run time or the full-log artifact when the kept log is truncated: `pattern_evidence`), and
@@ -20,15 +22,10 @@ from pathlib import Path
 
 from reb_ray.trial.artifacts import search_log
 from reb_ray.errors import RebRayError
-from reb_ray.grading.c0 import grade_c0
-from reb_ray.grading.c2 import grade_c2
-from reb_ray.grading.c5 import C5_ROW_COLUMNS, audit_report, audit_unprobed
-from reb_ray.grading.command_stage import grade_command_stage
-from reb_ray.grading.multi_gpu import grade_multi_gpu
-from reb_ray.grading.startup import grade_startup
-from reb_ray.grading.witness import WITNESS_COLUMNS, apply_witness, grade_witness
+from reb_ray.grading.stage import AuditRecord, CommandRecord, GradeContext, StartupRecord, grade_stage
 from reb_ray.grading.unmeasured import (INVALID_REPORT, MISSING_REPORT, PROBE_STAGES, PYRAMID, SANDBOX_BROKEN,
-                                        agent_failed, interpreter_fault, skipped)
+                                        agent_failed, interpreter_fault)
+from reb_ray.grading.verdict import StageVerdict
 from reb_ray.models.report import load_report_object
 from reb_ray.models.task import SuccessRule, TaskSpec
 from reb_ray.suite.load import load_suite
@@ -110,31 +107,29 @@ def _stored_witness(raw: str | None) -> tuple[bool, dict | None]:
     return True, data["witness"]
 
 
-def _rewitness(row: dict, name: str, graded: dict, raw: str | None) -> tuple[dict, dict]:
-    """`graded` under the stored witness (reb_ray.grading.witness), and the stage row's witness
-    columns; unchanged (and no columns) for a row that ran unwitnessed."""
-    witnessed, record = _stored_witness(raw)
-    if not witnessed:
-        return graded, {}
-    verdict = grade_witness(record)
-    row[f"{name}_witness"] = verdict["witness_status"]
-    return apply_witness(graded, verdict), {k: verdict[k] for k in WITNESS_COLUMNS}
-
-
-def _with_note(graded: dict, note: str | None) -> dict:
-    if note:
-        graded = dict(graded, reason=f"{graded['reason']}; {note}" if graded["reason"] else note)
-    return graded
+def _command_record(stage: dict, rule: SuccessRule, run_dir: Path | None) -> CommandRecord:
+    """A command stage's raw record read back from its stage row: the kept output, the pattern
+    evidence (`pattern_evidence`; the stored verdict is kept when it cannot be judged) and the
+    stored witness."""
+    matched, note, decidable = pattern_evidence(stage, rule, run_dir)
+    witnessed, witness = _stored_witness(stage.get("raw"))
+    prior = None if decidable else {k: stage[k] for k in ("status", "failure_category", "reason")}
+    fields = dict(pattern_matched=matched, witnessed=witnessed, witness=witness, note=note, prior=prior)
+    if stage["stage"] == "c4":
+        return CommandRecord.of_launcher(dict(json.loads(stage["raw"]), output=_log(stage)), **fields)
+    return CommandRecord(stage["exit_code"], bool(stage["timed_out"]), _log(stage), **fields)
 
 
 def regrade_trial(trial: dict, stages: dict[str, dict], task: TaskSpec, new_sweep_id: str,
                   run_dir: Path | None = None) -> TrialOutcome:
     """One trial's rows re-graded from its stage rows (keyed by stage name), under today's rules:
-    the same pure functions the probe phase uses, so a re-grade of a fresh run changes nothing.
+    the same grader the probe phase uses (`grade_stage` on the raw records read back), so a
+    re-grade of a fresh run changes nothing.
     `run_dir` is where the rows' log artifacts lie (their log_path is relative to it)."""
     row = dict(trial, sweep_id=new_sweep_id)
     out: list[dict] = []
     template = {key: None for key in next(iter(stages.values()), {})}
+    context = GradeContext(gpus_assigned=trial.get("gpus_assigned"), repo_modified_files=trial.get("repo_modified_files"))
 
     def keep(name: str, **update) -> dict:
         base = stages.get(name) or dict(template, **{k: trial.get(k) for k in ("trial_id", "attempt", "task_id", "agent")},
@@ -143,11 +138,13 @@ def regrade_trial(trial: dict, stages: dict[str, dict], task: TaskSpec, new_swee
         out.append(stage)
         return stage
 
-    def apply(verdicts: list[dict]) -> None:
+    def apply(verdicts: list[StageVerdict]) -> None:
         for verdict in verdicts:
-            row.update(verdict["row"])
-            keep(verdict["stage"], status=verdict["status"], reason=verdict["reason"],
-                 failure_category=verdict["failure_category"])
+            row.update(verdict.trial_columns())
+            keep(str(verdict.stage), **verdict.stage_fields())
+
+    def grade(name: str, raw) -> None:
+        apply([grade_stage(name, raw, task, context)])
 
     for name in ("agent", "report"):
         if name in stages:
@@ -157,20 +154,18 @@ def regrade_trial(trial: dict, stages: dict[str, dict], task: TaskSpec, new_swee
     written = _unusable_report(trial, stages) if gate is not None else None
     if written is not None:  # a JSON object without a usable python_path: audited on its own words
         apply(agent_failed(task, tuple(s for s in PROBE_STAGES if s != "c5"), *gate))
-        c5 = audit_unprobed(written, trial.get("gpus_assigned"))
-        row.update({k: c5[k] for k in C5_ROW_COLUMNS}, c5_status="success")
-        keep("c5", status="success", reason="audited on the report alone: no usable python_path to probe",
-             failure_category=None, raw=json.dumps({"facts": None, "observed": None, "items": c5["c5_items"]}))
+        grade("c5", AuditRecord(written, probed=False))
     elif gate is not None:
         apply(agent_failed(task, PROBE_STAGES, *gate))
     elif fault is not None:
         apply(agent_failed(task, PYRAMID, *fault))
-        _regrade_c5(row, stages, keep)
+        _regrade_c5(row, stages, grade)
         apply(agent_failed(task, ("env_size",), *fault))
     else:
-        _regrade_measured(row, trial, stages, task, keep, apply, run_dir)
-        _regrade_c5(row, stages, keep)
-    _regrade_startup(row, trial, stages)
+        _regrade_measured(stages, task, grade, run_dir)
+        _regrade_c5(row, stages, grade)
+        _regrade_env_size(stages, grade)
+    _regrade_startup(stages, grade)
     for name in stages:
         if name not in {s["stage"] for s in out}:
             keep(name)
@@ -178,62 +173,51 @@ def regrade_trial(trial: dict, stages: dict[str, dict], task: TaskSpec, new_swee
     return TrialOutcome(row, out)
 
 
-def _regrade_measured(row: dict, trial: dict, stages: dict[str, dict], task: TaskSpec, keep, apply,
-                      run_dir: Path | None) -> None:
-    """C0..C4 from their raw outputs; skipped, hardware and missing-asset rows as they were."""
+def _measured(stage: dict | None) -> bool:
+    """Whether a stored stage row is a measurement to re-grade: it ran (success or failure), and
+    is no failure for lack of GPUs (kept as it was)."""
+    return bool(stage) and stage["status"] in ("success", "failure") and stage["failure_category"] != "insufficient_hardware"
+
+
+def _regrade_measured(stages: dict[str, dict], task: TaskSpec, grade, run_dir: Path | None) -> None:
+    """C0..C4 from their raw outputs; skipped as today's spec says; hardware and missing-asset rows as they were."""
+    specs = {"c1": task.stages.cpu, "c2": task.stages.cuda, "c3": task.stages.single_gpu, "c4": task.stages.multi_gpu}
     for name in ("c1", "c2", "c3", "c4"):
-        if name in stages and (verdict := skipped(task, name)) is not None:
-            apply([verdict])
+        if name in stages and not specs[name].applicable:
+            grade(name, None)  # skipped, with the spec's reason
     if "c0" in stages and stages["c0"]["status"] in ("success", "failure") and stages["c0"]["raw"]:
-        c0 = grade_c0(json.loads(stages["c0"]["raw"]), task.c0_baseline_total)
-        row.update({k: v for k, v in c0.items() if k not in ("reason", "failure_category")})
-        keep("c0", status=c0["c0_status"], reason=c0["reason"],
-             failure_category=c0["failure_category"] or ("deps" if c0["c0_status"] == "failure" else None))
-    for name, spec in (("c1", task.stages.cpu), ("c3", task.stages.single_gpu)):
-        stage = stages.get(name)
-        if spec.applicable and stage and stage["status"] in ("success", "failure") \
-                and stage["failure_category"] != "insufficient_hardware":
-            matched, note, decidable = pattern_evidence(stage, spec.success, run_dir)
-            graded = grade_command_stage(spec, stage["exit_code"], bool(stage["timed_out"]), _log(stage), matched)
-            if not decidable:
-                graded = {"status": stage["status"], "failure_category": stage["failure_category"], "reason": stage["reason"]}
-            graded, columns = _rewitness(row, name, graded, stage.get("raw"))
-            graded = _with_note(graded, note)
-            row.update({f"{name}_status": graded["status"], f"{name}_failure_category": graded["failure_category"]})
-            keep(name, status=graded["status"], reason=graded["reason"], failure_category=graded["failure_category"], **columns)
-    if task.stages.cuda.applicable and "c2" in stages and stages["c2"]["status"] in ("success", "failure"):
-        c2 = grade_c2(json.loads(stages["c2"]["raw"]) if stages["c2"]["raw"] else None)
-        category = c2["failure_category"]
-        if category in ("no_device", "driver_too_old") and not trial.get("gpus_assigned"):
-            category = "insufficient_hardware"
-        row.update(c2_status=c2["c2_status"], c2_failure_category=category)
-        keep("c2", status=c2["c2_status"], reason=c2["reason"], failure_category=category)
+        grade("c0", json.loads(stages["c0"]["raw"]))
+    for name in ("c1", "c3"):
+        if specs[name].applicable and _measured(stages.get(name)):
+            grade(name, _command_record(stages[name], specs[name].success, run_dir))
+    stage2 = stages.get("c2")
+    if specs["c2"].applicable and stage2 and stage2["status"] in ("success", "failure"):
+        grade("c2", json.loads(stage2["raw"]) if stage2["raw"] else None)
     stage4 = stages.get("c4")
-    if task.stages.multi_gpu.applicable and stage4 and stage4["status"] in ("success", "failure") and stage4["raw"]:
-        matched, note, decidable = pattern_evidence(stage4, task.stages.multi_gpu.success, run_dir)
-        raw4 = dict(json.loads(stage4["raw"]), output=_log(stage4), log_pattern_matched=matched)
-        g4 = grade_multi_gpu(task.stages.multi_gpu, raw4)
-        if not decidable:
-            g4 = {k: stage4[k] for k in ("status", "failure_category", "reason")}
-        g4, columns = _rewitness(row, "c4", g4, stage4["raw"])
-        g4 = _with_note(g4, note)
-        row.update(c4_status=g4["status"], c4_failure_category=g4["failure_category"])
-        keep("c4", status=g4["status"], reason=g4["reason"], failure_category=g4["failure_category"], **columns)
+    if specs["c4"].applicable and stage4 and stage4["status"] in ("success", "failure") and stage4["raw"]:
+        grade("c4", _command_record(stage4, specs["c4"].success, run_dir))
 
 
-def _regrade_startup(row: dict, trial: dict, stages: dict[str, dict]) -> None:
-    """python_path_kind, startup_hooks and suspicious_actions from the `startup` row's stored
-    evidence (the start-up probe's record, PYTHONSTARTUP, the trajectory hits) and the row's
-    repo_modified_files; rows older than the start-up record keep theirs."""
-    raw = (stages.get("startup") or {}).get("raw")
-    if not raw:
+def _regrade_startup(stages: dict[str, dict], grade) -> None:
+    """The start-up record from the `startup` row's stored evidence (the start-up probe's record,
+    PYTHONSTARTUP, the trajectory hits) and the row's repo_modified_files; rows older than the
+    start-up record keep theirs."""
+    stage = stages.get("startup") or {}
+    if not stage.get("raw"):
         return
-    stored = json.loads(raw)
-    row.update(grade_startup(stored.get("probe"), pythonstartup=stored.get("pythonstartup"),
-                             repo_modified_files=trial.get("repo_modified_files"), trajectory=stored.get("trajectory_hits")))
+    stored = json.loads(stage["raw"])
+    grade("startup", StartupRecord(stored.get("probe"), stored.get("pythonstartup"), stored.get("trajectory_hits") or [],
+                                   why_not=stage.get("reason")))
 
 
-def _regrade_c5(row: dict, stages: dict[str, dict], keep) -> None:
+def _regrade_env_size(stages: dict[str, dict], grade) -> None:
+    """Env size from the probe's stored record; rows older than that record keep theirs."""
+    raw = (stages.get("env_size") or {}).get("raw")
+    if raw:
+        grade("env_size", json.loads(raw))
+
+
+def _regrade_c5(row: dict, stages: dict[str, dict], grade) -> None:
     """C5 from the stored facts and the re-graded C2 / C4 (audit_report discounts stages that
     could not run for a broken interpreter)."""
     if "c5" not in stages or not stages["c5"]["raw"]:
@@ -241,9 +225,7 @@ def _regrade_c5(row: dict, stages: dict[str, dict], keep) -> None:
     stored = json.loads(stages["c5"]["raw"])
     report = json.loads(stages["report"]["raw"]) if (stages.get("report") or {}).get("raw") else None
     observed = dict(stored["observed"], c2_status=row.get("c2_status"), c4_status=row.get("c4_status"))
-    c5 = audit_report(report, stored["facts"], observed)
-    row.update({k: c5[k] for k in C5_ROW_COLUMNS})
-    keep("c5", raw=json.dumps({"facts": stored["facts"], "observed": observed, "items": c5["c5_items"]}))
+    grade("c5", AuditRecord(report, stored["facts"], observed))
 
 
 def regrade(run_dir: Path, sweep_id: str | None = None, tasks_root: Path | None = None) -> list[TrialOutcome]:

@@ -11,6 +11,9 @@ whose asset is missing (only under --skip-missing-assets) is `not_run`, infra_as
 and the toolbox's hook make each interpreter it starts record what it ran, and a command that
 succeeds without the pinned repository's code running in the reported interpreter fails as
 `unverified_run` (`grade_witness`, docs/grading-witness.md).
+
+This module runs the probes and stores their raw records; every grade, and every column it
+sets, comes from `grade_stage` on those records, the one grader `reb-ray regrade` calls too.
 """
 
 from __future__ import annotations
@@ -22,15 +25,9 @@ from typing import Callable
 
 from reb_ray.suite.assets import missing_by_stage
 from reb_ray.errors import RebRayError
-from reb_ray.grading.c0 import grade_c0
-from reb_ray.grading.c2 import grade_c2
-from reb_ray.grading.c5 import C5_ROW_COLUMNS, audit_report, audit_unprobed
-from reb_ray.grading.command_stage import grade_command_stage
-from reb_ray.grading.multi_gpu import grade_multi_gpu
-from reb_ray.grading.startup import grade_startup
+from reb_ray.grading.stage import AuditRecord, CommandRecord, GradeContext, StartupRecord, c5_observed, grade_stage
 from reb_ray.grading.unmeasured import (INVALID_REPORT, PROBE_STAGES, SANDBOX_BROKEN, agent_failed, assets_missing,
                                         interpreter_fault, skipped)
-from reb_ray.grading.witness import WITNESS_COLUMNS, apply_witness, grade_witness
 from reb_ray.models.report import Report, load_report_object
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.models.task import StageSpec, TaskSpec
@@ -80,14 +77,6 @@ def _with_env(stage: StageSpec, extra: dict[str, str], witness: Witness | None =
     return stage.model_copy(update={"env": {**extra, **stage.env, **own}})
 
 
-def _witnessed(rec: TrialRecorder, name: str, graded: dict, raw: dict | None) -> dict:
-    """`graded` under the stage's witness verdict; the verdict's columns go into the stage row
-    (set by the caller) and `<name>_witness` into the trials row."""
-    verdict = grade_witness(raw)
-    rec.row[f"{name}_witness"] = verdict["witness_status"]
-    return {**apply_witness(graded, verdict), "witness": {k: verdict[k] for k in WITNESS_COLUMNS}}
-
-
 def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_dir: str,
                     report: Report | None, gpus: list[str],
                     c1_sandbox: Callable[[], AbstractContextManager[Sandbox]] | None = None) -> None:
@@ -110,8 +99,7 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
         gated = PROBE_STAGES if written is None else tuple(s for s in PROBE_STAGES if s != "c5")
         rec.apply(agent_failed(task, gated, rec.row["report_status"], f"no usable report: {why}"))
         if written is not None:
-            _record_c5(rec, audit_unprobed(written, len(gpus)), "success", "audited on the report alone: no usable "
-                       "python_path to probe", {"facts": None, "observed": None})
+            rec.record(grade_stage("c5", AuditRecord(written, probed=False), task, _context(rec)))
         record_startup(rec, None, None, "no usable report")
         return
     if not _healthy(sandbox):
@@ -140,11 +128,8 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
     # C0: static imports against the report's interpreter.
     t = time.monotonic()
     raw = run_c0(sandbox, toolbox, repo_dir, python)
-    c0 = grade_c0(raw, task.c0_baseline_total)
-    rec.row.update({k: v for k, v in c0.items() if k not in ("reason", "failure_category")})
-    category = c0["failure_category"] or ("deps" if c0["c0_status"] == "failure" else None)
-    rec.stage("c0", c0["c0_status"], reason=c0["reason"], failure_category=category,
-              raw=json.dumps(raw) if raw is not None else None, duration_s=time.monotonic() - t)
+    rec.record(grade_stage("c0", raw, task, _context(rec)), raw=json.dumps(raw) if raw is not None else None,
+               duration_s=time.monotonic() - t)
 
     missing = missing_by_stage(task, spec.config.assets_dir)
     where = str(spec.config.assets_dir or "(no --assets directory given)")
@@ -172,27 +157,25 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
         with rec.full_log("c4" if runs else None) as log:
             raw4 = run_multi_gpu(sandbox, _with_env(stage4, env, witness), repo_dir, python, shim, gpus,
                                  cpu_gloo=spec.config.c4_cpu_gloo, sink=log)
-        g4 = grade_multi_gpu(stage4, raw4)
         if witness is not None:  # after the run's leftovers were killed: every rank has exited
             raw4["witness"] = collect(sandbox, toolbox, witness, python, rec.row.get("repo_commit"))
-            g4 = _witnessed(rec, "c4", g4, raw4["witness"])
-        rec.row.update(c4_status=g4["status"], c4_exit_code=raw4.get("exit_code"), c4_failure_category=g4["failure_category"],
-                       c4_port=raw4.get("port"))
-        rec.stage("c4", g4["status"], result=record_as_exec_result(stage4, raw4), reason=g4["reason"],
-                  failure_category=g4["failure_category"], command=raw4.get("command"),
-                  raw=json.dumps({k: v for k, v in raw4.items() if k != "output"}),
-                  duration_s=raw4.get("duration_s"), log_pattern=stage4.success.log_pattern, log=log,
-                  side_logs=_side_logs(sandbox, stage4, repo_dir) if runs else None)
-        rec.stages[-1].update(g4.get("witness") or {})
+        record4 = CommandRecord.of_launcher(raw4, witnessed=witness is not None, witness=raw4.get("witness"))
+        rec.record(grade_stage("c4", record4, task, _context(rec)), result=record_as_exec_result(stage4, raw4),
+                   command=raw4.get("command"), raw=json.dumps({k: v for k, v in raw4.items() if k != "output"}),
+                   duration_s=raw4.get("duration_s"), log_pattern=stage4.success.log_pattern, log=log,
+                   side_logs=_side_logs(sandbox, stage4, repo_dir) if runs else None)
 
     # C5: the report against what the probes saw.
     _audit(rec, report, facts, (raw2 or {}).get("cuda_available"), len(gpus))
 
     # Environment size under the report interpreter's sys.prefix.
     size = run_env_size(sandbox, toolbox, python)
-    rec.row.update(env_size_status=size["status"], env_size_bytes=size["env_size_bytes"],
-                   env_size_apparent_bytes=size["env_size_apparent_bytes"])
-    rec.stage("env_size", size["status"], reason=size["reason"] or size["prefix"])
+    rec.record(grade_stage("env_size", size, task, _context(rec)), raw=json.dumps(size))
+
+
+def _context(rec: TrialRecorder) -> GradeContext:
+    """What the grader needs of the attempt beyond a stage's raw record (as regrade reads it back)."""
+    return GradeContext(gpus_assigned=rec.row.get("gpus_assigned"), repo_modified_files=rec.row.get("repo_modified_files"))
 
 
 def record_startup(rec: TrialRecorder, raw: dict | None, report: Report | None, why_not: str,
@@ -203,27 +186,15 @@ def record_startup(rec: TrialRecorder, raw: dict | None, report: Report | None, 
     failure: it is recorded, not scored (`not_run` with `why_not` when nothing was probed)."""
     env = report.written.get("env") if report is not None else None
     pythonstartup = env.get("PYTHONSTARTUP") if isinstance(env, dict) else None
-    stored = {"probe": raw, "pythonstartup": pythonstartup if isinstance(pythonstartup, str) else None,
-              "trajectory_hits": rec.trajectory_hits}
-    rec.row.update(grade_startup(raw, pythonstartup=stored["pythonstartup"],
-                                 repo_modified_files=rec.row.get("repo_modified_files"), trajectory=rec.trajectory_hits))
-    rec.stage("startup", "success" if raw is not None else "not_run", reason=None if raw is not None else why_not,
-              raw=json.dumps(stored), duration_s=duration_s)
+    record = StartupRecord(raw, pythonstartup if isinstance(pythonstartup, str) else None, rec.trajectory_hits, why_not)
+    rec.record(grade_stage("startup", record, rec.spec.task, _context(rec)), raw=json.dumps(record.stored()),
+               duration_s=duration_s)
 
 
 def _audit(rec: TrialRecorder, report: Report, facts: dict | None, cuda_available: bool | None, gpus: int) -> None:
     """C5 from the facts record and the stage results recorded so far."""
-    observed = {"c2_status": rec.row.get("c2_status"), "c2_device_count": rec.row.get("c2_device_count"),
-                "c2_cuda_available": cuda_available, "c4_status": rec.row.get("c4_status"), "gpus_assigned": gpus}
-    c5 = audit_report(report.written, facts, observed)
-    _record_c5(rec, c5, "success" if facts is not None else "not_run",
-               None if facts is not None else "facts probe produced no record", {"facts": facts, "observed": observed})
-
-
-def _record_c5(rec: TrialRecorder, c5: dict, status: str, reason: str | None, evidence: dict) -> None:
-    """The C5 columns and stage row of an audit (`evidence`: the facts and observed it used)."""
-    rec.row.update({k: c5[k] for k in C5_ROW_COLUMNS}, c5_status=status)
-    rec.stage("c5", status, reason=reason, raw=json.dumps({**evidence, "items": c5["c5_items"]}))
+    observed = c5_observed(rec.row, cuda_available, gpus)
+    rec.record(grade_stage("c5", AuditRecord(report.written, facts, observed), rec.spec.task, _context(rec)))
 
 
 def _cuda_alignment(rec: TrialRecorder, sandbox: Sandbox, task: TaskSpec, toolbox: str, python: str, gpus: list[str]) -> dict | None:
@@ -233,14 +204,8 @@ def _cuda_alignment(rec: TrialRecorder, sandbox: Sandbox, task: TaskSpec, toolbo
         return None
     t = time.monotonic()
     raw2 = run_c2(sandbox, toolbox, python, ",".join(str(i) for i in range(len(gpus))))
-    c2 = grade_c2(raw2)
-    c2_category = c2["failure_category"]
-    if c2_category in ("no_device", "driver_too_old") and not gpus:
-        c2_category = "insufficient_hardware"  # no GPU was assigned: the node's lack, not the agent's
-    rec.row.update(c2_status=c2["c2_status"], c2_failure_category=c2_category, c2_torch_version=c2["c2_torch_version"],
-                   c2_cuda_build=c2["c2_cuda_build"], c2_device_count=c2["c2_device_count"], c2_capability=c2["c2_capability"])
-    rec.stage("c2", c2["c2_status"], reason=c2["reason"], failure_category=c2_category,
-              raw=json.dumps(raw2) if raw2 is not None else None, duration_s=time.monotonic() - t)
+    rec.record(grade_stage("c2", raw2, task, _context(rec)), raw=json.dumps(raw2) if raw2 is not None else None,
+               duration_s=time.monotonic() - t)
     return raw2
 
 
@@ -255,9 +220,8 @@ def _command_stage(rec: TrialRecorder, sandbox: Sandbox, name: str, task: TaskSp
     if (verdict := skipped(task, name)) is not None:
         rec.apply([verdict])
         return
-    if len(gpus) < needed:
-        rec.row.update({f"{name}_status": "failure", f"{name}_failure_category": "insufficient_hardware"})
-        rec.stage(name, "failure", reason=f"needs {needed} GPU(s), {len(gpus)} assigned", failure_category="insufficient_hardware")
+    if len(gpus) < needed:  # too few GPUs: the hardware's failure (it would fail with the assets too)
+        rec.record(grade_stage(name, None, task, _context(rec)))
         return
     if name in missing:
         rec.apply([assets_missing(name, [a.name for a in missing[name]], where)])
@@ -268,15 +232,11 @@ def _command_stage(rec: TrialRecorder, sandbox: Sandbox, name: str, task: TaskSp
         side_logs = _side_logs(box, stage, repo_dir)
         witness_raw = collect(box, toolbox, witness, python, rec.row.get("repo_commit"))
     pattern = stage.success.log_pattern
-    graded = grade_command_stage(stage, result.exit_code, result.timed_out, result.output,
-                                 result.pattern_matches.get(pattern) if pattern else None)
-    graded = _witnessed(rec, name, graded, witness_raw)
-    rec.row.update({f"{name}_status": graded["status"], f"{name}_exit_code": result.exit_code,
-                    f"{name}_failure_category": graded["failure_category"]})
-    rec.stage(name, graded["status"], result=result, reason=graded["reason"], failure_category=graded["failure_category"],
-              command=stage.command if isinstance(stage.command, str) else " ".join(stage.command),
-              log_pattern=pattern, log=log, side_logs=side_logs, raw=json.dumps({"witness": witness_raw}))
-    rec.stages[-1].update(graded["witness"])
+    record = CommandRecord(result.exit_code, result.timed_out, result.output,
+                           result.pattern_matches.get(pattern) if pattern else None, witnessed=True, witness=witness_raw)
+    rec.record(grade_stage(name, record, task, _context(rec)), result=result,
+               command=stage.command if isinstance(stage.command, str) else " ".join(stage.command),
+               log_pattern=pattern, log=log, side_logs=side_logs, raw=json.dumps({"witness": witness_raw}))
 
 
 def _side_logs(sandbox: Sandbox, stage: StageSpec, repo_dir: str) -> list[dict] | None:

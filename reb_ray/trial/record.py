@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Iterator
 
 from reb_ray.agents.base import REPORT_PATH
 from reb_ray.agents.prompt import render_prompt
-from reb_ray.grading.categories import owner_of
+from reb_ray.grading.vocabulary import owner_of
 from reb_ray.grading.unmeasured import ASSETS_MISSING, STAGE_COLUMNS, skipped
+from reb_ray.grading.verdict import StageVerdict
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.redact import Redactor
 from reb_ray.sandbox import ExecResult
@@ -131,13 +132,23 @@ class TrialRecorder:
                 self.row[f"{name}_status"] = "not_run"
                 self.stage(name, "not_run", reason=reason, failure_category=failure_category)
 
-    def apply(self, verdicts: list[dict]) -> None:
-        """Record stages that were not measured (reb_ray.grading.unmeasured verdicts): a stage row
-        each, and the trials-row columns of each."""
+    def record(self, verdict: StageVerdict, **fields) -> None:
+        """Write one stage's verdict: its trials-row columns and a stage row with its status,
+        reason, category and further columns; `fields` are the stage row's evidence (result,
+        command, raw, log, ...: `stage`'s keywords), never a grade."""
+        self.row.update(verdict.trial_columns())
+        decided = verdict.stage_fields()
+        extra = {k: v for k, v in decided.items() if k not in ("status", "reason", "failure_category", "raw")}
+        if "raw" in decided:
+            fields["raw"] = decided["raw"]
+        self.stage(str(verdict.stage), decided["status"], reason=decided["reason"],
+                   failure_category=decided["failure_category"], **fields)
+        self.stages[-1].update(extra)
+
+    def apply(self, verdicts: list[StageVerdict]) -> None:
+        """Record stages that were not measured (reb_ray.grading.unmeasured verdicts)."""
         for verdict in verdicts:
-            self.row.update(verdict["row"])
-            self.stage(verdict["stage"], verdict["status"], reason=verdict["reason"],
-                       failure_category=verdict["failure_category"])
+            self.record(verdict)
 
     def explain_hardware(self, why: str) -> None:
         """Append `why` (e.g. the node's Docker cannot give containers GPUs) to the reason of

@@ -13,14 +13,14 @@ DEMO = {t.id: t for t in load_suite("demo")}
 REB = {t.id: t for t in load_suite("researchenvbench")}
 
 
-def _by_stage(verdicts: list[dict]) -> dict[str, dict]:
-    return {v["stage"]: v for v in verdicts}
+def _by_stage(verdicts: list) -> dict:
+    return {v.stage: v for v in verdicts}
 
 
 def test_gate_categories_are_the_agents():
     for category in AGENT_GATES:
         assert category in AGENT_CATEGORIES and owner_of(category) == "agent"
-    assert owner_of(assets_missing("c1", ["m"], "/cache")["failure_category"]) == "infra"
+    assert owner_of(assets_missing("c1", ["m"], "/cache").failure_category) == "infra"
 
 
 @pytest.mark.parametrize("category", ["missing_report", "invalid_report", "sandbox_broken_by_agent", "interpreter_missing"])
@@ -31,16 +31,16 @@ def test_a_cpu_only_task_keeps_its_denominators_when_the_agent_left_nothing_to_m
     got = _by_stage(agent_failed(task, PROBE_STAGES, category, "report file not written"))
     assert list(got) == list(PROBE_STAGES)
     c0 = got["c0"]
-    assert (c0["status"], c0["failure_category"], c0["row"]["c0_missing"], c0["row"]["c0_status"]) == (
+    assert (c0.status, c0.failure_category, c0.row["c0_missing"], c0.row["c0_status"]) == (
         "failure", category, task.c0_baseline_total, "failure")
-    assert (got["c1"]["status"], got["c1"]["row"]["c1_failure_category"]) == ("failure", category)
+    assert (got["c1"].status, got["c1"].row["c1_failure_category"]) == ("failure", category)
     for stage in ("c2", "c3", "c4"):
-        assert got[stage]["status"] == "skipped" and got[stage]["reason"] == "demo suite is CPU-only"
-        assert got[stage]["failure_category"] is None and got[stage]["row"][f"{stage}_status"] == "skipped"
+        assert got[stage].status == "skipped" and got[stage].reason == "demo suite is CPU-only"
+        assert got[stage].failure_category is None and got[stage].row[f"{stage}_status"] == "skipped"
     for stage in ("c5", "env_size"):
-        assert (got[stage]["status"], got[stage]["failure_category"]) == ("not_run", category)
+        assert (got[stage].status, got[stage].failure_category) == ("not_run", category)
     for verdict in got.values():
-        assert set(verdict["row"]) == set(STAGE_COLUMNS[verdict["stage"]])
+        assert set(verdict.row) == set(STAGE_COLUMNS[verdict.stage])
 
 
 def test_the_paper_denominators_hold_on_every_agent_failure_path():
@@ -48,16 +48,16 @@ def test_the_paper_denominators_hold_on_every_agent_failure_path():
     counts = {stage: 0 for stage in ("c1", "c2", "c3", "c4")}
     for task in REB.values():
         for stage, verdict in _by_stage(agent_failed(task, PROBE_STAGES, "missing_report", "x")).items():
-            if stage in counts and verdict["status"] == "failure":
+            if stage in counts and verdict.status == "failure":
                 counts[stage] += 1
-            assert (verdict["status"] == "skipped") == (skip_reason(task, stage) is not None)
+            assert (verdict.status == "skipped") == (skip_reason(task, stage) is not None)
     assert counts == {"c1": 29, "c2": 44, "c3": 43, "c4": 32}
 
 
 def test_an_unknown_c0_total_stays_unknown():
     task = DEMO["numpy-trainer"].model_copy(update={"c0_baseline_total": None})
     (c0,) = agent_failed(task, ["c0"], "missing_report", "x")
-    assert c0["status"] == "failure" and c0["row"]["c0_missing"] is None
+    assert c0.status == "failure" and c0.row["c0_missing"] is None
 
 
 FACTS = {"python_path": "/opt/venv/bin/python", "python_exists": True, "python_is_file": True,
@@ -87,6 +87,6 @@ def test_interpreter_fault(facts, expected):
 
 def test_a_missing_asset_leaves_the_stage_unmeasured_naming_the_asset():
     verdict = assets_missing("c3", ["Qwen3-0.6B"], "/srv/assets")
-    assert verdict["status"] == "not_run" and verdict["failure_category"] == "infra_assets_missing"
-    assert "'Qwen3-0.6B'" in verdict["reason"] and "/srv/assets" in verdict["reason"]
-    assert verdict["row"] == {"c3_status": "not_run", "c3_exit_code": None, "c3_failure_category": None}
+    assert verdict.status == "not_run" and verdict.failure_category == "infra_assets_missing"
+    assert "'Qwen3-0.6B'" in verdict.reason and "/srv/assets" in verdict.reason
+    assert verdict.row == {"c3_status": "not_run", "c3_exit_code": None, "c3_failure_category": None}
