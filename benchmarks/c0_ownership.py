@@ -20,9 +20,9 @@ from pathlib import Path
 
 from reb_ray.grading.c0 import grade_c0
 from reb_ray.suite.load import load_suite
-from reb_ray.probes.c0 import c0_env
-from reb_ray.probes.record import run_json_probe
-from reb_ray.probes.toolbox import install_toolbox
+from reb_ray.probing.c0 import c0_env
+from reb_ray.probing.record import run_json_probe
+from reb_ray.probing.toolbox import install_toolbox
 from reb_ray.sandbox import SandboxConfig
 from reb_ray.sandbox.docker_client import connect
 from reb_ray.sandbox.docker_sandbox import DockerSandbox

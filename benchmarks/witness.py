@@ -25,10 +25,10 @@ from reb_ray.suite.load import load_suite  # noqa: E402
 from reb_ray.suite.placement import place_repo  # noqa: E402
 from reb_ray.trial.probe_phase import _with_env, probe_env  # noqa: E402
 from reb_ray.models.sweep import SweepConfig, TrialSpec  # noqa: E402
-from reb_ray.probes.command import run_stage_command  # noqa: E402
-from reb_ray.probes.task_helpers import install_task_helpers  # noqa: E402
-from reb_ray.probes.toolbox import install_toolbox  # noqa: E402
-from reb_ray.probes.witness import arm, collect  # noqa: E402
+from reb_ray.probing.command import run_stage_command  # noqa: E402
+from reb_ray.probing.task_helpers import install_task_helpers  # noqa: E402
+from reb_ray.probing.toolbox import install_toolbox  # noqa: E402
+from reb_ray.probing.witness import arm, collect  # noqa: E402
 from reb_ray.sandbox import open_sandbox  # noqa: E402
 from reb_ray.trial.prepare import sandbox_config  # noqa: E402
 from reb_ray.sandbox.docker_client import connect  # noqa: E402

@@ -34,7 +34,7 @@ LAYERS: list[set[str]] = [
     {"trial"},                      # one attempt on one node: prepare, agent, between, probes, record
     {"environment"},                # what the agent built: capture, keep, export, the node's fingerprint
     {"agents", "llm", "suite"},     # agent kinds; LLM plumbing; the suite's tasks, repos, assets
-    {"probes", "node"},             # the probes' host side; a node's fitness
+    {"probing", "node"},            # the host side of the probes; a node's fitness
     {"grading"},                    # pure graders of probe records
     {"models"},                     # schemas: task, agent, sweep, report
     {"netpolicy", "results", "sandbox"},  # network policy; the results store; sandbox providers

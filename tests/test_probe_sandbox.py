@@ -16,7 +16,7 @@ from reb_ray.trial.gpu_lease import StaticLease
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.suite.load import load_suite
 from reb_ray.trial.phase_split import PhaseSplit
-from reb_ray.probes.toolbox import TOOLBOX_SANDBOX_PATH
+from reb_ray.probing.toolbox import TOOLBOX_SANDBOX_PATH
 from reb_ray.sandbox import SandboxConfig
 from reb_ray.sandbox.docker_sandbox import DockerSandbox, container_create_kwargs
 from reb_ray.sandbox.ownership import ATTEMPT_IMAGE, SWEEP

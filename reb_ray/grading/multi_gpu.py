@@ -1,6 +1,6 @@
 """Grading C4 (multi GPU): a pure function of the task's stage and the probe's raw record.
 
-The raw record is what reb_ray.probes.multi_gpu.run_multi_gpu returned (possibly read back
+The raw record is what reb_ray.probing.multi_gpu.run_multi_gpu returned (possibly read back
 from storage, so missing keys are tolerated). Rules:
 
 - no record: `not_run` (the probe never ran; the reason says so), as for a stage that is not

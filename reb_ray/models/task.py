@@ -107,7 +107,7 @@ class StageSpec(_Strict):
 
     `side_logs`: files the command writes besides its output (a helper server's log), absolute
     or relative to `workdir`; removed before the stage runs and collected after it (the last
-    reb_ray.probes.side_logs.TAIL_BYTES of each) into the stage row. `deviation`: how this stage's command or
+    reb_ray.probing.side_logs.TAIL_BYTES of each) into the stage row. `deviation`: how this stage's command or
     success rule deliberately differs from the paper's release (shown by `reb-ray tasks list`);
     null when it follows the release.
     """

@@ -24,7 +24,7 @@ _side_logs = pa.list_(pa.struct([
     ("path", pa.string()),  # as declared in the task spec
     ("size_bytes", pa.int64()),  # the whole file's size (null: not found)
     ("truncated", pa.bool_()),  # only the file's last bytes are in `text`
-    ("text", pa.string()),  # its last reb_ray.probes.side_logs.TAIL_BYTES, UTF-8 with replacement
+    ("text", pa.string()),  # its last reb_ray.probing.side_logs.TAIL_BYTES, UTF-8 with replacement
     ("error", pa.string()),  # why nothing was read (e.g. not found after the stage)
 ]))
 
@@ -236,7 +236,7 @@ STAGES_SCHEMA = pa.schema(
         ("output_dropped_bytes", pa.int64()),  # bytes of the output in neither log_head nor log_tail
         ("log_pattern", pa.string()),  # the success rule's regex, searched in the whole output as it streamed
         ("log_pattern_matched", pa.bool_()),  # its verdict on the whole output (null: no pattern / not watched)
-        ("side_logs", _side_logs),  # files the command wrote besides its output, tails (reb_ray.probes.side_logs)
+        ("side_logs", _side_logs),  # files the command wrote besides its output, tails (reb_ray.probing.side_logs)
         ("log_path", pa.string()),  # the full output (gzip), relative to the output dir (reb_ray.trial.artifacts)
         ("log_cut_bytes", pa.int64()),  # bytes of the output not in the log_path file (0: whole; null: no file)
         # -- a command stage's witness (reb_ray/grading/witness.py): did the pinned repository's code run

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from reb_ray.models.sweep import TrialSpec
-from reb_ray.probes.c2 import C2_TIMEOUT_S
+from reb_ray.probing.c2 import C2_TIMEOUT_S
 
 Medians = tuple[dict[tuple[str, str], float], dict[str, float]]
 

@@ -127,7 +127,7 @@ def bundled_checkout(task: TaskSpec) -> tuple[Path, str]:
     entries unused for BUNDLED_KEEP_S are removed when a new one is built. Raises
     InfraError("infra_clone") when git fails, OSError for the file system.
     """
-    from reb_ray.probes.toolbox import cache_root
+    from reb_ray.probing.toolbox import cache_root
 
     final = cache_root() / "bundled" / f"{task.suite}--{task.id}--{_tree_key(task.repo_path)[:16]}"
     if not (final / "commit").is_file():

@@ -47,7 +47,7 @@ def scoring_identity(config: SweepConfig, image: str | None, tasks: list[TaskSpe
     and the toolbox as 16-hex digests. Keys: `agent.<name>.<field>` (kind, model, ..., cli), `task.<id>`, `probes`, `pyright`,
     `image`, `network_allow` and each of SCORED_SETTINGS."""
     from reb_ray.agents.toolchain import PINS
-    from reb_ray.probes.toolbox import toolbox_key, toolbox_sources
+    from reb_ray.probing.toolbox import toolbox_key, toolbox_sources
 
     sources = toolbox_sources()
     identity: dict[str, object] = {"probes": toolbox_key(sources), "pyright": sources.pyright_version, "image": image}

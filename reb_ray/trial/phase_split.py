@@ -28,8 +28,8 @@ from docker.errors import DockerException, NotFound
 from reb_ray.errors import RebRayError
 from reb_ray.trial.gpu_lease import GpuLease
 from reb_ray.models.task import TaskSpec
-from reb_ray.probes.task_helpers import install_task_helpers
-from reb_ray.probes.toolbox import install_toolbox
+from reb_ray.probing.task_helpers import install_task_helpers
+from reb_ray.probing.toolbox import install_toolbox
 from reb_ray.sandbox import Sandbox, SandboxConfig
 from reb_ray.sandbox.ownership import ATTEMPT_IMAGE
 from reb_ray.trial.record import TrialRecorder

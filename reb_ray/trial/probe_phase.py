@@ -31,17 +31,17 @@ from reb_ray.grading.unmeasured import (INVALID_REPORT, PROBE_STAGES, SANDBOX_BR
 from reb_ray.models.report import Report, load_report_object
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.models.task import StageSpec, TaskSpec
-from reb_ray.probes.c0 import run_c0
-from reb_ray.probes.c2 import run_c2
-from reb_ray.probes.command import run_stage_command, stage_workdir
-from reb_ray.probes.env_size import run_env_size
-from reb_ray.probes.facts import run_facts
-from reb_ray.probes.multi_gpu import record_as_exec_result, run_multi_gpu
-from reb_ray.probes.side_logs import collect_side_logs
-from reb_ray.probes.startup import run_startup
-from reb_ray.probes.task_helpers import install_task_helpers
-from reb_ray.probes.toolbox import install_toolbox
-from reb_ray.probes.witness import Witness, arm, collect
+from reb_ray.probing.c0 import run_c0
+from reb_ray.probing.c2 import run_c2
+from reb_ray.probing.command import run_stage_command, stage_workdir
+from reb_ray.probing.env_size import run_env_size
+from reb_ray.probing.facts import run_facts
+from reb_ray.probing.multi_gpu import record_as_exec_result, run_multi_gpu
+from reb_ray.probing.side_logs import collect_side_logs
+from reb_ray.probing.startup import run_startup
+from reb_ray.probing.task_helpers import install_task_helpers
+from reb_ray.probing.toolbox import install_toolbox
+from reb_ray.probing.witness import Witness, arm, collect
 from reb_ray.sandbox import Sandbox
 from reb_ray.trial.record import TrialRecorder
 

@@ -1,7 +1,7 @@
 """C5 audit: a matrix of reports x facts x observed stage results, with the expected items and sums.
 
 No mocks: reports are plain dicts (and real `Report` models), facts are records shaped exactly as
-probes/facts_probe.py writes them (tests/probes/test_facts_probe.py checks that shape for real).
+probes/facts_probe.py writes them (tests/probing/test_facts_probe.py checks that shape for real).
 """
 
 from __future__ import annotations

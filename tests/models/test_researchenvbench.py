@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from reb_ray.suite.load import load_suite
-from reb_ray.probes.multi_gpu import launch_command
+from reb_ray.probing.multi_gpu import launch_command
 
 SUITE = "researchenvbench"
 REB_RAY = Path(sys.executable).with_name("reb-ray")

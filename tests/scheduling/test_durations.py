@@ -52,7 +52,7 @@ def test_a_probe_phase_holds_its_gpus_for_c2_too():
     """torch-tiny keeps C2 (one GPU): its probe phase may hold the GPU for C1's timeout and C2's
     bound; numpy-trainer opts out of C2 and needs no GPU at all."""
     from reb_ray.scheduling.durations import probe_timeout_estimate
-    from reb_ray.probes.c2 import C2_TIMEOUT_S
+    from reb_ray.probing.c2 import C2_TIMEOUT_S
 
     tiny, numpy = _spec("noop", "torch-tiny"), _spec("noop", "numpy-trainer")
     assert tiny.task.gpus_needed == 1 and numpy.task.gpus_needed == 0

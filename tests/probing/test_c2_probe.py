@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from reb_ray.grading.c2 import grade_c2
-from reb_ray.probes.c2 import run_c2
-from reb_ray.probes.toolbox import install_toolbox
+from reb_ray.probing.c2 import run_c2
+from reb_ray.probing.toolbox import install_toolbox
 from reb_ray.sandbox import SandboxConfig, open_sandbox
 
 WHEELS = Path("/opt/wheels")

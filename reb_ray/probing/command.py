@@ -6,7 +6,7 @@ import posixpath
 import shlex
 
 from reb_ray.models.task import StageSpec
-from reb_ray.probes.side_logs import clear_side_logs
+from reb_ray.probing.side_logs import clear_side_logs
 from reb_ray.sandbox import ExecResult, Sandbox
 from reb_ray.sandbox.output import OutputSink
 from reb_ray.sandbox.base import SYSTEM_PATH

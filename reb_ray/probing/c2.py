@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import posixpath
 
-from reb_ray.probes.c0 import c0_env
-from reb_ray.probes.record import run_json_probe
+from reb_ray.probing.c0 import c0_env
+from reb_ray.probing.record import run_json_probe
 from reb_ray.sandbox import Sandbox
 
 

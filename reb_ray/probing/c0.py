@@ -8,7 +8,7 @@ interpreter. Grading is separate and pure (reb_ray.grading.c0.grade_c0).
 from __future__ import annotations
 
 
-from reb_ray.probes.record import run_json_probe
+from reb_ray.probing.record import run_json_probe
 from reb_ray.sandbox import Sandbox
 from reb_ray.sandbox.base import SYSTEM_PATH
 

@@ -42,7 +42,7 @@ import uuid
 from pathlib import Path
 
 from reb_ray.models.task import MultiGpuStageSpec
-from reb_ray.probes.command import run_stage_command
+from reb_ray.probing.command import run_stage_command
 from reb_ray.sandbox import ExecResult, Sandbox
 from reb_ray.sandbox.output import OutputSink
 

@@ -25,8 +25,8 @@ import shlex
 from dataclasses import dataclass, field
 
 from reb_ray.grading.record_types import conform
-from reb_ray.probes.facts import facts_env
-from reb_ray.probes.record import run_json_probe
+from reb_ray.probing.facts import facts_env
+from reb_ray.probing.record import run_json_probe
 from reb_ray.sandbox import Sandbox
 
 log = logging.getLogger(__name__)

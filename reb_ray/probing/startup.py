@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import posixpath
 
-from reb_ray.probes.facts import facts_env
-from reb_ray.probes.record import run_json_probe
+from reb_ray.probing.facts import facts_env
+from reb_ray.probing.record import run_json_probe
 from reb_ray.sandbox import Sandbox
 
 #: Seconds for the interpreter's `-S` query inside the probe.

@@ -15,7 +15,7 @@ import pytest
 
 from reb_ray.grading.witness import apply_witness, grade_witness
 from reb_ray.paths import bundled_dir
-from reb_ray.probes.witness import WITNESS_ENV, pth_line
+from reb_ray.probing.witness import WITNESS_ENV, pth_line
 
 PROBES = bundled_dir("probes")
 HOOK_DIR = PROBES / "witness"

@@ -18,7 +18,7 @@ import pytest
 
 from reb_ray.grading.multi_gpu import grade_multi_gpu
 from reb_ray.models.task import MultiGpuStageSpec
-from reb_ray.probes.multi_gpu import (
+from reb_ray.probing.multi_gpu import (
     BACKEND_ENV,
     RUN_TAG_ENV,
     _reserve,
@@ -217,7 +217,7 @@ def test_a_port_handed_out_is_refused_to_another_process_on_the_node():
     finally:
         sandbox.close()
     assert _reserve(port) is False  # nor again to this process
-    code = f"from reb_ray.probes.multi_gpu import _reserve; print(_reserve({port}))"
+    code = f"from reb_ray.probing.multi_gpu import _reserve; print(_reserve({port}))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
 

@@ -12,7 +12,7 @@ import posixpath
 
 from reb_ray.grading.record_types import conform
 from reb_ray.grading.unmeasured import FACTS_SHAPE
-from reb_ray.probes.record import run_json_probe
+from reb_ray.probing.record import run_json_probe
 from reb_ray.sandbox import Sandbox
 from reb_ray.sandbox.base import SYSTEM_PATH
 

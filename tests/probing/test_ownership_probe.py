@@ -12,9 +12,9 @@ import pytest
 
 from reb_ray.grading.c0 import grade_c0
 from reb_ray.grading.startup import grade_startup
-from reb_ray.probes.c0 import run_c0
-from reb_ray.probes.startup import run_startup
-from reb_ray.probes.toolbox import install_toolbox, toolbox_dir, toolbox_tar
+from reb_ray.probing.c0 import run_c0
+from reb_ray.probing.startup import run_startup
+from reb_ray.probing.toolbox import install_toolbox, toolbox_dir, toolbox_tar
 from reb_ray.sandbox import SandboxConfig, open_sandbox
 
 pytestmark = pytest.mark.docker

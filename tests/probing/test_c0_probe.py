@@ -12,8 +12,8 @@ import time
 import pytest
 
 from reb_ray.grading.c0 import grade_c0
-from reb_ray.probes.c0 import run_c0
-from reb_ray.probes.toolbox import TOOLBOX_SANDBOX_PATH, install_toolbox, toolbox_dir, toolbox_tar
+from reb_ray.probing.c0 import run_c0
+from reb_ray.probing.toolbox import TOOLBOX_SANDBOX_PATH, install_toolbox, toolbox_dir, toolbox_tar
 from reb_ray.sandbox import SandboxConfig, open_sandbox
 
 pytestmark = pytest.mark.docker

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from reb_ray.models.task import StageSpec
-from reb_ray.probes.command import run_stage_command, stage_workdir
-from reb_ray.probes.side_logs import TAIL_BYTES, collect_side_logs
+from reb_ray.probing.command import run_stage_command, stage_workdir
+from reb_ray.probing.side_logs import TAIL_BYTES, collect_side_logs
 
 
 def test_side_logs_are_this_stages_own_and_bounded(make_sandbox):
