@@ -78,7 +78,7 @@ def sweep(
     sandbox: Optional[str] = typer.Option(None, help="docker | podman (rootful or rootless; socket from REB_RAY_PODMAN_SOCKET) | local | sleep (scripted sleeps for scheduling benchmarks: REB_RAY_SLEEP_SCRIPT)."),
     assets: Optional[Path] = typer.Option(None, "--assets", help="Read-only asset cache for the probes (see `reb-ray assets fetch`)."),
     skip_missing_assets: bool = typer.Option(False, "--skip-missing-assets", help="Run trials whose assets are missing: the stages that need them are not_run, the rest is scored."),
-    unsafe_local: bool = typer.Option(False, "--unsafe-local", help="Allow non-built-in agents in the local sandbox."),
+    unsafe_local: bool = typer.Option(False, "--unsafe-local", help="Allow non-built-in agents in a sandbox without a guarded network of its own (local, podman)."),
     no_pip_cache: bool = typer.Option(False, "--no-pip-cache", help="Do not share the per-node pip cache with sandboxes."),
     shm_size_gb: Optional[float] = typer.Option(None, help="/dev/shm of each sandbox in GiB (default 16; Docker's own 64 MB breaks DataLoader and NCCL)."),
     memory_gb: Optional[float] = typer.Option(None, help="Memory limit of each sandbox in GiB (default: the node's memory x 0.8 / its trial slots); an OOM kill is the agent's `oom`."),

@@ -9,6 +9,7 @@ from reb_ray.errors import RebRayError
 from reb_ray.llm.prices import price_table
 from reb_ray.trial.llm import check_llm_agent
 from reb_ray.models.sweep import SweepConfig, TrialSpec
+from reb_ray.sandbox import capabilities_of
 from reb_ray.sweep.state import SweepState
 
 
@@ -30,6 +31,10 @@ def expand(config: SweepConfig, image: str | None, state: SweepState | None = No
         if agent.requires_model and not config.agent_spec(name).model:
             raise RebRayError(f"agent {name!r}: kind {config.agent_spec(name).kind} needs a model "
                               f"(`{config.agent_spec(name).kind}@MODEL` or `model = ...` in its table)")
+        if not (agent.trusted or config.unsafe_local or _isolated(config.sandbox)):
+            raise RebRayError(f"agent {name!r}: the {config.sandbox} sandbox does not keep an agent from the node's "
+                              "network or files (no host guard), so it runs only the trusted built-in agents (noop, "
+                              "heuristic); use `--sandbox docker`, or pass `--unsafe-local` to run this agent anyway")
         if agent.uses_llm:  # its key, endpoint and prices, before any trial starts
             check_llm_agent(config.agent_spec(name), price_table(str(config.prices_file) if config.prices_file else None),
                             config.max_cost_usd)
@@ -55,3 +60,12 @@ def expand(config: SweepConfig, image: str | None, state: SweepState | None = No
                 else:
                     specs.append(spec)
     return specs, skipped
+
+
+def _isolated(provider: str) -> bool:
+    """Whether `provider`'s sandboxes keep agent code away from the node: a network of their own
+    behind the host guard, or no agent code run at all (scripted sleeps). A container that shares
+    the node's network (rootless Podman) or a host process (local) reaches every service of the
+    node (Ray's GCS and dashboard, sshd), so only trusted agents run there unless the user opts in."""
+    caps = capabilities_of(provider)
+    return caps.own_network or not (caps.image or caps.host_paths)

@@ -25,3 +25,23 @@ def test_rerun_is_recorded_in_the_spec_and_the_row(tmp_path):
     assert (fresh.rerun, fresh.attempt) == (False, 1)  # never scored: a first run, not a rerun
     assert TrialRecorder(again).row["rerun"] is True and TrialRecorder(fresh).row["rerun"] is False
     assert again.next_attempt().rerun is True  # an infra retry of a rerun is still a rerun
+
+
+def test_an_untrusted_agent_needs_a_guarded_sandbox_or_the_opt_in(tmp_path):
+    """local and rootless Podman share the node's network: only the built-in agents run there
+    unless the user passes --unsafe-local; a docker sweep or the scripted sleeps need no opt-in."""
+    import pytest
+
+    from reb_ray.errors import RebRayError
+
+    agent = "tests.helpers.scripted_agents:PoisonCacheAgent"
+    for provider in ("local", "podman"):
+        config = SweepConfig(output=tmp_path, agents=[agent, "noop"], tasks="numpy-trainer", sandbox=provider)
+        with pytest.raises(RebRayError, match=f"the {provider} sandbox does not keep an agent from the node's network"):
+            expand(config, image=None)
+        specs, _ = expand(config.model_copy(update={"unsafe_local": True}), image=None)
+        assert sorted(s.agent for s in specs) == sorted([agent, "noop"])
+        assert len(expand(config.model_copy(update={"agents": ["noop", "heuristic"]}), image=None)[0]) == 2
+    for provider in ("docker", "sleep"):
+        config = SweepConfig(output=tmp_path, agents=[agent], tasks="numpy-trainer", sandbox=provider)
+        assert len(expand(config, image=None)[0]) == 1
