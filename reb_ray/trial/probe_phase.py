@@ -19,6 +19,7 @@ sets, comes from `grade_stage` on those records, the one grader `reb-ray regrade
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 import time
 from contextlib import AbstractContextManager, nullcontext
 from typing import Callable
@@ -77,6 +78,30 @@ def _with_env(stage: StageSpec, extra: dict[str, str], witness: Witness | None =
     return stage.model_copy(update={"env": {**extra, **stage.env, **own}})
 
 
+@dataclass(frozen=True)
+class ProbeRun:
+    """What the runtime stages of one probe phase share: the recorder, the sandbox, the task, the
+    repository's path in the sandbox, the report's interpreter, the toolbox's directory, the
+    stages' environment (offline mode, the asset cache, the task helpers), the GPUs assigned, and
+    the assets the node lacks by stage with where they were looked for."""
+
+    rec: TrialRecorder
+    sandbox: Sandbox
+    task: TaskSpec
+    repo_dir: str
+    python: str
+    toolbox: str
+    env: dict[str, str]
+    gpus: list[str]
+    missing: dict
+    where: str
+
+    @property
+    def shim(self) -> str:
+        """The toolbox's shims, first on a command stage's PATH."""
+        return f"{self.toolbox}/bin"
+
+
 def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_dir: str,
                     report: Report | None, gpus: list[str],
                     c1_sandbox: Callable[[], AbstractContextManager[Sandbox]] | None = None) -> None:
@@ -111,7 +136,7 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
     t = time.monotonic()
     record_startup(rec, run_startup(sandbox, toolbox, report.python_path), report, "the start-up probe left no record",
                    time.monotonic() - t)
-    python, shim = report.python_path, f"{toolbox}/bin"
+    python = report.python_path
     env = {**probe_env(spec), **install_task_helpers(sandbox, task, toolbox)}
 
     # The facts probe first: it is also the check that the report's interpreter runs at all. If it
@@ -135,35 +160,17 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
     where = str(spec.config.assets_dir or "(no --assets directory given)")
 
     # C1: the CPU command, GPUs hidden ("" makes torch see none).
-    _command_stage(rec, sandbox, "c1", task, env, repo_dir, python, shim, visible="", needed=0, gpus=gpus, missing=missing,
-                   where=where, toolbox=toolbox, own_sandbox=c1_sandbox)
+    run = ProbeRun(rec, sandbox, task, repo_dir, python, toolbox, env, gpus, missing, where)
+    _command_stage(run, "c1", visible="", needed=0, own_sandbox=c1_sandbox)
 
     # C2: CUDA alignment, on the assigned GPUs.
-    raw2 = _cuda_alignment(rec, sandbox, task, toolbox, python, gpus)
+    raw2 = _cuda_alignment(run)
 
     # C3: single GPU.
-    _command_stage(rec, sandbox, "c3", task, env, repo_dir, python, shim, visible="0", needed=1, gpus=gpus, missing=missing,
-                   where=where, toolbox=toolbox)
+    _command_stage(run, "c3", visible="0", needed=1)
 
     # C4: multi GPU under its launcher, free rendezvous port.
-    stage4 = task.stages.multi_gpu
-    if (verdict := skipped(task, "c4")) is not None:
-        rec.apply([verdict])
-    elif "c4" in missing and (len(gpus) >= stage4.ranks or spec.config.c4_cpu_gloo):  # else: hardware failure
-        rec.apply([assets_missing("c4", [a.name for a in missing["c4"]], where)])
-    else:
-        runs = spec.config.c4_cpu_gloo or len(gpus) >= stage4.ranks
-        witness = arm(sandbox, toolbox, python, repo_dir) if runs else None
-        with rec.full_log("c4" if runs else None) as log:
-            raw4 = run_multi_gpu(sandbox, _with_env(stage4, env, witness), repo_dir, python, shim, gpus,
-                                 cpu_gloo=spec.config.c4_cpu_gloo, sink=log)
-        if witness is not None:  # after the run's leftovers were killed: every rank has exited
-            raw4["witness"] = collect(sandbox, toolbox, witness, python, rec.row.get("repo_commit"))
-        record4 = CommandRecord.of_launcher(raw4, witnessed=witness is not None, witness=raw4.get("witness"))
-        rec.record(grade_stage("c4", record4, task, _context(rec)), result=record_as_exec_result(stage4, raw4),
-                   command=raw4.get("command"), raw=json.dumps({k: v for k, v in raw4.items() if k != "output"}),
-                   duration_s=raw4.get("duration_s"), log_pattern=stage4.success.log_pattern, log=log,
-                   side_logs=_side_logs(sandbox, stage4, repo_dir) if runs else None)
+    _multi_gpu(run, spec.config.c4_cpu_gloo)
 
     # C5: the report against what the probes saw.
     _audit(rec, report, facts, (raw2 or {}).get("cuda_available"), len(gpus))
@@ -197,8 +204,9 @@ def _audit(rec: TrialRecorder, report: Report, facts: dict | None, cuda_availabl
     rec.record(grade_stage("c5", AuditRecord(report.written, facts, observed), rec.spec.task, _context(rec)))
 
 
-def _cuda_alignment(rec: TrialRecorder, sandbox: Sandbox, task: TaskSpec, toolbox: str, python: str, gpus: list[str]) -> dict | None:
+def _cuda_alignment(run: ProbeRun) -> dict | None:
     """C2: framework build, driver and GPU agree (a real kernel ran). Returns the raw record."""
+    rec, sandbox, task, toolbox, python, gpus = run.rec, run.sandbox, run.task, run.toolbox, run.python, run.gpus
     if (verdict := skipped(task, "c2")) is not None:
         rec.apply([verdict])
         return None
@@ -209,13 +217,15 @@ def _cuda_alignment(rec: TrialRecorder, sandbox: Sandbox, task: TaskSpec, toolbo
     return raw2
 
 
-def _command_stage(rec: TrialRecorder, sandbox: Sandbox, name: str, task: TaskSpec, env: dict[str, str], repo_dir: str,
-                   python: str, shim: str, visible: str, needed: int, gpus: list[str], missing: dict, where: str,
-                   toolbox: str, own_sandbox: Callable[[], AbstractContextManager[Sandbox]] | None = None) -> None:
+def _command_stage(run: ProbeRun, name: str, visible: str, needed: int,
+                   own_sandbox: Callable[[], AbstractContextManager[Sandbox]] | None = None) -> None:
     """C1 / C3: one command, judged by its success rule and its witness (a success without a
-    valid witness is `unverified_run`). Too few GPUs is a hardware failure (it would fail with
+    valid witness is `unverified_run`). `visible`: CUDA_VISIBLE_DEVICES of the command ("" hides
+    every GPU); `needed`: GPUs it needs. Too few GPUs is a hardware failure (it would fail with
     the assets too); a missing asset the stage needs leaves it unmeasured.
     `own_sandbox`: the stage runs in the sandbox it opens (opened only when the command runs)."""
+    rec, sandbox, task, repo_dir, python, toolbox = run.rec, run.sandbox, run.task, run.repo_dir, run.python, run.toolbox
+    env, shim, gpus, missing, where = run.env, run.shim, run.gpus, run.missing, run.where
     stage = task.stages.cpu if name == "c1" else task.stages.single_gpu
     if (verdict := skipped(task, name)) is not None:
         rec.apply([verdict])
@@ -237,6 +247,32 @@ def _command_stage(rec: TrialRecorder, sandbox: Sandbox, name: str, task: TaskSp
     rec.record(grade_stage(name, record, task, _context(rec)), result=result,
                command=stage.command if isinstance(stage.command, str) else " ".join(stage.command),
                log_pattern=pattern, log=log, side_logs=side_logs, raw=json.dumps({"witness": witness_raw}))
+
+
+def _multi_gpu(run: ProbeRun, cpu_gloo: bool) -> None:
+    """C4: the multi-GPU command under its launcher with a free rendezvous port, witnessed on
+    every rank; too few GPUs (and no `cpu_gloo` CPU form) is a hardware failure, a missing
+    asset leaves it unmeasured."""
+    rec, sandbox, task, repo_dir, python, toolbox = run.rec, run.sandbox, run.task, run.repo_dir, run.python, run.toolbox
+    env, shim, gpus, missing, where = run.env, run.shim, run.gpus, run.missing, run.where
+    stage4 = task.stages.multi_gpu
+    if (verdict := skipped(task, "c4")) is not None:
+        rec.apply([verdict])
+    elif "c4" in missing and (len(gpus) >= stage4.ranks or cpu_gloo):  # else: hardware failure
+        rec.apply([assets_missing("c4", [a.name for a in missing["c4"]], where)])
+    else:
+        runs = cpu_gloo or len(gpus) >= stage4.ranks
+        witness = arm(sandbox, toolbox, python, repo_dir) if runs else None
+        with rec.full_log("c4" if runs else None) as log:
+            raw4 = run_multi_gpu(sandbox, _with_env(stage4, env, witness), repo_dir, python, shim, gpus,
+                                 cpu_gloo=cpu_gloo, sink=log)
+        if witness is not None:  # after the run's leftovers were killed: every rank has exited
+            raw4["witness"] = collect(sandbox, toolbox, witness, python, rec.row.get("repo_commit"))
+        record4 = CommandRecord.of_launcher(raw4, witnessed=witness is not None, witness=raw4.get("witness"))
+        rec.record(grade_stage("c4", record4, task, _context(rec)), result=record_as_exec_result(stage4, raw4),
+                   command=raw4.get("command"), raw=json.dumps({k: v for k, v in raw4.items() if k != "output"}),
+                   duration_s=raw4.get("duration_s"), log_pattern=stage4.success.log_pattern, log=log,
+                   side_logs=_side_logs(sandbox, stage4, repo_dir) if runs else None)
 
 
 def _side_logs(sandbox: Sandbox, stage: StageSpec, repo_dir: str) -> list[dict] | None:
