@@ -124,7 +124,7 @@ def sweep(
 
     if (warning := unguarded_warning(cfg)) is not None:  # an explicit `network`: the user's choice, never silent
         typer.echo(warning, err=True)
-    result = run_sweep(cfg, show_progress=not quiet, wandb_extras=summary_and_plots)
+    result = run_sweep(cfg, show_progress=not quiet, wandb_extras=summary_and_plots, exit_on_head_loss=True)
     typer.echo(f"sweep {result.sweep_id}: {result.attempts} attempt(s) run, {result.skipped} already scored, "
                f"{result.infra_errors} infra error(s), {result.wall_time_s:.1f} s; results in {cfg.output}")
     if result.reused:
