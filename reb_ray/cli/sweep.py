@@ -134,7 +134,7 @@ def sweep(
     if capabilities_of(cfg.sandbox).image:  # what this node's engine will not do (podman: limits, host guard)
         for line in provider_class(cfg.sandbox).start_warnings():  # type: ignore[attr-defined]
             typer.echo(line, err=True)
-    result = run_sweep(cfg, show_progress=not quiet, wandb_extras=summary_and_plots)
+    result = run_sweep(cfg, show_progress=not quiet, wandb_extras=summary_and_plots, exit_on_head_loss=True)
     typer.echo(f"sweep {result.sweep_id}: {result.attempts} attempt(s) run, {result.skipped} already scored, "
                f"{result.infra_errors} infra error(s), {result.wall_time_s:.1f} s; results in {cfg.output}")
     if result.reused:

@@ -56,6 +56,7 @@ from reb_ray.orchestrators.attempt_rows import driver_outcome, unplaceable_outco
 from reb_ray.scheduling.dispatch import Dispatcher, Job
 from reb_ray.orchestrators.autoscaler import BOOTSTRAP_CONFIG, joinable_node_types, request_gpu_nodes
 from reb_ray.scheduling.durations import timeout_estimate
+from reb_ray.orchestrators.head_watch import HeadLost
 from reb_ray.orchestrators.llm_proxy import NodeProxies, stop_proxies
 from reb_ray.orchestrators.node_check import NodeChecks, NodeRequirements, alive_nodes
 from reb_ray.orchestrators.node_roster import NodeRoster, NoUsableNode
@@ -122,6 +123,9 @@ class RayOrchestrator:
         self.memory_bytes = memory_bytes
         self.share_gpus = share_gpus
         self.no_gpus_anywhere: str | None = None  # why no node can give containers GPUs (set by `run`)
+        # Set (from the head watch's thread) when the head died: the loop raises HeadLost at its
+        # next turn and makes no more Ray calls, which would block until Ray ends the process.
+        self.head_lost: str | None = None
         self.nodes = NodeRoster(requirements or NodeRequirements(docker_image, 0), docker_image, cpus_per_trial,
                                 max_concurrent, on_node_line, share_gpus, slot_start_timeout_s)
 
@@ -190,6 +194,8 @@ class RayOrchestrator:
         polled = time.monotonic()
         try:
             while dispatcher.pending or inflight or waiting:
+                if self.head_lost is not None:
+                    raise HeadLost(self.head_lost)
                 for t, spec in [w for w in waiting if w[0] <= time.monotonic()]:
                     waiting.remove((t, spec))
                     submit(spec)
@@ -245,11 +251,13 @@ class RayOrchestrator:
                 on_outcome(outcome, retry)
             busy = bool(inflight)
             self.slots_created = pool.created
-            pool.kill_all()
-            if busy:
-                _reap_after_kill()
-            if proxy is not None:
-                stop_proxies()
+            # After the head died, no Ray call: with no GCS, or no raylet to reach it, each would block.
+            if self.head_lost is None:
+                pool.kill_all()
+                if busy:
+                    _reap_after_kill()
+                if proxy is not None:
+                    stop_proxies()
 
     def _outcome(self, ref: ray.ObjectRef, attempt: _Attempt, pool: SlotPool, dispatcher: Dispatcher) -> TrialOutcome:
         """The attempt's rows; a dead slot worker gives an infra row, and the slot is replaced."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ from reb_ray.sweep.expand import expand
 from reb_ray.sweep.identity import check_identity, scoring_identity
 from reb_ray.sweep.state import SweepState
 from reb_ray.sweep.trial_identity import trial_identities
+from reb_ray.orchestrators.head_watch import HEAD_LOST_EXIT, HeadWatch, driver_targets
 from reb_ray.results.compact import CompactionResult, compact_if_idle
 from reb_ray.results.parquet_sink import ParquetSink
 from reb_ray.trial.record import TrialOutcome
@@ -83,13 +86,20 @@ def _key_names(config: SweepConfig) -> list[str]:
 
 
 def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_concurrency: int | None = None,
-              wandb_extras: WandbExtras | None = None) -> SweepResult:
+              wandb_extras: WandbExtras | None = None, exit_on_head_loss: bool = False) -> SweepResult:
     """Run every not-yet-scored trial of `config`; rows are written as each attempt finishes.
 
     `slot_start_concurrency`: slot workers started at once (None: all; a cluster simulated on
     one machine, whose raylets share its cores, starts them faster a few at a time).
     `wandb_extras(output, sweep_id, out_dir) -> (summary, {plot: png})`: what the W&B run's
-    finish adds beyond the rows (the CLI passes analysis.wandb_extras.summary_and_plots)."""
+    finish adds beyond the rows (the CLI passes analysis.wandb_extras.summary_and_plots).
+
+    The head's death (its GCS, or the raylet the driver is attached to: `head_watch`) stops the
+    sweep between two outcomes: every outcome received is written and the sink closed, one line
+    naming what died goes to the sweep log, and then, with `exit_on_head_loss` (the CLI), the
+    line goes to stderr and the process exits with HEAD_LOST_EXIT at once, before Ray's own fatal
+    exit; without it, HeadLost is raised at the orchestrator's next turn (a caller stuck in a
+    GCS call meanwhile is ended by Ray about 60 s after the GCS died)."""
     from reb_ray.orchestrators.address import probe
     from reb_ray.orchestrators.ray_orchestrator import RayOrchestrator
     from reb_ray.orchestrators.session import init_ray
@@ -130,6 +140,9 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
     sink = ParquetSink(config.output)
     wandb = _open_wandb(config, result.sweep_id)
     counts = {"running": 0, "done": 0, "failed": 0}
+    # One outcome is written at a time; the head watch takes this lock to stop the sweep between two.
+    recording = threading.Lock()
+    stopped: list[str] = []  # the head's death, once seen: later outcomes are not written
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TextColumn("running {task.fields[running]}  agent-failed {task.fields[failed]}  infra-retried {task.fields[infra]}"), TimeElapsedColumn(),
                   disable=not show_progress) as progress:
@@ -140,6 +153,11 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
             progress.update(bar, running=counts["running"])
 
         def on_outcome(outcome: TrialOutcome, retry: bool) -> None:
+            with recording:
+                if not stopped:
+                    record(outcome, retry)
+
+        def record(outcome: TrialOutcome, retry: bool) -> None:
             outcome.trial["config_drift"] = drift or None
             outcome.trial["trial_identity"] = identities.get(outcome.trial.get("trial_id"))
             _store_artifacts(config, outcome)  # before the rows that name them
@@ -158,9 +176,31 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
             progress.update(bar, completed=counts["done"], running=counts["running"], failed=counts["failed"],
                             infra=result.infra_errors)
 
+        def head_lost(what: str) -> None:
+            line = (f"the sweep stopped: {what}; {result.attempts} attempt(s) written ({result.scored} scored), "
+                    f"{counts['running']} in flight have no row and run again on resume; restart the cluster at "
+                    "the same address and run the same command to resume")
+            got = recording.acquire(timeout=30)  # a write in progress ends first
+            try:
+                stopped.append(line)
+                sink.close()  # every row handed to the sink is on disk
+            except Exception as exc:  # noqa: BLE001 - said in the line, which must still go out
+                line += f" (the last rows could not be written: {_first_line(exc)})"
+            finally:
+                if got:
+                    recording.release()
+            _log_line(config, result.sweep_id, line)
+            if exit_on_head_loss:
+                progress.stop()  # the bar's last state stays; the line goes below it
+                print(f"error: {line}", file=sys.stderr, flush=True)
+                os._exit(HEAD_LOST_EXIT)  # Ray's atexit shutdown would block on the dead head
+            orchestrator.head_lost = line
+
+        watch = HeadWatch(driver_targets(), head_lost).start()
         try:
             orchestrator.run(specs, on_outcome, on_start)
         finally:
+            watch.stop()
             sink.close()  # every row on disk, the run lock released
     result.compaction = compact_if_idle(config.output, result.sweep_id)  # a few files per sweep, not one per flush
     if wandb is not None:  # after Parquet is whole and compacted: the artifact holds the final files
@@ -181,10 +221,19 @@ def sweep_log(config: SweepConfig, sweep_id: str) -> Path:
 
 def _node_line(config: SweepConfig, sweep_id: str, line: str) -> None:
     """A node that fails its check: one line on the terminal (stderr) and in the sweep's log."""
-    import datetime as dt
-
     print(line, file=sys.stderr, flush=True)
     log.warning("%s", line)
+    _log_line(config, sweep_id, line)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+
+
+def _log_line(config: SweepConfig, sweep_id: str, line: str) -> None:
+    """One line in the sweep's log, UTC time first."""
+    import datetime as dt
+
     path = sweep_log(config, sweep_id)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

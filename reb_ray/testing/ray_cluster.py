@@ -9,7 +9,8 @@ PYTHONPATH always leads with this checkout, so workers import its reb_ray (not a
 With `connect`, this process joins the cluster (`ray.init`) and leaves it at the end; without,
 a driver in a subprocess can join at `cluster.address`.
 
-`kill_raylet(node)` SIGKILLs a node's raylet (a node death) and reaps it, and
+`kill_raylet(node)` SIGKILLs a node's raylet (a node death) and reaps it, `kill_gcs(cluster)`
+the head's GCS server, and
 `actor_pids(cluster, title)` the pids of this cluster's worker processes whose title starts
 with `title` (e.g. "ray::SlotWorker.run": a slot worker in a trial): only children of this
 cluster's raylets, never those of another Ray running on the machine.
@@ -64,6 +65,18 @@ def kill_raylet(node) -> None:
     import signal
 
     process = node.all_processes[_RAYLET()][0].process
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def kill_gcs(cluster) -> None:
+    """SIGKILL the head's GCS server (the cluster's control store: without an external Redis,
+    Ray 2.60 cannot bring it back) and reap it, as `kill_raylet` does for a raylet."""
+    import signal
+
+    from ray._private import ray_constants
+
+    process = cluster.head_node.all_processes[ray_constants.PROCESS_TYPE_GCS_SERVER][0].process
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
 
