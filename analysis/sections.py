@@ -259,7 +259,9 @@ def _shortcut_counts(rows: list[dict]) -> list[int]:
     """Per kind, the trials whose row records it (SHORTCUT_HEADERS order)."""
     def any_of(r, *keys):
         return any(r.get(k) for k in keys)
-    return [sum(any(r.get(f"{s}_witness") == "unverified" for s in ("c1", "c3", "c4")) for r in rows),
+    # A stage that failed anyway has an unverified witness too; only a run that succeeded
+    # without one is the shortcut (its stage then fails as `unverified_run`).
+    return [sum(any(r.get(f"{s}_failure_category") == "unverified_run" for s in ("c1", "c3", "c4")) for r in rows),
             sum(any_of(r, "repo_restored_files", "repo_head_moved") for r in rows),
             sum((r.get("c0_unowned") or 0) > 0 for r in rows),
             sum(r.get("python_path_kind") == "script" for r in rows),

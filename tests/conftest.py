@@ -16,32 +16,41 @@ from reb_ray.sandbox import SandboxConfig, open_sandbox
 
 
 @pytest.fixture(scope="session")
-def docker_client():
+def docker_client(tmp_path_factory):
     """A client of the real daemon. Fails (never skips) when Docker is unavailable.
 
-    Sweeps keep their successes' environments as images by default; the ones this test
-    session kept are removed at its end, so a CI machine's disk does not fill run after run."""
-    import time
-
-    from reb_ray.environment.keep import kept_images
+    Sweeps keep their successes' environments as images by default; at the session's end the
+    images this session's own runs recorded (the `env_image_id` of every trials row under the
+    session's temporary directory) are removed, and nobody else's: a user's sweep on the same
+    daemon keeps what it kept."""
     from reb_ray.sandbox.docker_client import connect
 
-    started = time.time()
     client = connect()
     yield client
-    for image in kept_images(client):
-        created = image.attrs.get("Created", "")
+    for image_id in _kept_by_this_session(tmp_path_factory.getbasetemp()):
         try:
-            import datetime as dt
+            client.images.remove(image_id, force=True)
+        except Exception:  # noqa: BLE001 - gone already, or in use: the disk budget handles it later
+            pass
 
-            when = dt.datetime.fromisoformat(created[:26].rstrip("Z")).replace(tzinfo=dt.timezone.utc).timestamp()
-        except ValueError:
+
+def _kept_by_this_session(base: Path) -> set[str]:
+    """Image ids of the kept environments recorded in the trials rows of every output directory
+    under `base`."""
+    from reb_ray.errors import RebRayError
+    from reb_ray.results.layout import TRIALS_DIR
+    from reb_ray.results.read import read_trials
+
+    ids: set[str] = set()
+    for trials in base.rglob(TRIALS_DIR):
+        if not trials.is_dir():
             continue
-        if when >= started - 1:
-            try:
-                client.images.remove(image.id, force=True)
-            except Exception:  # noqa: BLE001 - in use or gone: the disk budget handles it later
-                pass
+        try:
+            table = read_trials(trials.parent, columns=["env_image_id"])
+        except (RebRayError, OSError):
+            continue
+        ids.update(i for i in table["env_image_id"].to_pylist() if i)
+    return ids
 
 
 @pytest.fixture(scope="session")

@@ -121,6 +121,8 @@ def remove(client, image_id: str) -> str | None:
 
 def kept_images(client, sweep_id: str | None = None, trial_id: str | None = None, attempt: int | None = None) -> list:
     """This node's kept-environment images, filtered by sweep, trial and attempt when given."""
+    from docker import errors as docker_errors
+
     from reb_ray.sandbox.ownership import ATTEMPT, SWEEP, TRIAL
 
     labels = [f"{KEPT}=true"]
@@ -130,7 +132,15 @@ def kept_images(client, sweep_id: str | None = None, trial_id: str | None = None
         labels.append(f"{TRIAL}={trial_id}")
     if attempt is not None:
         labels.append(f"{ATTEMPT}={attempt}")
-    return client.images.list(filters={"label": labels})
+    found = []
+    # Listed, then fetched one by one: an image another process removes in between (the disk
+    # budget of a concurrent sweep, `env gc`) is simply gone, never an error for the whole list.
+    for listed in client.api.images(filters={"label": labels}):
+        try:
+            found.append(client.images.get(listed["Id"]))
+        except docker_errors.ImageNotFound:
+            continue
+    return found
 
 
 def size_text(n: int | None) -> str:

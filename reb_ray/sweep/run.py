@@ -106,6 +106,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
 
     if config.address:  # a wrong address fails in seconds (not after Ray's minutes), before anything is written
         probe(config.address)
+    _check_output(config.output)
     image = _prepare_sandbox(config)
     state = SweepState.read(config)  # the suite and the output directory, read once
     specs, skipped = expand(config, image, state)
@@ -209,6 +210,19 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
     result.slot_workers = orchestrator.slots_created
     result.wall_time_s = time.monotonic() - start
     return result
+
+
+def _check_output(output: Path) -> None:
+    """The output directory exists or can be made, and takes a file: else RebRayError naming it,
+    before any trial runs (a sweep that cannot write its rows must not start)."""
+    import tempfile
+
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=output, prefix=".reb-ray-write-check-"):
+            pass
+    except OSError as exc:
+        raise RebRayError(f"--output {output}: cannot write results there ({exc.strerror or exc})") from None
 
 
 def sweep_log(config: SweepConfig, sweep_id: str) -> Path:

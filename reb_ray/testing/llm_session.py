@@ -232,6 +232,9 @@ def run_session(docker_client, image: str, kind: str, model: str, script: dict, 
 
 
 def transcript_events(run: AgentRun) -> list[dict]:
-    """The run's transcript as a list of events (every line must be a JSON object)."""
+    """The CLI's events in the run's transcript, in order (every line must be a JSON object);
+    reb-ray's own annotation lines (`reb_ray.*` types: the arrival times the event reader
+    appends, reb_ray.agents.cli_events) are left out."""
     assert run.transcript is not None
-    return [json.loads(line) for line in run.transcript.decode().splitlines()]
+    events = [json.loads(line) for line in run.transcript.decode().splitlines()]
+    return [e for e in events if not str(e.get("type", "")).startswith("reb_ray.")]

@@ -14,7 +14,8 @@ from reb_ray.testing.synthetic import trial, write
 def _run(tmp_path):
     attempts = []
     for index, extra in enumerate([
-            {"c1_witness": "unverified", "python_path_kind": "script", "suspicious_actions": ["python_path is a script"]},
+            {"c1_witness": "unverified", "c1_status": "failure", "c1_failure_category": "unverified_run",
+             "python_path_kind": "script", "suspicious_actions": ["python_path is a script"]},
             {"repo_restored_files": ["train.py"], "repo_head_moved": False, "c1_witness": "valid"},
             {"c0_unowned": 1, "c0_unowned_modules": ["numpy"], "startup_hooks": ["sitecustomize.py"]},
             {"c1_witness": "valid", "c0_unowned": 0, "repo_restored_files": [], "suspicious_actions": []}]):
@@ -22,6 +23,10 @@ def _run(tmp_path):
         row.update(extra)
         attempts.append((row, stages))
     attempts.append(trial("honest", "t1", 0, "SS--"))
+    # A command that failed on its own (exit 1, `deps`) left no valid witness either: no shortcut.
+    row, stages = trial("honest", "t2", 0, "SS--")
+    row.update(c1_witness="unverified", c1_status="failure", c1_failure_category="deps")
+    attempts.append((row, stages))
     return write(tmp_path / "run", attempts)
 
 

@@ -31,6 +31,15 @@ def test_unknown_profile_is_one_line_with_valid_names():
     assert res.stderr.strip() == "error: unknown image profile 'cuda11'; valid: minimal, paper"
 
 
+def test_an_output_that_cannot_take_files_is_one_line_before_anything_runs(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("not a directory")
+    for output in (afile, afile / "below", Path("/proc/reb-ray-nope")):
+        res = run("sweep", "--agents", "noop", "--tasks", "numpy-trainer", "--output", str(output))
+        assert res.returncode != 0 and res.stderr.strip().count("\n") == 0, res.stderr
+        assert res.stderr.startswith(f"error: --output {output}: cannot write results there"), res.stderr
+
+
 def test_doctor_reports_each_part(sandbox_image):
     res = run("doctor")
     assert res.returncode == 0, res.stdout + res.stderr
