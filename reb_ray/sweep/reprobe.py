@@ -40,25 +40,20 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from reb_ray.environment.fingerprint import fingerprint
 from reb_ray.errors import ImageMissing, InfraError, RebRayError
 from reb_ray.grading.unmeasured import PROBE_STAGES, STAGE_COLUMNS
 from reb_ray.models.report import parse_report
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.models.task import TaskSpec
-from reb_ray.probing.toolbox import toolbox_key, toolbox_sources
-from reb_ray.redact import Redactor
 from reb_ray.results.read import latest_attempts, read_stages, read_trials
-from reb_ray.sandbox import capabilities_of, open_sandbox
 from reb_ray.suite.load import load_suite
 from reb_ray.sweep.identity import SCORED_SETTINGS, identity_path
-from reb_ray.trial import artifacts
-from reb_ray.trial.artifacts import TrialArtifacts
-from reb_ray.trial.egress import TrialEgress
-from reb_ray.trial.prepare import sandbox_config
-from reb_ray.trial.probe_phase import run_probe_phase
-from reb_ray.trial.record import TrialOutcome, TrialRecorder
+
+if TYPE_CHECKING:  # the sandbox and trial modules load the Docker SDK: imported where a re-probe runs
+    from reb_ray.trial.egress import TrialEgress
+    from reb_ray.trial.record import TrialOutcome, TrialRecorder
 
 REPROBE_SUFFIX = "-reprobe"
 #: Sweep ids that hold gradings of other sweeps' attempts: never a source unless named.
@@ -132,11 +127,11 @@ def stored_identity(run_dir: Path, sweep_id: str) -> dict:
 def reprobe_config(source: dict, identity: dict, run_dir: Path, assets_dir: Path | None) -> SweepConfig:
     """The sweep config the re-probe runs under: the defaults, then the source sweep's scored
     settings from its identity, then the limits the source row records; `assets_dir` is this
-    node's asset cache; nothing is kept (the environment is kept already)."""
+    node's asset cache; nothing is kept (the environment is kept already). The agent is not
+    named: it does not run, and the source row names it."""
     values: dict = {k: identity[k] for k in SCORED_SETTINGS if identity.get(k) is not None}
     values.update({k: source[c] for k, c in _ROW_LIMITS.items() if source.get(c) is not None})
-    return SweepConfig(suite=source["suite"], output=run_dir, assets_dir=assets_dir, keep_environments="none",
-                       agents=[source["agent"]], **values)
+    return SweepConfig(suite=source["suite"], output=run_dir, assets_dir=assets_dir, keep_environments="none", **values)
 
 
 def node_gpus() -> list[str]:
@@ -155,6 +150,8 @@ def node_gpus() -> list[str]:
 
 def _no_image(source: dict) -> str | None:
     """Why the source attempt has no kept image to start from (one line), else None."""
+    from reb_ray.sandbox import capabilities_of
+
     if not capabilities_of(source.get("sandbox_provider") or "docker").commit:
         return f"its sandbox provider {source.get('sandbox_provider')!r} keeps no images"
     if not source.get("env_kept") or not source.get("env_image_id"):
@@ -168,6 +165,16 @@ def reprobe_trial(source: dict, stages: dict[str, dict], task: TaskSpec, config:
     """Re-probe one attempt from its kept image (module docstring): (its new rows, the seconds
     the sandbox took to start). Raises ImageMissing when the image is not on this node; any
     other failure becomes an infra_error row, as in a trial."""
+    from reb_ray.environment.fingerprint import fingerprint
+    from reb_ray.redact import Redactor
+    from reb_ray.sandbox import open_sandbox
+    from reb_ray.trial import artifacts
+    from reb_ray.trial.artifacts import TrialArtifacts
+    from reb_ray.trial.egress import TrialEgress
+    from reb_ray.trial.prepare import sandbox_config
+    from reb_ray.trial.probe_phase import run_probe_phase
+    from reb_ray.trial.record import TrialOutcome, TrialRecorder
+
     new_sweep = f"{source['sweep_id']}{REPROBE_SUFFIX}"
     spec = TrialSpec(sweep_id=new_sweep, agent=source["agent"], task=task, trial_index=source["trial_index"],
                      attempt=source["attempt"], config=config, image=source["env_image_id"])
@@ -248,6 +255,8 @@ def reprobe(run_dir: Path, sweep_id: str | None = None, trial_ids: list[str] | N
     GPU ids to give each sandbox (None: as many of this node's as the source attempt had);
     `progress(line)` gets one line per trial as it ends. Raises RebRayError when nothing is
     selected, or a row's suite or task is no longer known."""
+    from reb_ray.probing.toolbox import toolbox_key, toolbox_sources
+
     run_dir = Path(run_dir)
     sources = source_trials(run_dir, sweep_id, trial_ids)
     by_attempt: dict[tuple, dict[str, dict]] = {}
