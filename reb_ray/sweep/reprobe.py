@@ -227,8 +227,8 @@ def _report(rec: TrialRecorder, stage: dict | None):
         return None
     status, report, reason = parse_report(stage["raw"].encode())
     rec.row.update(report_status=status, report_python_path=report.python_path if report else None)
-    row = next(s for s in rec.stages if s["stage"] == "report")
-    row.update(status="success" if report else "failure", reason=reason, failure_category=None if report else status)
+    for row in (s for s in rec.stages if s["stage"] == "report"):
+        row.update(status="success" if report else "failure", reason=reason, failure_category=None if report else status)
     return report
 
 

@@ -83,3 +83,25 @@ def test_rerun_probe_options_need_the_flag(tmp_path):
     write_run(tmp_path, [row("a", "t1", 1, "scored")])
     res = run_cli("regrade", str(tmp_path), "--trials", "a/t1/0")
     assert res.returncode == 2 and "--trials, --assets and --gpus go with --rerun-probes" in res.stderr
+
+
+def test_the_stored_report_is_read_under_todays_rules():
+    """The report row's raw JSON is parsed again: a path today's contract refuses makes the
+    report invalid (the agent's), and a report with no raw bytes keeps its stored verdict."""
+    from types import SimpleNamespace
+
+    from reb_ray.sweep.reprobe import _report
+
+    def recorder(raw):
+        stage = {"stage": "report", "status": "success", "reason": None, "failure_category": None, "raw": raw}
+        return SimpleNamespace(row={"report_status": "ok"}, stages=[stage]), stage
+
+    rec, stage = recorder(json.dumps({"python_path": "/opt/env/bin/python", "notes": "x"}))
+    report = _report(rec, stage)
+    assert report.python_path == "/opt/env/bin/python" and report.written["notes"] == "x"
+    assert rec.row == {"report_status": "ok", "report_python_path": "/opt/env/bin/python"}
+    rec, stage = recorder(json.dumps({"python_path": "bin/python"}))  # relative: no usable path
+    assert _report(rec, stage) is None
+    assert rec.row["report_status"] == "invalid_report" and rec.stages[0]["failure_category"] == "invalid_report"
+    rec, stage = recorder(None)
+    assert _report(rec, dict(stage, status="failure")) is None and rec.row == {"report_status": "ok"}
