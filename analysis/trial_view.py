@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from reb_ray.errors import RebRayError
 from reb_ray.llm.transcript import commands
 from reb_ray.results.read import latest_attempts, read_stages, read_trials
+from reb_ray.sweep.reprobe import REPROBE_SUFFIX, differences, verdicts
 from reb_ray.terminal import printable
 
 MAX_COMMANDS = 200  # commands shown (the first ones; the rest are counted)
@@ -58,7 +59,9 @@ def _pick(output_dir: Path, trial_id: str, sweep_id: str | None, attempt: int | 
         hint = f"; trials there: {', '.join(known[:8])}{' ...' if len(known) > 8 else ''}" if known else ""
         raise RebRayError(f"no trial {trial_id!r} under {output_dir}{f' in sweep {sweep_id}' if sweep_id else ''}{hint}")
     sweeps = sorted(set(rows["sweep_id"].to_pylist()))
-    if len(sweeps) > 1:
+    if len(sweeps) == 2 and sweeps[1] == sweeps[0] + REPROBE_SUFFIX:  # one attempt graded twice: the latest grading
+        rows = rows.filter(pc.equal(rows["sweep_id"], sweeps[1]))
+    elif len(sweeps) > 1:
         raise RebRayError(f"trial {trial_id!r} is in sweeps {', '.join(sweeps)}: choose one with --sweep-id")
     attempts = sorted(rows.to_pylist(), key=lambda r: r["attempt"] or 0)
     if attempt is None:
@@ -263,6 +266,34 @@ def _verification_lines(output_dir: Path, row: dict) -> list[str]:
     return out
 
 
+def _grading_lines(output_dir: Path, row: dict) -> list[str]:
+    """Every grading of the attempt by its probes, oldest first: the run's own and each re-probe
+    of its kept environment (`reb-ray regrade --rerun-probes`, sweep `<sweep>-reprobe`), each
+    with the toolbox that graded it, its C0..C5 verdicts and what changed against the run's
+    own; the one shown here is marked. Nothing when the attempt was never re-probed."""
+    source_sweep = row.get("reused_from") if row["sweep_id"].endswith(REPROBE_SUFFIX) else row["sweep_id"]
+    if not source_sweep:
+        return []
+    gradings = []
+    for sweep in (source_sweep, source_sweep + REPROBE_SUFFIX):
+        table = read_trials(output_dir, sweep)
+        gradings += [r for r in table.filter(pc.equal(table["trial_id"], row["trial_id"])).to_pylist()
+                     if r["attempt"] == row["attempt"] and r["status"] == "scored"]
+    if len(gradings) < 2 or gradings[0]["sweep_id"] != source_sweep:
+        return []
+    source = gradings[0]
+    lines = [f"gradings of attempt {row['attempt']} ({len(gradings)}, oldest first; re-probes ran on its kept image):"]
+    for i, grading in enumerate(gradings):
+        stages = " ".join(f"{s} {v or '-'}" for s, v in verdicts(grading).items())
+        what = "the run's own" if i == 0 else f"re-probed, finished {_fmt(grading.get('finished_at'))}"
+        text = f"  {grading['sweep_id']} ({what}; toolbox {_fmt(grading.get('probe_toolbox'))}): {stages}"
+        if i:
+            text += "; " + ("changed " + ", ".join(differences(source, grading)) if differences(source, grading) else "same verdicts")
+        shown = grading["sweep_id"] == row["sweep_id"] and grading.get("finished_at") == row.get("finished_at")
+        lines.append(text + ("  <- shown" if shown else ""))
+    return lines
+
+
 def _report_lines(stages: list[dict], row: dict) -> list[str]:
     report = next((s for s in stages if s["stage"] == "report"), None)
     head = f"report   {_fmt(row.get('report_status'))} (source {_fmt(row.get('report_source'))})"
@@ -384,6 +415,7 @@ def show_trial(output_dir: Path, trial_id: str, sweep_id: str | None = None, att
         *_repo_lines(row),
         *_env_lines(row, _evicted_by(output_dir, row)),
         *_verification_lines(output_dir, row),
+        *_grading_lines(output_dir, row),
         *_shortcut_lines(row),
         *_stage_lines(stages),
         *_file_lines(output_dir, row, stages),

@@ -177,7 +177,7 @@ TRIALS_SCHEMA = pa.schema(
         ("suspicious_actions", _strings),  # shortcuts seen in the sandbox or the agent's trajectory, one line each
         # -- resume by trial identity (reb_ray/sweep/trial_identity.py)
         ("trial_identity", pa.string()),  # 16-hex digest of what decides the trial's score (null: written before it)
-        ("reused_from", pa.string()),  # the sweep whose scored attempt this row copies (null: run by this sweep)
+        ("reused_from", pa.string()),  # the sweep whose scored attempt this row copies (null: run by this sweep; a `-reprobe` row: its agent phase)
         # -- environments as artifacts (reb_ray/environment): the manifest, the kept image, the node's hardware
         ("env_manifest_path", pa.string()),  # the environment manifest (JSON, gzip), relative to the output dir
         ("env_manifest_digest", pa.string()),  # sha256 (hex) of the manifest's JSON bytes, uncompressed
@@ -207,6 +207,9 @@ TRIALS_SCHEMA = pa.schema(
         ("env_evicted", _strings),  # tags of other attempts' kept images that budget removed (oldest first)
         ("env_node_kept_bytes", pa.int64()),  # bytes the node's kept images' own layers hold after it
         ("atif_path", pa.string()),  # the attempt's trajectory in ATIF (trajectory.json, plain JSON), relative to the output dir (reb_ray.trial.atif_file)
+        # -- which probes graded the row (reb_ray.probing.toolbox.toolbox_key: layout, pyright and node versions,
+        # the probe programs' bytes); a `-reprobe` row's own, its source's in the source row (null: written before it)
+        ("probe_toolbox", pa.string()),
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

@@ -41,7 +41,7 @@ from reb_ray.probing.multi_gpu import record_as_exec_result, run_multi_gpu
 from reb_ray.probing.side_logs import collect_side_logs
 from reb_ray.probing.startup import run_startup
 from reb_ray.probing.task_helpers import install_task_helpers
-from reb_ray.probing.toolbox import install_toolbox
+from reb_ray.probing.toolbox import install_toolbox, toolbox_key, toolbox_sources
 from reb_ray.probing.witness import Witness, arm, collect
 from reb_ray.sandbox import Sandbox
 from reb_ray.trial.record import TrialRecorder
@@ -132,6 +132,7 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
         record_startup(rec, None, report, "the sandbox does not run commands")
         return
     toolbox = install_toolbox(sandbox)
+    rec.row["probe_toolbox"] = toolbox_key(toolbox_sources())  # which probes grade this attempt (a column)
     # Before anything runs the report's interpreter: what it is, what runs when it starts.
     t = time.monotonic()
     record_startup(rec, run_startup(sandbox, toolbox, report.python_path), report, "the start-up probe left no record",
