@@ -15,9 +15,10 @@ CLI start-up included, stays under a second: benchmarks/agent_overhead.py measur
 5. when the agent wrote no report but its final message holds a JSON object, that object is
    written as the report (`report_source = forced_from_output`).
 
-The CLI's environment: the spec's `env`, then `ctx.env` less the driver's credential variables
-(`credential_names()`: the real key stays with the metering proxy, so no agent can read it; the CLI
-only ever gets `ctx.llm.api_key`, the trial's stand-in), then what the kind sets, with
+The CLI's environment (`runner_support.cli_env`): the spec's `env`, then `ctx.env` less the
+driver's credential variables and every provider key variable reb-ray knows (the real key stays
+with the metering proxy, so no agent can read it; the CLI only ever gets `ctx.llm.api_key`, the
+trial's stand-in), then what the kind sets, with
 PATH = the image's system PATH (the CLI is called by its absolute path, so the toolchain's
 bin/ is not on the agent's commands' PATH).
 """
@@ -33,6 +34,7 @@ import time
 from pathlib import Path
 
 from reb_ray.agents.base import Agent, AgentContext, AgentRun, LlmAccess
+from reb_ray.agents import runner_support
 from reb_ray.agents.cli_events import JsonLines
 from reb_ray.errors import InfraError
 from reb_ray.sandbox.base import SYSTEM_PATH
@@ -108,9 +110,7 @@ class LlmCliAgent(Agent):
         self._write_home(sandbox, home, self.home_files(ctx, llm))
         session = self.session()
         events = JsonLines(session.fold)
-        secrets = set(self.credential_names())
-        env = {**(self.spec.env if self.spec else {}), **{k: v for k, v in ctx.env.items() if k not in secrets},
-               "PATH": SYSTEM_PATH, **self.cli_env(ctx, llm, home)}
+        env = runner_support.cli_env(self, ctx, {"PATH": SYSTEM_PATH, **self.cli_env(ctx, llm, home)})
         result = sandbox.exec(["sh", "-c", _LAUNCH, "reb-ray-agent", stderr_file, cli, *self.cli_args(ctx.prompt.text, llm)],
                               timeout=ctx.timeout_s, env=env, workdir=ctx.repo_dir, sink=events)
         events.close()

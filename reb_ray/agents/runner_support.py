@@ -17,6 +17,7 @@ from reb_ray.agents.base import AgentContext
 from reb_ray.agents.command import last_json_object
 from reb_ray.agents.toolchain import TOOLCHAIN_SANDBOX_PATH
 from reb_ray.errors import RebRayError
+from reb_ray.models.agent import KNOWN_KEY_VARS
 from reb_ray.sandbox import Sandbox, UnreadableFile
 
 #: Seconds kept for the runner's own steps (reading the trajectory, forcing the report) after
@@ -38,8 +39,10 @@ def cli_env(agent, ctx: AgentContext, extra: dict[str, str]) -> dict[str, str]:
     """The CLI's environment: the spec's `env`, the trial's `ctx.env` without the agent's
     credential variables (an LLM agent reaches its model only through the proxy with the
     stand-in key: the real key must never enter the sandbox, whatever the caller passed), and
-    `extra` (the runner's own variables, which win)."""
-    drop = set(agent.credential_names())
+    `extra` (the runner's own variables, which win). The provider key variables reb-ray knows
+    (`KNOWN_KEY_VARS`: OPENAI_API_KEY, ANTHROPIC_API_KEY, ...) are dropped too: a CLI reads them
+    on its own, so one the caller left in `ctx.env` under another name would reach the sandbox."""
+    drop = set(agent.credential_names()) | set(KNOWN_KEY_VARS)  # a provider key under any known name, too
     spec_env = agent.spec.env if agent.spec is not None else {}
     return {**spec_env, **{k: v for k, v in ctx.env.items() if k not in drop}, **extra}
 

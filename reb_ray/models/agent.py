@@ -38,6 +38,14 @@ KIND_DEFAULTS: dict[str, tuple[str | None, str | None]] = {
     "mini_swe_agent": ("https://api.openai.com/v1", "OPENAI_API_KEY"),
     "nexau": ("https://api.openai.com/v1", "OPENAI_API_KEY"),
 }
+
+#: Provider key variables: the kinds' defaults, plus those the CLIs (litellm, codex) read themselves.
+KNOWN_KEY_VARS: tuple[str, ...] = tuple(sorted({k for _, k in KIND_DEFAULTS.values() if k} | {
+    "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "CODEX_API_KEY", "AZURE_OPENAI_API_KEY",
+    "AZURE_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "MISTRAL_API_KEY", "DEEPSEEK_API_KEY",
+    "OPENROUTER_API_KEY", "TOGETHER_API_KEY", "TOGETHERAI_API_KEY", "GROQ_API_KEY", "XAI_API_KEY",
+    "FIREWORKS_API_KEY", "COHERE_API_KEY", "HUGGINGFACE_API_KEY", "DASHSCOPE_API_KEY", "MOONSHOT_API_KEY",
+    "LITELLM_API_KEY", "LLM_API_KEY"}))
 #: Placeholders a `command` argv template may use.
 PLACEHOLDERS = ("prompt_file", "repo_root", "report_path")
 ReportMode = Literal["file", "output"]

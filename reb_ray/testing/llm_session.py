@@ -20,6 +20,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ from reb_ray.models.agent import KIND_DEFAULTS
 from reb_ray.models.report import parse_report
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.suite.load import load_suite
-from reb_ray.trial.llm import register_on, unregister_on
+from reb_ray.trial.llm import DRAIN_S, register_on, unregister_on
 from reb_ray.trial.prepare import Prepared, prepare
 from reb_ray.trial.probe_phase import run_probe_phase
 from reb_ray.trial.record import TrialRecorder
@@ -137,7 +138,13 @@ class LlmSession:
     def run(self) -> AgentRun:
         return self.agent.run(self.sandbox, self.ctx)
 
-    def meter(self) -> dict:
+    def meter(self, drain_s: float = DRAIN_S) -> dict:
+        """The trial's meter once its requests in flight have ended (at most `drain_s` seconds),
+        as the trial reads it when the agent phase ends (`unregister_on`): a response the agent's
+        exit cut off is counted a moment after the CLI returns."""
+        deadline = time.monotonic() + drain_s
+        while self.proxy.meter(self.trial_key)["in_flight"] > 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
         return self.proxy.meter(self.trial_key)
 
     def request_log(self) -> list[dict]:
