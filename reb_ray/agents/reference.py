@@ -12,10 +12,11 @@ The recipe's Dockerfile is replayed in order, with the grammar `reb-ray env expo
 - `ENV K=V ...`: set for every later `RUN` (never for the probes: what the probes need is in
   the report's `env`, as for any agent);
 - `COPY SRC DEST`: SRC from the reference directory put at DEST; `repo` is skipped (the sandbox
-  already holds the task's repository at its pinned commit), `certs` becomes an empty
-  directory (the sandbox's pip already trusts the node's CA bundle), and a missing `wheels`
-  is skipped (a reference holds no wheels: pip takes them from the node's package cache or
-  the index, by the lock's exact versions and hashes);
+  already holds the task's repository at its pinned commit), `certs` becomes a directory
+  holding the sandbox's CA bundle (`$PIP_CERT`) as `ca.pem` when it has one (as `reb-ray env
+  verify` lends the node's to the build), and a missing `wheels` is skipped (a reference holds
+  no wheels: pip takes the lock's exact versions, hashes checked, from the node's package cache,
+  a wheelhouse or the index);
 - `RUN CMD`: `sh -c CMD` in the current `WORKDIR`, with the agent's environment (the node's
   find-links) under the recipe's `ENV`; the first one that fails ends the phase with its exit
   code (a lock naming a version that does not exist fails here, as it would in `docker build`);
@@ -173,8 +174,11 @@ class ReferenceAgent(Agent):
             path = where / src
             target = dest.rstrip("/") + "/" + Path(src).name if (len(sources) > 1 or dest.endswith("/")) else dest
             if src == "certs" and not path.exists():
-                sandbox.exec(["mkdir", "-p", target], timeout=60)
-                log.append(f"# COPY certs {dest}: an empty directory (the sandbox's pip trusts the node's CA bundle)")
+                # The node's CA bundle, as `reb-ray env verify` lends it to the build: the
+                # recipe's pip reads certs/ca.pem (a network whose TLS is intercepted is the node's).
+                sandbox.exec(["sh", "-c", 'mkdir -p "$1" && if [ -n "$PIP_CERT" ] && [ -f "$PIP_CERT" ]; then '
+                              'cp "$PIP_CERT" "$1/ca.pem"; fi', "certs", target], timeout=60)
+                log.append(f"# COPY certs {dest}: the sandbox's CA bundle when it has one")
                 continue
             if src == "wheels" and not path.exists():
                 log.append(f"# COPY wheels {dest}: a reference holds no wheels; pip takes the locked versions "
