@@ -93,8 +93,10 @@ def judge(task_id: str, reference: dict, ref_row: dict | None, noop_row: dict | 
 
 
 def verify_tasks(config, show_progress: bool = False) -> tuple[list[TaskHealth], str | None]:
-    """Sweep `reference` and `noop` over `config`'s tasks that have a reference (a fresh run:
-    nothing is reused) and judge each task; returns (the health of every selected task, in task
+    """Sweep `reference` and `noop` over `config`'s tasks that have a reference and judge each
+    task. Every run measures anew: nothing is reused from other sweeps or resumed from an
+    earlier run into the same output, and a changed task spec is what is being checked, not
+    drift to refuse; returns (the health of every selected task, in task
     order, the sweep id; None when nothing ran). `config` is a SweepConfig whose `agents` are
     replaced. Raises RebRayError when none of the selected tasks has a reference."""
     from reb_ray.results.read import latest_attempts, read_trials
@@ -110,7 +112,8 @@ def verify_tasks(config, show_progress: bool = False) -> tuple[list[TaskHealth],
         raise RebRayError(f"suite {config.suite!r}: none of the selected tasks has a reference "
                           "(<task>/reference/reference.toml): make them with `reb-ray tasks reference OUTPUT`")
     sweep_config = config.model_copy(update={"agents": list(AGENTS), "tasks": ",".join(with_ref), "trials": 1,
-                                             "fresh": True, "verify_exports": False, "keep_environments": "none"})
+                                             "fresh": True, "rerun": True, "allow_drift": True,
+                                             "verify_exports": False, "keep_environments": "none"})
     result = run_sweep(sweep_config, show_progress=show_progress)
     rows = latest_attempts(read_trials(sweep_config.output, result.sweep_id)).to_pylist()
     by_trial = {(r["agent"], r["task_id"]): r for r in rows}
