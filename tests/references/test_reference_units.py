@@ -156,3 +156,18 @@ def test_reference_toml_of_a_candidate_is_valid_toml():
     cand = Candidate({"build_s": 1.0, "rebuilt_stages": {}}, _row("x/y/0", c0="success") | {"node": 'we"ird'})
     data = tomllib.loads(reference_toml(cand))
     assert data["source"]["node"] == 'we"ird' and data["passed"] == ["c0"]
+
+
+def test_the_demo_suite_ships_a_small_replayable_reference_for_every_task():
+    from reb_ray.suite.load import load_suite
+
+    for task in load_suite("demo"):
+        ref = read_reference(task.task_dir)
+        assert ref is not None, task.id
+        assert ref["task"] == task.id and "c1" in ref["passed"], ref
+        assert ref["verification"]["reproducible"] is True and ref["hardware"]["container_runtime"] == "docker"
+        folder = task.task_dir / "reference"
+        steps = parse_dockerfile((folder / "Dockerfile").read_text())
+        assert any(w == "RUN" and "--require-hashes" in a for w, a in steps), task.id
+        assert sum(p.stat().st_size for p in folder.iterdir()) < 64_000  # text only, no wheels or images
+        assert json.loads((folder / "report.json").read_text())["python_path"].startswith("/opt/envs/")
