@@ -14,11 +14,12 @@ from reb_ray.models.agent import KINDS, LLM_KINDS, AgentSpec
 def _builtin() -> dict[str, type[Agent]]:
     from reb_ray.agents.heuristic import HeuristicAgent
     from reb_ray.agents.noop import NoopAgent
+    from reb_ray.agents.reference import ReferenceAgent
 
-    return {cls.name: cls for cls in (NoopAgent, HeuristicAgent)}
+    return {cls.name: cls for cls in (NoopAgent, HeuristicAgent, ReferenceAgent)}
 
 
-AGENTS = ("heuristic", "noop")
+AGENTS = ("heuristic", "noop", "reference")
 
 
 def _from_class_path(path: str) -> Agent:
@@ -49,7 +50,7 @@ def _llm_runner(spec: AgentSpec) -> Agent:
 def get_agent(spec: AgentSpec | str) -> Agent:
     """A new agent for `spec` (a name is read as shorthand: `kind`, `kind@model`, `package.module:Class`).
 
-    Kinds: heuristic, noop, command, the LLM CLI kinds (codex, claude_code, mini_swe_agent,
+    Kinds: heuristic, noop, reference (replays the task's stored reference recipe), command, the LLM CLI kinds (codex, claude_code, mini_swe_agent,
     nexau: one runner module each, `LLM_RUNNERS`), or a class path. An unknown kind, or a class
     path that does not import, raises RebRayError.
     """

@@ -17,6 +17,7 @@ from reb_ray.sandbox import ExecResult, Sandbox
 if TYPE_CHECKING:
     from reb_ray.agents.prompt import Prompt
     from reb_ray.models.agent import AgentSpec
+    from reb_ray.models.task import TaskSpec
 
 REPORT_PATH = "/opt/scimlopsbench/report.json"
 
@@ -48,6 +49,8 @@ class AgentContext:
     the agent gets (its own credentials and pip settings, never the harness's secrets).
     `prompt` is the task prompt (reb_ray/agents/prompt.py); `toolchain` the sandbox path of the
     agent toolchain when it is mounted for this agent (agents with `uses_toolchain`), else None.
+    `task` is the trial's task (host side: the built-in `reference` agent reads its stored
+    recipe from the task's directory); None outside a trial.
     """
 
     repo_dir: str
@@ -57,6 +60,7 @@ class AgentContext:
     prompt: "Prompt | None" = None
     toolchain: str | None = None
     llm: LlmAccess | None = None  # set for LLM agents (`uses_llm`) by the trial
+    task: "TaskSpec | None" = None
 
 
 @dataclass

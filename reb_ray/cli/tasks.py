@@ -1,4 +1,4 @@
-"""`reb-ray tasks list|validate`: inspect and check task suites."""
+"""`reb-ray tasks list|validate|c0-baseline|reference|verify`: inspect and check task suites, store and check their reference environments."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from reb_ray.models.task import TaskSpec
 
 from reb_ray.suite.load import list_suites, load_suite
 
-app = typer.Typer(no_args_is_help=True, help="List and validate task suites.")
+app = typer.Typer(no_args_is_help=True, help="List and validate task suites; store and check their reference environments.")
 
 _SUITE_HELP = "Only this suite (default: every suite)."
 _ROOT_HELP = "Tasks directory holding <suite>/<task-id>/task.toml (default: the bundled tasks)."
@@ -146,5 +146,81 @@ def c0_baseline(
             extra = f", runtime sys.path only: {', '.join(row['runtime_path'])}" if row["runtime_path"] else ""  # type: ignore[arg-type]
             typer.echo(f"{task.id}: canonical {row['canonical']}, scanned {row['scanned']} ({same}); "
                        f"third-party {row['third_party']}{extra}")
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command("reference")
+def reference(
+    output: Path = typer.Argument(..., help="Output directory of sweeps whose successes were verified (--verify-exports)."),
+    suite: str | None = typer.Option(None, "--suite", "-s", help="Only this suite's tasks (default: every suite in the output)."),
+    root: Path | None = typer.Option(None, "--root", help=_ROOT_HELP),
+) -> None:
+    """Store, for each task, the verified environment (`reproducible: yes`) that reached the
+    highest stage (then the most stages, then the smallest) as its reference recipe:
+    <task>/reference/ (Dockerfile, locks, manifest, report, reference.toml with the stages it
+    passed and the hardware it ran on). Tasks with no verified environment are left as they are."""
+    from reb_ray.sweep.references import pick_references, store_reference
+
+    chosen = pick_references(output, suite)
+    if not chosen:
+        typer.echo(f"{output}: no environment verified as reproducible" + (f" for suite {suite!r}" if suite else ""))
+        raise typer.Exit(1)
+    suites: dict[str, dict[str, TaskSpec]] = {}
+    for task_id, cand in sorted(chosen.items()):
+        name = cand.row["suite"]
+        if name not in suites:
+            suites[name] = {t.id: t for t in load_suite(name, root)}
+        task = suites[name].get(task_id)
+        if task is None:
+            typer.echo(f"{name}/{task_id}: no such task in the tasks directory any more; skipped")
+            continue
+        dest = store_reference(cand, task.task_dir)
+        size = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())
+        typer.echo(f"{name}/{task_id}: {cand.row['trial_id']} attempt {cand.row['attempt']} (sweep {cand.row['sweep_id']}), "
+                   f"passed {' '.join(cand.passed) or 'nothing'}, env {_size(cand.row.get('env_size_bytes'))} -> "
+                   f"{dest} ({size / 1e3:.1f} kB)")
+
+
+def _size(value: int | None) -> str:
+    return "size unknown" if value is None else f"{value / 1e6:.1f} MB"
+
+
+@app.command("verify")
+def verify(
+    suite: str = typer.Option("demo", "--suite", "-s", help="The suite to check (default demo)."),
+    tasks: str | None = typer.Option(None, "--tasks", help="Pattern(s) on task ids, comma-separated."),
+    root: Path | None = typer.Option(None, "--root", help=_ROOT_HELP),
+    output: Path | None = typer.Option(None, "--output", help="Keep the sweep's results here (default: a temporary directory)."),
+    wheelhouse: list[Path] = typer.Option([], "--wheelhouse", help="Wheel directory visible to sandboxes as find-links (repeatable)."),
+    repo_mirror: list[Path] = typer.Option([], "--repo-mirror", help="Local mirror directory of repositories (repeatable)."),
+    assets: Path | None = typer.Option(None, "--assets", help="Read-only asset cache for the probes."),
+    max_concurrent: int | None = typer.Option(None, "--max-concurrent", help="Trials running at once (default: cluster CPUs)."),
+    address: str | None = typer.Option(None, "--address", help="Ray cluster address to join (default: a local Ray)."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+) -> None:
+    """Suite health: sweep the `reference` agent (rebuilds each task's stored recipe) and `noop`
+    on every task that has a reference. The reference must pass its recorded stages again and
+    noop must pass no environment stage (C0..C4) that applies; prints a table (task, reference
+    stages, reference, noop, verdict) and exits 1 on any broken or unmeasured task."""
+    import tempfile
+    import time
+
+    from reb_ray.models.sweep import SweepConfig
+    from reb_ray.sweep.task_health import health_table, verify_tasks
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="reb-ray-tasks-verify-") as tmp:
+        fields: dict = {"suite": suite, "tasks": tasks, "tasks_root": root, "output": output or Path(tmp),
+                        "repo_mirrors": repo_mirror, "assets_dir": assets, "max_concurrent": max_concurrent,
+                        "address": address}
+        if wheelhouse:
+            fields["wheelhouses"] = wheelhouse
+        rows, sweep_id = verify_tasks(SweepConfig(**fields), show_progress=not quiet)
+    typer.echo(health_table(rows))
+    failed = [h.task_id for h in rows if h.failed]
+    typer.echo(f"{suite}: {sum(h.verdict == 'ok' for h in rows)} ok, {len(failed)} broken or unmeasured, "
+               f"{sum(h.verdict == 'no reference' for h in rows)} without a reference; sweep {sweep_id}, "
+               f"{time.monotonic() - started:.1f} s" + (f"; results in {output}" if output else ""))
     if failed:
         raise typer.Exit(1)

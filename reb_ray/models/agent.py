@@ -29,7 +29,7 @@ from pydantic_core import PydanticCustomError
 
 #: LLM CLI kinds whose runners live in reb_ray/agents/<kind>.py (one file per kind).
 LLM_KINDS = ("codex", "claude_code", "mini_swe_agent", "nexau")
-BUILTIN_KINDS = ("heuristic", "noop")
+BUILTIN_KINDS = ("heuristic", "noop", "reference")
 KINDS = (*LLM_KINDS, "command", *BUILTIN_KINDS)
 #: The vendor endpoint and the variable holding the key, per kind (the CLIs' own defaults).
 KIND_DEFAULTS: dict[str, tuple[str | None, str | None]] = {

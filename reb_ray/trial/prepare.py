@@ -193,4 +193,4 @@ def prepare(p: Prepared, rec: TrialRecorder, gpus: list[str], llm_proxy: ProxyCl
     p.egress.allow_llm(llm.access)
     p.ctx = AgentContext(repo_dir, report_path, spec.config.agent_timeout_s, {**p.pip_env, **llm.sandbox_credentials()},
                          prompt=render_prompt(spec.task, report_path, repo_dir), toolchain=p.slot.sandbox_path,
-                         llm=llm.access)
+                         llm=llm.access, task=spec.task)

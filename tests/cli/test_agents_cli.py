@@ -25,7 +25,7 @@ def test_list_shows_every_kind_with_its_pin_and_state(tmp_path):
     res = run("agents", "list", "--dir", str(tmp_path), "--json")
     assert res.returncode == 0, res.stderr
     rows = {r["kind"]: r for r in map(json.loads, res.stdout.splitlines())}
-    assert list(rows) == ["codex", "claude_code", "mini_swe_agent", "nexau", "command", "heuristic", "noop"]
+    assert list(rows) == ["codex", "claude_code", "mini_swe_agent", "nexau", "command", "heuristic", "noop", "reference"]
     for kind, pin in PINS.items():
         assert (rows[kind]["package"], rows[kind]["version"], rows[kind]["installed"]) == (pin.package, pin.version, False)
     assert rows["heuristic"]["installed"] is None
