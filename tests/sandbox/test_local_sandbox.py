@@ -25,5 +25,5 @@ def test_host_secrets_and_cuda_devices_do_not_leak(monkeypatch):
 
 
 def test_unknown_provider_lists_valid_names():
-    with pytest.raises(UnknownName, match="valid: docker, podman, local, sleep"):
+    with pytest.raises(UnknownName, match="valid: docker, local, podman, sleep"):
         open_sandbox("apptainer", SandboxConfig())
