@@ -226,6 +226,11 @@ def report_scale(r: dict, nodes: int, gpus: int) -> None:
           f"work {statistics.mean(work.values()):.1f} s mean, {max(work.values()):.1f} s longest; "
           f"{result.attempts} attempts, {result.infra_errors} infra errors")
     print(f"slot start-up: first trial's work at {first - r['t0']:.1f} s, every GPU slot busy at {all_busy - r['t0']:.1f} s")
+    up = sorted(result.slot_up_s)
+    if up:
+        check = "?" if result.node_check_s is None else f"{result.node_check_s:.1f}"
+        print(f"slot start-up profile: node checks {check} s; {len(up)} slot workers up {up[0]:.1f} s (first), "
+              f"{statistics.median(up):.1f} s (median), {up[-1]:.1f} s (last) after the first was asked for")
     print(f"time to full occupancy: {all_busy - first:.1f} s from the first trial's work until every one of the "
           f"{r['gpus_total']} GPU slots has work")
     target("time to full occupancy", all_busy - first, "<=", 10, f"{r['gpus_total']} fake GPUs on raylets; timing on a "
@@ -309,16 +314,22 @@ def rig_bound(planned: dict, cpus: int) -> float:
 def rig_model(args) -> float:
     """The rig in the model of the dispatch rules and the node's lease (real minutes, virtual time):
     trials per hour over the serial loop's, slots only and with sharing; returns the latter."""
-    from benchmarks.dispatch_model import simulate
+    from benchmarks.dispatch_model import lease_idle, simulate
     from reb_ray.scheduling.slot_plan import NodeCapacity
 
     planned, history = plan_trials(RIG_NEEDS, RIG_AGENTS, 1, rig_duration(60.0))
     trials = model_trials(planned, history)
     work = sum(t.agent_s + t.probe_s for t in trials)
     nodes = [NodeCapacity("rig", cpus=args.rig_cpus, gpus=2)]
-    x = {share: work / simulate(trials, nodes, 1.0, share).makespan for share in (False, True)}
+    results = {share: simulate(trials, nodes, 1.0, share) for share in (False, True)}
+    x = {share: work / r.makespan for share, r in results.items()}
     print(f"paper rig model (the dispatch rules and the node's lease, no harness time): trials per hour over the serial "
           f"loop: slots only {x[False]:.2f}x, with sharing {x[True]:.2f}x, bound {rig_bound(planned, args.rig_cpus):.2f}x")
+    idle = lease_idle(results[True], nodes)
+    print("paper rig model, where the rest goes (idle GPU-minutes with sharing): "
+          + ", ".join(f"{k} {v / 60:.0f}" for k, v in idle.items())
+          + f" of {2 * results[True].makespan / 60:.0f} (head: before the first probe phase; waiting: a probe phase "
+          "waited while a GPU idled, the lease order; unfed: none waited, the tail)")
     target("rig trials per hour with sharing (model)", x[True], ">=", 5.5, "model of the dispatch rules and the lease", "x")
     return x[True]
 

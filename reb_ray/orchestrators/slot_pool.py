@@ -80,6 +80,8 @@ class SlotPool:
 
     `start_concurrency`: at most this many slots starting at once (None: all at once; a cluster
     simulated on one small machine starts faster in small waves, since its raylets share cores).
+    `up_s`: for each slot up so far, seconds from `start()` until its worker answered (the
+    slot start-up profile a benchmark prints).
     """
 
     shapes: list[SlotShape]
@@ -88,11 +90,14 @@ class SlotPool:
     start_timeout_s: float = 600.0
     slots: dict[int, Slot] = field(default_factory=dict)
     created: int = 0
+    up_s: list[float] = field(default_factory=list)
+    _started: float | None = None
     _keys: count = field(default_factory=count)
     _waiting: deque = field(default_factory=deque)  # (shape, failures, pinned) not started yet
 
     def start(self) -> None:
         """Queue every planned slot and start as many as `start_concurrency` allows."""
+        self._started = time.monotonic()
         self._waiting.extend((shape, 0, True) for shape in self.shapes)
         self._start_more()
 
@@ -130,6 +135,7 @@ class SlotPool:
         except ray.exceptions.RayError:
             self._drop(slot.key, again=slot.failures + 1 < MAX_START_FAILURES, failures=slot.failures + 1)
             return None
+        self.up_s.append(time.monotonic() - (self._started or slot.created))
         if slot.where["node_id"] != slot.shape.node_id:  # an unpinned replacement: where Ray put it
             slot.shape = dataclasses.replace(slot.shape, node_id=slot.where["node_id"])
         self._start_more()
