@@ -31,7 +31,7 @@ from reb_ray.trial.gpu_lease import GpuLease
 from reb_ray.trial.llm import ProxyClient
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.orchestrators.cluster_status import SLOT_RESOURCE
-from reb_ray.scheduling.slot_plan import SlotShape
+from reb_ray.scheduling.slot_plan import SlotShape, start_order
 from reb_ray.trial.record import TrialOutcome
 from reb_ray.trial.run import run_trial
 
@@ -96,9 +96,10 @@ class SlotPool:
     _waiting: deque = field(default_factory=deque)  # (shape, failures, pinned) not started yet
 
     def start(self) -> None:
-        """Queue every planned slot and start as many as `start_concurrency` allows."""
+        """Queue every planned slot (`start_order`: GPU slots first, one node after another in turn)
+        and start as many as `start_concurrency` allows."""
         self._started = time.monotonic()
-        self._waiting.extend((shape, 0, True) for shape in self.shapes)
+        self._waiting.extend((shape, 0, True) for shape in start_order(self.shapes))
         self._start_more()
 
     def starting_refs(self) -> list[ray.ObjectRef]:
@@ -143,7 +144,7 @@ class SlotPool:
 
     def add(self, shapes: list[SlotShape]) -> None:
         """Start more slots (a node that joined the cluster during the sweep)."""
-        self._waiting.extend((shape, 0, True) for shape in shapes)
+        self._waiting.extend((shape, 0, True) for shape in start_order(shapes))
         self._start_more()
 
     def replace(self, key: int) -> None:
