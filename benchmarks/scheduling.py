@@ -171,6 +171,7 @@ def run(tmp: Path, *, nodes: int, gpus: int, cpus: int, cpus_per_trial: float, n
         t1 = time.time()
     entries = [json.loads(line) for line in ledger.read_text().splitlines()]
     return {"planned": planned, "entries": entries, "result": result, "t0": t0, "t1": t1, "cluster_s": cluster_s,
+            "raylet_gpus": [n["num_gpus"] for n in (raylets or cluster_nodes(nodes, gpus, cpus))],
             "gpus_total": sum(n["num_gpus"] for n in raylets) if raylets else nodes * gpus, "rows": read_trials(output, "sim").to_pylist(),
             "stages": read_stages(output, "sim").to_pylist()}
 
@@ -231,6 +232,11 @@ def report_scale(r: dict, nodes: int, gpus: int) -> None:
         check = "?" if result.node_check_s is None else f"{result.node_check_s:.1f}"
         print(f"slot start-up profile: node checks {check} s; {len(up)} slot workers up {up[0]:.1f} s (first), "
               f"{statistics.median(up):.1f} s (median), {up[-1]:.1f} s (last) after the first was asked for")
+        cpu = result.slot_up_cpu_s
+        print(f"slot start-up cost: a slot worker's process used {statistics.median(cpu):.2f} CPU-s (median; "
+              f"{sum(cpu):.0f} CPU-s for all {len(cpu)}) until it was up; on {os.cpu_count()} cores that alone is "
+              f">= {sum(cpu) / os.cpu_count():.0f} s of start-up, one node's {len(cpu) // max(1, len(r['raylet_gpus']))} "
+              f"on its own cores in parallel ~{statistics.median(cpu):.1f} s")
     print(f"time to full occupancy: {all_busy - first:.1f} s from the first trial's work until every one of the "
           f"{r['gpus_total']} GPU slots has work")
     target("time to full occupancy", all_busy - first, "<=", 10, f"{r['gpus_total']} fake GPUs on raylets; timing on a "

@@ -43,9 +43,10 @@ class SlotWorker:
     """Runs trials one after another in this worker process, on this slot's resources."""
 
     def where(self) -> dict:
-        """node_id (Ray's), node (host name), pid, gpu_ids (Ray's, as strings: [] for a CPU slot)."""
+        """node_id (Ray's), node (host name), pid, gpu_ids (Ray's, as strings: [] for a CPU slot),
+        cpu_s (CPU seconds this worker process used to get here: its start-up's cost)."""
         return {"node_id": ray.get_runtime_context().get_node_id(), "node": socket.gethostname(), "pid": os.getpid(),
-                "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
+                "gpu_ids": [str(g) for g in ray.get_gpu_ids()], "cpu_s": time.process_time()}
 
     def run(self, spec: TrialSpec, gpus: list[str], no_gpus_reason: str | None,
             llm_proxy: ProxyClient | None = None, gpu_lease: GpuLease | None = None) -> TrialOutcome:
@@ -80,8 +81,9 @@ class SlotPool:
 
     `start_concurrency`: at most this many slots starting at once (None: all at once; a cluster
     simulated on one small machine starts faster in small waves, since its raylets share cores).
-    `up_s`: for each slot up so far, seconds from `start()` until its worker answered (the
-    slot start-up profile a benchmark prints).
+    `up_s`: for each slot up so far, seconds from `start()` until its worker answered, and
+    `up_cpu_s` the CPU seconds its worker process used until then (the slot start-up profile a
+    benchmark prints).
     """
 
     shapes: list[SlotShape]
@@ -91,6 +93,7 @@ class SlotPool:
     slots: dict[int, Slot] = field(default_factory=dict)
     created: int = 0
     up_s: list[float] = field(default_factory=list)
+    up_cpu_s: list[float] = field(default_factory=list)
     _started: float | None = None
     _keys: count = field(default_factory=count)
     _waiting: deque = field(default_factory=deque)  # (shape, failures, pinned) not started yet
@@ -137,6 +140,7 @@ class SlotPool:
             self._drop(slot.key, again=slot.failures + 1 < MAX_START_FAILURES, failures=slot.failures + 1)
             return None
         self.up_s.append(time.monotonic() - (self._started or slot.created))
+        self.up_cpu_s.append(slot.where.get("cpu_s", 0.0))
         if slot.where["node_id"] != slot.shape.node_id:  # an unpinned replacement: where Ray put it
             slot.shape = dataclasses.replace(slot.shape, node_id=slot.where["node_id"])
         self._start_more()
