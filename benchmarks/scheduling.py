@@ -32,9 +32,21 @@ work's start) against the median trial's and the longest 1-GPU trial's. `--mixed
 in the in-process model of the product's own rules (benchmarks/dispatch_model.py: virtual
 time, 1,000 trials in seconds) instead of on raylets.
 
+Each part first runs the same trials in the model of the dispatch rules (benchmarks/dispatch_model.py:
+the product's plan, Dispatcher and LeaseBook in virtual time; `--model-trials` trials for `scale`),
+deterministic and independent of this machine's load, then on raylets (not with `--model-only`).
+The rig's model line also splits the sharing run's idle GPU-minutes by cause (head, waiting,
+unfed). The `scale` part prints the slot start-up profile (node checks, each slot worker's
+seconds to up and its process's CPU seconds) and the time to full occupancy (first trial's work
+to every GPU slot busy). Every target is printed on its own line, `target: <what> <value> <op>
+<bound> (<how>): met|NOT met`: makespan / lower bound <= 1.05 (uniform 1,000 trials) and <= 1.10
+(mixed), rig trials per hour with sharing >= 5.5x the serial loop, the rig's scores identical in
+both runs, full occupancy within 10 s.
+
 Usage: python benchmarks/scheduling.py [--part scale|rig|mixed|both] [--nodes 16] [--gpus-per-node 4]
        [--trials 1000] [--mean-s 55] [--rig-minute-s 0.03] [--rig-cpus 16] [--mixed-trials 240]
-       [--mixed-mean-s 30] [--mixed-model]
+       [--mixed-mean-s 30] [--mixed-model] [--model-trials 1000] [--model-only]
+       [--slot-start-concurrency N (default: the cores; 0: all at once)]
 """
 
 from __future__ import annotations
