@@ -368,10 +368,11 @@ def rig(args, tmp: Path) -> None:
     bound = rig_bound(runs[True]["planned"], args.rig_cpus)
     waits = [row["probe_gpu_wait_s"] for row in runs[True]["rows"] if row.get("probe_gpu_wait_s") is not None]
     same = _scores(runs[False]) == _scores(runs[True])
-    # The harness's own seconds per trial are not scaled down: each counts as 1 / minute real minutes.
-    harness = [row["trial_wall_time_s"] - planned_work for row in runs[True]["rows"]
-               for planned_work in [runs[True]["planned"][row["trial_id"]]["agent_s"] + runs[True]["planned"][row["trial_id"]]["probe_s"]]
-               if row.get("trial_wall_time_s") is not None]
+    # The harness's own seconds per trial (its wall time less the scripted work and the lease wait) are
+    # not scaled down: each counts as 1 / minute real minutes.
+    planned = runs[True]["planned"]
+    harness = [row["trial_wall_time_s"] - planned[row["trial_id"]]["agent_s"] - planned[row["trial_id"]]["probe_s"]
+               - (row.get("probe_gpu_wait_s") or 0.0) for row in runs[True]["rows"] if row.get("trial_wall_time_s") is not None]
     print(f"paper rig: 1 node, 2 GPUs, {args.rig_cpus} CPUs, 44 tasks x 4 agents = {len(work)} trials, mean trial "
           f"{statistics.mean(work) / minute:.1f} min (1 min = {minute:g} s here); makespan slots only "
           f"{makespans[False]:.1f} s = {makespans[False] * to_real / 3600:.1f} h real, with sharing {makespans[True]:.1f} s = "
