@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from reb_ray.trial.gpu_lease import LeaseBook
 from reb_ray.scheduling.dispatch import Dispatcher, Job
@@ -41,6 +41,8 @@ class Result:
     lower_bound: float
     waits: dict[str, float]  # trial key -> seconds from the sweep's start to its start
     ran_on: dict[str, str]  # trial key -> node id
+    # A sharing sweep's probe-phase leases: (node, asked at, granted at, released at, GPUs), seconds.
+    leases: list[tuple[str, float, float, float, int]] = field(default_factory=list)
 
 
 def lower_bound(trials: list[Trial], nodes: list[NodeCapacity], cpus_per_trial: float, share: bool) -> float:
@@ -83,24 +85,55 @@ def simulate(trials: list[Trial], nodes: list[NodeCapacity], cpus_per_trial: flo
     def grant(node: str) -> None:
         for holder in books[node].grant(now):
             t = by_key[holder]
+            granted[holder] = now
             heapq.heappush(events, (now + t.probe_s, next(seq), "probe_end", (holder, leased[holder], node)))
 
     leased: dict[str, list] = {}
+    asked: dict[str, float] = {}
+    granted: dict[str, float] = {}
+    leases: list[tuple[str, float, float, float, int]] = []
     start_all()
     while events:
         now, _, kind, (key, keys, node) = heapq.heappop(events)
         if kind == "lease":
             t = by_key[key]
             leased[key] = keys
+            asked[key] = now
             books[node].request(key, t.gpus, t.lease_expected_s)
             grant(node)
             continue
         if kind == "probe_end":
+            leases.append((node, asked[key], granted[key], now, by_key[key].gpus))
             books[node].release(key)
             grant(node)
         dispatcher.finish(keys)
         start_all()
-    return Result(now, lower_bound(trials, nodes, cpus_per_trial, share), waits, ran_on)
+    return Result(now, lower_bound(trials, nodes, cpus_per_trial, share), waits, ran_on, leases)
+
+
+def lease_idle(result: Result, nodes: list[NodeCapacity]) -> dict[str, float]:
+    """A sharing sweep's idle GPU-seconds, by why the GPU was idle: `head` (before the node's first
+    probe phase asked for a lease: the first agent phases), `waiting` (a probe phase waited for a
+    lease while the GPU idled: the lease order keeping GPUs free for a multi-GPU probe), `unfed`
+    (no probe phase waited: the agent phases did not keep up, and the tail once the last probe
+    phases run). Their sum is GPUs x makespan - the probe phases' GPU-seconds."""
+    out = {"head": 0.0, "waiting": 0.0, "unfed": 0.0}
+    for node in nodes:
+        mine = [lease for lease in result.leases if lease[0] == node.node_id]
+        if not node.gpus:
+            continue
+        if not mine:
+            out["unfed"] += node.gpus * result.makespan
+            continue
+        # +GPUs held / +asks pending at each moment; between moments the state is constant.
+        events = sorted({0.0, result.makespan, *(t for lease in mine for t in lease[1:4])})
+        first_ask = min(lease[1] for lease in mine)
+        for lo, hi in zip(events, events[1:]):
+            held = sum(g for _, _, start, end, g in mine if start <= lo < end)
+            waiting = any(ask <= lo < start for _, ask, start, _, _ in mine)
+            why = "head" if hi <= first_ask else "waiting" if waiting else "unfed"
+            out[why] += (node.gpus - held) * (hi - lo)
+    return out
 
 
 def _job(t: Trial, share: bool) -> Job:

@@ -14,15 +14,16 @@ import errno
 import random
 import socket
 import threading
-from typing import Any, Callable, Coroutine
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Any, Callable, Coroutine
 
 from reb_ray.errors import RebRayError
 
 #: The node's port range for the servers sandboxes may reach (`LO-HI`, inclusive; netpolicy.ports).
 PORTS_ENV = "REB_RAY_SANDBOX_PORTS"
 DEFAULT_PORTS = range(29000, 30000)
+
+if TYPE_CHECKING:  # aiohttp is loaded by the server that uses it: a slot worker that serves nothing never pays for it
+    from aiohttp import web
 
 
 def start_thread(serve: Callable[[concurrent.futures.Future], None], name: str, where: str,
@@ -72,6 +73,8 @@ class BackgroundServer:
         return self
 
     def _serve(self, ready: concurrent.futures.Future) -> None:
+        from aiohttp import web
+
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         self._loop = loop

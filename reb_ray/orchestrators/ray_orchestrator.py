@@ -88,7 +88,9 @@ class RayOrchestrator:
     attempt's container. `budget`: the sweep's `--max-cost-usd` (None: no limit); every
     finished attempt's row is added to it. `expected_s(spec)`: a trial's expected seconds for
     longest-first dispatch (default: its timeouts). `slot_start_concurrency`: slots starting at
-    once (None: all). After `run`, `slots_created` counts the slot actors it created.
+    once (None: all). After `run`, `slots_created` counts the slot actors it created and
+    `slot_up_s` holds each one's seconds from the first slot asked for until it was up
+    (`slot_up_cpu_s`: the CPU seconds its worker process used until then).
 
     `requirements`: what every node must have (node_check.NodeRequirements; None: no memory
     or path needs, the docker image's checks only); `on_node_line(line)` gets one line per node
@@ -117,6 +119,8 @@ class RayOrchestrator:
         self.slot_start_timeout_s = slot_start_timeout_s
         self.not_launched: list[TrialSpec] = []  # left by the sweep budget
         self.slots_created = 0
+        self.slot_up_s: list[float] = []  # SlotPool.up_s of the run
+        self.slot_up_cpu_s: list[float] = []  # SlotPool.up_cpu_s of the run
         self.docker = docker_image is not None
         self.poll_s = poll_s
         self.autoscaler_config = autoscaler_config
@@ -250,7 +254,7 @@ class RayOrchestrator:
                 outcome, _spec, retry = finished.pop(0)
                 on_outcome(outcome, retry)
             busy = bool(inflight)
-            self.slots_created = pool.created
+            self.slots_created, self.slot_up_s, self.slot_up_cpu_s = pool.created, list(pool.up_s), list(pool.up_cpu_s)
             # After the head died, no Ray call: with no GCS, or no raylet to reach it, each would block.
             if self.head_lost is None:
                 pool.kill_all()

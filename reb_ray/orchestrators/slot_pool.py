@@ -31,7 +31,7 @@ from reb_ray.trial.gpu_lease import GpuLease
 from reb_ray.trial.llm import ProxyClient
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.orchestrators.cluster_status import SLOT_RESOURCE
-from reb_ray.scheduling.slot_plan import SlotShape
+from reb_ray.scheduling.slot_plan import SlotShape, start_order
 from reb_ray.trial.record import TrialOutcome
 from reb_ray.trial.run import run_trial
 
@@ -43,9 +43,10 @@ class SlotWorker:
     """Runs trials one after another in this worker process, on this slot's resources."""
 
     def where(self) -> dict:
-        """node_id (Ray's), node (host name), pid, gpu_ids (Ray's, as strings: [] for a CPU slot)."""
+        """node_id (Ray's), node (host name), pid, gpu_ids (Ray's, as strings: [] for a CPU slot),
+        cpu_s (CPU seconds this worker process used to get here: its start-up's cost)."""
         return {"node_id": ray.get_runtime_context().get_node_id(), "node": socket.gethostname(), "pid": os.getpid(),
-                "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
+                "gpu_ids": [str(g) for g in ray.get_gpu_ids()], "cpu_s": time.process_time()}
 
     def run(self, spec: TrialSpec, gpus: list[str], no_gpus_reason: str | None,
             llm_proxy: ProxyClient | None = None, gpu_lease: GpuLease | None = None) -> TrialOutcome:
@@ -80,6 +81,9 @@ class SlotPool:
 
     `start_concurrency`: at most this many slots starting at once (None: all at once; a cluster
     simulated on one small machine starts faster in small waves, since its raylets share cores).
+    `up_s`: for each slot up so far, seconds from `start()` until its worker answered, and
+    `up_cpu_s` the CPU seconds its worker process used until then (the slot start-up profile a
+    benchmark prints).
     """
 
     shapes: list[SlotShape]
@@ -88,12 +92,17 @@ class SlotPool:
     start_timeout_s: float = 600.0
     slots: dict[int, Slot] = field(default_factory=dict)
     created: int = 0
+    up_s: list[float] = field(default_factory=list)
+    up_cpu_s: list[float] = field(default_factory=list)
+    _started: float | None = None
     _keys: count = field(default_factory=count)
     _waiting: deque = field(default_factory=deque)  # (shape, failures, pinned) not started yet
 
     def start(self) -> None:
-        """Queue every planned slot and start as many as `start_concurrency` allows."""
-        self._waiting.extend((shape, 0, True) for shape in self.shapes)
+        """Queue every planned slot (`start_order`: GPU slots first, one node after another in turn)
+        and start as many as `start_concurrency` allows."""
+        self._started = time.monotonic()
+        self._waiting.extend((shape, 0, True) for shape in start_order(self.shapes))
         self._start_more()
 
     def starting_refs(self) -> list[ray.ObjectRef]:
@@ -130,6 +139,8 @@ class SlotPool:
         except ray.exceptions.RayError:
             self._drop(slot.key, again=slot.failures + 1 < MAX_START_FAILURES, failures=slot.failures + 1)
             return None
+        self.up_s.append(time.monotonic() - (self._started or slot.created))
+        self.up_cpu_s.append(slot.where.get("cpu_s", 0.0))
         if slot.where["node_id"] != slot.shape.node_id:  # an unpinned replacement: where Ray put it
             slot.shape = dataclasses.replace(slot.shape, node_id=slot.where["node_id"])
         self._start_more()
@@ -137,7 +148,7 @@ class SlotPool:
 
     def add(self, shapes: list[SlotShape]) -> None:
         """Start more slots (a node that joined the cluster during the sweep)."""
-        self._waiting.extend((shape, 0, True) for shape in shapes)
+        self._waiting.extend((shape, 0, True) for shape in start_order(shapes))
         self._start_more()
 
     def replace(self, key: int) -> None:

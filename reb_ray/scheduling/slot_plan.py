@@ -102,6 +102,26 @@ def plan_slots(nodes: list[NodeCapacity], cpus_per_trial: float, gpu_needs: list
     return shapes
 
 
+def start_order(shapes: list[SlotShape]) -> list[SlotShape]:
+    """The order to ask for `shapes`' workers: GPU (and sharing) slots before CPU slots, and within
+    each kind one slot per node in turn (each node's own order kept).
+
+    Each node starts only a few worker processes at once (Ray: one per CPU) and holds a few
+    started ahead; asking node by node would queue a whole node's slots behind its own start-up
+    while the other nodes idle. In turn, every node starts its first slots at once, and the
+    GPU slots, which run the scarce work, are all up before any CPU slot is asked for."""
+    def by_node(kind: list[SlotShape]) -> list[SlotShape]:
+        queues: dict[str, list[SlotShape]] = {}
+        for shape in kind:
+            queues.setdefault(shape.node_id, []).append(shape)
+        out = []
+        for turn in range(max((len(q) for q in queues.values()), default=0)):
+            out.extend(q[turn] for q in queues.values() if turn < len(q))
+        return out
+
+    return by_node([s for s in shapes if s.gpu]) + by_node([s for s in shapes if not s.gpu])
+
+
 def hardware_refusal(nodes: list[NodeCapacity], cpus_per_trial: float, memory_bytes: int | None) -> str | None:
     """Why no trial of the sweep can ever run, in one line, or None.
 

@@ -54,6 +54,9 @@ class SweepResult:
     not_launched: int = 0
     compaction: CompactionResult | None = None  # None: nothing written, or another sink still writes there
     slot_workers: int = 0  # slot worker actors started (replacements included)
+    node_check_s: float | None = None  # seconds the start-up node checks took (None: no node was checked)
+    slot_up_s: list[float] = field(default_factory=list)  # per slot worker up: seconds from the first slot asked for
+    slot_up_cpu_s: list[float] = field(default_factory=list)  # per slot worker up: its process's CPU seconds until then
     reused: int = 0  # trials taken over from other sweeps' scored trials of the same identity
     reused_from: dict[str, int] = field(default_factory=dict)  # {source sweep id: trials reused from it}
 
@@ -208,6 +211,8 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
         _finish_wandb(wandb, config, result.sweep_id, wandb_extras)
     result.not_launched = len(orchestrator.not_launched)
     result.slot_workers = orchestrator.slots_created
+    result.node_check_s, result.slot_up_s = orchestrator.nodes.check_s, orchestrator.slot_up_s
+    result.slot_up_cpu_s = orchestrator.slot_up_cpu_s
     result.wall_time_s = time.monotonic() - start
     return result
 

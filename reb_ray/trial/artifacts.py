@@ -34,7 +34,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from reb_ray.redact import MASK, Redactor
-from reb_ray.results.parquet_sink import sweep_dir_name
+from reb_ray.results.layout import sweep_dir_name  # not parquet_sink: a slot worker never loads pyarrow
 
 ARTIFACTS_DIR = "artifacts"
 TRIAL_BUDGET_BYTES = 64 * 1024 * 1024

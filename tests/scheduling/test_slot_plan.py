@@ -78,3 +78,16 @@ def test_sharing_slots_hold_no_gpu_and_fill_the_cpu_room_of_every_usable_gpu_nod
     assert len(plan_shared_slots(nodes, 1.0, [1] * 20, max_concurrent=5)) == 5
     # Only 2-GPU trials: the 1-GPU node could lease none of them all they need.
     assert {s.node_id for s in plan_shared_slots(nodes, 1.0, [2] * 20)} == {"a"}
+
+
+def test_slots_are_asked_for_gpu_slots_first_one_node_after_another_in_turn():
+    """Each node starts a few workers at a time: a node's whole set must not queue behind its own
+    start-up while other nodes idle, and no CPU slot is asked for before every GPU slot."""
+    from reb_ray.scheduling.slot_plan import start_order
+
+    nodes = [NodeCapacity("a", cpus=4, gpus=3), NodeCapacity("b", cpus=3, gpus=2), NodeCapacity("c", cpus=2, gpus=0)]
+    shapes = plan_slots(nodes, 1.0, [1] * 5 + [0] * 4)
+    order = [(s.node_id, s.gpu, s.index) for s in start_order(shapes)]
+    assert order == [("a", True, 0), ("b", True, 0), ("a", True, 1), ("b", True, 1), ("a", True, 2),
+                     ("a", False, 3), ("b", False, 2), ("c", False, 0), ("c", False, 1)]
+    assert sorted(start_order(shapes), key=shapes.index) == shapes  # the same slots, none lost or doubled
