@@ -9,6 +9,7 @@ start on them (slot_plan), and, in a GPU-sharing sweep, each GPU node's lease ac
 
 from __future__ import annotations
 
+import time
 from itertools import count
 from typing import Callable
 
@@ -35,8 +36,8 @@ class NodeRoster:
     `docker_image`: the docker sandbox's image (None: no per-node GPU check). `on_node_line(line)`
     gets one line per node that fails its check. `share_gpus`: slots hold no GPU and the probe
     phases of GPU trials lease their node's GPUs (`lease`). After `check_at_start`, `verdicts`
-    holds every node's check; `no_gpu_nodes` maps node id -> why its Docker gives containers no
-    GPUs.
+    holds every node's check and `check_s` the seconds the start-up checks took (the sweep's
+    start-up profile); `no_gpu_nodes` maps node id -> why its Docker gives containers no GPUs.
     """
 
     def __init__(self, requirements: NodeRequirements, docker_image: str | None, cpus_per_trial: float,
@@ -47,13 +48,16 @@ class NodeRoster:
         self.on_node_line, self.share_gpus, self.lease_timeout_s = on_node_line, share_gpus, lease_timeout_s
         self.no_gpu_nodes: dict[str, str] = {}
         self.verdicts: list[NodeVerdict] = []
+        self.check_s: float | None = None
         self._leases: dict[str, tuple[ray.actor.ActorHandle, list[str]]] = {}  # node_id -> lease actor, GPU ids
         self._lease_turn = count()  # rotates the GPUs each agent phase is shown over the node's
 
     def check_at_start(self, checks: NodeChecks) -> list[NodeCapacity]:
         """Check every alive node; the capacity of those that passed. Raises NoUsableNode (one
         line naming the first failure) when none passed."""
+        start = time.monotonic()
         passed, failed = check_all(checks, alive_nodes())
+        self.check_s = time.monotonic() - start
         for verdict in failed:
             self._failed(verdict)
         if not passed:
