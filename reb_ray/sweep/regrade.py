@@ -8,7 +8,8 @@ C2/C4/facts records, exit codes and bounded logs; a log pattern from the verdict
 run time or the full-log artifact when the kept log is truncated: `pattern_evidence`), and
 returns rows for a new sweep id
 `<sweep_id>-regrade` (rewritten if it exists). Only scored attempts are re-graded: infra errors
-have nothing to grade; earlier `-regrade` sweeps are left alone unless named with `sweep_id`.
+have nothing to grade; earlier gradings (`-regrade` and `--rerun-probes`' `-reprobe` sweeps) are
+left alone unless named with `sweep_id`.
 Today's rules apply to old rows too: stages the agent left nothing to measure with (no report,
 a broken sandbox, a missing or broken interpreter seen in the stored facts) become its failures,
 stages the task spec does not apply to are skipped (`skip_reason`).
@@ -30,6 +31,7 @@ from reb_ray.models.report import load_report_object
 from reb_ray.models.task import SuccessRule, TaskSpec
 from reb_ray.suite.load import load_suite
 from reb_ray.results.read import latest_attempts, read_stages, read_trials
+from reb_ray.sweep.reprobe import GRADING_SUFFIXES
 from reb_ray.trial.record import LOG_KEEP, TrialOutcome, settle_rows
 
 
@@ -236,7 +238,7 @@ def regrade(run_dir: Path, sweep_id: str | None = None, tasks_root: Path | None 
     """
     # Only each trial's current attempt (the rule every reader uses); a superseded one is history.
     trials = [t for t in latest_attempts(read_trials(run_dir, sweep_id)).to_pylist()
-              if t["status"] == "scored" and (sweep_id or not t["sweep_id"].endswith("-regrade"))]
+              if t["status"] == "scored" and (sweep_id or not t["sweep_id"].endswith(GRADING_SUFFIXES))]
     if not trials:
         which = f"sweep {sweep_id!r}" if sweep_id else "any sweep"
         raise RebRayError(f"{run_dir}: no scored trials of {which} to re-grade")
