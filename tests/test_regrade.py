@@ -196,8 +196,8 @@ COMMAND_AGENTS = {
 #: (agent, demo task) pairs covering the grader's paths, all cheap to run: C0, C1 (witnessed) and
 #: C2 failures, an unverified run, an unparsable report, an interpreter that does not exist (one
 #: verdict for every stage, C5 on the facts), a report audited unprobed.
-LIVE = [("noop", "torch-tiny"), ("wrapper", "numpy-trainer"), ("tests.scripted_agents:GarbageReportAgent", "numpy-trainer"),
-        ("tests.scripted_agents:GhostInterpreterAgent", "numpy-trainer"), ("pathless", "numpy-trainer")]
+LIVE = [("noop", "torch-tiny"), ("wrapper", "numpy-trainer"), ("tests.helpers.scripted_agents:GarbageReportAgent", "numpy-trainer"),
+        ("tests.helpers.scripted_agents:GhostInterpreterAgent", "numpy-trainer"), ("pathless", "numpy-trainer")]
 #: Trials-row columns the grader decides (blanked before the re-grade, so it must recompute them;
 #: c0_total is the task's denominator, written when the attempt starts, not a grade).
 GRADED_TRIAL_COLUMNS = sorted({c for columns in STAGE_COLUMNS.values() for c in columns} | {
@@ -258,8 +258,8 @@ def test_regrading_a_live_runs_stored_records_reproduces_every_graded_column(tmp
     assert (noop["c0_status"], noop["c1_failure_category"], noop["c1_witness"], noop["c2_failure_category"]) == (
         "failure", "deps", "valid", "no_framework")
     assert (rows["wrapper"]["c1_failure_category"], rows["wrapper"]["python_path_kind"]) == ("unverified_run", "script")
-    assert rows["tests.scripted_agents:GarbageReportAgent"]["c1_failure_category"] == "invalid_report"
-    ghost = rows["tests.scripted_agents:GhostInterpreterAgent"]
+    assert rows["tests.helpers.scripted_agents:GarbageReportAgent"]["c1_failure_category"] == "invalid_report"
+    ghost = rows["tests.helpers.scripted_agents:GhostInterpreterAgent"]
     assert (ghost["c1_failure_category"], ghost["c5_path"]) == ("interpreter_missing", 1)
     assert (rows["pathless"]["c5_status"], rows["pathless"]["c1_failure_category"]) == ("success", "invalid_report")
     pathless_c5 = next(s for s in stored_stages["pathless"] if s["stage"] == "c5")

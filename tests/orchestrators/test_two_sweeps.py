@@ -31,7 +31,7 @@ from tests.orchestrators.test_faults import IN_TRIAL, assert_exactly_once, wait_
 
 pytestmark = [pytest.mark.docker, pytest.mark.integration]
 
-AGENT = "tests.scripted_agents:PauseAgent"  # 40 s in the sandbox, then a report
+AGENT = "tests.helpers.scripted_agents:PauseAgent"  # 40 s in the sandbox, then a report
 
 
 def _command(tmp_path, output: str) -> list[str]:
