@@ -35,6 +35,7 @@ import gzip
 import hashlib
 import io
 import json
+import posixpath
 import re
 import tarfile
 import time
@@ -254,14 +255,18 @@ def run_program(sandbox, python: str, repo_dir: str, changed: list[str]) -> dict
     # As root in a container (the agent may have dropped to another user); a host-process
     # provider runs everything as the harness's own user and takes no `user`.
     as_root = {"user": "root"} if sandbox.capabilities.image else {}
-    sandbox.put(program_path(), f"{SANDBOX_DIR}/{PROGRAM}")
+    # A container's /tmp is its own; a host-process sandbox shares the host's, so its files go
+    # beside its work directory (two trials at once on one host never remove each other's).
+    where = posixpath.normpath(f"{sandbox.workdir}/../.reb-ray-env-capture") if sandbox.capabilities.host_paths \
+        else SANDBOX_DIR
+    sandbox.put(program_path(), f"{where}/{PROGRAM}")
     try:
-        sandbox.write_bytes(f"{SANDBOX_DIR}/changed.txt", "\n".join(changed).encode(errors="replace"))
-        result = sandbox.exec([SYSTEM_PYTHON, f"{SANDBOX_DIR}/{PROGRAM}", python, repo_dir, f"{SANDBOX_DIR}/changed.txt"],
+        sandbox.write_bytes(f"{where}/changed.txt", "\n".join(changed).encode(errors="replace"))
+        result = sandbox.exec([SYSTEM_PYTHON, f"{where}/{PROGRAM}", python, repo_dir, f"{where}/changed.txt"],
                               timeout=CAPTURE_TIMEOUT_S, **as_root)
     finally:
         try:
-            sandbox.exec(["rm", "-rf", SANDBOX_DIR], timeout=60, **as_root)
+            sandbox.exec(["rm", "-rf", where], timeout=60, **as_root)
         except RebRayError:
             pass
     if not result.ok:
