@@ -23,7 +23,7 @@ def _fits(value: Any, shape: Shape) -> Any:
     """`value` conformed to `shape`, or _DROP. Shapes: a type or tuple of types (bool is never
     an int or float), [shape] (a list, each element conformed, misfits left out), or a dict of
     field -> shape (a JSON object, conformed by `conform`). null (None) fits every shape: the
-    graders read it as unknown, as they do a missing field."""
+    graders read it as unknown, as they do a missing field. An int outside int64 fits no shape."""
     if value is None:
         return None
     if isinstance(shape, dict):
@@ -36,7 +36,12 @@ def _fits(value: Any, shape: Shape) -> Any:
     types = shape if isinstance(shape, tuple) else (shape,)
     if isinstance(value, bool) and bool not in types:
         return _DROP
+    if isinstance(value, int) and not isinstance(value, bool) and not _INT64_MIN <= value <= _INT64_MAX:
+        return _DROP  # no column holds it (Parquet's int64): a planted 2**63 must not fail the row's write
     return value if isinstance(value, types) else _DROP
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 _DROP = object()
