@@ -3,7 +3,9 @@
 `RootlessPodman.ensure()` makes sure, idempotently: the packages (podman, uidmap for the
 subordinate id ranges, slirp4netns, fuse-overlayfs), a non-root user `USER` with subuid/subgid
 ranges, that user's containers.conf (rlimits under this machine's hard limits, the cgroupfs
-manager and runc: a hybrid cgroup layout refuses crun and systemd) and storage.conf (overlay
+manager and runc: a hybrid cgroup layout refuses crun and systemd) and storage.conf (runroot and
+graphroot spelled out: on a fresh store Podman 4.3 commits over the API fail with "runroot must be
+set" without them; overlay
 through fuse-overlayfs: without it Podman falls back to vfs, and a container start copies the
 whole image, 16-22 s instead of 0.3 s), the user's API service on `SOCKET`, and the sandbox
 image in the user's store (`docker save` from the shared daemon into `podman load` over the
@@ -39,6 +41,8 @@ events_logger = "file"
 """
 STORAGE_CONF = """[storage]
 driver = "overlay"
+runroot = "{runroot}"
+graphroot = "{graphroot}"
 [storage.options.overlay]
 mount_program = "/usr/bin/fuse-overlayfs"
 """
@@ -101,7 +105,9 @@ class RootlessPodman:
     def _config(self) -> None:
         entry = pwd.getpwnam(self.user)
         conf_dir = self.home / ".config" / "containers"
-        wanted = {conf_dir / "containers.conf": CONTAINERS_CONF, conf_dir / "storage.conf": STORAGE_CONF}
+        storage = STORAGE_CONF.format(runroot=f"{self._env()['XDG_RUNTIME_DIR']}/containers",
+                                      graphroot=f"{self.home}/.local/share/containers/storage")
+        wanted = {conf_dir / "containers.conf": CONTAINERS_CONF, conf_dir / "storage.conf": storage}
         changed = False
         for path, text in wanted.items():
             if not path.exists() or path.read_text() != text:

@@ -149,7 +149,8 @@ def check_podman_and_image(profile: str) -> list[Check]:
     driver = Check("podman storage", "ok", f"driver {facts.graph_driver}")
     if facts.graph_driver != "overlay":
         driver = Check("podman storage", "warn", f"driver {facts.graph_driver}: every container start copies the image (16-22 s instead of 0.3 s)",
-                       '~/.config/containers/storage.conf: [storage] driver = "overlay" and [storage.options.overlay] '
+                       '~/.config/containers/storage.conf: [storage] driver = "overlay", runroot = "$XDG_RUNTIME_DIR/containers", '
+                       'graphroot = "$HOME/.local/share/containers/storage" (both spelled out) and [storage.options.overlay] '
                        'mount_program = "/usr/bin/fuse-overlayfs"; then `podman system reset`')
     checks.append(driver)
     if facts.enforces_limits:
