@@ -64,7 +64,7 @@ def main() -> None:
     client = connect()
     image = build_image(client, "minimal").tag
     config = SandboxConfig(image=image, sweep_id="bench", trial_id="hardening", memory_bytes=4 * 1024**3,
-                           disk_quota_bytes=50 * 1024**3, ca_bundle=SweepConfig().ca_bundle)
+                           disk_quota_bytes=50 * 1024**3, ca_bundle=SweepConfig().sandbox.ca_bundle)
     today, hardened = [], []
     for _ in range(args.n):
         today.append(_start(client, config, hardened=False))

@@ -31,7 +31,7 @@ def main(n: int = 5, requirement: str = "six==1.16.0") -> None:
                    "bridge": SweepConfig(network="bridge")}
         for policy, config in configs.items():
             egresses[policy] = TrialEgress(config)
-            base = SandboxConfig(image=image, ca_bundle=config.ca_bundle, sweep_id="bench", trial_id=f"netpolicy-{policy}")
+            base = SandboxConfig(image=image, ca_bundle=config.sandbox.ca_bundle, sweep_id="bench", trial_id=f"netpolicy-{policy}")
             boxes[policy] = DockerSandbox(egresses[policy].open(base))
             egresses[policy].attach(boxes[policy])
         times: dict[str, list[float]] = {policy: [] for policy in configs}

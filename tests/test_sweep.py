@@ -48,7 +48,7 @@ def test_demo_sweep_end_to_end_and_resume(tmp_path, docker_client, sandbox_image
 
     config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", wheelhouses=WHEELS, max_concurrent=2)
     result = run_sweep(config, show_progress=False)
-    rows = _rows(config.output)
+    rows = _rows(config.output.dir)
     assert len(rows) == 8 and result.attempts == 8
     by_key = {(r["agent"], r["task_id"]): r for r in rows}
     for key, (c0_missing, c1_status) in EXPECTED.items():
@@ -75,18 +75,18 @@ def test_demo_sweep_end_to_end_and_resume(tmp_path, docker_client, sandbox_image
     assert by_key[("noop", "import-name-mismatch")]["c0_missing_source_modules"] == ["yaml"]
     assert by_key[("noop", "numpy-trainer")]["c1_failure_category"] == "deps"
     assert by_key[("noop", "numpy-trainer")]["report_python_path"] == "/usr/bin/python3"
-    stages = read_stages(config.output)
+    stages = read_stages(config.output.dir)
     assert set(pc.unique(stages["stage"]).to_pylist()) >= {"agent", "report", "c0", "c1", "env_size"}
     assert _our_containers(docker_client, config.resolved_sweep_id()) == []
 
     again = run_sweep(config, show_progress=False)
     assert again.attempts == 0 and again.skipped == 8
-    assert len(_rows(config.output)) == 8
+    assert len(_rows(config.output.dir)) == 8
 
     # Re-grading the stored raw outputs, with no containers, gives the same verdicts.
     from reb_ray.sweep.regrade import regrade
 
-    regraded = {(o.trial["agent"], o.trial["task_id"]): o.trial for o in regrade(config.output)}
+    regraded = {(o.trial["agent"], o.trial["task_id"]): o.trial for o in regrade(config.output.dir)}
     for key, row in by_key.items():
         assert regraded[key]["sweep_id"] == f"{row['sweep_id']}-regrade"
         _assert_regrades_to_itself(regraded[key], row)
@@ -114,9 +114,9 @@ def test_crashing_and_silent_agents_are_recorded_not_fatal(tmp_path, docker_clie
     agents = ["tests.helpers.scripted_agents:CrashAgent", "tests.helpers.scripted_agents:SilentAgent", "tests.helpers.scripted_agents:GarbageReportAgent"]
     config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", agents=agents, tasks="numpy-trainer")
     run_sweep(config, show_progress=False)
-    rows = {r["agent"].split(":")[1]: r for r in _rows(config.output)}
+    rows = {r["agent"].split(":")[1]: r for r in _rows(config.output.dir)}
     assert set(rows) == {"CrashAgent", "SilentAgent", "GarbageReportAgent"}
-    stages = read_stages(config.output).to_pylist()
+    stages = read_stages(config.output.dir).to_pylist()
     for name, row in rows.items():
         # Issue 9: no report is no free C0 (0/1 would beat noop's 1/1): every baseline import is
         # missing and C1 fails, both for the report; C2..C4 stay skipped as the spec says.
@@ -133,7 +133,7 @@ def test_crashing_and_silent_agents_are_recorded_not_fatal(tmp_path, docker_clie
     assert rows["SilentAgent"]["agent_exit_code"] == 0 and rows["SilentAgent"]["report_status"] == "missing_report"
     assert rows["GarbageReportAgent"]["report_status"] == "invalid_report"
     assert _our_containers(docker_client, config.resolved_sweep_id()) == []
-    regraded = _regraded(config.output)
+    regraded = _regraded(config.output.dir)
     for row in rows.values():
         _assert_regrades_to_itself(regraded[row["trial_id"]], row)
 
@@ -144,11 +144,11 @@ def test_agent_that_kills_init_is_sandbox_broken_by_agent(tmp_path, docker_clien
 
     config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", agents=["tests.helpers.scripted_agents:KillInitAgent"], tasks="numpy-trainer")
     run_sweep(config, show_progress=False)
-    (row,) = _rows(config.output)
+    (row,) = _rows(config.output.dir)
     assert row["status"] == "scored" and row["failure_owner"] == "agent"
     # no probe ran; the applicable stages are the agent's failures (issue 9), the others skipped
     assert (row["c0_status"], row["c0_missing"], row["c1_status"], row["c2_status"]) == ("failure", 1, "failure", "skipped")
-    categories = {s["stage"]: s["failure_category"] for s in read_stages(config.output).to_pylist()}
+    categories = {s["stage"]: s["failure_category"] for s in read_stages(config.output.dir).to_pylist()}
     assert categories["c0"] == categories["c1"] == "sandbox_broken_by_agent"
     assert _our_containers(docker_client, config.resolved_sweep_id()) == []
 
@@ -164,10 +164,10 @@ def test_a_hanging_probe_times_out_and_the_other_trials_finish(tmp_path, docker_
                    cpu=f'command = "{command}"\ntimeout_s = 3', files={"main.py": "print('hi')\n"})
     config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", suite="hang", tasks_root=tmp_path / "suites", agents=["noop"])
     run_sweep(config, show_progress=False)
-    rows = {r["task_id"]: r for r in _rows(config.output)}
+    rows = {r["task_id"]: r for r in _rows(config.output.dir)}
     assert rows["hangs"]["c1_status"] == "failure" and rows["hangs"]["c1_failure_category"] == "timeout"
     assert rows["quick"]["c1_status"] == "success"
-    c1 = [s for s in read_stages(config.output).to_pylist() if s["stage"] == "c1" and s["task_id"] == "hangs"][0]
+    c1 = [s for s in read_stages(config.output.dir).to_pylist() if s["stage"] == "c1" and s["task_id"] == "hangs"][0]
     assert c1["timed_out"] and c1["duration_s"] < 3 + 10
 
 
@@ -181,15 +181,15 @@ def test_probes_are_hidden_and_secrets_never_reach_the_outputs(tmp_path, docker_
     monkeypatch.setenv("REB_TEST_HOST_SECRET", "host-only-0a1b2c3d")
     config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", agents=["tests.helpers.scripted_agents:SpyAgent"], tasks="numpy-trainer")
     result = run_sweep(config, show_progress=False)
-    (row,) = _rows(config.output)
+    (row,) = _rows(config.output.dir)
     spy = row["agent_output_tail"]
     assert "spy: done" in spy and "FOUND" not in spy, spy
     assert "harness secret is [absent]" in spy and "my key is ***" in spy
     assert row["repo_modified"] is True and row["repo_modified_files"] == ["train.py"]
-    everything = repr(read_trials(config.output).to_pylist()) + repr(read_stages(config.output).to_pylist())
+    everything = repr(read_trials(config.output.dir).to_pylist()) + repr(read_stages(config.output.dir).to_pylist())
     assert secret not in everything and "key=***" in everything
     assert result.scored == 1
-    for path in config.output.rglob("*"):
+    for path in config.output.dir.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
 
@@ -221,7 +221,7 @@ def test_pip_cache_is_not_environment_size(tmp_path, docker_client, sandbox_imag
     config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", agents=["noop", "tests.helpers.scripted_agents:CacheHogAgent"],
                          tasks="numpy-trainer", pip_cache=False)
     run_sweep(config, show_progress=False)
-    sizes = {r["agent"]: r["env_size_bytes"] for r in _rows(config.output)}
+    sizes = {r["agent"]: r["env_size_bytes"] for r in _rows(config.output.dir)}
     assert sizes["noop"] > 0 and sizes["tests.helpers.scripted_agents:CacheHogAgent"] == sizes["noop"]
 
 
@@ -256,8 +256,8 @@ def test_a_missing_interpreter_is_judged_once(tmp_path, docker_client, sandbox_i
     config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", suite="ghost", tasks_root=tmp_path / "suites",
                          agents=["tests.helpers.scripted_agents:GhostInterpreterAgent"], c4_cpu_gloo=True)
     run_sweep(config, show_progress=False)
-    (row,) = _rows(config.output)
-    stages = {s["stage"]: s for s in read_stages(config.output).to_pylist()}
+    (row,) = _rows(config.output.dir)
+    stages = {s["stage"]: s for s in read_stages(config.output.dir).to_pylist()}
     assert row["status"] == "scored" and row["failure_owner"] == "agent"
     for stage in ("c0", "c1", "c2", "c3", "c4"):
         expected = ("skipped", None) if stage == "c3" else ("failure", "interpreter_missing")
@@ -268,7 +268,7 @@ def test_a_missing_interpreter_is_judged_once(tmp_path, docker_client, sandbox_i
     assert (row["env_size_status"], stages["env_size"]["failure_category"]) == ("not_run", "interpreter_missing")
     assert row["failure_reason"] == "interpreter_missing: c4: report python_path /opt/venvs/gone/bin/python does not exist"
     assert _our_containers(docker_client, config.resolved_sweep_id()) == []
-    _assert_regrades_to_itself(_regraded(config.output, tmp_path / "suites")[row["trial_id"]], row)
+    _assert_regrades_to_itself(_regraded(config.output.dir, tmp_path / "suites")[row["trial_id"]], row)
 
 
 ASSET_TASK = """
@@ -315,8 +315,8 @@ def test_a_missing_asset_fails_fast_or_is_skipped_by_flag(tmp_path, docker_clien
     lenient = SweepConfig(sweep_id=_unique(), skip_missing_assets=True, **base)
     result = run_sweep(lenient, show_progress=False)
     assert result.attempts == 1 and result.infra_errors == 0
-    row = next(r for r in _rows(tmp_path / "runs") if r["sweep_id"] == lenient.sweep_id)
-    stages = {s["stage"]: s for s in read_stages(tmp_path / "runs", lenient.sweep_id).to_pylist()}
+    row = next(r for r in _rows(tmp_path / "runs") if r["sweep_id"] == lenient.resume.sweep_id)
+    stages = {s["stage"]: s for s in read_stages(tmp_path / "runs", lenient.resume.sweep_id).to_pylist()}
     assert row["status"] == "scored" and row["agent_wall_time_s"] > 0
     assert (row["c0_status"], row["c0_missing"]) == ("success", 0)
     assert (stages["c1"]["status"], stages["c1"]["failure_category"]) == ("not_run", "infra_assets_missing")
@@ -354,8 +354,8 @@ def test_a_sweep_ends_compacted_and_resumes_from_the_index(tmp_path, ray_local):
     assert result.attempts == 4 and result.compaction is not None
     (sweep,) = result.compaction.sweeps
     assert sweep.files_after == 3
-    files = sorted(p.relative_to(config.output).parts[0] for p in config.output.glob("*/sweep-*/*.parquet"))
+    files = sorted(p.relative_to(config.output.dir).parts[0] for p in config.output.dir.glob("*/sweep-*/*.parquet"))
     assert files == ["index", "stages", "trials"]
-    assert sorted(read_index(config.output, result.sweep_id)["trial_id"].to_pylist()) == [f"noop/t{n}/0" for n in range(4)]
+    assert sorted(read_index(config.output.dir, result.sweep_id)["trial_id"].to_pylist()) == [f"noop/t{n}/0" for n in range(4)]
     again = run_sweep(config, show_progress=False)
     assert (again.skipped, again.attempts, again.compaction) == (4, 0, None)

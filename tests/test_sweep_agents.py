@@ -66,7 +66,7 @@ def _config(tmp_path: Path, agents: dict[str, dict], **overrides) -> SweepConfig
 
 def _rows(config: SweepConfig) -> dict[str, list[dict]]:
     rows: dict[str, list[dict]] = {}
-    for row in sorted(read_trials(config.output, config.resolved_sweep_id()).to_pylist(), key=lambda r: r["attempt"]):
+    for row in sorted(read_trials(config.output.dir, config.resolved_sweep_id()).to_pylist(), key=lambda r: r["attempt"]):
         rows.setdefault(row["agent"], []).append(row)
     return rows
 
@@ -139,7 +139,7 @@ def test_three_real_clis_solve_the_task_a_false_claim_is_caught_and_a_429_storm_
             row["input_tokens"], row["output_tokens"]), name
         if row["agent_reported_cost_usd"] is not None:  # claude's list price, litellm's: the same as ours
             assert row["agent_reported_cost_usd"] == pytest.approx(row["cost_usd"], rel=1e-3), name
-        _check_atif(config.output, row)
+        _check_atif(config.output.dir, row)
     # claude-sonnet-4-5 by hand: $3 input, $0.30 cached, $3.75 cache write, $15 output per million.
     claude = rows["claude"][0]
     assert (claude["input_tokens"], claude["cached_input_tokens"], claude["cache_write_tokens"],
@@ -168,7 +168,7 @@ def test_three_real_clis_solve_the_task_a_false_claim_is_caught_and_a_429_storm_
     assert last["input_tokens"] == rows["codex"][0]["input_tokens"]  # a 429 bills nothing
 
     # The real key: swapped in by the proxy (the endpoint saw it), in no row, stage or artifact.
-    stored = _stored_text(config.output)
+    stored = _stored_text(config.output.dir)
     assert real_key not in stored and f"{VENV}/bin/python" in stored
 
 
@@ -183,4 +183,4 @@ def test_a_hanging_endpoint_hits_the_agent_timeout_and_the_row_says_so(
     assert (row["status"], row["failure_owner"], row["agent_limit"]) == ("scored", "agent", "agent_timeout_s=15")
     assert row["agent_timed_out"] is True and row["report_status"] == "missing_report"
     assert row["llm_requests"] >= 1 and row["input_tokens"] is None and row["cost_usd"] is None
-    assert real_key not in _stored_text(config.output)
+    assert real_key not in _stored_text(config.output.dir)

@@ -67,7 +67,7 @@ def _config(tmp_path: Path, agents: dict[str, dict], **overrides) -> SweepConfig
 
 
 def _rows(config: SweepConfig) -> list[dict]:
-    return sorted(read_trials(config.output, config.resolved_sweep_id()).to_pylist(), key=lambda r: (r["agent"], r["attempt"]))
+    return sorted(read_trials(config.output.dir, config.resolved_sweep_id()).to_pylist(), key=lambda r: (r["agent"], r["attempt"]))
 
 
 def _stored_text(output: Path) -> str:
@@ -122,14 +122,14 @@ def test_tokens_cost_and_the_real_key_stays_out_of_the_sandbox(tmp_path, sandbox
 
     # The key the endpoint saw was the real one (the proxy swapped the stand-in for it).
     assert priced.session(real_key) is not None and priced.session(real_key)["position"] == 3
-    log = gzip.decompress((config.output / spy["agent_log_path"]).read_bytes()).decode()
+    log = gzip.decompress((config.output.dir / spy["agent_log_path"]).read_bytes()).decode()
     assert "--- spy done" in log and "spy: FOUND" not in log
     assert "REB_LLM_KEY=sk-rebray-" in log  # the sandbox held the stand-in key, and only that
-    assert real_key not in _stored_text(config.output)
+    assert real_key not in _stored_text(config.output.dir)
     assert spy["trajectory_path"].endswith("trajectory.jsonl.gz") and spy["llm_log_path"].endswith("llm_requests.jsonl.gz")
 
     shown = subprocess.run([sys.executable, "-c", "from reb_ray.cli import main; main()", "trial", "show",
-                            str(config.output), spy["trial_id"]], capture_output=True, text=True, cwd=ROOT, timeout=120)
+                            str(config.output.dir), spy["trial_id"]], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert shown.returncode == 0, shown.stderr
     text = shown.stdout
     assert "$ echo hi > /tmp/x; cat /tmp/x" in text and "exit 0  hi" in text
@@ -257,7 +257,7 @@ def test_max_cost_usd_stops_launching_and_a_resume_counts_what_was_spent(tmp_pat
     again = run_sweep(config, show_progress=False)
     assert (again.attempts, again.not_launched) == (0, 2)
 
-    more = run_sweep(config.model_copy(update={"max_cost_usd": 0.04}), show_progress=False)
+    more = run_sweep(config.updated(max_cost_usd=0.04), show_progress=False)
     assert more.sweep_id == first.sweep_id  # the budget is not part of the sweep's identity
     assert (more.attempts, more.not_launched) == (1, 1)  # $0.0225 spent + one more trial reaches $0.04
     assert len(_rows(config)) == 2
@@ -279,8 +279,8 @@ def test_an_llm_agent_under_the_registries_network_policy(tmp_path, sandbox_imag
     assert row["status"] == "scored" and row["report_status"] == "ok", row["failure_reason"]
     assert row["llm_requests"] == 2 and row["input_tokens"] == 1000 + 2100 and row["llm_failure_category"] is None
     assert row["network_policy"] == "registries" and row["network_denied_count"] == 1
-    commands = [json.loads(line) for line in gzip.decompress((config.output / row["trajectory_path"]).read_bytes())
+    commands = [json.loads(line) for line in gzip.decompress((config.output.dir / row["trajectory_path"]).read_bytes())
                 .decode().splitlines() if '"command"' in line and '"exit_code"' in line]
     assert "PIP-OK" in commands[0]["output"] and "Tunnel connection failed: 403" in commands[0]["output"]
-    log = gzip.decompress((config.output / row["network_log_path"]).read_bytes()).decode()
+    log = gzip.decompress((config.output.dir / row["network_log_path"]).read_bytes()).decode()
     assert '"host": "example.com", "port": 443, "decision": "denied"' in log

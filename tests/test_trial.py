@@ -170,10 +170,10 @@ def test_rows_keep_all_evidence_of_a_chatty_trial(slow_process, provider, tmp_pa
     spec = TrialSpec(sweep_id="ev", agent="tests.helpers.scripted_agents:ChattyAgent", task=load_task(task_dir / "task.toml"),
                      trial_index=0, config=config, image=image, credentials={"REB_TEST_AGENT_KEY": key})
     outcome = run_trial(spec)
-    ParquetSink(config.output).write([outcome.trial], outcome.stages)
+    ParquetSink(config.output.dir).write([outcome.trial], outcome.stages)
 
-    trial = read_trials(config.output).to_pylist()[0]
-    stages = {s["stage"]: s for s in read_stages(config.output).to_pylist()}
+    trial = read_trials(config.output.dir).to_pylist()[0]
+    stages = {s["stage"]: s for s in read_stages(config.output.dir).to_pylist()}
     assert trial["status"] == "scored", trial["failure_reason"]
     c1, c4, agent = stages["c1"], stages["c4"], stages["agent"]
     train_out = "".join(
@@ -183,7 +183,7 @@ def test_rows_keep_all_evidence_of_a_chatty_trial(slow_process, provider, tmp_pa
     assert c1["status"] == "success" and c1["log_pattern_matched"] is True and c1["log_pattern"] == "^Starting training on cpu$"
     assert "Starting training" not in c1["log_head"] + c1["log_tail"]
     assert c1["output_truncated"] is True and c1["output_dropped_bytes"] == len(train_out) - 2 * 8192
-    assert gzip.open(config.output / c1["log_path"]).read() == train_out and c1["log_cut_bytes"] == 0
+    assert gzip.open(config.output.dir / c1["log_path"]).read() == train_out and c1["log_cut_bytes"] == 0
     helper, never = c1["side_logs"]
     assert helper == {"path": "helper.log", "size_bytes": 36, "truncated": False,
                       "text": "helper: cannot bind 127.0.0.1:29510\n", "error": None}
@@ -193,7 +193,7 @@ def test_rows_keep_all_evidence_of_a_chatty_trial(slow_process, provider, tmp_pa
     assert c4["status"] == "success", c4["reason"]
     assert c4["output_truncated"] is True and c4["output_dropped_bytes"] == len(expected) - 2 * 8192
     assert c4["log_tail"].endswith("rank 1 done\n") and c4["side_logs"] is None
-    artifact = config.output / c4["log_path"]
+    artifact = config.output.dir / c4["log_path"]
     digest = hashlib.sha256()
     with gzip.open(artifact) as f:
         while block := f.read(1 << 20):
@@ -201,7 +201,7 @@ def test_rows_keep_all_evidence_of_a_chatty_trial(slow_process, provider, tmp_pa
     assert digest.digest() == hashlib.sha256(expected).digest() and artifact.stat().st_size < 2 * 2**20
     # The agent: both execs in one log, its credential masked there as in the rows.
     assert trial["agent_log_path"] == agent["log_path"] == "artifacts/sweep_id=ev/tests.helpers.scripted_agents%3AChattyAgent%2Fchatty%2F0/1/agent.log.gz"
-    log = gzip.open(config.output / agent["log_path"]).read().decode()
+    log = gzip.open(config.output.dir / agent["log_path"]).read().decode()
     assert log.startswith("chatty: first step\nchatty: key ***\n") and log.endswith("chatty: done\n")
     assert key not in log and len(log) > 307200
     assert agent["output_truncated"] is True and agent["output_dropped_bytes"] == len(log.encode()) - 2 * 8192 + len(key) - 3

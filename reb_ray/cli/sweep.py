@@ -7,28 +7,105 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 import difflib
+import inspect
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import typer
 from pydantic import ValidationError
 
 from reb_ray.errors import RebRayError
 from reb_ray.models.agent import AgentSpec
-from reb_ray.models.sweep import SweepConfig
+from reb_ray.models.sweep import FLAT_KEYS, SECTIONS, SweepConfig, is_flat, sectioned
 
 
-# Config keys whose command-line flag is spelled differently.
-_FLAG_NAMES = {"agent_timeout_s": "--agent-timeout", "repo_mirrors": "--repo-mirror", "wheelhouses": "--wheelhouse",
-               "assets_dir": "--assets", "pip_cache": "--no-pip-cache", "shm_size_bytes": "--shm-size-gb",
-               "prices_file": "--prices", "memory_bytes": "--memory-gb", "disk_quota_bytes": "--disk-quota-gb",
-               "env_disk_budget_bytes": "--env-disk-budget-gb"}
+GiB = 1024**3
+
+
+def _gib(value: float | None) -> int | None:
+    return None if value is None else int(value * GiB)
+
+
+def _switch(value: bool) -> bool | None:
+    """An on-switch flag: True when given, else unset (None), so a config file's value stands."""
+    return True if value else None
+
+
+#: `reb-ray sweep` options that set a setting: option parameter -> (SweepConfig field path,
+#: conversion of the option's value; a None result leaves the setting to the file or the default).
+#: The `sweep` command builds its overrides from this table alone; tests check that every path
+#: exists in the model and every option that is not `--config`/`--quiet` is here.
+OPTION_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "suite": ("suite", lambda v: v),
+    "tasks": ("tasks", lambda v: v),
+    "tasks_root": ("tasks_root", lambda v: v),
+    "agents": ("agents", lambda v: None if v is None else [a.strip() for a in v.split(",") if a.strip()]),
+    "trials": ("trials", lambda v: v),
+    "output": ("output.dir", lambda v: v),
+    "address": ("cluster.address", lambda v: v),
+    "max_concurrent": ("cluster.max_concurrent", lambda v: v),
+    "cpus_per_trial": ("sandbox.cpus_per_trial", lambda v: v),
+    "repo_mirror": ("repo_mirrors", lambda v: v or None),
+    "wheelhouse": ("sandbox.wheelhouses", lambda v: v or None),
+    "sandbox": ("sandbox.provider", lambda v: v),
+    "assets": ("assets_dir", lambda v: v),
+    "skip_missing_assets": ("skip_missing_assets", _switch),
+    "unsafe_local": ("sandbox.unsafe_local", _switch),
+    "no_pip_cache": ("sandbox.pip_cache", lambda v: False if v else None),
+    "shm_size_gb": ("sandbox.shm_size_bytes", lambda v: int(v * GiB) if v else None),
+    "memory_gb": ("sandbox.memory_bytes", _gib),
+    "pids_limit": ("sandbox.pids_limit", lambda v: v),
+    "disk_quota_gb": ("sandbox.disk_quota_bytes", _gib),
+    "network_policy": ("network.policy", lambda v: v),
+    "share_gpus_in_agent_phase": ("cluster.share_gpus_in_agent_phase", _switch),
+    "max_attempts": ("max_attempts", lambda v: v),
+    "agent_timeout": ("agent_timeout_s", lambda v: v),
+    "toolchains_dir": ("sandbox.toolchains_dir", lambda v: v),
+    "max_cost_usd": ("llm.max_cost_usd", lambda v: v),
+    "prices": ("llm.prices_file", lambda v: v),
+    "wandb": ("output.wandb_project", lambda v: v),
+    "wandb_timeout": ("output.wandb_timeout_s", lambda v: v),
+    "sweep_id": ("resume.sweep_id", lambda v: v),
+    "rerun": ("resume.rerun", _switch),
+    "fresh": ("resume.fresh", _switch),
+    "allow_drift": ("resume.allow_drift", _switch),
+    "keep_environments": ("output.keep_environments", lambda v: v),
+    "env_disk_budget_gb": ("output.env_disk_budget_bytes", _gib),
+    "verify_exports": ("output.verify_exports", _switch),
+}
+
+
+def option_flag(param: str) -> str:
+    """The command-line spelling of `sweep`'s option parameter `param` (its first long flag)."""
+    default = inspect.signature(sweep).parameters[param].default
+    decls = [d for d in getattr(default, "param_decls", ()) if d.startswith("--")]
+    return decls[0] if decls else "--" + param.replace("_", "-")
+
+
+def _path(key: str) -> str:
+    """A settings key as a field path: a flat-form key (`memory_bytes`) as its section's
+    (`sandbox.memory_bytes`), a path or top-level field as given."""
+    section_field = FLAT_KEYS.get(key)
+    return ".".join(section_field) if section_field and "." not in key else key
+
+
+def _set(data: dict, path: str, value) -> None:
+    head, _, rest = path.partition(".")
+    if rest:
+        table = data.setdefault(head, {})
+        if not isinstance(table, dict):  # a flat value under a section's name: a bad key, named by validation
+            table = data[head] = {}
+        _set(table, rest, value)
+    else:
+        data[head] = value
 
 
 def load_config(path: Path | None, overrides: dict) -> SweepConfig:
-    """Values from `--config` TOML, then flags (non-None `overrides`) on top.
+    """Values from `--config` TOML (sectioned or the flat form), then `overrides` on top: field
+    paths (`sandbox.memory_bytes`) or flat-form keys (`memory_bytes`) to values, None meaning
+    unset (the `sweep` command's come from OPTION_FIELDS).
 
-    Raises RebRayError with one line naming the file, field and bad value.
+    Raises RebRayError with one line naming the file (or the flag), field and bad value.
     """
     data: dict = {}
     if path is not None:
@@ -43,24 +120,55 @@ def load_config(path: Path | None, overrides: dict) -> SweepConfig:
     if isinstance(data.get("agents"), dict):  # [agents.NAME] tables: the specs, in the file's order
         data["agent_specs"] = {**data.get("agent_specs", {}), **data["agents"]}
         data["agents"] = list(data["agents"])
-    data.update({k: v for k, v in overrides.items() if v is not None})
     if isinstance(data.get("agents"), str):  # the same comma-separated form as --agents
         data["agents"] = [a.strip() for a in data["agents"].split(",") if a.strip()]
+    # The file's keys as written, by field path: errors name a setting the way the file does.
+    written = {".".join(FLAT_KEYS[k]): k for k, v in data.items() if is_flat(k, v)}
+    try:
+        data = sectioned(data)
+    except ValueError as exc:
+        raise RebRayError(f"{path}: {exc}") from None
+    flags = {_path(k): v for k, v in overrides.items() if v is not None}
+    if isinstance(flags.get("agents"), str):
+        flags["agents"] = [a.strip() for a in flags["agents"].split(",") if a.strip()]
+    for field, value in flags.items():
+        _set(data, field, value)
     try:
         return SweepConfig.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = [str(p) for p in err["loc"]] or [""]
-        if path is None or overrides.get(loc[0]) is not None:  # the value came from a flag
-            where, field = "flags", _FLAG_NAMES.get(loc[0], "--" + loc[0].replace("_", "-"))
-        else:  # the file's [agents.NAME] tables are SweepConfig.agent_specs
-            where, field = str(path), ".".join(["agents" if loc[0] == "agent_specs" else loc[0], *loc[1:]])
-        if err["type"] == "extra_forbidden":
-            model = AgentSpec if loc[0] == "agent_specs" else SweepConfig
-            close = difflib.get_close_matches(loc[-1], model.model_fields, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; valid keys: {', '.join(model.model_fields)}"
-            raise RebRayError(f"{where}: unknown key {field!r}{hint}") from None
-        raise RebRayError(f"{where}: {field} = {err.get('input')!r}: {err['msg']}") from None
+        raise RebRayError(_one_line(exc.errors()[0], path, flags, written)) from None
+
+
+def _one_line(err, path: Path | None, flags: dict, written: dict[str, str]) -> str:
+    """The first validation error as one line: where the value came from (`flags` or the file),
+    the field as the user spelled it, the value and what is wrong."""
+    ctx = err.get("ctx") or {}
+    loc = [str(p) for p in err["loc"]]
+    if "field" in ctx:  # a check across sections names its field itself
+        loc, value = ctx["field"].split("."), ctx.get("value")
+    else:
+        value = err.get("input")
+    field = ".".join(loc[:2]) if loc and loc[0] in SECTIONS else (loc[0] if loc else "")
+    if path is None or field in flags:  # the value came from a flag
+        option = next((o for o, (f, _) in OPTION_FIELDS.items() if f == field), None)
+        where, name = "flags", option_flag(option) if option else "--" + (loc[-1] if loc else "").replace("_", "-")
+    else:  # the file's [agents.NAME] tables are SweepConfig.agent_specs
+        where = str(path)
+        name = written.get(field) or ".".join(["agents" if loc and loc[0] == "agent_specs" else (loc[0] if loc else ""),
+                                               *loc[1:]])
+    if err["type"] == "extra_forbidden":
+        if loc and loc[0] == "agent_specs":
+            choices = list(AgentSpec.model_fields)
+        elif len(loc) > 1 and loc[0] in SECTIONS:
+            choices = list(SECTIONS[loc[0]].model_fields)
+        else:
+            choices = [*SweepConfig.model_fields, *FLAT_KEYS]
+        close = difflib.get_close_matches(loc[-1], choices, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; valid keys: {', '.join(dict.fromkeys(choices))}"
+        return f"{where}: unknown key {name!r}{hint}"
+    if not loc:  # a check of the whole configuration (a setting given twice)
+        return f"{where}: {err['msg']}"
+    return f"{where}: {name} = {value!r}: {err['msg']}"
 
 
 def sweep(
@@ -104,26 +212,13 @@ def sweep(
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ) -> None:
     """Run a sweep: every agent on every task, `--trials` times, each trial in its own sandbox."""
+    options = dict(locals())  # the options' values, taken before any other local exists
     from analysis.summary import format_summary, summarize
     from analysis.wandb_extras import summary_and_plots
     from reb_ray.results.read import read_trials
     from reb_ray.sweep.run import run_sweep
 
-    overrides = {
-        "suite": suite, "tasks": tasks, "tasks_root": tasks_root, "agents": None if agents is None else [a.strip() for a in agents.split(",") if a.strip()], "trials": trials,
-        "output": output, "address": address, "max_concurrent": max_concurrent, "cpus_per_trial": cpus_per_trial, "repo_mirrors": repo_mirror or None,
-        "wheelhouses": wheelhouse or None, "sandbox": sandbox, "assets_dir": assets, "skip_missing_assets": skip_missing_assets or None, "unsafe_local": unsafe_local or None,
-        "pip_cache": False if no_pip_cache else None, "agent_timeout_s": agent_timeout, "max_attempts": max_attempts,
-        "shm_size_bytes": int(shm_size_gb * 1024**3) if shm_size_gb else None, "sweep_id": sweep_id,
-        "memory_bytes": None if memory_gb is None else int(memory_gb * 1024**3), "pids_limit": pids_limit,
-        "disk_quota_bytes": None if disk_quota_gb is None else int(disk_quota_gb * 1024**3),
-        "network_policy": network_policy, "rerun": rerun or None, "fresh": fresh or None, "toolchains_dir": toolchains_dir, "max_cost_usd": max_cost_usd, "prices_file": prices,
-        "wandb_project": wandb, "wandb_timeout_s": wandb_timeout, "allow_drift": allow_drift or None,
-        "share_gpus_in_agent_phase": share_gpus_in_agent_phase or None,
-        "keep_environments": keep_environments,  # environment artifacts
-        "verify_exports": verify_exports or None,
-        "env_disk_budget_bytes": None if env_disk_budget_gb is None else int(env_disk_budget_gb * 1024**3),
-    }
+    overrides = {field: convert(options[name]) for name, (field, convert) in OPTION_FIELDS.items()}
     cfg = load_config(config, overrides)
     from reb_ray.trial.egress import unguarded_warning
 
@@ -131,12 +226,12 @@ def sweep(
         typer.echo(warning, err=True)
     from reb_ray.sandbox import capabilities_of, provider_class
 
-    if capabilities_of(cfg.sandbox).image:  # what this node's engine will not do (podman: limits, host guard)
-        for line in provider_class(cfg.sandbox).start_warnings():  # type: ignore[attr-defined]
+    if capabilities_of(cfg.sandbox.provider).image:  # what this node's engine will not do (podman: limits, host guard)
+        for line in provider_class(cfg.sandbox.provider).start_warnings():  # type: ignore[attr-defined]
             typer.echo(line, err=True)
     result = run_sweep(cfg, show_progress=not quiet, wandb_extras=summary_and_plots, exit_on_head_loss=True)
     typer.echo(f"sweep {result.sweep_id}: {result.attempts} attempt(s) run, {result.skipped} already scored, "
-               f"{result.infra_errors} infra error(s), {result.wall_time_s:.1f} s; results in {cfg.output}")
+               f"{result.infra_errors} infra error(s), {result.wall_time_s:.1f} s; results in {cfg.output.dir}")
     if result.reused:
         sources = ", ".join(f"{sweep} ({n})" for sweep, n in result.reused_from.items())
         typer.echo(f"reused {result.reused} scored trial(s) of the same identity from sweep(s) {sources}; --fresh runs them again")
@@ -144,9 +239,9 @@ def sweep(
         stop = (f"; budget reached: {result.not_launched} trial(s) not launched (run again with a larger "
                 "--max-cost-usd to continue)" if result.not_launched else "")
         typer.echo(f"cost: {result.budget.describe()}{stop}")
-    trials = read_trials(cfg.output, result.sweep_id)
+    trials = read_trials(cfg.output.dir, result.sweep_id)
     typer.echo(format_summary(summarize(trials), trials))
-    if cfg.verify_exports:
+    if cfg.output.verify_exports:
         _verify_exports(cfg, result.sweep_id)
 
 
@@ -155,9 +250,9 @@ def _verify_exports(cfg: SweepConfig, sweep_id: str) -> None:
     from reb_ray.sweep.verify_exports import verify_exports
 
     typer.echo("verifying the exports of this sweep's successes (rebuilt with --no-cache) ...")
-    records = verify_exports(cfg.output, sweep_id, cfg.tasks_root, cfg.repo_mirrors, progress=typer.echo)
+    records = verify_exports(cfg.output.dir, sweep_id, cfg.tasks_root, cfg.repo_mirrors, progress=typer.echo)
     counts = {"yes": sum(r.get("reproducible") is True for r in records),
               "no": sum(r.get("reproducible") is False for r in records),
               "not attempted": sum(r.get("reproducible") is None for r in records)}
     typer.echo(f"exports verified: {len(records)} new; reproducible " + ", ".join(f"{k} {v}" for k, v in counts.items())
-               + f"; records in {cfg.output / 'environments' / 'verifications.jsonl'}")
+               + f"; records in {cfg.output.dir / 'environments' / 'verifications.jsonl'}")

@@ -324,7 +324,7 @@ def capture(rec, sandbox, spec, repo_dir: str, report, secrets: list[str]) -> di
         python = report.python_path if report is not None else SYSTEM_PYTHON
         program = run_program(sandbox, python, repo_dir, to_size)
         interp = program.get("interpreter") or {}
-        wheel_dirs = [*spec.config.wheelhouses, *([spec.config.pip_cache_dir] if spec.config.pip_cache else [])]
+        wheel_dirs = [*spec.config.sandbox.wheelhouses, *([spec.config.sandbox.pip_cache_dir] if spec.config.sandbox.pip_cache else [])]
         version = interp.get("version")
         locate_wheels(program.get("distributions") or [], [Path(d) for d in wheel_dirs],
                       ".".join(version.split(".")[:2]) if version else None)

@@ -298,7 +298,7 @@ def export(output: Path, trial_id: str, out: Path, attempt: int | None = None, s
         (out / "conda-explicit.txt").write_text("@EXPLICIT\n" + "".join(f"{u}\n" for u in urls))
     copied, missing = 0, []
     if wheels and steps["hashed"]:
-        dirs = wheel_dirs if wheel_dirs is not None else [SweepConfig().pip_cache_dir,
+        dirs = wheel_dirs if wheel_dirs is not None else [SweepConfig().sandbox.pip_cache_dir,
                                                           *([NODE_WHEELHOUSE] if NODE_WHEELHOUSE.is_dir() else [])]
         (out / "wheels").mkdir()
         for name, version, _, file in steps["hashed"]:

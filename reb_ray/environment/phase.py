@@ -25,7 +25,7 @@ class EnvironmentPhase:
 
     def __init__(self, rec, spec, secrets: list[str]) -> None:
         self.rec, self.spec, self.secrets = rec, spec, list(secrets)
-        self.policy = getattr(spec.config, "keep_environments", "successes")
+        self.policy = spec.config.output.keep_environments
         self.client = None
         self.image_id: str | None = None
         rec.row["env_keep_policy"] = self.policy
@@ -65,7 +65,7 @@ class EnvironmentPhase:
 
     def _apply_budget(self) -> None:
         """The node's disk budget, applied after this attempt's image was kept (module docstring)."""
-        budget = getattr(self.spec.config, "env_disk_budget_bytes", None)
+        budget = self.spec.config.output.env_disk_budget_bytes
         try:
             result = keep.apply_budget(self.client, budget)
         except Exception as exc:  # noqa: BLE001 - a budget that cannot be applied never fails the trial

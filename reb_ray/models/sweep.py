@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from reb_ray.models.agent import AgentSpec
@@ -21,11 +21,209 @@ NODE_WHEELHOUSE = Path("/opt/wheels")
 GiB = 1024**3
 
 
+class _Section(BaseModel):
+    """A section of the sweep configuration: a `[name]` table of sweep.toml; unknown keys fail."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class SandboxSettings(_Section):
+    """`[sandbox]`: where each trial's sandbox runs and what it is given. Sizes are bytes.
+
+    `provider` is the sandbox kind (docker, podman, local, sleep); the limits are applied by
+    the engine (`hardening_kwargs`) and watched during the agent phase (`LimitWatch`).
+    """
+
+    provider: str = "docker"
+    image_profile: str = "minimal"
+    cpus_per_trial: float = Field(1.0, gt=0)
+    # memory_bytes None: the node's memory x 0.8 / its sandbox slots (limits.default_memory_bytes), decided on the node.
+    memory_bytes: int | None = Field(None, gt=0)
+    pids_limit: int = Field(4096, ge=64)
+    disk_quota_bytes: int = Field(50 * GiB, gt=0)  # the writable layer, watched during the agent phase
+    shm_size_bytes: int = 16 * GiB  # /dev/shm of each sandbox (Docker's 64 MB breaks DataLoader/NCCL)
+    unsafe_local: bool = False  # allow non-built-in agents in a sandbox without a guarded network of its own
+    pip_cache: bool = True
+    # The node's wheel cache, read-only to trials and filled by the harness (reb_ray/sandbox/package_cache.py).
+    pip_cache_dir: Path = Path.home() / ".cache" / "reb-ray" / "wheels"
+    ca_bundle: Path | None = HOST_CA_BUNDLE if HOST_CA_BUNDLE.exists() else None
+    wheelhouses: list[Path] = Field(default_factory=lambda: [NODE_WHEELHOUSE] if NODE_WHEELHOUSE.is_dir() else [])
+    toolchains_dir: Path | None = None  # agent toolchains (reb-ray agents install); default ~/.cache/reb-ray/toolchains
+    c4_cpu_gloo: bool = False  # test switch: run C4 on CPU with gloo when no GPUs exist
+
+
+class NetworkSettings(_Section):
+    """`[network]`: the sandboxes' network and egress.
+
+    `name` is the Docker network of the sandboxes. None (the default): reb-ray's own for the
+    policy, whose host guard closes the node's services to them (reb_ray/netpolicy/network.py).
+    A name (e.g. "bridge", Docker's default bridge) under `open`: that network as it is,
+    unguarded, recorded in the row (`network_host_guard` false) and warned about at sweep start.
+    `policy` (`TrialEgress`): `open` (the default: research repositories fetch from many hosts)
+    or `registries`: only the hosts of `allow` (host patterns, `DEFAULT_ALLOW`; a list replaces
+    the default) and the node's LLM proxy, through a per-trial allow-listing proxy; docker only.
+    """
+
+    name: str | None = Field(None, min_length=1)
+    policy: Literal["open", "registries"] = "open"
+    allow: list[str] = Field(default_factory=lambda: list(DEFAULT_ALLOW))
+
+    @field_validator("allow")
+    @classmethod
+    def _host_patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                parse_pattern(pattern)
+            except ValueError as exc:
+                raise PydanticCustomError("host_pattern", "{msg}", {"msg": str(exc)}) from None
+        return value
+
+
+class ClusterSettings(_Section):
+    """`[cluster]`: the Ray cluster the sweep runs on and how it is shared. Sizes are bytes.
+
+    `address` None: a local Ray. `max_concurrent` None: as many trials as the cluster's slots
+    hold. `share_gpus_in_agent_phase` (`PhaseSplit`): agent phases run on CPU slots of GPU nodes
+    and see GPUs without holding them; each probe phase leases its node's GPUs exclusively.
+    `min_free_bytes`: free disk a node needs for a trial (infra_disk_full below it).
+    """
+
+    address: str | None = None
+    max_concurrent: int | None = Field(None, ge=1)
+    share_gpus_in_agent_phase: bool = False
+    min_free_bytes: int = 2 * GiB
+
+
+class LlmSettings(_Section):
+    """`[llm]`: LLM agents' budget and retries. Money in USD, times in seconds.
+
+    `max_cost_usd`: the sweep's budget: no new trial is launched once the cost recorded in its
+    rows (every attempt, earlier runs included) reaches it; not part of the sweep id, so a
+    resume with a larger budget continues the same sweep. An attempt that failed for a rate
+    limit or an unavailable endpoint is retried after `retry_backoff_s * 2**(n-1)` seconds for
+    its n-th such retry, at least the endpoint's Retry-After, at most `retry_backoff_max_s`.
+    `prices_file`: a user price table over the shipped one (reb_ray/llm/prices.py).
+    """
+
+    max_cost_usd: float | None = Field(None, gt=0)
+    retry_backoff_s: float = Field(10.0, ge=0)
+    retry_backoff_max_s: float = Field(300.0, ge=0)
+    prices_file: Path | None = None
+
+
+class OutputSettings(_Section):
+    """`[output]`: where results go and what is kept beside them. Sizes bytes, times seconds.
+
+    `dir`: the output directory (Parquet datasets, artifacts, sweep identities). W&B
+    (`WandbLog`): `wandb_project` the driver mirrors rows to (None: none), `wandb_timeout_s` the
+    bound on its finish. `keep_environments` (reb_ray/environment/keep.py): which attempts keep
+    their agent's container as an image: none | successes | scored | all. `env_disk_budget_bytes`:
+    the node's budget for kept images (their own layers, all sweeps), applied oldest-first after
+    each kept commit; None: 50 GiB, or half the Docker data root's free disk when less.
+    `verify_exports`: after the sweep, export and rebuild each success not verified before
+    (reb_ray/sweep/verify_exports.py). None of these is part of the sweep id: they change no trial.
+    """
+
+    dir: Path = Path("reb-runs")
+    wandb_project: str | None = None
+    wandb_timeout_s: float = Field(60.0, gt=0)
+    keep_environments: Literal["none", "successes", "scored", "all"] = "successes"
+    env_disk_budget_bytes: int | None = Field(None, ge=0)
+    verify_exports: bool = False
+
+
+class ResumeSettings(_Section):
+    """`[resume]`: how a run continues what the output directory holds (reb_ray/sweep/identity.py).
+
+    `rerun`: run trials again although scored. `fresh`: run every trial this sweep has not
+    scored itself, reusing none scored by other sweeps of the output directory
+    (reb_ray/sweep/trial_identity.py). `allow_drift`: resume with scoring settings that differ
+    from the sweep's first run, recorded in the identity file and each new row's `config_drift`.
+    `sweep_id`: the sweep's id (None: derived, `SweepConfig.resolved_sweep_id`).
+    """
+
+    rerun: bool = False
+    fresh: bool = False
+    allow_drift: bool = False
+    sweep_id: str | None = None
+
+
+#: The sections of SweepConfig: name -> model.
+SECTIONS: dict[str, type[_Section]] = {"sandbox": SandboxSettings, "network": NetworkSettings,
+                                       "cluster": ClusterSettings, "llm": LlmSettings, "output": OutputSettings,
+                                       "resume": ResumeSettings}
+#: The flat form's keys (SweepConfig before sections; still accepted in sweep.toml, flags and
+#: keyword arguments, and the names of the sweep identity's fields) -> (section, field).
+FLAT_KEYS: dict[str, tuple[str, str]] = {
+    "sandbox": ("sandbox", "provider"), "image_profile": ("sandbox", "image_profile"),
+    "cpus_per_trial": ("sandbox", "cpus_per_trial"), "memory_bytes": ("sandbox", "memory_bytes"),
+    "pids_limit": ("sandbox", "pids_limit"), "disk_quota_bytes": ("sandbox", "disk_quota_bytes"),
+    "shm_size_bytes": ("sandbox", "shm_size_bytes"), "unsafe_local": ("sandbox", "unsafe_local"),
+    "pip_cache": ("sandbox", "pip_cache"), "pip_cache_dir": ("sandbox", "pip_cache_dir"),
+    "ca_bundle": ("sandbox", "ca_bundle"), "wheelhouses": ("sandbox", "wheelhouses"),
+    "toolchains_dir": ("sandbox", "toolchains_dir"), "c4_cpu_gloo": ("sandbox", "c4_cpu_gloo"),
+    "network": ("network", "name"), "network_policy": ("network", "policy"), "network_allow": ("network", "allow"),
+    "address": ("cluster", "address"), "max_concurrent": ("cluster", "max_concurrent"),
+    "share_gpus_in_agent_phase": ("cluster", "share_gpus_in_agent_phase"), "min_free_bytes": ("cluster", "min_free_bytes"),
+    "max_cost_usd": ("llm", "max_cost_usd"), "llm_retry_backoff_s": ("llm", "retry_backoff_s"),
+    "llm_retry_backoff_max_s": ("llm", "retry_backoff_max_s"), "prices_file": ("llm", "prices_file"),
+    "output": ("output", "dir"), "wandb_project": ("output", "wandb_project"),
+    "wandb_timeout_s": ("output", "wandb_timeout_s"), "keep_environments": ("output", "keep_environments"),
+    "env_disk_budget_bytes": ("output", "env_disk_budget_bytes"), "verify_exports": ("output", "verify_exports"),
+    "rerun": ("resume", "rerun"), "fresh": ("resume", "fresh"), "allow_drift": ("resume", "allow_drift"),
+    "sweep_id": ("resume", "sweep_id"),
+}
+
+
+def is_flat(key: str, value) -> bool:
+    """Whether `key: value` is a flat-form setting. Three flat keys share their section's name
+    (`sandbox`, `network`, `output`): there a table (dict or section model) is the section and
+    anything else (a provider name, a network name or None, a path) the flat setting."""
+    if key not in FLAT_KEYS:
+        return False
+    return key not in SECTIONS or not isinstance(value, (dict, _Section))
+
+
+def sectioned(data: dict) -> dict:
+    """`data` with every flat-form key moved into its section (FLAT_KEYS), the rest as given.
+
+    A section given as a model keeps only the fields set on it, so a flat key beside it is not
+    a clash. Raises ValueError naming both spellings when a setting is given flat and in its
+    section (which one wins would be a guess).
+    """
+    out: dict = {}
+    flat: list[tuple[str, object]] = []
+    for key, value in data.items():
+        if is_flat(key, value):
+            flat.append((key, value))
+        elif key in SECTIONS and isinstance(value, _Section):
+            out[key] = value.model_dump(exclude_unset=True)
+        elif key in SECTIONS and isinstance(value, dict):
+            out[key] = dict(value)
+        else:
+            out[key] = value
+    for key, value in flat:
+        section, field = FLAT_KEYS[key]
+        table = out.setdefault(section, {})
+        if field in table:
+            raise ValueError(f"{key!r} is given twice: flat and as {section}.{field}; keep one")
+        table[field] = value
+    return out
+
+
 class SweepConfig(BaseModel):
     """One sweep's configuration (flags override `--config sweep.toml` values).
 
-    Times are seconds, sizes bytes. `sweep_id` defaults to a hash of what defines the trial
-    set (suite, task pattern, agents, trials), so rerunning the same sweep resumes it.
+    Times are seconds, sizes bytes. The top level says which trials the sweep holds and what
+    a trial is given (suite, tasks, agents, trials, the agent's time limit, attempts, the
+    inputs a trial reads); the sections say where and how they run: `sandbox`, `network`,
+    `cluster`, `llm`, `output`, `resume` (each a `[name]` table of sweep.toml). The flat form
+    (every setting at the top level under its FLAT_KEYS name, as before sections) is still
+    accepted, so existing sweep.toml files, flags and callers keep working; `flat()` is that
+    view, and the sweep id and identity keep its names, so existing outputs resume.
+
+    `resume.sweep_id` defaults to a hash of what defines the trial set (suite, task pattern,
+    agents, trials), so rerunning the same sweep resumes it.
 
     `agents` are agent names in order; each is a key of `agent_specs` (the `[agents.NAME]`
     tables of sweep.toml) or a shorthand `kind`, `kind@model`, `package.module:Class`.
@@ -39,79 +237,31 @@ class SweepConfig(BaseModel):
     agent_specs: dict[str, AgentSpec] = Field(default_factory=dict)
     agents: list[str] = Field(default_factory=lambda: ["heuristic", "noop"], min_length=1)
     trials: int = Field(1, ge=1)
-    output: Path = Path("reb-runs")
-    address: str | None = None
-    max_concurrent: int | None = Field(None, ge=1)
-    repo_mirrors: list[Path] = Field(default_factory=list)
-    wheelhouses: list[Path] = Field(default_factory=lambda: [NODE_WHEELHOUSE] if NODE_WHEELHOUSE.is_dir() else [])
-    sandbox: str = "docker"
-    unsafe_local: bool = False
-    image_profile: str = "minimal"
-    pip_cache: bool = True
-    # The node's wheel cache, read-only to trials and filled by the harness (reb_ray/sandbox/package_cache.py).
-    pip_cache_dir: Path = Path.home() / ".cache" / "reb-ray" / "wheels"
-    ca_bundle: Path | None = HOST_CA_BUNDLE if HOST_CA_BUNDLE.exists() else None
-    # The Docker network of the sandboxes. None (the default): reb-ray's own for the policy,
-    # whose host guard closes the node's services to them (reb_ray/netpolicy/network.py). A name
-    # (e.g. "bridge", Docker's default bridge) under `open`: that network as it is, unguarded,
-    # recorded in the row (`network_host_guard` false) and warned about at sweep start.
-    network: str | None = Field(None, min_length=1)
-    # Egress of the sandboxes (`TrialEgress`): `open` (the default: research
-    # repositories fetch from many hosts) or `registries`: only the hosts of `network_allow` (host
-    # patterns, `DEFAULT_ALLOW`; a list replaces the default) and the node's LLM proxy,
-    # through a per-trial allow-listing proxy; docker sandbox only.
-    network_policy: Literal["open", "registries"] = "open"
-    network_allow: list[str] = Field(default_factory=lambda: list(DEFAULT_ALLOW))
-    cpus_per_trial: float = Field(1.0, gt=0)
-    # Sandbox limits, in bytes and processes (`hardening_kwargs`, `LimitWatch`). memory_bytes None: the
-    # node's memory x 0.8 / its sandbox slots (limits.default_memory_bytes), decided on the node.
-    memory_bytes: int | None = Field(None, gt=0)
-    pids_limit: int = Field(4096, ge=64)
-    disk_quota_bytes: int = Field(50 * GiB, gt=0)  # the writable layer, watched during the agent phase
     agent_timeout_s: float = Field(1800.0, gt=0)
     max_attempts: int = Field(2, ge=1, description="attempts per trial when infra fails")
-    min_free_bytes: int = 2 * GiB
+    repo_mirrors: list[Path] = Field(default_factory=list)
     assets_dir: Path | None = None  # read-only asset cache for the probes (--assets)
     # A missing asset fails the trial before the agent runs (infra, retried) unless this is set:
     # then the agent runs, only the stages needing the asset are left not_run, the rest is scored.
     skip_missing_assets: bool = False
-    shm_size_bytes: int = 16 * GiB  # /dev/shm of each sandbox, bytes (Docker's 64 MB breaks DataLoader/NCCL)
-    toolchains_dir: Path | None = None  # agent toolchains (reb-ray agents install); default ~/.cache/reb-ray/toolchains
-    c4_cpu_gloo: bool = False  # test switch: run C4 on CPU with gloo when no GPUs exist
-    # Agent-phase GPU sharing (`PhaseSplit`): agent phases run on CPU slots of GPU nodes and
-    # see GPUs without holding them; each probe phase leases its node's GPUs exclusively.
-    share_gpus_in_agent_phase: bool = False
-    # LLM agents. The sweep's budget in USD: no new trial is launched once the cost
-    # recorded in its rows (every attempt, earlier runs included) reaches it. Not part of the
-    # sweep id: a resume with a larger budget continues the same sweep.
-    max_cost_usd: float | None = Field(None, gt=0)
-    # Backoff before retrying an attempt that failed for a rate limit or an unavailable endpoint:
-    # base * 2**(n-1) seconds for its n-th such retry, at least the endpoint's Retry-After, capped.
-    llm_retry_backoff_s: float = Field(10.0, ge=0)
-    llm_retry_backoff_max_s: float = Field(300.0, ge=0)
-    prices_file: Path | None = None  # a user price table over the shipped one (reb_ray/llm/prices.py)
-    # W&B (`WandbLog`): the project the driver logs rows to, or None.
-    # Not part of the sweep id: where rows are mirrored does not change a trial.
-    wandb_project: str | None = None
-    wandb_timeout_s: float = Field(60.0, gt=0)  # the bound on W&B's finish; past it W&B is abandoned
-    rerun: bool = False
-    # Run every trial this sweep has not scored itself, reusing none scored by other sweeps of the
-    # output directory (reb_ray/sweep/trial_identity.py).
-    fresh: bool = False
-    # Resume with scoring settings that differ from the sweep's first run (reb_ray/sweep/identity.py);
-    # the drifted fields are recorded in the identity file and in each new row's `config_drift`.
-    allow_drift: bool = False
-    sweep_id: str | None = None
-    # Which attempts keep their agent's container as an image (reb_ray/environment/keep.py):
-    # none | successes | scored | all. Not part of the sweep id: keeping does not change a trial.
-    keep_environments: Literal["none", "successes", "scored", "all"] = "successes"
-    # The node's budget for kept images, bytes of their own layers, all sweeps together, applied
-    # oldest-first after each kept commit (reb_ray/environment/keep.py). None: 50 GiB, or half of
-    # the Docker data root's free disk (plus what kept images hold) when that is less.
-    env_disk_budget_bytes: int | None = Field(None, ge=0)
-    # After the sweep, export each success not verified before and rebuild it to verify it
-    # (reb_ray/sweep/verify_exports.py). Not part of the sweep id: it reads the trials, changes none.
-    verify_exports: bool = False
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    network: NetworkSettings = Field(default_factory=NetworkSettings)
+    cluster: ClusterSettings = Field(default_factory=ClusterSettings)
+    llm: LlmSettings = Field(default_factory=LlmSettings)
+    output: OutputSettings = Field(default_factory=OutputSettings)
+    resume: ResumeSettings = Field(default_factory=ResumeSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sections_from_flat(cls, data):
+        """The flat form's keys moved into their sections (`sectioned`); unknown keys stay at
+        the top level, where `extra="forbid"` names them."""
+        if not isinstance(data, dict):
+            return data
+        try:
+            return sectioned(data)
+        except ValueError as exc:
+            raise PydanticCustomError("flat_and_section", "{msg}", {"msg": str(exc)}) from None
 
     @field_validator("agent_specs", mode="before")
     @classmethod
@@ -129,28 +279,21 @@ class SweepConfig(BaseModel):
             out[key] = spec
         return out
 
-    @field_validator("network_allow")
-    @classmethod
-    def _host_patterns(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            try:
-                parse_pattern(pattern)
-            except ValueError as exc:
-                raise PydanticCustomError("host_pattern", "{msg}", {"msg": str(exc)}) from None
-        return value
-
-    @field_validator("network_policy")
-    @classmethod
-    def _policy_needs_docker(cls, value: str, info: ValidationInfo) -> str:
-        sandbox, network = info.data.get("sandbox"), info.data.get("network")
-        own_network = sandbox in PROVIDERS and capabilities_of(sandbox).own_network
-        if value == "registries" and not own_network:
+    @model_validator(mode="after")
+    def _policy_needs_docker(self) -> SweepConfig:
+        """`registries` needs a sandbox with a network of its own and reb-ray's network. The
+        error's context names the field (`field`, `value`) since a model check has no location."""
+        provider, network, policy = self.sandbox.provider, self.network.name, self.network.policy
+        own_network = provider in PROVIDERS and capabilities_of(provider).own_network
+        where = {"field": "network.policy", "value": policy}
+        if policy == "registries" and not own_network:
             raise PydanticCustomError("network_policy", "the {sandbox} sandbox shares the node's network, which no "
-                                      "proxy can restrict: `registries` needs the docker sandbox", {"sandbox": sandbox})
-        if value == "registries" and network in ("host", "none"):
+                                      "proxy can restrict: `registries` needs the docker sandbox",
+                                      {"sandbox": provider, **where})
+        if policy == "registries" and network in ("host", "none"):
             raise PydanticCustomError("network_policy", "`registries` puts sandboxes on reb-ray's internal network; "
-                                      "it cannot be combined with network '{network}'", {"network": network})
-        return value
+                                      "it cannot be combined with network '{network}'", {"network": network, **where})
+        return self
 
     @field_validator("agents")
     @classmethod
@@ -166,26 +309,54 @@ class SweepConfig(BaseModel):
                                               {"name": repr(name), "where": where, "msg": exc.errors()[0]["msg"]}) from None
         return value
 
+    @classmethod
+    def field_paths(cls) -> list[str]:
+        """Every setting's path: top-level fields by name, section fields as `section.field`."""
+        return [f"{name}.{field}" if name in SECTIONS else name for name in cls.model_fields
+                for field in (SECTIONS[name].model_fields if name in SECTIONS else [None])]
+
+    def flat(self) -> dict[str, object]:
+        """{flat-form key: value}: every setting under its name before sections (FLAT_KEYS).
+        The sweep identity and `config_drift` name settings this way, so they stay comparable
+        with those of sweeps configured before sections."""
+        out = {name: getattr(self, name) for name in type(self).model_fields if name not in SECTIONS}
+        out.update({key: getattr(getattr(self, section), field) for key, (section, field) in FLAT_KEYS.items()})
+        return out
+
+    def updated(self, **changes) -> SweepConfig:
+        """A validated copy with `changes` applied: flat-form keys or top-level fields, or whole
+        sections as tables (merged into the current section). Unlike `model_copy(update=...)`,
+        a flat key lands in its section and a bad value fails."""
+        data = {name: getattr(self, name).model_dump(exclude_unset=False) if name in SECTIONS else getattr(self, name)
+                for name in type(self).model_fields}
+        for key, value in sectioned(changes).items():
+            if key in SECTIONS:
+                data[key] = {**data[key], **value}
+            else:
+                data[key] = value
+        return type(self).model_validate(data)
+
     def agent_spec(self, name: str) -> AgentSpec:
         """The spec of agent `name`: its `[agents.NAME]` table, else the shorthand parsed."""
         return self.agent_specs.get(name) or AgentSpec.from_shorthand(name)
 
     def resolved_sweep_id(self) -> str:
-        """`sweep_id`, or `<suite>-<hash8>` of the trial-defining fields.
+        """`resume.sweep_id`, or `<suite>-<hash8>` of the trial-defining fields.
 
         An agent whose spec is more than its name says (a table, extra arguments, limits) adds
         its identity (AgentSpec.identity: kind, model, arguments, limits; never the endpoint). A
         network policy other than `open` adds itself and its allow-list (what a trial may fetch).
+        The hashed parts and their keys are those of the flat form, so ids never change.
         """
-        if self.sweep_id:
-            return self.sweep_id
-        parts: list = [self.suite, self.tasks, sorted(self.agents), self.trials, self.sandbox]
+        if self.resume.sweep_id:
+            return self.resume.sweep_id
+        parts: list = [self.suite, self.tasks, sorted(self.agents), self.trials, self.sandbox.provider]
         identities = {name: self.agent_spec(name).identity() for name in sorted(set(self.agents))
                       if self.agent_spec(name).identity() != _shorthand_identity(name)}
         if identities:  # kept out otherwise, so sweeps of plain names keep their ids
             parts.append(identities)
-        if self.network_policy != "open":  # kept out for `open`, so existing sweeps keep their ids
-            parts.append({"network_policy": self.network_policy, "network_allow": sorted(self.network_allow)})
+        if self.network.policy != "open":  # kept out for `open`, so existing sweeps keep their ids
+            parts.append({"network_policy": self.network.policy, "network_allow": sorted(self.network.allow)})
         key = json.dumps(parts, sort_keys=True)
         return f"{self.suite}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
 

@@ -22,13 +22,13 @@ def driver_outcome(spec: TrialSpec, category: str, message: str, *, owner: str =
     finished = now()
     row = {
         "sweep_id": spec.sweep_id, "trial_id": spec.trial_id, "attempt": spec.attempt, "trial_index": spec.trial_index,
-        "task_id": spec.task.id, "suite": spec.task.suite, "agent": spec.agent, "sandbox_provider": spec.config.sandbox,
+        "task_id": spec.task.id, "suite": spec.task.suite, "agent": spec.agent, "sandbox_provider": spec.config.sandbox.provider,
         "c0_total": spec.task.c0_baseline_total, "status": "infra_error", "failure_owner": owner,
         "failure_category": category, "failure_reason": f"{category}: {message}"[:2000],
         "node": node, "started_at": started_at, "finished_at": finished, "rerun": spec.rerun,
         "trial_wall_time_s": (finished - started_at).total_seconds() if started_at else None,
-        "sweep_max_cost_usd": spec.config.max_cost_usd, "network_policy": spec.config.network_policy,
-        "gpu_sharing": spec.config.share_gpus_in_agent_phase, **agent_columns(spec),
+        "sweep_max_cost_usd": spec.config.llm.max_cost_usd, "network_policy": spec.config.network.policy,
+        "gpu_sharing": spec.config.cluster.share_gpus_in_agent_phase, **agent_columns(spec),
     }
     return TrialOutcome(row, [])
 

@@ -35,7 +35,7 @@ LOAD_TIMEOUT_S = 1800.0  # a node's `docker load` of the shipped image (GBs over
 @dataclass(frozen=True)
 class NodeRequirements:
     """What a node must have for a sweep: `image` (the docker sandbox's tag; None for sandboxes
-    without Docker), `min_free_bytes` free for trials (SweepConfig.min_free_bytes, the trial's
+    without Docker), `min_free_bytes` free for trials (SweepConfig.cluster.min_free_bytes, the trial's
     own preflight threshold), and `paths`: (what, directory) pairs every node must hold."""
 
     image: str | None
@@ -50,8 +50,8 @@ class NodeRequirements:
         empty directory, and pip then falls back to the index, so a node without one still runs."""
         paths = [("assets", str(config.assets_dir))] if config.assets_dir else []
         paths += [("repo mirror", str(p)) for p in config.repo_mirrors]
-        return cls(image if capabilities_of(config.sandbox).image else None, config.min_free_bytes, tuple(paths),
-                   config.sandbox)
+        return cls(image if capabilities_of(config.sandbox.provider).image else None, config.cluster.min_free_bytes, tuple(paths),
+                   config.sandbox.provider)
 
 
 @dataclass

@@ -347,7 +347,7 @@ def _node_proxies(specs: list[TrialSpec]) -> NodeProxies | None:
 
     config = specs[0].config
     # Bound where the sandboxes are: the gateway of reb-ray's network for the policy.
-    return NodeProxies(keys, config.sandbox, sandbox_network(config), str(config.prices_file) if config.prices_file else None)
+    return NodeProxies(keys, config.sandbox.provider, sandbox_network(config), str(config.llm.prices_file) if config.llm.prices_file else None)
 
 
 def _reap_after_kill() -> None:

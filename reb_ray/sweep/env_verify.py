@@ -97,7 +97,7 @@ def verify(export_dir: Path, output: Path | None = None, no_cache: bool = True, 
                     "source_agent_wall_time_s": info.get("agent_wall_time_s"), "source_stages": info.get("stages")}
     # The node's CA bundle (the one its sandboxes get) for pip during the build only: a network
     # whose TLS is intercepted is the node's, not the recipe's.
-    ca = SweepConfig().ca_bundle
+    ca = SweepConfig().sandbox.ca_bundle
     placed = export_dir / "certs" / "ca.pem"
     if ca is not None and Path(ca).is_file() and placed.parent.is_dir() and not placed.exists():
         shutil.copyfile(ca, placed)

@@ -31,20 +31,20 @@ def expand(config: SweepConfig, image: str | None, state: SweepState | None = No
         if agent.requires_model and not config.agent_spec(name).model:
             raise RebRayError(f"agent {name!r}: kind {config.agent_spec(name).kind} needs a model "
                               f"(`{config.agent_spec(name).kind}@MODEL` or `model = ...` in its table)")
-        if not (agent.trusted or config.unsafe_local or _isolated(config.sandbox)):
-            raise RebRayError(f"agent {name!r}: the {config.sandbox} sandbox does not keep an agent from the node's "
+        if not (agent.trusted or config.sandbox.unsafe_local or _isolated(config.sandbox.provider)):
+            raise RebRayError(f"agent {name!r}: the {config.sandbox.provider} sandbox does not keep an agent from the node's "
                               "network or files (no host guard), so it runs only the trusted built-in agents (noop, "
                               "heuristic); use `--sandbox docker`, or pass `--unsafe-local` to run this agent anyway")
         if agent.uses_llm:  # its key, endpoint and prices, before any trial starts
-            check_llm_agent(config.agent_spec(name), price_table(str(config.prices_file) if config.prices_file else None),
-                            config.max_cost_usd)
+            check_llm_agent(config.agent_spec(name), price_table(str(config.llm.prices_file) if config.llm.prices_file else None),
+                            config.llm.max_cost_usd)
     state = state or SweepState.read(config)
     # Trials write their log artifacts under the output directory from wherever their worker
     # runs (reb_ray.trial.artifacts): a relative path must mean the driver's.
-    config = config.model_copy(update={"output": config.output.resolve()})
+    config = config.updated(output=config.output.dir.resolve())
     sweep_id = state.sweep_id
     scored = state.scored_ids
-    done = set() if config.rerun else scored
+    done = set() if config.resume.rerun else scored
     previous = state.last_attempts
     specs, skipped = [], 0
     for agent in config.agents:

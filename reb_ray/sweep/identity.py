@@ -26,7 +26,9 @@ from reb_ray.errors import RebRayError
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.models.task import TaskSpec
 
-#: SweepConfig fields a trial's score depends on (the rest are volatile or bookkeeping).
+#: SweepConfig settings a trial's score depends on (the rest are volatile or bookkeeping), by
+#: their flat-form names (`SweepConfig.flat`): the identity's keys and `config_drift`'s values
+#: stay those of sweeps configured before sections, so their outputs resume.
 SCORED_SETTINGS = ("sandbox", "image_profile", "agent_timeout_s", "shm_size_bytes", "pids_limit", "memory_bytes",
                    "disk_quota_bytes", "cpus_per_trial", "network_policy", "pip_cache", "skip_missing_assets",
                    "c4_cpu_gloo")
@@ -58,9 +60,10 @@ def scoring_identity(config: SweepConfig, image: str | None, tasks: list[TaskSpe
             identity[f"agent.{name}.{field}"] = value
     for task in tasks:
         identity[f"task.{task.id}"] = task_digest(task)
+    flat = config.flat()
     for field in SCORED_SETTINGS:
-        identity[field] = getattr(config, field)
-    identity["network_allow"] = sorted(config.network_allow) if config.network_policy != "open" else None
+        identity[field] = flat[field]
+    identity["network_allow"] = sorted(config.network.allow) if config.network.policy != "open" else None
     return identity
 
 

@@ -179,7 +179,7 @@ def reprobe_trial(source: dict, stages: dict[str, dict], task: TaskSpec, config:
     spec = TrialSpec(sweep_id=new_sweep, agent=source["agent"], task=task, trial_index=source["trial_index"],
                      attempt=source["attempt"], config=config, image=source["env_image_id"])
     rec = TrialRecorder(spec)
-    rec.row = {**source, **{c: None for c in PROBE_COLUMNS}, **fingerprint(config.sandbox), "sweep_id": new_sweep,
+    rec.row = {**source, **{c: None for c in PROBE_COLUMNS}, **fingerprint(config.sandbox.provider), "sweep_id": new_sweep,
                "node": socket.gethostname(), "started_at": rec.row["started_at"], "reused_from": source["sweep_id"],
                "probe_toolbox": toolbox, "rerun": False}
     rec.stages = [dict(s, sweep_id=new_sweep) for name, s in stages.items() if name not in PROBE_ROWS]
@@ -193,7 +193,7 @@ def reprobe_trial(source: dict, stages: dict[str, dict], task: TaskSpec, config:
     egress, sandbox, open_s = TrialEgress(config), None, None
     try:
         started = time.monotonic()
-        sandbox = open_sandbox(config.sandbox, egress.open(sandbox_cfg), trusted=False, allow_unsafe=False)
+        sandbox = open_sandbox(config.sandbox.provider, egress.open(sandbox_cfg), trusted=False, allow_unsafe=False)
         egress.attach(sandbox)
         open_s = time.monotonic() - started
         rec.row.update(sandbox_limits_enforced=sandbox.capabilities.enforces_limits)
@@ -215,7 +215,7 @@ def reprobe_trial(source: dict, stages: dict[str, dict], task: TaskSpec, config:
         rec.infra("infra_harness", f"{type(exc).__name__}: {exc}")
     _close(rec, sandbox, egress, None)
     outcome = rec.outcome(redactor)
-    artifacts.deliver(outcome, staging, config.output.resolve(), False)
+    artifacts.deliver(outcome, staging, config.output.dir.resolve(), False)
     return outcome, open_s
 
 

@@ -68,15 +68,15 @@ def _prepare_sandbox(config: SweepConfig) -> str | None:
     """
     from reb_ray.sandbox import capabilities_of
 
-    if not capabilities_of(config.sandbox).image:  # raises UnknownName for a name no provider has
+    if not capabilities_of(config.sandbox.provider).image:  # raises UnknownName for a name no provider has
         return None
     from reb_ray.sandbox import provider_class
     from reb_ray.sandbox.reaper import reap
 
-    engine = provider_class(config.sandbox)  # the docker daemon, or the podman service
+    engine = provider_class(config.sandbox.provider)  # the docker daemon, or the podman service
     client = engine.connect_engine()  # type: ignore[attr-defined]
     reap(client)
-    return engine.require_image(client, config.image_profile)  # type: ignore[attr-defined]
+    return engine.require_image(client, config.sandbox.image_profile)  # type: ignore[attr-defined]
 
 
 def _key_names(config: SweepConfig) -> list[str]:
@@ -106,15 +106,15 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
     from reb_ray.orchestrators.ray_orchestrator import RayOrchestrator
     from reb_ray.orchestrators.session import init_ray
 
-    if config.address:  # a wrong address fails in seconds (not after Ray's minutes), before anything is written
-        probe(config.address)
-    _check_output(config.output)
+    if config.cluster.address:  # a wrong address fails in seconds (not after Ray's minutes), before anything is written
+        probe(config.cluster.address)
+    _check_output(config.output.dir)
     image = _prepare_sandbox(config)
     state = SweepState.read(config)  # the suite and the output directory, read once
     specs, skipped = expand(config, image, state)
     result = SweepResult(sweep_id=state.sweep_id, skipped=skipped)
     scoring = scoring_identity(config, image, state.tasks)
-    drift = check_identity(config.output.resolve(), state.sweep_id, scoring, config.allow_drift,
+    drift = check_identity(config.output.dir.resolve(), state.sweep_id, scoring, config.resume.allow_drift,
                            scored=bool(state.scored_ids))
     identities = trial_identities(specs, scoring)
     specs = _reuse(config, specs, identities, result, state)
@@ -122,25 +122,25 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
     # run on the node into another output directory; a dead attempt's removal takes only ours).
     run_id = uuid.uuid4().hex[:16]
     specs = [spec.model_copy(update={"run_id": run_id}) for spec in specs]
-    if config.max_cost_usd is not None:  # what earlier runs of the sweep spent counts (a resume continues)
-        result.budget = SweepBudget.from_table(config.max_cost_usd, state.own_rows)
+    if config.llm.max_cost_usd is not None:  # what earlier runs of the sweep spent counts (a resume continues)
+        result.budget = SweepBudget.from_table(config.llm.max_cost_usd, state.own_rows)
         if result.budget.reached:
             result.not_launched = len(specs)
             return result
     if not specs:
         return result
     start = time.monotonic()
-    init_ray(config.address, _key_names(config), sweep_log(config, result.sweep_id))
+    init_ray(config.cluster.address, _key_names(config), sweep_log(config, result.sweep_id))
     from reb_ray.orchestrators.node_check import NodeRequirements
 
     # No --max-concurrent: as many trials as the live cluster's slots hold (a node that joins adds its own).
-    orchestrator = RayOrchestrator(config.max_concurrent, config.cpus_per_trial, docker_image=image, budget=result.budget,
-                                   backoff=RetryBackoff(config.llm_retry_backoff_s, config.llm_retry_backoff_max_s),
+    orchestrator = RayOrchestrator(config.cluster.max_concurrent, config.sandbox.cpus_per_trial, docker_image=image, budget=result.budget,
+                                   backoff=RetryBackoff(config.llm.retry_backoff_s, config.llm.retry_backoff_max_s),
                                    expected_s=estimator(medians=table_medians(state.history)), slot_start_concurrency=slot_start_concurrency,
                                    requirements=NodeRequirements.for_sweep(config, image),
                                    on_node_line=lambda line: _node_line(config, result.sweep_id, line),
-                                   memory_bytes=config.memory_bytes, share_gpus=config.share_gpus_in_agent_phase)
-    sink = ParquetSink(config.output)
+                                   memory_bytes=config.sandbox.memory_bytes, share_gpus=config.cluster.share_gpus_in_agent_phase)
+    sink = ParquetSink(config.output.dir)
     wandb = _open_wandb(config, result.sweep_id)
     counts = {"running": 0, "done": 0, "failed": 0}
     # One outcome is written at a time; the head watch takes this lock to stop the sweep between two.
@@ -205,7 +205,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
         finally:
             watch.stop()
             sink.close()  # every row on disk, the run lock released
-    result.compaction = compact_if_idle(config.output, result.sweep_id)  # a few files per sweep, not one per flush
+    result.compaction = compact_if_idle(config.output.dir, result.sweep_id)  # a few files per sweep, not one per flush
     if wandb is not None:  # after Parquet is whole and compacted: the artifact holds the final files
         _finish_wandb(wandb, config, result.sweep_id, wandb_extras)
     result.not_launched = len(orchestrator.not_launched)
@@ -234,7 +234,7 @@ def sweep_log(config: SweepConfig, sweep_id: str) -> Path:
     time first: `<output>/.reb-ray/logs/sweep-<id>.log`."""
     from reb_ray.results.layout import CONTROL_DIR, sweep_dir_name
 
-    return config.output.resolve() / CONTROL_DIR / "logs" / f"{sweep_dir_name(sweep_id)}.log"
+    return config.output.dir.resolve() / CONTROL_DIR / "logs" / f"{sweep_dir_name(sweep_id)}.log"
 
 
 def _node_line(config: SweepConfig, sweep_id: str, line: str) -> None:
@@ -270,7 +270,7 @@ def _store_artifacts(config: SweepConfig, outcome: TrialOutcome) -> None:
     if not files:
         return
     try:
-        artifacts.store(config.output.resolve(), files)
+        artifacts.store(config.output.dir.resolve(), files)
     except (OSError, ValueError) as exc:
         log.warning("trial %s: its logs could not be stored: %s", outcome.trial.get("trial_id"), exc)
         outcome.trial["failure_reason"] = (outcome.trial.get("failure_reason") or "") + f" [logs lost: {exc}]"
@@ -287,14 +287,14 @@ def _reuse(config: SweepConfig, specs: list[TrialSpec], identities: dict[str, st
     `result`. None is reused under `--fresh` or `--rerun` (both ask for new runs)."""
     from reb_ray.sweep.trial_identity import plan_reuse, reused_rows
 
-    if config.fresh or config.rerun or not specs:
+    if config.resume.fresh or config.resume.rerun or not specs:
         return specs
-    output = config.output.resolve()
+    output = config.output.dir.resolve()
     plan = plan_reuse(output, result.sweep_id, specs, identities, state.history)
     if not plan.picks:
         return specs
     remaining, copied = [], {}
-    sink = ParquetSink(config.output)
+    sink = ParquetSink(config.output.dir)
     try:
         for spec in specs:
             source = plan.picks.get(spec.trial_id)
@@ -320,7 +320,7 @@ def _reuse(config: SweepConfig, specs: list[TrialSpec], identities: dict[str, st
 def _open_wandb(config: SweepConfig, sweep_id: str):
     """The sweep's W&B run (`WandbLog`), or None without --wandb. Raises RebRayError
     when the `wandb` extra is not installed (before any trial runs)."""
-    if not config.wandb_project:
+    if not config.output.wandb_project:
         return None
     try:
         import wandb  # noqa: F401
@@ -329,7 +329,7 @@ def _open_wandb(config: SweepConfig, sweep_id: str):
     from reb_ray.results.schema import STAGES_SCHEMA, TRIALS_SCHEMA
     from reb_ray.sweep.wandb_log import WandbLog
 
-    return WandbLog(config.wandb_project, config.output.resolve(), sweep_id,
+    return WandbLog(config.output.wandb_project, config.output.dir.resolve(), sweep_id,
                     config.model_dump(mode="json"), TRIALS_SCHEMA.names, STAGES_SCHEMA.names)
 
 
@@ -339,7 +339,7 @@ def _finish_wandb(wandb, config: SweepConfig, sweep_id: str, extras: WandbExtras
     Parquet datasets."""
     import tempfile
 
-    output = config.output.resolve()
+    output = config.output.dir.resolve()
     with tempfile.TemporaryDirectory(prefix="reb-ray-wandb-plots-") as tmp:
-        summary, plots = extras(config.output, sweep_id, Path(tmp)) if extras is not None else ({}, {})
-        wandb.finish(summary, plots=plots, datasets=[output / "trials", output / "stages"], timeout_s=config.wandb_timeout_s)
+        summary, plots = extras(config.output.dir, sweep_id, Path(tmp)) if extras is not None else ({}, {})
+        wandb.finish(summary, plots=plots, datasets=[output / "trials", output / "stages"], timeout_s=config.output.wandb_timeout_s)

@@ -45,7 +45,7 @@ class SweepState:
     def read(cls, config: SweepConfig) -> SweepState:
         """Load the suite and read the output directory once. Raises TaskSpecError for a bad
         suite or pattern and RebRayError (one line naming the file) for an unreadable shard."""
-        output = Path(config.output).resolve()
+        output = Path(config.output.dir).resolve()
         sweep_id = config.resolved_sweep_id()
         tasks = select_tasks(load_suite(config.suite, config.tasks_root), config.tasks)
         return cls(sweep_id, tasks, resume_index(output, sweep_id), read_trials(output, columns=HISTORY_COLUMNS))

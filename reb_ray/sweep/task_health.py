@@ -111,11 +111,10 @@ def verify_tasks(config, show_progress: bool = False) -> tuple[list[TaskHealth],
     if not with_ref:
         raise RebRayError(f"suite {config.suite!r}: none of the selected tasks has a reference "
                           "(<task>/reference/reference.toml): make them with `reb-ray tasks reference OUTPUT`")
-    sweep_config = config.model_copy(update={"agents": list(AGENTS), "tasks": ",".join(with_ref), "trials": 1,
-                                             "fresh": True, "rerun": True, "allow_drift": True,
-                                             "verify_exports": False, "keep_environments": "none"})
+    sweep_config = config.updated(agents=list(AGENTS), tasks=",".join(with_ref), trials=1, fresh=True, rerun=True,
+                                  allow_drift=True, verify_exports=False, keep_environments="none")
     result = run_sweep(sweep_config, show_progress=show_progress)
-    rows = latest_attempts(read_trials(sweep_config.output, result.sweep_id)).to_pylist()
+    rows = latest_attempts(read_trials(sweep_config.output.dir, result.sweep_id)).to_pylist()
     by_trial = {(r["agent"], r["task_id"]): r for r in rows}
     out = []
     for task in tasks:

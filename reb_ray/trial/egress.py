@@ -53,32 +53,32 @@ _OPT_OUT = ('; or set network = "bridge" in the sweep config to run open-policy 
 def sandbox_network(config: SweepConfig) -> str:
     """The Docker network the sweep's sandboxes join: reb-ray's guarded network for its policy
     (`reb-ray-registries` under `registries`; `reb-ray-open` under `open` when `network` is
-    unset), else `config.network`. The node's LLM proxy binds on its gateway."""
-    if capabilities_of(config.sandbox).own_network and config.network_policy == "registries":
+    unset), else `config.network.name`. The node's LLM proxy binds on its gateway."""
+    if capabilities_of(config.sandbox.provider).own_network and config.network.policy == "registries":
         return REGISTRIES.name
-    if capabilities_of(config.sandbox).own_network and config.network is None:
+    if capabilities_of(config.sandbox.provider).own_network and config.network.name is None:
         return OPEN.name
-    return config.network or HARNESS_NETWORK
+    return config.network.name or HARNESS_NETWORK
 
 
 def guarded_network(config: SweepConfig) -> SandboxNetwork | None:
     """The reb-ray network (with its host guard) the sweep's sandboxes join, or None: a provider
     without a network of its own (local: it shares the node's) or an explicit `network` that is
     not reb-ray's."""
-    return by_name(sandbox_network(config)) if capabilities_of(config.sandbox).own_network else None
+    return by_name(sandbox_network(config)) if capabilities_of(config.sandbox.provider).own_network else None
 
 
 def harness_network(config: SweepConfig) -> str:
-    """The network of the harness's own containers: `config.network`, else HARNESS_NETWORK."""
-    return config.network or HARNESS_NETWORK
+    """The network of the harness's own containers: `config.network.name`, else HARNESS_NETWORK."""
+    return config.network.name or HARNESS_NETWORK
 
 
 def unguarded_warning(config: SweepConfig) -> str | None:
     """One line for the sweep's start when its sandboxes join a network of their own (docker)
     without the host guard (an explicit `network`), else None."""
-    if not capabilities_of(config.sandbox).own_network or guarded_network(config) is not None:
+    if not capabilities_of(config.sandbox.provider).own_network or guarded_network(config) is not None:
         return None
-    return (f"warning: network = {config.network!r}: sandboxes join it without the host guard, so every service of "
+    return (f"warning: network = {config.network.name!r}: sandboxes join it without the host guard, so every service of "
             "the node listening on all addresses (Ray's GCS and dashboard, sshd) is reachable from them; "
             "rows record network_host_guard = false (unset `network` to guard them)")
 
@@ -94,10 +94,10 @@ class TrialEgress:
     """The egress side of one attempt (module docstring). `policy` is the sweep's."""
 
     def __init__(self, config: SweepConfig) -> None:
-        self.policy = config.network_policy
-        self.allow = list(config.network_allow)
+        self.policy = config.network.policy
+        self.allow = list(config.network.allow)
         self.network = guarded_network(config)
-        self.own_network = capabilities_of(config.sandbox).own_network
+        self.own_network = capabilities_of(config.sandbox.provider).own_network
         self.active = self.policy == "registries"
         self.proxy: EgressProxy | None = None
         self.gateway: str | None = None

@@ -346,7 +346,7 @@ class TrialLlm:
         if cost is None and reported_cost is not None:
             from reb_ray.llm.prices import price_table
 
-            prices = price_table(str(self.spec.config.prices_file) if self.spec.config.prices_file else None)
+            prices = price_table(str(self.spec.config.llm.prices_file) if self.spec.config.llm.prices_file else None)
             if prices.lookup(model or self.agent_spec.model) is not None:
                 cost, source = float(reported_cost), "agent_reported"
         failures = meter.get("failures") or {}

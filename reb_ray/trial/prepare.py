@@ -51,30 +51,30 @@ __all__ = ["PIP_CACHE_MOUNT", "WHEELHOUSE_MOUNT", "Prepared", "preflight", "prep
 def sandbox_config(spec: TrialSpec, gpus: list[str]) -> tuple[SandboxConfig, dict[str, str]]:
     """The sandbox config and the agent's pip environment (find-links and cache)."""
     cfg = spec.config
-    docker = capabilities_of(cfg.sandbox).mounts  # mounts, limits and CA bundle: the container provider
-    mounts = {str(w): f"{WHEELHOUSE_MOUNT}/{i}" for i, w in enumerate(cfg.wheelhouses)} if docker else {}
+    docker = capabilities_of(cfg.sandbox.provider).mounts  # mounts, limits and CA bundle: the container provider
+    mounts = {str(w): f"{WHEELHOUSE_MOUNT}/{i}" for i, w in enumerate(cfg.sandbox.wheelhouses)} if docker else {}
     if docker and cfg.assets_dir is not None:
         # Mounted from the start (Docker cannot add a mount later); read-only, and only the
         # probe phase gets the variables that point at it.
         mounts[str(cfg.assets_dir)] = ASSETS_MOUNT
     pip_env: dict[str, str] = {}
-    find_links = [mounts[str(w)] for w in cfg.wheelhouses] if docker else [str(w) for w in cfg.wheelhouses]
-    if cfg.pip_cache:
+    find_links = [mounts[str(w)] for w in cfg.sandbox.wheelhouses] if docker else [str(w) for w in cfg.sandbox.wheelhouses]
+    if cfg.sandbox.pip_cache:
         # The node's wheel cache: read-only find-links, filled by the harness after trials
         # (`package_cache.fill`); each trial's own ~/.cache/pip dies with it.
-        cfg.pip_cache_dir.mkdir(parents=True, exist_ok=True)
+        cfg.sandbox.pip_cache_dir.mkdir(parents=True, exist_ok=True)
         if docker:
-            mounts[str(cfg.pip_cache_dir)] = PIP_CACHE_MOUNT
-        find_links.append(PIP_CACHE_MOUNT if docker else str(cfg.pip_cache_dir))
+            mounts[str(cfg.sandbox.pip_cache_dir)] = PIP_CACHE_MOUNT
+        find_links.append(PIP_CACHE_MOUNT if docker else str(cfg.sandbox.pip_cache_dir))
     else:
         pip_env["PIP_NO_CACHE_DIR"] = "1"
     if find_links:
         pip_env["PIP_FIND_LINKS"] = " ".join(find_links)
-    memory = cfg.memory_bytes or default_memory_bytes(cfg.cpus_per_trial, cfg.max_concurrent)
+    memory = cfg.sandbox.memory_bytes or default_memory_bytes(cfg.sandbox.cpus_per_trial, cfg.cluster.max_concurrent)
     config = SandboxConfig(
-        image=spec.image, gpus=gpus, cpus=cfg.cpus_per_trial if docker else None, memory_bytes=memory if docker else None,
-        pids_limit=cfg.pids_limit if docker else None, disk_quota_bytes=cfg.disk_quota_bytes if docker else None,
-        shm_size_bytes=cfg.shm_size_bytes, network=harness_network(cfg), ca_bundle=cfg.ca_bundle if docker else None,
+        image=spec.image, gpus=gpus, cpus=cfg.sandbox.cpus_per_trial if docker else None, memory_bytes=memory if docker else None,
+        pids_limit=cfg.sandbox.pids_limit if docker else None, disk_quota_bytes=cfg.sandbox.disk_quota_bytes if docker else None,
+        shm_size_bytes=cfg.sandbox.shm_size_bytes, network=harness_network(cfg), ca_bundle=cfg.sandbox.ca_bundle if docker else None,
         mounts=mounts, sweep_id=spec.sweep_id, trial_id=spec.trial_id, attempt=spec.attempt,
         labels={RUN: spec.run_id} if spec.run_id else {},
     )
@@ -88,13 +88,13 @@ def preflight(spec: TrialSpec) -> None:
     naming the asset and its stages) unless the sweep runs with --skip-missing-assets: then the
     probe phase leaves only those stages not_run and the rest is measured and scored.
     """
-    if capabilities_of(spec.config.sandbox).image:  # a restarting daemon: the attempt waits for it, bounded, not fails
+    if capabilities_of(spec.config.sandbox.provider).image:  # a restarting daemon: the attempt waits for it, bounded, not fails
         from reb_ray.sandbox import provider_class
 
-        provider_class(spec.config.sandbox).wait_for_engine()  # type: ignore[attr-defined]
+        provider_class(spec.config.sandbox.provider).wait_for_engine()  # type: ignore[attr-defined]
     free = shutil.disk_usage(tempfile.gettempdir()).free
-    if free < spec.config.min_free_bytes:  # a full disk is infra (owner: infra), found before the agent runs
-        raise InfraError("infra_disk_full", f"{free / 1e9:.1f} GB free, need {spec.config.min_free_bytes / 1e9:.1f} GB")
+    if free < spec.config.cluster.min_free_bytes:  # a full disk is infra (owner: infra), found before the agent runs
+        raise InfraError("infra_disk_full", f"{free / 1e9:.1f} GB free, need {spec.config.cluster.min_free_bytes / 1e9:.1f} GB")
     missing = missing_by_stage(spec.task, spec.config.assets_dir)
     if missing and not spec.config.skip_missing_assets:
         first = next(iter(missing.values()))[0]
@@ -168,15 +168,15 @@ def prepare(p: Prepared, rec: TrialRecorder, gpus: list[str], llm_proxy: ProxyCl
     rec.row["repo_commit"] = p.placed.commit
     p.agent = agent = get_agent(spec.agent_spec)
     # The agent toolchain, for the agent phase only (`toolchain_slot`).
-    p.slot = toolchain_slot(agent.uses_toolchain, spec.config.sandbox, spec.config.toolchains_dir).open()
+    p.slot = toolchain_slot(agent.uses_toolchain, spec.config.sandbox.provider, spec.config.sandbox.toolchains_dir).open()
     config, p.pip_env = sandbox_config(spec, gpus)
     config = p.split.agent_config(config) if p.split else config  # GPUs shown, held by nobody
     config.propagated_mounts.update(p.slot.mounts)
     # reb-ray's network for the policy, behind the host guard; under `registries` egress
     # only through this attempt's allow-listing proxy (`TrialEgress`).
     p.config = config = p.egress.open(config)
-    p.sandbox = sandbox = open_sandbox(spec.config.sandbox, config, trusted=agent.trusted,
-                                       allow_unsafe=spec.config.unsafe_local)
+    p.sandbox = sandbox = open_sandbox(spec.config.sandbox.provider, config, trusted=agent.trusted,
+                                       allow_unsafe=spec.config.sandbox.unsafe_local)
     p.egress.attach(sandbox)
     rec.row.update(sandbox_shm_bytes=config.shm_size_bytes if sandbox.capabilities.image else None,
                    # whether the engine applied memory, pids and CPU limits (a rootless one may drop them)

@@ -171,7 +171,7 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
     _command_stage(run, "c3", visible="0", needed=1)
 
     # C4: multi GPU under its launcher, free rendezvous port.
-    _multi_gpu(run, spec.config.c4_cpu_gloo)
+    _multi_gpu(run, spec.config.sandbox.c4_cpu_gloo)
 
     # C5: the report against what the probes saw.
     _audit(rec, report, facts, (raw2 or {}).get("cuda_available"), len(gpus))

@@ -61,11 +61,11 @@ class TrialRecorder:
         self.row: dict = {
             "sweep_id": spec.sweep_id, "trial_id": spec.trial_id, "attempt": spec.attempt,
             "trial_index": spec.trial_index, "task_id": spec.task.id, "suite": spec.task.suite,
-            "agent": spec.agent, "node": socket.gethostname(), "sandbox_provider": spec.config.sandbox,
+            "agent": spec.agent, "node": socket.gethostname(), "sandbox_provider": spec.config.sandbox.provider,
             "c0_total": spec.task.c0_baseline_total, "started_at": now(), "rerun": spec.rerun,
             "prompt_sha256": render_prompt(spec.task, REPORT_PATH).sha256, **agent_columns(spec),
-            "sweep_max_cost_usd": spec.config.max_cost_usd, "network_policy": spec.config.network_policy,
-            "gpu_sharing": spec.config.share_gpus_in_agent_phase,
+            "sweep_max_cost_usd": spec.config.llm.max_cost_usd, "network_policy": spec.config.network.policy,
+            "gpu_sharing": spec.config.cluster.share_gpus_in_agent_phase,
         }
         self.stages: list[dict] = []
         self.artifacts: TrialArtifacts | None = None  # where full output logs go (set by run_trial)

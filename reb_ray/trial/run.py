@@ -73,7 +73,7 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
     rec.artifacts = TrialArtifacts(staging, spec.sweep_id, spec.trial_id, spec.attempt, redactor)
     t0 = time.monotonic()
     p = Prepared.begin(spec, split)  # nothing opened yet: each part is added as it opens
-    rec.row.update(fingerprint(spec.config.sandbox))  # environment artifacts: the node's hardware
+    rec.row.update(fingerprint(spec.config.sandbox.provider))  # environment artifacts: the node's hardware
     env_phase = EnvironmentPhase(rec, spec, redactor.secrets)  # environment artifacts
     try:
         prepare(p, rec, gpus, llm_proxy)
@@ -105,7 +105,7 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
         rec.row.update(atif_file.write(rec, rec.agent_commands, redactor))  # trajectory.json (ATIF)
     rec.row["trial_wall_time_s"] = time.monotonic() - t0
     outcome = rec.outcome(redactor)
-    artifacts.deliver(outcome, staging, spec.config.output.resolve(), ship_artifacts)
+    artifacts.deliver(outcome, staging, spec.config.output.dir.resolve(), ship_artifacts)
     return outcome
 
 
@@ -140,12 +140,12 @@ def _fill_package_cache(rec: TrialRecorder, spec: TrialSpec, config: SandboxConf
                         report: Report | None) -> None:
     """Add the wheels of what the reported interpreter holds to the node's cache, downloaded
     from the index by the harness (`package_cache.fill`); never fails the trial."""
-    if not spec.config.pip_cache or not sandbox.capabilities.image or report is None:
+    if not spec.config.sandbox.pip_cache or not sandbox.capabilities.image or report is None:
         return
     try:  # a sandbox the agent stopped has nothing to list: the trial's verdict stands
         listed = package_cache.installed(sandbox, report.python_path)
         if listed is not None:
-            rec.row["pip_cache_filled"] = len(package_cache.fill(spec.config.pip_cache_dir, config, *listed,
-                                                                 provider=spec.config.sandbox))
+            rec.row["pip_cache_filled"] = len(package_cache.fill(spec.config.sandbox.pip_cache_dir, config, *listed,
+                                                                 provider=spec.config.sandbox.provider))
     except RebRayError:
         pass  # the cache stays as it was: slower later trials, never a different result

@@ -60,7 +60,7 @@ def test_command_agents_in_a_real_sweep(tmp_path, monkeypatch, docker_client, sa
                          output=tmp_path / "runs", wheelhouses=WHEELS, max_concurrent=2)
     result = run_sweep(config, show_progress=False)
     assert result.scored == 2
-    rows = {r["agent"]: r for r in read_trials(config.output).to_pylist()}
+    rows = {r["agent"]: r for r in read_trials(config.output.dir).to_pylist()}
     task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
     expected_sha = render_prompt(task, REPORT_PATH).sha256
     for name, source in (("cmd-file", "agent_file"), ("cmd-output", "forced_from_output")):
@@ -74,7 +74,7 @@ def test_command_agents_in_a_real_sweep(tmp_path, monkeypatch, docker_client, sa
         assert f"agent: cwd /work/repo mode={name.split('-')[1]}" in tail
     assert "key=set" in rows["cmd-file"]["agent_output_tail"]  # its key variable, from the driver's environment
     assert "key=set" not in rows["cmd-output"]["agent_output_tail"]  # no key_env: nothing passed
-    assert docker_client.containers.list(all=True, filters={"label": f"reb-ray.sweep={config.sweep_id}"}) == []
+    assert docker_client.containers.list(all=True, filters={"label": f"reb-ray.sweep={config.resume.sweep_id}"}) == []
 
 
 @pytest.mark.docker

@@ -14,7 +14,7 @@ def test_flags_override_config_file(tmp_path):
     cfg = tmp_path / "sweep.toml"
     cfg.write_text('suite = "demo"\nagents = ["noop"]\ntrials = 3\nmax_concurrent = 4\n')
     config = load_config(cfg, {"trials": 2, "tasks": None})
-    assert config.agents == ["noop"] and config.trials == 2 and config.max_concurrent == 4
+    assert config.agents == ["noop"] and config.trials == 2 and config.cluster.max_concurrent == 4
 
 
 def test_bad_config_value_is_one_line_naming_file_field_value(tmp_path):
@@ -52,7 +52,7 @@ def test_max_cost_usd_and_prices_flags_and_the_budget_is_not_the_sweeps_identity
     cfg = tmp_path / "sweep.toml"
     cfg.write_text('agents = ["noop"]\nmax_cost_usd = 5.0\nllm_retry_backoff_s = 1.0\n')
     config = load_config(cfg, {"prices_file": tmp_path / "prices.toml"})
-    assert (config.max_cost_usd, config.llm_retry_backoff_s, config.prices_file) == (5.0, 1.0, tmp_path / "prices.toml")
+    assert (config.llm.max_cost_usd, config.llm.retry_backoff_s, config.llm.prices_file) == (5.0, 1.0, tmp_path / "prices.toml")
     assert config.resolved_sweep_id() == load_config(None, {"agents": ["noop"], "max_cost_usd": 50.0}).resolved_sweep_id()
     with pytest.raises(RebRayError, match=r"^flags: --max-cost-usd = -1\.0: "):
         load_config(None, {"max_cost_usd": -1.0})
@@ -73,10 +73,10 @@ def test_an_explicit_network_in_the_config_is_warned_about_at_sweep_start(tmp_pa
     import subprocess
     import sys
 
-    assert load_config(None, {}).network is None  # the default: reb-ray's guarded network
+    assert load_config(None, {}).network.name is None  # the default: reb-ray's guarded network
     cfg = tmp_path / "sweep.toml"
     cfg.write_text('network = "bridge"\n')
-    assert load_config(cfg, {}).network == "bridge"
+    assert load_config(cfg, {}).network.name == "bridge"
     done = subprocess.run([sys.executable, "-c", "from reb_ray.cli import main; main()", "sweep", "--config", str(cfg),
                            "--suite", "no-such-suite", "--quiet", "--output", str(tmp_path / "runs")],
                           capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
@@ -95,6 +95,6 @@ def test_gpu_sharing_is_a_flag_and_a_config_key_and_off_by_default(tmp_path):
     assert "--share-gpus-in-agent-phase" in option.param_decls
     cfg = tmp_path / "sweep.toml"
     cfg.write_text("share_gpus_in_agent_phase = true\n")
-    assert load_config(cfg, {}).share_gpus_in_agent_phase is True
-    assert load_config(None, {"share_gpus_in_agent_phase": True}).share_gpus_in_agent_phase is True
-    assert load_config(None, {}).share_gpus_in_agent_phase is False
+    assert load_config(cfg, {}).cluster.share_gpus_in_agent_phase is True
+    assert load_config(None, {"share_gpus_in_agent_phase": True}).cluster.share_gpus_in_agent_phase is True
+    assert load_config(None, {}).cluster.share_gpus_in_agent_phase is False

@@ -25,21 +25,21 @@ pytestmark = pytest.mark.docker
 def _run(agent: str, config: SweepConfig, image: str) -> dict:
     task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
     outcome = run_trial(TrialSpec(sweep_id="envart", agent=agent, task=task, trial_index=0, config=config, image=image))
-    with ParquetSink(config.output, flush_interval_s=0) as sink:
+    with ParquetSink(config.output.dir, flush_interval_s=0) as sink:
         sink.write([outcome.trial], outcome.stages)
     return outcome.trial
 
 
 @pytest.mark.timeout(900)  # a heuristic trial, a noop trial, an export and its rebuild: minutes on a busy node
 def test_heuristic_environment_is_captured_kept_exported_and_rebuilt(sandbox_image, docker_client, tmp_path):
-    assert SweepConfig().keep_environments == "successes"  # the per-node disk budget bounds what is kept
+    assert SweepConfig().output.keep_environments == "successes"  # the per-node disk budget bounds what is kept
     config = SweepConfig(output=tmp_path / "out", keep_environments="successes")
     heuristic = _run("heuristic", config, sandbox_image)
     noop = _run("noop", config, sandbox_image)
     try:
         assert heuristic["status"] == "scored" and heuristic["c1_status"] == "success", heuristic["failure_reason"]
         # Capture: the manifest beside the artifacts, its digest that of the stored bytes.
-        data = gzip.decompress((config.output / heuristic["env_manifest_path"]).read_bytes())
+        data = gzip.decompress((config.output.dir / heuristic["env_manifest_path"]).read_bytes())
         import hashlib
         assert hashlib.sha256(data).hexdigest() == heuristic["env_manifest_digest"]
         assert len(data) == heuristic["env_manifest_bytes"] and heuristic["env_capture_s"] > 0
@@ -66,14 +66,14 @@ def test_heuristic_environment_is_captured_kept_exported_and_rebuilt(sandbox_ima
         # Fingerprint columns in the row.
         assert heuristic["container_runtime"] == "docker" and heuristic["kernel"] == os.uname().release
         # Export, then verify by rebuilding.
-        info = export(config.output, heuristic["trial_id"], tmp_path / "export", image=True)
+        info = export(config.output.dir, heuristic["trial_id"], tmp_path / "export", image=True)
         assert info["locked_hashed"] >= 1 and info["wheels"] == info["locked_hashed"]
         assert "numpy==" in (tmp_path / "export" / "requirements.lock").read_text()
         assert (tmp_path / "export" / "image.tar").stat().st_size > 0
         record = verify(tmp_path / "export")
         assert record["built"] and record["verdict"] == "reproducible: yes", record
         assert record["packages_missing"] == [] and record["packages_extra"] == []
-        assert json.loads((config.output / "environments" / "verifications.jsonl").read_text().splitlines()[-1])["reproducible"]
+        assert json.loads((config.output.dir / "environments" / "verifications.jsonl").read_text().splitlines()[-1])["reproducible"]
         # A recipe that does not build is reported as such.
         dockerfile = tmp_path / "export" / "Dockerfile"
         dockerfile.write_text(dockerfile.read_text() + "RUN false\n")
@@ -102,20 +102,20 @@ def test_verify_exports_rebuilds_each_success_once_and_trial_show_says_so(sandbo
     row = _run("heuristic", config, sandbox_image)
     assert row["c1_status"] == "success", row["failure_reason"]
     elsewhere = {**row, "trial_id": "heuristic/numpy-trainer/1", "trial_index": 1, "node": "gpu-node-7"}
-    with ParquetSink(config.output, flush_interval_s=0) as sink:
+    with ParquetSink(config.output.dir, flush_interval_s=0) as sink:
         sink.write([elsewhere], [])
     lines: list[str] = []
-    records = verify_exports(config.output, "envart", progress=lines.append)
+    records = verify_exports(config.output.dir, "envart", progress=lines.append)
     assert [r["trial_id"] for r in records] == ["heuristic/numpy-trainer/0", "heuristic/numpy-trainer/1"]
     mine, other = records
     assert mine["verdict"] == "reproducible: yes" and mine["built"], mine
-    assert mine["export"] == str(export_dir(config.output, row)) and (export_dir(config.output, row) / "Dockerfile").is_file()
+    assert mine["export"] == str(export_dir(config.output.dir, row)) and (export_dir(config.output.dir, row) / "Dockerfile").is_file()
     assert 0 < mine["build_s"] and mine["source_agent_wall_time_s"] == row["agent_wall_time_s"]
     assert other["reproducible"] is None and "built on node gpu-node-7" in other["verdict"]
     assert lines[0].startswith("heuristic/numpy-trainer/0 attempt 1: reproducible: yes (rebuild ")
-    dataset = [json.loads(l) for l in (config.output / "environments" / "verifications.jsonl").read_text().splitlines()]
+    dataset = [json.loads(l) for l in (config.output.dir / "environments" / "verifications.jsonl").read_text().splitlines()]
     assert [(d["trial_id"], d["reproducible"]) for d in dataset] == [("heuristic/numpy-trainer/0", True),
                                                                       ("heuristic/numpy-trainer/1", None)]
-    assert verify_exports(config.output, "envart") == []  # each attempt is verified once
-    shown = show_trial(config.output, "heuristic/numpy-trainer/0")
+    assert verify_exports(config.output.dir, "envart") == []  # each attempt is verified once
+    shown = show_trial(config.output.dir, "heuristic/numpy-trainer/0")
     assert f"verify   reproducible: yes; rebuilt in {mine['build_s']:.1f} s (" in shown

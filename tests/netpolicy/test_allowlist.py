@@ -34,7 +34,7 @@ def test_the_default_allow_list_is_the_registries():
     assert {"pypi.org", "files.pythonhosted.org", "deb.debian.org", "registry.npmjs.org",
             "download.pytorch.org"} <= set(DEFAULT_ALLOW)
     assert not any("huggingface" in p or "github" in p for p in DEFAULT_ALLOW)
-    assert SweepConfig().network_allow == list(DEFAULT_ALLOW) and SweepConfig().network_policy == "open"
+    assert SweepConfig().network.allow == list(DEFAULT_ALLOW) and SweepConfig().network.policy == "open"
 
 
 def test_config_errors_are_one_line_naming_the_field(tmp_path):

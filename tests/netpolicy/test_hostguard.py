@@ -121,7 +121,7 @@ def test_a_registries_sandbox_is_refused_by_host_services_and_reaches_its_proxie
     egress, llm, box = TrialEgress(SweepConfig(network_policy="registries")), None, None
     try:
         config = egress.open(SandboxConfig(image=sandbox_image, sweep_id="hostguard", trial_id="guard",
-                                                ca_bundle=SweepConfig().ca_bundle))  # the node's CA bundle, as trials get it
+                                                ca_bundle=SweepConfig().sandbox.ca_bundle))  # the node's CA bundle, as trials get it
         gateway = egress.gateway
         llm = ProxyServer(host=gateway, ports=proxy_ports(NETWORK_NAME)).start()  # as the node's LLM proxy binds
         box = DockerSandbox(config)
@@ -158,7 +158,7 @@ def test_an_open_sandbox_is_refused_by_host_services_and_reaches_pypi_and_its_ll
     egress, llm, box = TrialEgress(config), None, None
     try:
         sandbox_config = egress.open(SandboxConfig(image=sandbox_image, sweep_id="hostguard", trial_id="open",
-                                                   ca_bundle=config.ca_bundle))  # the node's CA bundle, as trials get it
+                                                   ca_bundle=config.sandbox.ca_bundle))  # the node's CA bundle, as trials get it
         assert sandbox_config.network == OPEN.name and egress.proxy is None  # no egress proxy: the internet is open
         gateway = egress.gateway
         llm = ProxyServer(host=gateway, ports=proxy_ports(OPEN.name)).start()  # as the node's LLM proxy binds

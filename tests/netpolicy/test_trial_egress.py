@@ -90,7 +90,7 @@ def test_which_network_a_sweeps_sandboxes_join(config, network, guarded):
     cfg = SweepConfig(**config)
     assert sandbox_network(cfg) == network and (guarded_network(cfg) is not None) == guarded
     assert (proxy_ports(network) is not None) == guarded  # the LLM proxy binds in the guard's range
-    assert harness_network(cfg) == cfg.network or harness_network(cfg) == "bridge"  # helper containers: default bridge
+    assert harness_network(cfg) == cfg.network.name or harness_network(cfg) == "bridge"  # helper containers: default bridge
 
 
 def test_open_sandboxes_reach_the_internet_but_not_each_other(sandbox_image):

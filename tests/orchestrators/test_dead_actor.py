@@ -68,7 +68,7 @@ def test_dead_actor_container_is_removed_before_the_retry(tmp_path, docker_clien
     assert seen.get("pid"), "the agent never ran in a container"
     assert seen["pid"] != os.getpid()  # the actor's worker, not this driver
 
-    rows = sorted(read_trials(config.output).to_pylist(), key=lambda r: r["attempt"])
+    rows = sorted(read_trials(config.output.dir).to_pylist(), key=lambda r: r["attempt"])
     assert [(r["attempt"], r["status"]) for r in rows] == [(1, "infra_error"), (2, "scored")] and result.attempts == 2
     dead = rows[0]
     assert (dead["failure_owner"], dead["failure_category"], dead["node"]) == ("infra", "infra_node", socket.gethostname())

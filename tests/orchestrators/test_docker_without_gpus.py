@@ -42,13 +42,13 @@ def test_gpu_trial_on_docker_without_nvidia_runtime_is_insufficient_hardware(tmp
     config = SweepConfig(sweep_id=sweep_id, output=tmp_path / "runs", suite="gpus", tasks_root=tmp_path / "suites",
                          agents=["noop"], wheelhouses=[], pip_cache=False)
     result = run_sweep(config, show_progress=False)
-    (row,) = read_trials(config.output).to_pylist()  # one attempt: nothing was retried
+    (row,) = read_trials(config.output.dir).to_pylist()  # one attempt: nothing was retried
     assert result.attempts == 1 and row["status"] == "scored", row["failure_reason"]
     assert row["gpus_assigned"] == 0 and row["c1_status"] == "success"  # the CPU stage ran, in a container without GPUs
     assert (row["c3_status"], row["c3_failure_category"]) == ("failure", "insufficient_hardware")
     assert (row["c4_status"], row["c4_failure_category"]) == ("failure", "insufficient_hardware")
     assert row["c2_failure_category"] != "infra_sandbox"
-    stages = {s["stage"]: s for s in read_stages(config.output).to_pylist()}
+    stages = {s["stage"]: s for s in read_stages(config.output.dir).to_pylist()}
     for name in ("c3", "c4"):
         assert "could not select device driver" in stages[name]["reason"], stages[name]["reason"]
     assert docker_client.containers.list(all=True, filters={"label": f"{SWEEP}={sweep_id}"}) == []

@@ -17,7 +17,7 @@ def test_rerun_is_recorded_in_the_spec_and_the_row(tmp_path):
     assert (skipped, [s.trial_id for s in specs]) == (1, ["noop/torch-tiny/0"])
     assert [s.rerun for s in specs] == [False]
 
-    specs, skipped = expand(config.model_copy(update={"rerun": True}), image=None)
+    specs, skipped = expand(config.updated(rerun=True), image=None)
     by_id = {s.trial_id: s for s in specs}
     assert skipped == 0 and set(by_id) == {"noop/numpy-trainer/0", "noop/torch-tiny/0"}
     again, fresh = by_id["noop/numpy-trainer/0"], by_id["noop/torch-tiny/0"]
@@ -39,9 +39,9 @@ def test_an_untrusted_agent_needs_a_guarded_sandbox_or_the_opt_in(tmp_path):
         config = SweepConfig(output=tmp_path, agents=[agent, "noop"], tasks="numpy-trainer", sandbox=provider)
         with pytest.raises(RebRayError, match=f"the {provider} sandbox does not keep an agent from the node's network"):
             expand(config, image=None)
-        specs, _ = expand(config.model_copy(update={"unsafe_local": True}), image=None)
+        specs, _ = expand(config.updated(unsafe_local=True), image=None)
         assert sorted(s.agent for s in specs) == sorted([agent, "noop"])
-        assert len(expand(config.model_copy(update={"agents": ["noop", "heuristic"]}), image=None)[0]) == 2
+        assert len(expand(config.updated(agents=["noop", "heuristic"]), image=None)[0]) == 2
     for provider in ("docker", "sleep"):
         config = SweepConfig(output=tmp_path, agents=[agent], tasks="numpy-trainer", sandbox=provider)
         assert len(expand(config, image=None)[0]) == 1

@@ -206,7 +206,7 @@ def test_b_a_worker_node_dies_mid_trial_docker(tmp_path, docker_client, sandbox_
     with ray_cluster({"num_cpus": 0}, {"num_cpus": 1}, {"num_cpus": 1}) as cluster:
         thread, box = run_in_thread(config)
         try:
-            wait_for(lambda: (tmp_path / "flag").exists() and _our_containers(docker_client, config.sweep_id), 120,
+            wait_for(lambda: (tmp_path / "flag").exists() and _our_containers(docker_client, config.resume.sweep_id), 120,
                      "the agent running in its container")
             time.sleep(1.0)
             pids = actor_pids(cluster, IN_TRIAL)
@@ -214,12 +214,12 @@ def test_b_a_worker_node_dies_mid_trial_docker(tmp_path, docker_client, sandbox_
             fault_at = time.time()
             kill_raylet(node)
             result = join(thread, box, 110)
-            left = _our_containers(docker_client, config.sweep_id)
+            left = _our_containers(docker_client, config.resume.sweep_id)
         finally:
-            for container in _our_containers(docker_client, config.sweep_id):
+            for container in _our_containers(docker_client, config.resume.sweep_id):
                 container.remove(force=True)
     trial_ids = [f"{agent}/f0/0"]
-    rows = read_trials(config.output).to_pylist()
+    rows = read_trials(config.output.dir).to_pylist()
     by_trial = assert_exactly_once(rows, trial_ids)
     dead, scored = by_trial[trial_ids[0]]
     assert dead["failure_category"] == "infra_node" and result.attempts == 2
@@ -232,7 +232,7 @@ def test_b_a_worker_node_dies_mid_trial_docker(tmp_path, docker_client, sandbox_
 def _sweep_command(config: SweepConfig, address: str) -> list[str]:
     return [sys.executable, "-c", "from reb_ray.cli import main; main()", "sweep", "--suite", "faults",
             "--tasks-root", str(config.tasks_root), "--agents", "noop", "--sandbox", "sleep", "--output",
-            str(config.output), "--address", address, "--sweep-id", config.sweep_id, "--quiet"]
+            str(config.output.dir), "--address", address, "--sweep-id", config.resume.sweep_id, "--quiet"]
 
 
 def test_c_the_driver_killed_mid_sweep_then_the_same_command_again(tmp_path):
@@ -250,7 +250,7 @@ def test_c_the_driver_killed_mid_sweep_then_the_same_command_again(tmp_path):
                 if driver.poll() is not None:
                     pytest.fail(f"the sweep ended before the fault: {driver.stdout.read()}")
                 try:
-                    scored = [r for r in read_trials(config.output, config.sweep_id).to_pylist() if r["status"] == "scored"]
+                    scored = [r for r in read_trials(config.output.dir, config.resume.sweep_id).to_pylist() if r["status"] == "scored"]
                 except Exception:  # noqa: BLE001 - nothing written yet
                     return False
                 return len(scored) == 2 and len(actor_pids(cluster, IN_TRIAL)) == 2
@@ -268,7 +268,7 @@ def test_c_the_driver_killed_mid_sweep_then_the_same_command_again(tmp_path):
         again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=100)
         assert again.returncode == 0, again.stdout + again.stderr
     assert "2 attempt(s) run, 2 already scored" in again.stdout, again.stdout
-    rows = read_trials(config.output).to_pylist()
+    rows = read_trials(config.output.dir).to_pylist()
     by_trial = assert_exactly_once(rows, trial_ids)
     assert len(rows) == 4 and all(len(a) == 1 for a in by_trial.values())  # the killed attempts wrote nothing
     # The two scored before the fault never ran again. (A trial whose sandbox closed but whose row
@@ -321,7 +321,7 @@ def test_d_the_docker_daemon_restarts_mid_sweep(tmp_path, private_dockerd):
     client = docker.DockerClient(base_url=private_dockerd.host, timeout=30)
     with ray_cluster({"num_cpus": 2}, {"num_cpus": 2}, env={"DOCKER_HOST": private_dockerd.host}):
         thread, box = run_in_thread(config)
-        wait_for(lambda: _running_agents(client, config.sweep_id) == 2, 120, "both agents running in their sandboxes")
+        wait_for(lambda: _running_agents(client, config.resume.sweep_id) == 2, 120, "both agents running in their sandboxes")
         fault_at = time.time()
         private_dockerd.stop()
         stopped_s = time.time() - fault_at
@@ -330,7 +330,7 @@ def test_d_the_docker_daemon_restarts_mid_sweep(tmp_path, private_dockerd):
         up_s = time.time() - fault_at
         result = join(thread, box, 110)
     left = client.containers.list(all=True, filters={"label": f"{MANAGED}=true"})
-    rows = read_trials(config.output).to_pylist()
+    rows = read_trials(config.output.dir).to_pylist()
     by_trial = assert_exactly_once(rows, trial_ids)
     for trial_id in trial_ids:
         first = by_trial[trial_id][0]

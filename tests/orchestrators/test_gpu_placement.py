@@ -36,7 +36,7 @@ def test_two_gpu_trial_on_one_gpu_nodes_is_insufficient_hardware(tmp_path, two_s
     config = SweepConfig(output=tmp_path / "runs", suite="gpus", tasks_root=tmp_path / "suites", agents=["noop"],
                          sandbox="local", max_concurrent=3)
     result = run_sweep(config, show_progress=False)
-    rows = read_trials(config.output).to_pylist()
+    rows = read_trials(config.output.dir).to_pylist()
     assert result.attempts == 3 and len(rows) == 3
     for row in rows:
         assert row["status"] == "scored" and row["gpus_assigned"] == 1

@@ -57,7 +57,7 @@ def test_agent_phases_overlap_while_probe_phases_never_share_a_gpu(tmp_path, one
     config = SweepConfig(output=tmp_path / "runs", suite="slots", tasks_root=tmp_path / "suites", agents=["noop"],
                          trials=1, sandbox="sleep", share_gpus_in_agent_phase=True)
     result = run_sweep(config, show_progress=False)
-    rows = {r["trial_id"]: r for r in read_trials(config.output).to_pylist()}
+    rows = {r["trial_id"]: r for r in read_trials(config.output.dir).to_pylist()}
     assert result.attempts == 7 and all(r["status"] == "scored" for r in rows.values())
     assert all(r["gpu_sharing"] is True for r in rows.values())
     entries = _entries(path)

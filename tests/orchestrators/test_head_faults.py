@@ -69,7 +69,7 @@ def test_the_heads_death_mid_sweep_one_line_no_row_lost_and_the_same_command_res
                 if driver.poll() is not None:
                     pytest.fail(f"the sweep ended before the fault: {lines}")
                 try:
-                    scored = [r for r in read_trials(config.output, config.sweep_id).to_pylist() if r["status"] == "scored"]
+                    scored = [r for r in read_trials(config.output.dir, config.resume.sweep_id).to_pylist() if r["status"] == "scored"]
                 except Exception:  # noqa: BLE001 - nothing written yet
                     return False
                 return len(scored) == 2 and len(actor_pids(cluster, IN_TRIAL)) == 2
@@ -91,7 +91,7 @@ def test_the_heads_death_mid_sweep_one_line_no_row_lost_and_the_same_command_res
     assert match["what"] == ("the head's GCS" if fault == "gcs" else "the head's raylet"), line
     others = [text for _, text in lines if text.strip() and text != line]
     assert not others, f"more than the one line on the driver's output: {others}"
-    rows = read_trials(config.output).to_pylist()
+    rows = read_trials(config.output.dir).to_pylist()
     # No row lost: every attempt the driver counted as written is on disk, and it is the two scored.
     assert int(match["written"]) == len(rows) == 2 and int(match["scored"]) == 2, (line, rows)
     assert sorted(r["trial_id"] for r in rows) == ["noop/f0/0", "noop/f1/0"]
@@ -102,7 +102,7 @@ def test_the_heads_death_mid_sweep_one_line_no_row_lost_and_the_same_command_res
         again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=150)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "2 attempt(s) run, 2 already scored" in again.stdout, again.stdout
-    rows = read_trials(config.output).to_pylist()
+    rows = read_trials(config.output.dir).to_pylist()
     by_trial = assert_exactly_once(rows, trial_ids)
     assert len(rows) == 4 and all(len(a) == 1 for a in by_trial.values())  # the attempts in flight left no row
     closed = ledger_attempts(ledger)

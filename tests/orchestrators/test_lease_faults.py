@@ -54,7 +54,7 @@ def test_a_killed_lease_actor_heals_every_trial_scored_once_no_gpu_held_twice(tm
         result = run_sweep(config, show_progress=False)
         killer.join(10)
     assert seen.get("pid"), "the lease actor was never found"
-    rows = read_trials(config.output).to_pylist()
+    rows = read_trials(config.output.dir).to_pylist()
     assert sorted(r["trial_id"] for r in rows) == sorted({r["trial_id"] for r in rows}) and len(rows) == 6
     assert all(r["status"] == "scored" and r["attempt"] == 1 for r in rows), rows
     assert result.attempts == 6 and result.infra_errors == 0

@@ -38,7 +38,7 @@ def _run(tmp_path, script, ledger, share: bool) -> list[dict]:
     config = SweepConfig(output=tmp_path / name, suite="slots", tasks_root=tmp_path / "suites", agents=["noop"],
                          trials=1, sandbox="sleep", share_gpus_in_agent_phase=share, sweep_id=name)
     result = run_sweep(config, show_progress=False)
-    rows = read_trials(config.output).to_pylist()
+    rows = read_trials(config.output.dir).to_pylist()
     assert result.attempts == 7 and all(r["status"] == "scored" for r in rows), rows
     return [json.loads(line) for line in path.read_text().splitlines()]
 

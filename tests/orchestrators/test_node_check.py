@@ -116,7 +116,7 @@ def test_a_node_that_fails_its_check_gets_no_trials_and_is_named_once(tmp_path, 
     config = SweepConfig(output=tmp_path / "runs", suite="nodes", tasks_root=tmp_path / "suites", agents=["noop"],
                          sandbox="sleep", min_free_bytes=1024**3)
     result = run_sweep(config, show_progress=False)
-    rows = read_trials(config.output).to_pylist()
+    rows = read_trials(config.output.dir).to_pylist()
     assert result.attempts == 4 and all(r["status"] == "scored" for r in rows)
     assert result.slot_workers == 2  # only the good node's two CPU slots
     lines = [line for line in capfd.readouterr().err.splitlines() if "gets no trials" in line]
@@ -138,7 +138,7 @@ def test_no_node_passing_stops_the_sweep_with_one_line_and_no_rows(tmp_path, ray
     message = str(err.value)
     assert "\n" not in message and "no node of the cluster passed its check (2 failed;" in message
     assert f"assets {tmp_path / 'nowhere'}: no such directory on this node" in message and "trials need" in message
-    assert not (config.output / "trials").exists()
+    assert not (config.output.dir / "trials").exists()
 
 
 def test_a_node_joining_mid_sweep_gets_slots(tmp_path, raylets, sleep_script):
@@ -204,7 +204,7 @@ def test_sandbox_memory_no_node_has_is_insufficient_hardware_at_once(tmp_path, r
     start = time.monotonic()
     result = run_sweep(config, show_progress=False)
     assert time.monotonic() - start < 60 and result.attempts == 2 and result.slot_workers == 0
-    for row in read_trials(config.output).to_pylist():
+    for row in read_trials(config.output.dir).to_pylist():
         assert (row["status"], row["failure_owner"], row["failure_category"]) == ("infra_error", "hardware",
                                                                                    "insufficient_hardware")
         assert "needs 1.04858e+06 GiB of memory per sandbox (--memory-gb)" in row["failure_reason"]

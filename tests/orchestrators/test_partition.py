@@ -84,9 +84,9 @@ def test_a_worker_node_cut_off_for_60_s_mid_trial(tmp_path, docker_client, sandb
             ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
             try:
                 thread, box = run_in_thread(config)
-                wait_for(lambda: (tmp_path / "flag").exists() and _our_containers(docker_client, config.sweep_id), 180,
+                wait_for(lambda: (tmp_path / "flag").exists() and _our_containers(docker_client, config.resume.sweep_id), 180,
                          "the agent running in its container on the node to be cut")
-                (container,) = _our_containers(docker_client, config.sweep_id)
+                (container,) = _our_containers(docker_client, config.resume.sweep_id)
                 cluster.add_node(num_cpus=1)  # where the retry can go
                 cluster.wait_for_nodes()
                 time.sleep(6.0)  # the sweep's node poll (5 s) sees it
@@ -94,7 +94,7 @@ def test_a_worker_node_cut_off_for_60_s_mid_trial(tmp_path, docker_client, sandb
                 partition.cut()
                 watching = threading.Event()
                 monitor = threading.Thread(target=_watch, daemon=True, args=(
-                    events, cut_at, watching, thread, raylet_pid(cut_node), lambda: [c for c in _our_containers(docker_client, config.sweep_id) if c.id == container.id]))
+                    events, cut_at, watching, thread, raylet_pid(cut_node), lambda: [c for c in _our_containers(docker_client, config.resume.sweep_id) if c.id == container.id]))
                 monitor.start()
                 time.sleep(CUT_S)
                 # A partition, not a death: the node's processes outlive the cut.
@@ -105,13 +105,13 @@ def test_a_worker_node_cut_off_for_60_s_mid_trial(tmp_path, docker_client, sandb
                 wait_for(lambda: "raylet_exit" in events or time.time() - cut_at > CUT_S + 90, 120, "the monitor")
                 watching.set()
                 monitor.join(5)
-                left = _our_containers(docker_client, config.sweep_id)
-                rows_after = read_trials(config.output).to_pylist()
+                left = _our_containers(docker_client, config.resume.sweep_id)
+                rows_after = read_trials(config.output.dir).to_pylist()
             finally:
                 ray.shutdown()
     finally:
         partition.close()
-        for leftover in _our_containers(docker_client, config.sweep_id):
+        for leftover in _our_containers(docker_client, config.resume.sweep_id):
             leftover.remove(force=True)
     by_trial = assert_exactly_once(rows_after, [trial_id])
     assert left == [], f"containers left: {[c.name for c in left]}"

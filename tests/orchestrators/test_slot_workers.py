@@ -63,7 +63,7 @@ def test_many_trials_on_few_slot_workers_and_two_gpu_trials_on_one_nodes_gpus(tm
     config = SweepConfig(output=tmp_path / "runs", suite="slots", tasks_root=tmp_path / "suites", agents=["noop"],
                          trials=2, sandbox="sleep")
     result = run_sweep(config, show_progress=False)
-    rows = read_trials(config.output).to_pylist()
+    rows = read_trials(config.output.dir).to_pylist()
     assert result.attempts == 16 and all(r["status"] == "scored" for r in rows)
     # A task whose only GPU stage is C2 holds a GPU like any single-GPU task.
     assert {r["gpus_assigned"] for r in rows if r["task_id"].startswith("g1c2-")} == {1}
@@ -109,7 +109,7 @@ def test_a_killed_slot_worker_is_replaced_and_its_attempt_retried(tmp_path, two_
     result = run_sweep(config, show_progress=False)
     killer.join(5)
     assert seen.get("pid")
-    rows = sorted(read_trials(config.output).to_pylist(), key=lambda r: r["attempt"])
+    rows = sorted(read_trials(config.output.dir).to_pylist(), key=lambda r: r["attempt"])
     assert [(r["attempt"], r["status"]) for r in rows] == [(1, "infra_error"), (2, "scored")]
     assert (rows[0]["failure_owner"], rows[0]["failure_category"]) == ("infra", "infra_node")
     assert result.slot_workers == 3  # two GPU slots on the first node, then the dead one's replacement
@@ -130,7 +130,7 @@ def test_f19_a_trial_no_node_can_hold_is_recorded_at_once_and_the_sweep_ends(tmp
     runner.join(120)  # Ray would keep an 8-CPU request pending forever
     assert not runner.is_alive(), "the sweep hung on a request no node can hold"
     assert time.monotonic() - started < 60
-    rows = read_trials(config.output).to_pylist()
+    rows = read_trials(config.output.dir).to_pylist()
     assert len(rows) == 2 and box["result"].attempts == 2
     for row in rows:
         assert (row["status"], row["failure_owner"], row["failure_category"]) == ("infra_error", "hardware",

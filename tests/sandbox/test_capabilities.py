@@ -27,7 +27,7 @@ PACKAGE = ROOT / "reb_ray"
 REGISTRY = PACKAGE / "sandbox" / "__init__.py"
 #: Provider names, today's and the next one's.
 PROVIDER_NAMES = frozenset({"docker", "local", "sleep", "podman"})
-#: What a provider's name is held in: `x.provider`, `config.sandbox`, or a variable of either name.
+#: What a provider's name is held in: `x.provider`, `config.sandbox.provider`, or a variable of either name.
 NAME_HOLDERS = frozenset({"provider", "sandbox"})
 
 
@@ -67,8 +67,8 @@ def name_comparisons(source: str, filename: str = "<source>") -> list[int]:
 
 @pytest.mark.parametrize("line", [
     'if sandbox.provider == "docker": pass',
-    'x = 1 if config.sandbox != "local" else 2',
-    'ok = "podman" == spec.config.sandbox',
+    'x = 1 if config.sandbox.provider != "local" else 2',
+    'ok = "podman" == spec.config.sandbox.provider',
     'ok = provider in ("docker", "podman")',
     'ok = getattr(box, "provider", None) != "sleep"',
     'ok = a < sandbox == "docker"',
@@ -80,7 +80,7 @@ def test_the_scan_finds_a_name_comparison(line):
 @pytest.mark.parametrize("line", [
     'if sandbox.capabilities.commit: pass',
     'ok = agent.name == "docker"',  # not a provider's name
-    'ok = config.sandbox == "bridge"',  # not a provider name
+    'ok = config.network.name == "bridge"',  # not a provider name
     'argv = ["docker", "save"]',
 ])
 def test_the_scan_leaves_other_code_alone(line):

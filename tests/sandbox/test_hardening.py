@@ -23,7 +23,7 @@ def box(sandbox_image, tmp_path):
     made = []
 
     def make(**overrides) -> DockerSandbox:
-        config = SandboxConfig(image=sandbox_image, sweep_id="test", trial_id="hardening", ca_bundle=SweepConfig().ca_bundle, **overrides)
+        config = SandboxConfig(image=sandbox_image, sweep_id="test", trial_id="hardening", ca_bundle=SweepConfig().sandbox.ca_bundle, **overrides)
         sandbox = DockerSandbox(config)
         made.append(sandbox)
         return sandbox

@@ -91,7 +91,7 @@ def test_a_podman_sweep_refuses_the_registries_policy_in_one_line():
 
     with pytest.raises(ValidationError, match="the podman sandbox shares the node's network, which no proxy can restrict"):
         SweepConfig(sandbox="podman", network_policy="registries")
-    assert SweepConfig(sandbox="podman").network_policy == "open"
+    assert SweepConfig(sandbox="podman").network.policy == "open"
 
 
 # -- a real rootless service -----------------------------------------------------------------

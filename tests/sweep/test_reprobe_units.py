@@ -43,9 +43,9 @@ def test_config_takes_the_sweeps_identity_then_the_rows_limits(tmp_path):
     source = row("a", "t1", 1, "scored", sweep="s", sandbox_pids_limit=512, sandbox_shm_bytes=2**30,
                  network_policy="open", sandbox_provider="docker")
     config = reprobe_config(source, identity, tmp_path, None)
-    assert (config.cpus_per_trial, config.c4_cpu_gloo) == (2.5, True)  # from the identity
-    assert (config.pids_limit, config.shm_size_bytes, config.network_policy) == (512, 2**30, "open")  # the row's own
-    assert config.keep_environments == "none" and config.output == tmp_path
+    assert (config.sandbox.cpus_per_trial, config.sandbox.c4_cpu_gloo) == (2.5, True)  # from the identity
+    assert (config.sandbox.pids_limit, config.sandbox.shm_size_bytes, config.network.policy) == (512, 2**30, "open")  # the row's own
+    assert config.output.keep_environments == "none" and config.output.dir == tmp_path
     assert stored_identity(tmp_path, "missing") == {}
 
 
