@@ -31,7 +31,7 @@ that failed for LLM authentication or budget is not retried (the next would fail
 way). With a sweep budget (`--max-cost-usd`), no new attempt is launched once it is reached;
 the specs left are in `not_launched`.
 
-Agent-phase GPU sharing (`share_gpus`): no slot holds a GPU. GPU trials run on sharing slots of
+Agent-phase GPU sharing (`cluster.share_gpus_in_agent_phase`): no slot holds a GPU. GPU trials run on sharing slots of
 GPU nodes (`plan_shared_slots`: every node with GPUs; a trial goes only to a node with as many
 GPUs as it needs) and their probe phases lease the node's GPUs exclusively from
 its lease actor (`NodeGpuLease`), which holds them in
@@ -51,7 +51,7 @@ import ray
 
 from reb_ray.scheduling.budget import RetryBackoff, SweepBudget
 from reb_ray.llm.failures import NOT_RETRIED, PROXY, RETRYABLE
-from reb_ray.models.sweep import TrialSpec
+from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.orchestrators.attempt_rows import driver_outcome, unplaceable_outcome
 from reb_ray.scheduling.dispatch import Dispatcher, Job
 from reb_ray.orchestrators.autoscaler import BOOTSTRAP_CONFIG, joinable_node_types, request_gpu_nodes
@@ -77,61 +77,74 @@ class _Attempt:
     launched_at: dt.datetime
 
 
+@dataclass(frozen=True)
+class SlotTiming:
+    """How a run starts its slot workers and watches the cluster: the driver's knobs, not a
+    sweep's settings (benchmarks and tests set them). `start_concurrency`: slots starting at
+    once (None: all); `start_timeout_s`: seconds a slot may take to come up; `poll_s`: seconds
+    between reads of the cluster's nodes; `autoscaler_config`: where `ray up` left the node types
+    an autoscaler may start (reb_ray/orchestrators/autoscaler.py)."""
+
+    start_concurrency: int | None = None
+    start_timeout_s: float = 600.0
+    poll_s: float = 5.0
+    autoscaler_config: Path = BOOTSTRAP_CONFIG
+
+
 class RayOrchestrator:
     """Schedules trial specs on the connected Ray cluster.
+
+    `config` is the sweep's configuration; the orchestrator reads its `cluster` section
+    (`max_concurrent`: trials at once, None: the cluster's slots; `share_gpus_in_agent_phase`:
+    agent phases share their node's GPUs, probe phases lease them, see the module docstring),
+    its `sandbox` section (`cpus_per_trial`, a slot's CPUs; `memory_bytes`, the sandbox memory,
+    None: each node's default, checked against the largest node) and its `llm` section (the
+    backoff before retrying a rate-limited attempt, RetryBackoff).
 
     `on_outcome(outcome, will_retry)` is called on the driver for every finished attempt;
     `on_start(spec)` when an attempt is launched. An infra failure is retried as a new
     attempt while the spec has `retries_left` (not an LLM auth or budget failure; a rate limit
-    or an unavailable endpoint after `backoff`). `docker_image` (the docker sandbox's image;
+    or an unavailable endpoint after the backoff). `docker_image` (the docker sandbox's image;
     None for other sandboxes) turns on the per-node GPU check and the removal of a dead
     attempt's container. `budget`: the sweep's `--max-cost-usd` (None: no limit); every
     finished attempt's row is added to it. `expected_s(spec)`: a trial's expected seconds for
-    longest-first dispatch (default: its timeouts). `slot_start_concurrency`: slots starting at
-    once (None: all). After `run`, `slots_created` counts the slot actors it created and
+    longest-first dispatch (default: its timeouts). `timing`: how slots start and the cluster
+    is watched (SlotTiming). After `run`, `slots_created` counts the slot actors it created and
     `slot_up_s` holds each one's seconds from the first slot asked for until it was up
     (`slot_up_cpu_s`: the CPU seconds its worker process used until then).
 
     `requirements`: what every node must have (node_check.NodeRequirements; None: no memory
     or path needs, the docker image's checks only); `on_node_line(line)` gets one line per node
-    that fails its check (the caller prints and logs it); `poll_s`: seconds between reads of
-    the cluster's nodes; `autoscaler_config`: where `ray up` left the node types an autoscaler
-    may start (reb_ray/orchestrators/autoscaler.py). `memory_bytes`: the sweep's sandbox memory
-    (None: each node's default), checked against the largest node. `nodes` is the run's
-    NodeRoster (reb_ray/orchestrators/node_roster.py): after `run`, `nodes.verdicts` holds every
-    node's check.
-    `share_gpus`: agent phases share their node's GPUs, probe phases lease them (module docstring).
+    that fails its check (the caller prints and logs it). `nodes` is the run's NodeRoster
+    (reb_ray/orchestrators/node_roster.py): after `run`, `nodes.verdicts` holds every node's check.
     """
 
-    def __init__(self, max_concurrent: int | None, cpus_per_trial: float, docker_image: str | None = None, *,
-                 backoff: RetryBackoff | None = None, budget: SweepBudget | None = None,
+    def __init__(self, config: SweepConfig, docker_image: str | None = None, *, budget: SweepBudget | None = None,
                  expected_s: Callable[[TrialSpec], float] = timeout_estimate,
-                 slot_start_concurrency: int | None = None, slot_start_timeout_s: float = 600.0,
                  requirements: NodeRequirements | None = None, on_node_line: Callable[[str], None] = lambda line: None,
-                 poll_s: float = 5.0, autoscaler_config: Path = BOOTSTRAP_CONFIG, memory_bytes: int | None = None,
-                 share_gpus: bool = False) -> None:
-        self.max_concurrent = max_concurrent
-        self.cpus_per_trial = cpus_per_trial
-        self.backoff = backoff or RetryBackoff()
+                 timing: SlotTiming = SlotTiming()) -> None:
+        self.max_concurrent = config.cluster.max_concurrent
+        self.cpus_per_trial = config.sandbox.cpus_per_trial
+        self.backoff = RetryBackoff(config.llm.retry_backoff_s, config.llm.retry_backoff_max_s)
         self.budget = budget
         self.expected_s = expected_s
-        self.slot_start_concurrency = slot_start_concurrency
-        self.slot_start_timeout_s = slot_start_timeout_s
+        self.slot_start_concurrency = timing.start_concurrency
+        self.slot_start_timeout_s = timing.start_timeout_s
         self.not_launched: list[TrialSpec] = []  # left by the sweep budget
         self.slots_created = 0
         self.slot_up_s: list[float] = []  # SlotPool.up_s of the run
         self.slot_up_cpu_s: list[float] = []  # SlotPool.up_cpu_s of the run
         self.docker = docker_image is not None
-        self.poll_s = poll_s
-        self.autoscaler_config = autoscaler_config
-        self.memory_bytes = memory_bytes
-        self.share_gpus = share_gpus
+        self.poll_s = timing.poll_s
+        self.autoscaler_config = timing.autoscaler_config
+        self.memory_bytes = config.sandbox.memory_bytes
+        self.share_gpus = config.cluster.share_gpus_in_agent_phase
         self.no_gpus_anywhere: str | None = None  # why no node can give containers GPUs (set by `run`)
         # Set (from the head watch's thread) when the head died: the loop raises HeadLost at its
         # next turn and makes no more Ray calls, which would block until Ray ends the process.
         self.head_lost: str | None = None
-        self.nodes = NodeRoster(requirements or NodeRequirements(docker_image, 0), docker_image, cpus_per_trial,
-                                max_concurrent, on_node_line, share_gpus, slot_start_timeout_s)
+        self.nodes = NodeRoster(requirements or NodeRequirements(docker_image, 0), docker_image, self.cpus_per_trial,
+                                self.max_concurrent, on_node_line, self.share_gpus, self.slot_start_timeout_s)
 
     def run(self, specs: list[TrialSpec], on_outcome: Callable[[TrialOutcome, bool], None],
             on_start: Callable[[TrialSpec], None] = lambda spec: None) -> None:

@@ -15,7 +15,7 @@ from typing import Callable
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from reb_ray.errors import RebRayError
-from reb_ray.scheduling.budget import RetryBackoff, SweepBudget
+from reb_ray.scheduling.budget import SweepBudget
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.scheduling.durations import estimator, table_medians
 from reb_ray.sweep.expand import expand
@@ -103,7 +103,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
     exit; without it, HeadLost is raised at the orchestrator's next turn (a caller stuck in a
     GCS call meanwhile is ended by Ray about 60 s after the GCS died)."""
     from reb_ray.orchestrators.address import probe
-    from reb_ray.orchestrators.ray_orchestrator import RayOrchestrator
+    from reb_ray.orchestrators.ray_orchestrator import RayOrchestrator, SlotTiming
     from reb_ray.orchestrators.session import init_ray
 
     if config.cluster.address:  # a wrong address fails in seconds (not after Ray's minutes), before anything is written
@@ -134,12 +134,11 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
     from reb_ray.orchestrators.node_check import NodeRequirements
 
     # No --max-concurrent: as many trials as the live cluster's slots hold (a node that joins adds its own).
-    orchestrator = RayOrchestrator(config.cluster.max_concurrent, config.sandbox.cpus_per_trial, docker_image=image, budget=result.budget,
-                                   backoff=RetryBackoff(config.llm.retry_backoff_s, config.llm.retry_backoff_max_s),
-                                   expected_s=estimator(medians=table_medians(state.history)), slot_start_concurrency=slot_start_concurrency,
+    orchestrator = RayOrchestrator(config, docker_image=image, budget=result.budget,
+                                   expected_s=estimator(medians=table_medians(state.history)),
                                    requirements=NodeRequirements.for_sweep(config, image),
                                    on_node_line=lambda line: _node_line(config, result.sweep_id, line),
-                                   memory_bytes=config.sandbox.memory_bytes, share_gpus=config.cluster.share_gpus_in_agent_phase)
+                                   timing=SlotTiming(start_concurrency=slot_start_concurrency))
     sink = ParquetSink(config.output.dir)
     wandb = _open_wandb(config, result.sweep_id)
     counts = {"running": 0, "done": 0, "failed": 0}

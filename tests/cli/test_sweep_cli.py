@@ -98,3 +98,45 @@ def test_gpu_sharing_is_a_flag_and_a_config_key_and_off_by_default(tmp_path):
     assert load_config(cfg, {}).cluster.share_gpus_in_agent_phase is True
     assert load_config(None, {"share_gpus_in_agent_phase": True}).cluster.share_gpus_in_agent_phase is True
     assert load_config(None, {}).cluster.share_gpus_in_agent_phase is False
+
+
+def _field(config, path: str):
+    value = config
+    for part in path.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def test_every_sweep_option_sets_an_existing_setting(tmp_path):
+    """Each `reb-ray sweep` option that sets configuration maps to a SweepConfig field path that
+    exists (no silent typo), and a value given through it lands there."""
+    import inspect
+    import typing
+
+    from reb_ray.cli.sweep import OPTION_FIELDS, sweep
+    from reb_ray.models.sweep import SweepConfig
+
+    params = inspect.signature(sweep).parameters
+    assert set(params) - set(OPTION_FIELDS) == {"config", "quiet"}  # the two options that set nothing
+    assert set(OPTION_FIELDS) <= set(params)
+    paths = SweepConfig.field_paths()
+    assert [p for p, _ in OPTION_FIELDS.values() if p not in paths] == []
+    assert len({p for p, _ in OPTION_FIELDS.values()}) == len(OPTION_FIELDS)  # no two options set one field
+    hints = typing.get_type_hints(sweep)
+    choices = {"sandbox": "local", "network_policy": "open", "keep_environments": "all", "agents": "noop"}
+    samples = {bool: True, int: 100, float: 3.0, str: "x", Path: tmp_path, list[Path]: [tmp_path]}
+    for name, (path, convert) in OPTION_FIELDS.items():
+        kind = next(t for t in (typing.get_args(hints[name]) or (hints[name],)) if t is not type(None))
+        value = convert(choices.get(name, samples[kind]))
+        assert value is not None, name
+        assert _field(load_config(None, {path: value}), path) == value, name
+
+
+def test_a_flag_error_names_the_flag_as_typed():
+    from reb_ray.cli.sweep import option_flag
+
+    assert (option_flag("memory_gb"), option_flag("assets"), option_flag("repo_mirror")) == ("--memory-gb", "--assets", "--repo-mirror")
+    with pytest.raises(RebRayError, match=r"^flags: --pids-limit = 10: "):
+        load_config(None, {"sandbox.pids_limit": 10})
+    with pytest.raises(RebRayError, match=r"^flags: --network-policy = 'registries': the local sandbox shares"):
+        load_config(None, {"network.policy": "registries", "sandbox.provider": "local"})

@@ -163,7 +163,7 @@ def test_gpu_trials_wait_for_an_autoscaled_gpu_node_and_run_on_its_gpu(tmp_path,
     trials keep their GPU and wait for it instead of running without one; once the node joins,
     they run on its GPU."""
     from reb_ray.sweep.expand import expand
-    from reb_ray.orchestrators.ray_orchestrator import RayOrchestrator
+    from reb_ray.orchestrators.ray_orchestrator import RayOrchestrator, SlotTiming
 
     raylets(head={"num_cpus": 1})
     bootstrap = tmp_path / "ray_bootstrap_config.yaml"
@@ -174,7 +174,7 @@ def test_gpu_trials_wait_for_an_autoscaled_gpu_node_and_run_on_its_gpu(tmp_path,
                          sandbox="sleep")
     specs, _ = expand(config, None)
     outcomes = []
-    orchestrator = RayOrchestrator(None, 1.0, poll_s=1.0, autoscaler_config=bootstrap)
+    orchestrator = RayOrchestrator(config, timing=SlotTiming(poll_s=1.0, autoscaler_config=bootstrap))
     joiner = raylets.join(2.0, ["--num-cpus", "2", "--num-gpus", "1"], {"CUDA_VISIBLE_DEVICES": "30"})
     orchestrator.run(specs, lambda outcome, retry: outcomes.append(outcome))
     joiner.join()
