@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -36,11 +36,11 @@ class SandboxSettings(_Section):
 
     provider: str = "docker"
     image_profile: str = "minimal"
-    cpus_per_trial: float = Field(1.0, gt=0)
+    cpus_per_trial: float = Field(default=1.0, gt=0)
     # memory_bytes None: the node's memory x 0.8 / its sandbox slots (limits.default_memory_bytes), decided on the node.
-    memory_bytes: int | None = Field(None, gt=0)
-    pids_limit: int = Field(4096, ge=64)
-    disk_quota_bytes: int = Field(50 * GiB, gt=0)  # the writable layer, watched during the agent phase
+    memory_bytes: int | None = Field(default=None, gt=0)
+    pids_limit: int = Field(default=4096, ge=64)
+    disk_quota_bytes: int = Field(default=50 * GiB, gt=0)  # the writable layer, watched during the agent phase
     shm_size_bytes: int = 16 * GiB  # /dev/shm of each sandbox (Docker's 64 MB breaks DataLoader/NCCL)
     unsafe_local: bool = False  # allow non-built-in agents in a sandbox without a guarded network of its own
     pip_cache: bool = True
@@ -64,7 +64,7 @@ class NetworkSettings(_Section):
     the default) and the node's LLM proxy, through a per-trial allow-listing proxy; docker only.
     """
 
-    name: str | None = Field(None, min_length=1)
+    name: str | None = Field(default=None, min_length=1)
     policy: Literal["open", "registries"] = "open"
     allow: list[str] = Field(default_factory=lambda: list(DEFAULT_ALLOW))
 
@@ -89,7 +89,7 @@ class ClusterSettings(_Section):
     """
 
     address: str | None = None
-    max_concurrent: int | None = Field(None, ge=1)
+    max_concurrent: int | None = Field(default=None, ge=1)
     share_gpus_in_agent_phase: bool = False
     min_free_bytes: int = 2 * GiB
 
@@ -105,9 +105,9 @@ class LlmSettings(_Section):
     `prices_file`: a user price table over the shipped one (reb_ray/llm/prices.py).
     """
 
-    max_cost_usd: float | None = Field(None, gt=0)
-    retry_backoff_s: float = Field(10.0, ge=0)
-    retry_backoff_max_s: float = Field(300.0, ge=0)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    retry_backoff_s: float = Field(default=10.0, ge=0)
+    retry_backoff_max_s: float = Field(default=300.0, ge=0)
     prices_file: Path | None = None
 
 
@@ -126,9 +126,9 @@ class OutputSettings(_Section):
 
     dir: Path = Path("reb-runs")
     wandb_project: str | None = None
-    wandb_timeout_s: float = Field(60.0, gt=0)
+    wandb_timeout_s: float = Field(default=60.0, gt=0)
     keep_environments: Literal["none", "successes", "scored", "all"] = "successes"
-    env_disk_budget_bytes: int | None = Field(None, ge=0)
+    env_disk_budget_bytes: int | None = Field(default=None, ge=0)
     verify_exports: bool = False
 
 
@@ -231,6 +231,9 @@ class SweepConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    if TYPE_CHECKING:  # flat-form or section keywords, moved and validated at run time (unknown ones fail)
+        def __init__(self, **data: Any) -> None: ...
+
     suite: str = "demo"
     tasks_root: Path | None = None  # directory of suites; default: the bundled tasks/
     tasks: str | None = None
@@ -244,12 +247,12 @@ class SweepConfig(BaseModel):
     # A missing asset fails the trial before the agent runs (infra, retried) unless this is set:
     # then the agent runs, only the stages needing the asset are left not_run, the rest is scored.
     skip_missing_assets: bool = False
-    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
-    network: NetworkSettings = Field(default_factory=NetworkSettings)
-    cluster: ClusterSettings = Field(default_factory=ClusterSettings)
-    llm: LlmSettings = Field(default_factory=LlmSettings)
-    output: OutputSettings = Field(default_factory=OutputSettings)
-    resume: ResumeSettings = Field(default_factory=ResumeSettings)
+    sandbox: SandboxSettings = Field(default_factory=lambda: SandboxSettings())
+    network: NetworkSettings = Field(default_factory=lambda: NetworkSettings())
+    cluster: ClusterSettings = Field(default_factory=lambda: ClusterSettings())
+    llm: LlmSettings = Field(default_factory=lambda: LlmSettings())
+    output: OutputSettings = Field(default_factory=lambda: OutputSettings())
+    resume: ResumeSettings = Field(default_factory=lambda: ResumeSettings())
 
     @model_validator(mode="before")
     @classmethod
