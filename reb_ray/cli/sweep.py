@@ -93,9 +93,8 @@ def _set(data: dict, path: str, value) -> None:
     head, _, rest = path.partition(".")
     if rest:
         table = data.setdefault(head, {})
-        if not isinstance(table, dict):  # a flat value under a section's name: a bad key, named by validation
-            table = data[head] = {}
-        _set(table, rest, value)
+        if isinstance(table, dict):  # else the file's value where a section belongs: validation names it
+            _set(table, rest, value)
     else:
         data[head] = value
 

@@ -189,7 +189,7 @@ def sectioned(data: dict) -> dict:
 
     A section given as a model keeps only the fields set on it, so a flat key beside it is not
     a clash. Raises ValueError naming both spellings when a setting is given flat and in its
-    section (which one wins would be a guess).
+    section (which one wins would be a guess), or naming a section that is not a table.
     """
     out: dict = {}
     flat: list[tuple[str, object]] = []
@@ -205,6 +205,8 @@ def sectioned(data: dict) -> dict:
     for key, value in flat:
         section, field = FLAT_KEYS[key]
         table = out.setdefault(section, {})
+        if not isinstance(table, dict):
+            raise ValueError(f"{section!r} must be a table of settings, not {table!r}")
         if field in table:
             raise ValueError(f"{key!r} is given twice: flat and as {section}.{field}; keep one")
         table[field] = value

@@ -209,3 +209,16 @@ def test_the_readme_sweep_toml_loads_in_sections(tmp_path):
     (tmp_path / "sweep.toml").write_text(example)
     config = load_config(tmp_path / "sweep.toml", {})
     assert "[sandbox]" in example and (config.sandbox.provider, config.cluster.max_concurrent, str(config.output.dir)) == ("docker", 2, "runs")
+
+
+def test_a_section_that_is_not_a_table_is_named(tmp_path):
+    toml = tmp_path / "sweep.toml"
+    toml.write_text('cluster = "big"\naddress = "auto"\n')
+    with pytest.raises(RebRayError, match=r"'cluster' must be a table of settings, not 'big'$"):
+        load_config(toml, {})
+    toml.write_text('cluster = "big"\n')
+    with pytest.raises(RebRayError, match=rf"^{toml}: cluster = 'big': "):
+        load_config(toml, {})
+    toml.write_text("resume = 5\n")
+    with pytest.raises(RebRayError, match=rf"^{toml}: resume = 5: "):
+        load_config(toml, {"rerun": True})
