@@ -89,10 +89,14 @@ class NodeVerdict:
 
 @ray.remote(num_cpus=0)
 def _prepare_here(req: NodeRequirements, archive: list | None) -> tuple[NodeHealth, int, bool]:
-    """Reap, load the shipped archive when given and the image is missing, check. Runs on the node."""
+    """Reap, load the shipped archive when given and the image is missing, check. Runs on the node.
+    First the host scratch directories dead owners left (`reap_scratch`); `reaped` counts the
+    containers and per-attempt images removed with an engine."""
     from reb_ray.errors import RebRayError
     from reb_ray.node.health import check_node
+    from reb_ray.sandbox.scratch import reap_scratch
 
+    reap_scratch()
     reaped, loaded = 0, False
     if req.image is not None:
         from reb_ray.sandbox import provider_class

@@ -13,7 +13,6 @@ import shutil
 import signal
 import stat
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -34,6 +33,7 @@ from reb_ray.sandbox.base import (
 )
 from reb_ray.sandbox.docker_sandbox import tree_bytes
 from reb_ray.sandbox.output import OutputCapture, OutputSink
+from reb_ray.sandbox.scratch import make_scratch
 
 # Host variables a command needs to work at all; everything else is left behind on purpose
 # (secrets, and CUDA_VISIBLE_DEVICES, which must never be forwarded).
@@ -61,7 +61,7 @@ class LocalSandbox(Sandbox):
                 "use `--sandbox docker`, or pass `--unsafe-local` to run this agent on the host anyway"
             )
         self.config = config
-        self.root = Path(tempfile.mkdtemp(prefix="reb-ray-local-"))
+        self.root = make_scratch("reb-ray-local-")  # named for its owner: reaped if this process dies
         self.workdir = str(self.root / "work")
         Path(self.workdir).mkdir()
         self._markers: list[str] = []

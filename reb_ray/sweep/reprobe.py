@@ -36,7 +36,6 @@ from __future__ import annotations
 import json
 import shutil
 import socket
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +47,7 @@ from reb_ray.models.report import parse_report
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.models.task import TaskSpec
 from reb_ray.results.read import latest_attempts, read_stages, read_trials
+from reb_ray.sandbox.scratch import make_scratch
 from reb_ray.suite.load import load_suite
 from reb_ray.sweep.identity import SCORED_SETTINGS, identity_path
 
@@ -187,7 +187,7 @@ def reprobe_trial(source: dict, stages: dict[str, dict], task: TaskSpec, config:
     rec.trajectory_hits = list(startup.get("trajectory_hits") or [])
     report = _report(rec, stages.get("report"))
     redactor = Redactor([])
-    staging = Path(tempfile.mkdtemp(prefix="reb-ray-reprobe-"))
+    staging = make_scratch("reb-ray-reprobe-")
     rec.artifacts = TrialArtifacts(staging, new_sweep, spec.trial_id, spec.attempt, redactor)
     sandbox_cfg, _ = sandbox_config(spec, gpus)
     egress, sandbox, open_s = TrialEgress(config), None, None

@@ -33,6 +33,7 @@ from reb_ray.sandbox.ownership import RUN
 from reb_ray.sandbox import Sandbox, SandboxConfig, capabilities_of, open_sandbox
 from reb_ray.sandbox import package_cache
 from reb_ray.sandbox.limits import default_memory_bytes
+from reb_ray.sandbox.scratch import make_scratch
 from reb_ray.suite.assets import missing_by_stage
 from reb_ray.suite.placement import PlacedRepo, place_repo
 from reb_ray.trial.egress import TrialEgress, harness_network
@@ -134,7 +135,7 @@ class Prepared:
     @classmethod
     def begin(cls, spec: TrialSpec, split: PhaseSplit | None = None) -> Prepared:
         """An attempt with nothing opened yet: its host workspace and its (closed) egress."""
-        return cls(spec=spec, workspace=Path(tempfile.mkdtemp(prefix="reb-ray-trial-")),
+        return cls(spec=spec, workspace=make_scratch("reb-ray-trial-"),
                    egress=TrialEgress(spec.config), split=split)
 
     def close(self, rec: TrialRecorder) -> None:

@@ -19,9 +19,7 @@ removed on every path.
 
 from __future__ import annotations
 
-import tempfile
 import time
-from pathlib import Path
 
 import requests
 
@@ -34,6 +32,7 @@ from reb_ray.models.sweep import TrialSpec
 from reb_ray.redact import Redactor
 from reb_ray.sandbox import Sandbox, SandboxConfig
 from reb_ray.sandbox import package_cache
+from reb_ray.sandbox.scratch import make_scratch
 from reb_ray.trial import artifacts, atif_file
 from reb_ray.trial.agent_phase import run_agent_phase
 from reb_ray.trial.artifacts import TrialArtifacts
@@ -69,7 +68,7 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
     rec = TrialRecorder(spec)
     split = PhaseSplit(rec, gpu_lease, spec.task) if gpu_lease is not None and not no_gpus_reason else None
     redactor = Redactor(spec.credentials.values())
-    staging = Path(tempfile.mkdtemp(prefix="reb-ray-artifacts-"))
+    staging = make_scratch("reb-ray-artifacts-")  # named for its owner: reaped if this process dies
     rec.artifacts = TrialArtifacts(staging, spec.sweep_id, spec.trial_id, spec.attempt, redactor)
     t0 = time.monotonic()
     p = Prepared.begin(spec, split)  # nothing opened yet: each part is added as it opens
