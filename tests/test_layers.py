@@ -38,7 +38,7 @@ LAYERS: list[set[str]] = [
     {"grading"},                    # pure graders of probe records
     {"models"},                     # schemas: task, agent, sweep, report
     {"netpolicy", "results", "sandbox"},  # network policy; the results store; sandbox providers
-    {"background", "paths", "redact", "terminal"},  # small shared utilities
+    {"background", "jsonl", "paths", "redact", "terminal"},  # small shared utilities
     {"errors"},
 ]
 

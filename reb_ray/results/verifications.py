@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from reb_ray.jsonl import json_objects
+
 #: The dataset's path under an output directory.
 VERIFICATIONS = "environments/verifications.jsonl"
 
@@ -20,18 +22,9 @@ VERIFICATIONS = "environments/verifications.jsonl"
 def read_verifications(output: Path) -> list[dict] | None:
     """Every record, oldest first; None when the output has no verifications dataset."""
     try:
-        lines = (Path(output) / VERIFICATIONS).read_text().splitlines()
+        return json_objects((Path(output) / VERIFICATIONS).read_bytes())
     except FileNotFoundError:
         return None
-    records = []
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-    return records
 
 
 def append_verification(output: Path, record: dict) -> None:
