@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from reb_ray.sandbox.image import DEFAULT_PROFILE, build_image, image_tag
+from reb_ray.sandbox.docker.image import DEFAULT_PROFILE, build_image, image_tag
 
 app = typer.Typer(no_args_is_help=True, help="Build and inspect the sandbox image.")
 
@@ -20,8 +20,8 @@ def build(
     import time
 
     from reb_ray.sandbox import provider_class
-    from reb_ray.sandbox.docker_client import connect
-    from reb_ray.sandbox.image import transfer_image
+    from reb_ray.sandbox.docker.docker_client import connect
+    from reb_ray.sandbox.docker.image import transfer_image
 
     image_tag(profile)  # validates the profile name before touching Docker
     target = provider_class(sandbox)  # an unknown provider fails here, with the known ones

@@ -31,7 +31,7 @@ def list_(sandbox: str = _SANDBOX) -> None:
 def reap(sandbox: str = _SANDBOX) -> None:
     """Remove our containers whose owner process is gone; never anyone else's."""
     from reb_ray.sandbox import provider_class
-    from reb_ray.sandbox.reaper import reap as reap_orphans
+    from reb_ray.sandbox.docker.reaper import reap as reap_orphans
 
     removed = reap_orphans(provider_class(sandbox).connect_engine())  # type: ignore[attr-defined]
     typer.echo(f"removed {len(removed)} orphaned sandbox container(s)")

@@ -82,7 +82,7 @@ def check_node(image: str | None, docker_timeout_s: float = 10, *, min_free_byte
     root or in the temporary directory trials' workspaces use (the trial's own preflight rule,
     reb_ray/trial/run.py), a directory of `paths` ((what, path) pairs: "assets", "repo mirror", ...)
     missing or unreadable here. `sandbox` names the provider whose engine is asked (docker's
-    daemon, or the podman service of `reb_ray.sandbox.podman_sandbox`); its problems start with
+    daemon, or the podman service of `reb_ray.sandbox.docker.podman_sandbox`); its problems start with
     the engine's name and say what to configure."""
     host = socket.gethostname()
     gpus = gpu_models()

@@ -11,16 +11,21 @@ never of the provider's name.
 from __future__ import annotations
 
 import abc
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
-from reb_ray.sandbox.hardening import DEFAULT_PIDS_LIMIT
 from reb_ray.sandbox.output import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, OutputSink
 
 GiB = 1024**3
+
+#: Default pids limit of a sandbox (processes and threads): far above what a build with
+#: `make -j` or a DataLoader with many workers starts, far below the node's pid_max. Enforced
+#: by providers that enforce limits (`SandboxCapabilities.enforces_limits`).
+DEFAULT_PIDS_LIMIT = 4096
 
 #: Bytes `Sandbox.read_bytes` reads at most unless told otherwise (the per-attempt artifact bound).
 DEFAULT_READ_LIMIT = 64 * 1024**2
@@ -88,7 +93,7 @@ class SandboxConfig(BaseModel):
     gpus: list[str] = Field(default_factory=list)
     cpus: float | None = None
     memory_bytes: int | None = None  # memory and memory+swap limit; None: none
-    pids_limit: int | None = DEFAULT_PIDS_LIMIT  # processes and threads (reb_ray/sandbox/hardening.py)
+    pids_limit: int | None = DEFAULT_PIDS_LIMIT  # processes and threads (enforced: reb_ray/sandbox/docker/hardening.py)
     disk_quota_bytes: int | None = None  # writable layer, watched in the agent phase (reb_ray/sandbox/limits.py)
     shm_size_bytes: int = 16 * GiB
     network: str = "bridge"
@@ -154,6 +159,34 @@ class SandboxCapabilities:
     filesystem_diff: bool
     own_processes: bool
     own_interpreters: bool
+
+
+def killed_commands(listing: str) -> list[str]:
+    """Command lines from "PID<TAB>command" lines, one per PID (a process still dying when
+    the next round looked is listed again), in the order first seen."""
+    seen: dict[str, str] = {}
+    for line in listing.splitlines():
+        pid, sep, cmd = line.partition("\t")
+        if sep and pid.isdigit() and cmd.strip():
+            seen.setdefault(pid, cmd.strip())
+    return list(seen.values())
+
+
+def tree_bytes(root: Path) -> int:
+    """Bytes of regular files under `root`, each inode once, symlinks not followed."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) in seen or not (st.st_mode & 0o170000 == 0o100000):
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            total += st.st_size
+    return total
 
 
 def to_argv(cmd: str | Sequence[str]) -> list[str]:

@@ -31,8 +31,8 @@ from reb_ray.sandbox.base import (
     SandboxConfig,
     SandboxSize,
     to_argv,
+    tree_bytes,
 )
-from reb_ray.sandbox.docker_sandbox import tree_bytes
 from reb_ray.sandbox.output import OutputCapture, OutputSink
 
 # Host variables a command needs to work at all; everything else is left behind on purpose

@@ -47,7 +47,7 @@ from reb_ray.sandbox import Sandbox, UnreadableFile
 from reb_ray.sandbox.base import DEFAULT_READ_LIMIT
 
 if TYPE_CHECKING:
-    from reb_ray.sandbox.docker_sandbox import DockerSandbox
+    from reb_ray.sandbox.docker.docker_sandbox import DockerSandbox
 
 #: Bytes of the script's answer kept at most: the report (base64), the tracked-state listing
 #: (bounded like `tracked_state`'s file read) and the leftovers' listing.
@@ -146,7 +146,7 @@ def settle(sandbox: Sandbox, report_path: str, repo_dir: str, limit: int = MAX_R
     `repo_dir`: one exec in a Docker sandbox, else (or when that fails) step by step. Never
     raises for what the agent did; raises RebRayError only as the steps do (the report read
     of a sandbox whose daemon fails)."""
-    from reb_ray.sandbox.docker_sandbox import DockerSandbox  # noqa: F811 - the docker SDK is imported only here
+    from reb_ray.sandbox.docker.docker_sandbox import DockerSandbox  # noqa: F811 - the docker SDK is imported only here
 
     if isinstance(sandbox, DockerSandbox):
         stopped: list[str] | None = None
@@ -190,7 +190,7 @@ class _Partial(Exception):
 
 
 def _one_exec(sandbox: DockerSandbox, report_path: str, repo_dir: str, limit: int) -> Settled:
-    from reb_ray.sandbox.docker_sandbox import KILL_LEFTOVERS_SCRIPT, killed_commands
+    from reb_ray.sandbox.docker.docker_sandbox import KILL_LEFTOVERS_SCRIPT, killed_commands
 
     nonce = uuid.uuid4().hex
     script = _SETTLE_SCRIPT.replace("\nKILL\n", KILL_LEFTOVERS_SCRIPT, 1)

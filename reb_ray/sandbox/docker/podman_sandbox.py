@@ -41,7 +41,7 @@ from docker.errors import DockerException
 
 from reb_ray.errors import DockerUnavailable, ImageMissing, InfraError, RebRayError
 from reb_ray.sandbox.base import SandboxCapabilities, SandboxConfig
-from reb_ray.sandbox.docker_sandbox import DockerSandbox, container_create_kwargs
+from reb_ray.sandbox.docker.docker_sandbox import DockerSandbox, container_create_kwargs
 
 #: The variable naming the Podman socket for reb-ray (a path or a unix:// URL).
 SOCKET_ENV = "REB_RAY_PODMAN_SOCKET"
@@ -291,7 +291,7 @@ class PodmanSandbox(DockerSandbox):
     def require_image(cls, client: docker.DockerClient, profile: str) -> str:
         """The profile's image tag if the Podman store holds it. Raises ImageMissing saying how
         to bring it there (Podman builds no image of reb-ray's: it is copied from Docker)."""
-        from reb_ray.sandbox.image import image_tag, require_image
+        from reb_ray.sandbox.docker.image import image_tag, require_image
 
         try:
             return require_image(client, profile)

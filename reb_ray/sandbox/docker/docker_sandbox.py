@@ -39,10 +39,12 @@ from reb_ray.sandbox.base import (
     SandboxConfig,
     SandboxSize,
     UnreadableFile,
+    killed_commands,
     to_argv,
+    tree_bytes,
 )
-from reb_ray.sandbox.docker_client import shared_client, wait_for_daemon
-from reb_ray.sandbox.hardening import hardening_kwargs
+from reb_ray.sandbox.docker.docker_client import shared_client, wait_for_daemon
+from reb_ray.sandbox.docker.hardening import hardening_kwargs
 from reb_ray.sandbox.output import OutputCapture, OutputSink
 from reb_ray.sandbox.ownership import container_labels
 
@@ -192,7 +194,7 @@ class DockerSandbox(Sandbox):
     def connect_engine(cls, timeout: float = 120.0) -> docker.DockerClient:
         """A pinged client of the engine this provider's sandboxes run on (DOCKER_HOST's daemon).
         Raises DockerUnavailable with the fix."""
-        from reb_ray.sandbox.docker_client import connect
+        from reb_ray.sandbox.docker.docker_client import connect
 
         return connect(timeout=timeout)
 
@@ -204,7 +206,7 @@ class DockerSandbox(Sandbox):
     @classmethod
     def require_image(cls, client: docker.DockerClient, profile: str) -> str:
         """The profile's image tag if the engine holds it. Raises ImageMissing with the fix."""
-        from reb_ray.sandbox.image import require_image
+        from reb_ray.sandbox.docker.image import require_image
 
         return require_image(client, profile)
 
@@ -501,34 +503,6 @@ def _missing_directory(exc: DockerException) -> bool:
     directory), as against a container that is gone."""
     text = str(getattr(exc, "explanation", "") or exc).lower()
     return "no such container" not in text
-
-
-def killed_commands(listing: str) -> list[str]:
-    """Command lines from "PID<TAB>command" lines, one per PID (a process still dying when
-    the next round looked is listed again), in the order first seen."""
-    seen: dict[str, str] = {}
-    for line in listing.splitlines():
-        pid, sep, cmd = line.partition("\t")
-        if sep and pid.isdigit() and cmd.strip():
-            seen.setdefault(pid, cmd.strip())
-    return list(seen.values())
-
-
-def tree_bytes(root: Path) -> int:
-    """Bytes of regular files under `root`, each inode once, symlinks not followed."""
-    seen: set[tuple[int, int]] = set()
-    total = 0
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            try:
-                st = os.lstat(os.path.join(dirpath, name))
-            except OSError:
-                continue
-            if (st.st_dev, st.st_ino) in seen or not (st.st_mode & 0o170000 == 0o100000):
-                continue
-            seen.add((st.st_dev, st.st_ino))
-            total += st.st_size
-    return total
 
 
 def _drain(stream: Any, out: OutputCapture) -> None:
