@@ -68,7 +68,7 @@ class PhaseSplit:
         gpus = self.lease.acquire()
         self.rec.row["probe_gpu_wait_s"] = time.monotonic() - started
         if self.image is None:
-            agent_box.lease_gpus(gpus)  # type: ignore[attr-defined]
+            agent_box.lease_gpus(gpus)
             return agent_box, gpus
         return self._open(gpus), gpus
 

@@ -160,14 +160,32 @@ class DockerSandbox(Sandbox):
         own_interpreters=True,
     )
 
+    #: What `kill_leftovers` runs, for a caller that folds it into a root script of its own.
+    leftovers_script = KILL_LEFTOVERS_SCRIPT
+
     def __init__(self, config: SandboxConfig, client: docker.DockerClient | None = None) -> None:
+        """Start the container of `config` on `client`'s engine (None: this process's shared
+        client of the provider's engine, `shared_engine_client`); the engine's own start is
+        `_start` (Docker's create and start; Podman's libpod create)."""
         if not config.image:
             raise RebRayError("sandbox config has no image")
         self.config = config
         self.workdir = config.workdir
-        self._client = client or shared_client()
+        self._client = client or self.shared_engine_client()
         self._closed = False
-        name = f"reb-ray-{uuid.uuid4().hex[:12]}"
+        self.id: str = ""
+        self._start(f"reb-ray-{uuid.uuid4().hex[:12]}")
+
+    @classmethod
+    def shared_engine_client(cls) -> docker.DockerClient:
+        """This process's client of the provider's engine, made on first use and then reused
+        (DOCKER_HOST's daemon). Raises DockerUnavailable on first use without one."""
+        return shared_client()
+
+    def _start(self, name: str) -> None:
+        """Create and start container `name` from `self.config`, setting `id`. Raises
+        ImageMissing or RebRayError and then leaves no container."""
+        config = self.config
         try:
             # create + start, not containers.run: run pulls a missing image from a registry; a
             # missing image is found by create itself, so no lookup per sandbox (one request less).
@@ -182,7 +200,7 @@ class DockerSandbox(Sandbox):
             self._remove_by_name(name)
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise RebRayError(f"cannot start sandbox from {config.image}: {first[:300]}") from None
-        self.id: str = self._container.id
+        self.id = self._container.id
 
     # -- the engine (class-level: asked before any sandbox opens) -----------------------------
     #: The engine's name in one-line messages (node checks, doctor).
@@ -200,7 +218,7 @@ class DockerSandbox(Sandbox):
 
     @classmethod
     def wait_for_engine(cls) -> None:
-        """Return once the engine answers; InfraError `infra_daemon` after DAEMON_WAIT_S seconds."""
+        """Return once the daemon answers; InfraError `infra_daemon` after DAEMON_WAIT_S seconds."""
         wait_for_daemon()
 
     @classmethod
@@ -257,9 +275,9 @@ class DockerSandbox(Sandbox):
         try:
             self._remove()
         except requests.exceptions.ConnectionError:
-            # The daemon went away (it restarted): remove the container once it answers again,
+            # The engine went away (it restarted): remove the container once it answers again,
             # bounded, so no container of ours outlives its attempt.
-            wait_for_daemon()
+            self.wait_for_engine()
             self._remove()
 
     def _remove(self) -> None:
