@@ -1,11 +1,14 @@
 """The sandbox interface: the isolated place one trial runs.
 
-Three providers implement it: `docker` (a container per trial, the default), `local` (a
-process group in a temporary directory, for machines without Docker and trusted built-in
-agents only) and `sleep` (the local one whose commands only take scripted time, for scheduling
-benchmarks). The same conformance tests run against docker and local. What differs between
-providers is stated by each provider class as its `SandboxCapabilities` and asked of those,
-never of the provider's name.
+Four providers implement it: `docker` (a container per trial, the default) and `podman` (the
+same on a Podman service), both in reb_ray/sandbox/docker/ since they speak the Docker Engine
+API; `local` (a process group in a temporary directory, for machines without Docker and
+trusted built-in agents only) and `sleep` (the local one whose commands only take scripted
+time, for scheduling benchmarks). The same conformance tests run against docker, podman and
+local. What differs between providers is stated by each provider class, as its
+`SandboxCapabilities` and, for what carries a value, as the class attributes and class
+methods declared here (its engine, its leftovers' kill script), and asked of those, never of
+the provider's name.
 """
 
 from __future__ import annotations
