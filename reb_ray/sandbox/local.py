@@ -30,8 +30,8 @@ from reb_ray.sandbox.base import (
     SandboxConfig,
     SandboxSize,
     to_argv,
+    tree_bytes,
 )
-from reb_ray.sandbox.docker_sandbox import tree_bytes
 from reb_ray.sandbox.output import OutputCapture, OutputSink
 from reb_ray.sandbox.scratch import make_scratch
 
@@ -86,12 +86,15 @@ class LocalSandbox(Sandbox):
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
         workdir: str | None = None,
+        user: str | None = None,
         *,
         watch: Sequence[str] = (),
         sink: OutputSink | None = None,
     ) -> ExecResult:
         import uuid
 
+        if user is not None:  # host processes run as the harness's user: another cannot be honoured
+            raise ValueError(f"the {self.provider} sandbox runs commands as the harness's own user, not as {user!r}")
         marker = uuid.uuid4().hex
         self._markers.append(marker)
         out = OutputCapture(self.config.head_bytes, self.config.tail_bytes, watch, sink)

@@ -68,7 +68,7 @@ class PhaseSplit:
         gpus = self.lease.acquire()
         self.rec.row["probe_gpu_wait_s"] = time.monotonic() - started
         if self.image is None:
-            agent_box.lease_gpus(gpus)  # type: ignore[attr-defined]
+            agent_box.lease_gpus(gpus)
             return agent_box, gpus
         return self._open(gpus), gpus
 
@@ -96,7 +96,7 @@ class PhaseSplit:
         return self.c1_sandbox if self.image is not None else None
 
     def _commit(self, agent_box: Sandbox) -> None:
-        from reb_ray.sandbox.docker_sandbox import DockerSandbox
+        from reb_ray.sandbox.docker.docker_sandbox import DockerSandbox
 
         assert isinstance(agent_box, DockerSandbox)
         self._client, self._config = agent_box.client, agent_box.config

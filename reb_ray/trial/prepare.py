@@ -52,30 +52,37 @@ __all__ = ["PIP_CACHE_MOUNT", "WHEELHOUSE_MOUNT", "Prepared", "preflight", "prep
 def sandbox_config(spec: TrialSpec, gpus: list[str]) -> tuple[SandboxConfig, dict[str, str]]:
     """The sandbox config and the agent's pip environment (find-links and cache)."""
     cfg = spec.config
-    docker = capabilities_of(cfg.sandbox).mounts  # mounts, limits and CA bundle: the container provider
-    mounts = {str(w): f"{WHEELHOUSE_MOUNT}/{i}" for i, w in enumerate(cfg.wheelhouses)} if docker else {}
-    if docker and cfg.assets_dir is not None:
+    caps = capabilities_of(cfg.sandbox)
+    # Host directories (wheelhouses, assets, the pip cache, the CA bundle) are bind-mounted at
+    # fixed sandbox paths; without mounts the sandbox is given the host paths as they are.
+    binds = caps.mounts
+    # A container's engine takes the cpus, memory, pids and disk limits (an engine that drops
+    # them says so in the open sandbox's capabilities); host processes get none.
+    contained = caps.container_runtime is not None
+    mounts = {str(w): f"{WHEELHOUSE_MOUNT}/{i}" for i, w in enumerate(cfg.wheelhouses)} if binds else {}
+    if binds and cfg.assets_dir is not None:
         # Mounted from the start (Docker cannot add a mount later); read-only, and only the
         # probe phase gets the variables that point at it.
         mounts[str(cfg.assets_dir)] = ASSETS_MOUNT
     pip_env: dict[str, str] = {}
-    find_links = [mounts[str(w)] for w in cfg.wheelhouses] if docker else [str(w) for w in cfg.wheelhouses]
+    find_links = [mounts[str(w)] for w in cfg.wheelhouses] if binds else [str(w) for w in cfg.wheelhouses]
     if cfg.pip_cache:
         # The node's wheel cache: read-only find-links, filled by the harness after trials
         # (`package_cache.fill`); each trial's own ~/.cache/pip dies with it.
         cfg.pip_cache_dir.mkdir(parents=True, exist_ok=True)
-        if docker:
+        if binds:
             mounts[str(cfg.pip_cache_dir)] = PIP_CACHE_MOUNT
-        find_links.append(PIP_CACHE_MOUNT if docker else str(cfg.pip_cache_dir))
+        find_links.append(PIP_CACHE_MOUNT if binds else str(cfg.pip_cache_dir))
     else:
         pip_env["PIP_NO_CACHE_DIR"] = "1"
     if find_links:
         pip_env["PIP_FIND_LINKS"] = " ".join(find_links)
     memory = cfg.memory_bytes or default_memory_bytes(cfg.cpus_per_trial, cfg.max_concurrent)
     config = SandboxConfig(
-        image=spec.image, gpus=gpus, cpus=cfg.cpus_per_trial if docker else None, memory_bytes=memory if docker else None,
-        pids_limit=cfg.pids_limit if docker else None, disk_quota_bytes=cfg.disk_quota_bytes if docker else None,
-        shm_size_bytes=cfg.shm_size_bytes, network=harness_network(cfg), ca_bundle=cfg.ca_bundle if docker else None,
+        image=spec.image, gpus=gpus, cpus=cfg.cpus_per_trial if contained else None,
+        memory_bytes=memory if contained else None,
+        pids_limit=cfg.pids_limit if contained else None, disk_quota_bytes=cfg.disk_quota_bytes if contained else None,
+        shm_size_bytes=cfg.shm_size_bytes, network=harness_network(cfg), ca_bundle=cfg.ca_bundle if binds else None,
         mounts=mounts, sweep_id=spec.sweep_id, trial_id=spec.trial_id, attempt=spec.attempt,
         labels={RUN: spec.run_id} if spec.run_id else {},
     )
@@ -92,7 +99,7 @@ def preflight(spec: TrialSpec) -> None:
     if capabilities_of(spec.config.sandbox).image:  # a restarting daemon: the attempt waits for it, bounded, not fails
         from reb_ray.sandbox import provider_class
 
-        provider_class(spec.config.sandbox).wait_for_engine()  # type: ignore[attr-defined]
+        provider_class(spec.config.sandbox).wait_for_engine()
     free = shutil.disk_usage(tempfile.gettempdir()).free
     if free < spec.config.min_free_bytes:  # a full disk is infra (owner: infra), found before the agent runs
         raise InfraError("infra_disk_full", f"{free / 1e9:.1f} GB free, need {spec.config.min_free_bytes / 1e9:.1f} GB")
