@@ -73,7 +73,7 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
     rec.artifacts = TrialArtifacts(staging, spec.sweep_id, spec.trial_id, spec.attempt, redactor)
     t0 = time.monotonic()
     p = Prepared.begin(spec, split)  # nothing opened yet: each part is added as it opens
-    rec.row.update(fingerprint(spec.config.sandbox))  # environment artifacts: the node's hardware
+    rec.result.hardware.set(**fingerprint(spec.config.sandbox))  # environment artifacts: the node's hardware
     env_phase = EnvironmentPhase(rec, spec, redactor.secrets)  # environment artifacts
     try:
         prepare(p, rec, gpus, llm_proxy)
@@ -102,8 +102,8 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
     finally:
         env_phase.settle()  # environment artifacts: keep the committed image or remove it
         p.close(rec)  # every part opened, in order, whichever phase failed
-        rec.row.update(atif_file.write(rec, rec.agent_commands, redactor))  # trajectory.json (ATIF)
-    rec.row["trial_wall_time_s"] = time.monotonic() - t0
+        rec.result.agent.set(**atif_file.write(rec, rec.agent_commands, redactor))  # trajectory.json (ATIF)
+    rec.result.identity.trial_wall_time_s = time.monotonic() - t0
     outcome = rec.outcome(redactor)
     artifacts.deliver(outcome, staging, spec.config.output.resolve(), ship_artifacts)
     return outcome
@@ -133,7 +133,7 @@ def _probe(rec: TrialRecorder, p: Prepared, report: Report | None, gpus: list[st
         # (or the sweep's explicit network): it runs no agent code.
         _fill_package_cache(rec, spec, p.config.model_copy(update={"network": harness_network(spec.config)}),
                             p.sandbox, report)
-    rec.row["probe_wall_time_s"] = time.monotonic() - probe_t0
+    rec.result.probe.probe_wall_time_s = time.monotonic() - probe_t0
 
 
 def _fill_package_cache(rec: TrialRecorder, spec: TrialSpec, config: SandboxConfig, sandbox: Sandbox,
@@ -145,7 +145,7 @@ def _fill_package_cache(rec: TrialRecorder, spec: TrialSpec, config: SandboxConf
     try:  # a sandbox the agent stopped has nothing to list: the trial's verdict stands
         listed = package_cache.installed(sandbox, report.python_path)
         if listed is not None:
-            rec.row["pip_cache_filled"] = len(package_cache.fill(spec.config.pip_cache_dir, config, *listed,
-                                                                 provider=spec.config.sandbox))
+            filled = package_cache.fill(spec.config.pip_cache_dir, config, *listed, provider=spec.config.sandbox)
+            rec.result.probe.pip_cache_filled = len(filled)
     except RebRayError:
         pass  # the cache stays as it was: slower later trials, never a different result
