@@ -7,8 +7,9 @@ metering proxy: a `Prepared`), the agent phase (`run_agent_phase`: the agent und
 watches, its meter read), the steps between the phases (`run_between_phases`: leftovers
 stopped, the report read, the agent's changes to tracked files recorded and undone), the
 environment phase (`EnvironmentPhase`: what the agent built captured), the probe phase
-(`run_probe_phase`: the hidden probes), and `Prepared.close` on every path. It returns one
-`trials` row plus its `stages` rows with the agent's credentials masked. In a sweep that
+(`run_probe_phase`: the hidden probes), and `Prepared.close` on every path. Each phase sets
+its part of the attempt's `AttemptResult` (reb_ray.trial.result); the recorder flattens it
+(`flatten`) into one `trials` row plus its `stages` rows with the agent's credentials masked. In a sweep that
 shares GPUs in the agent phase (a `gpu_lease` is given), the agent sees GPUs it does not hold
 and the probe phase runs in sandboxes of its own, with GPUs it leases exclusively
 (`PhaseSplit`). It always returns: infrastructure failures become an `infra_error` row
