@@ -69,8 +69,9 @@ PROBE_COLUMNS = (*(c for columns in STAGE_COLUMNS.values() for c in columns),
                  "stages_missing_assets", "network_denied_count", "network_log_path", "sandbox_network",
                  "network_host_guard")
 #: Trials-row columns a re-probe's row takes from its own attempt; the rest are the source's.
-REPROBED_COLUMNS = (*PROBE_COLUMNS, *HardwareFingerprint.column_names(), "sweep_id", "node", "started_at", "finished_at", "probe_toolbox",
-                    "rerun", "sandbox_limits_enforced", "report_status", "report_python_path")
+REPROBED_COLUMNS = (*PROBE_COLUMNS, *HardwareFingerprint.column_names(), "sweep_id", "node", "started_at",
+                    "finished_at", "probe_toolbox", "rerun", "sandbox_limits_enforced", "report_status",
+                    "report_python_path")
 #: The row's own record of the sandbox limits, over the stored identity's (SweepConfig field: row column).
 _ROW_LIMITS = {"pids_limit": "sandbox_pids_limit", "memory_bytes": "sandbox_memory_bytes",
                "disk_quota_bytes": "sandbox_disk_quota_bytes", "shm_size_bytes": "sandbox_shm_bytes",
@@ -188,7 +189,8 @@ def reprobe_trial(source: dict, stages: dict[str, dict], task: TaskSpec, config:
     result.hardware.set(**fingerprint(config.sandbox))
     result.probe.probe_toolbox = toolbox  # the probe phase names it again once it installs the toolbox
     # What the probe phase reads of the attempt, and what the re-probe may measure again, as the source recorded it.
-    result.setup.repo_commit, result.setup.sandbox_limits_enforced = source.get("repo_commit"), source.get("sandbox_limits_enforced")
+    result.setup.repo_commit = source.get("repo_commit")
+    result.setup.sandbox_limits_enforced = source.get("sandbox_limits_enforced")
     result.between.set(**{c: source.get(c) for c in ("report_status", "report_python_path", "repo_modified_files")})
     rec.stages = [dict(s, sweep_id=new_sweep) for name, s in stages.items() if name not in PROBE_ROWS]
     startup = json.loads((stages.get("startup") or {}).get("raw") or "{}")
@@ -242,7 +244,8 @@ def _report(rec: TrialRecorder, stage: dict | None):
     if not stage or not stage.get("raw"):
         return None
     status, report, reason = parse_report(stage["raw"].encode())
-    rec.result.between.report_status, rec.result.between.report_python_path = status, report.python_path if report else None
+    between = rec.result.between
+    between.report_status, between.report_python_path = status, report.python_path if report else None
     for row in (s for s in rec.stages if s["stage"] == "report"):
         row.update(status="success" if report else "failure", reason=reason, failure_category=None if report else status)
     return report
