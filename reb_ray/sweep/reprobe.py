@@ -233,8 +233,9 @@ def reprobe_trial(source: dict, stages: dict[str, dict], task: TaskSpec, config:
 def reprobe_row(source: dict, fresh: dict) -> dict:
     """The re-probe's trials row: the `source` row, with `REPROBED_COLUMNS` from the re-probe's
     own row `fresh` (its probe columns, settlement and network measured afresh, this node's
-    fingerprint, its sweep id and times) and `reused_from` naming the source sweep."""
-    return {**source, **{c: fresh[c] for c in REPROBED_COLUMNS}, "reused_from": source["sweep_id"]}
+    fingerprint, its sweep id and times) and `reused_from` naming the source sweep. A column
+    `fresh` lacks (a stage no verdict graded) is null, never the source's."""
+    return {**source, **{c: fresh.get(c) for c in REPROBED_COLUMNS}, "reused_from": source["sweep_id"]}
 
 
 def _report(rec: TrialRecorder, stage: dict | None):
