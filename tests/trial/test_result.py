@@ -178,3 +178,29 @@ def test_parts_are_dataclasses_with_slots():
     """A misspelt attribute fails where it is set, not as a column nobody reads."""
     for part in AttemptResult().parts():
         assert dataclasses.is_dataclass(part) and not hasattr(part, "__dict__"), type(part).__name__
+
+
+def test_the_helpers_that_answer_with_columns_answer_with_their_parts_columns():
+    """What `TrialLlm.finish` (a metered LLM agent and a baseline that calls no model),
+    `TrialEgress.close` and the node's `fingerprint` return fits the part the phase sets with
+    it: `set` raises KeyError on a column the part lacks."""
+    from types import SimpleNamespace
+
+    from reb_ray.agents import get_agent
+    from reb_ray.environment.fingerprint import fingerprint
+    from reb_ray.trial.egress import TrialEgress
+    from reb_ray.trial.llm import TrialLlm
+
+    result = AttemptResult()
+    meter = {"requests": 2, "input_tokens": 5, "output_tokens": 1, "cost_usd": 0.01, "cost_source": "price_table",
+             "models": {"m": 2}, "failures": {}, "in_flight": 0}
+    metered = TrialLlm._meter_columns(SimpleNamespace(log=[{"status": 200, "started_at": 1.0}]), meter, None)
+    result.llm.set(**metered)
+    assert result.llm.llm_requests == 2 and result.llm.llm_model == "m"
+    spec = TrialSpec(sweep_id="s", agent="heuristic", task=_task(), trial_index=0, config=SweepConfig(wheelhouses=[]))
+    baseline = TrialLlm(get_agent(spec.agent_spec), spec, None, "local").finish(None, None)
+    result.llm.set(**baseline)
+    assert result.llm.cost_source == "no_model" and result.llm.llm_requests == 0
+    result.network.set(**TrialEgress(SweepConfig(wheelhouses=[], sandbox="local")).close(None))
+    result.hardware.set(**fingerprint("local"))
+    assert result.hardware.cpu_count is not None
