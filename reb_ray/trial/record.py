@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from reb_ray.agents.base import REPORT_PATH
 from reb_ray.agents.prompt import render_prompt
-from reb_ray.grading.vocabulary import owner_of
+from reb_ray.grading.vocabulary import Stage, Status, category, owner_of
 from reb_ray.grading.unmeasured import ASSETS_MISSING, STAGE_COLUMNS, skipped
 from reb_ray.grading.verdict import StageVerdict
 from reb_ray.models.sweep import TrialSpec
@@ -148,7 +148,8 @@ class TrialRecorder:
             if verdict is not None:
                 self.apply([verdict])
             elif name in STAGE_COLUMNS:  # its status column says not_run; its other columns stay null
-                self.record(StageVerdict(name, "not_run", reason, failure_category, row={f"{name}_status": "not_run"}))
+                why = category(failure_category) if failure_category else None
+                self.record(StageVerdict(Stage(name), Status.NOT_RUN, reason, why, row={f"{name}_status": "not_run"}))
             else:
                 self.stage(name, "not_run", reason=reason, failure_category=failure_category)
 
