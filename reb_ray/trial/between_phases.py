@@ -293,15 +293,16 @@ def run_between_phases(rec: TrialRecorder, sandbox: Sandbox, report_path: str, r
     """
     settled = settle(sandbox, report_path, repo_dir, MAX_REPORT_BYTES)
     stopped = settled.stopped
-    rec.row.update(leftover_processes=None if stopped is None else len(stopped),
-                   leftover_commands=None if stopped is None else [c[:LEFTOVER_CHARS] for c in stopped[:LEFTOVERS_KEPT]])
+    part = rec.result.between
+    part.leftover_processes = None if stopped is None else len(stopped)
+    part.leftover_commands = None if stopped is None else [c[:LEFTOVER_CHARS] for c in stopped[:LEFTOVERS_KEPT]]
     data, written = settled.report, not isinstance(settled.report_error, FileNotFoundError)
     if isinstance(settled.report_error, UnreadableFile):
         status, report, reason = "invalid_report", None, str(settled.report_error)
     else:
         status, report, reason = parse_report(data)
-    rec.row.update(report_status=status, report_python_path=report.python_path if report else None,
-                   report_source=rec.row.get("report_source") or ("agent_file" if written else "none"))
+    part.report_status, part.report_python_path = status, report.python_path if report else None
+    part.report_source = rec.result.agent.report_source or ("agent_file" if written else "none")
     rec.stage("report", "success" if report else "failure", reason=reason, failure_category=None if report else status,
               raw=data.decode(errors="replace") if data else None)
     record_changes(rec, baseline, settled.state)
@@ -314,7 +315,7 @@ def restore_repo(rec: TrialRecorder, sandbox: Sandbox, repo_dir: str, baseline: 
     """The stages run the pinned repository: restore the tracked files the agent changed; when
     git in the sandbox cannot (its .git removed or broken), copy the host's pinned checkout over
     the repository and restore again (then which files differed is unknown: null)."""
-    commit = rec.row.get("repo_commit")
+    commit = rec.result.setup.repo_commit
     keep = unchanged_by_agent(baseline, after)
     columns = restore_pinned(sandbox, repo_dir, commit, keep)
     if columns["repo_restored"] is not True and commit and pinned_checkout is not None:
@@ -326,7 +327,7 @@ def restore_repo(rec: TrialRecorder, sandbox: Sandbox, repo_dir: str, baseline: 
             again = restore_pinned(sandbox, repo_dir, commit, keep)
             columns = {"repo_head_moved": columns["repo_head_moved"], "repo_restored": again["repo_restored"],
                        "repo_restored_files": columns["repo_restored_files"]}
-    rec.row.update(columns)
+    rec.result.between.set(**columns)
 
 
 def record_changes(rec: TrialRecorder, baseline: dict[str, str] | None, after: dict[str, str] | None) -> None:
@@ -334,4 +335,4 @@ def record_changes(rec: TrialRecorder, baseline: dict[str, str] | None, after: d
     if baseline is None or after is None:
         return
     files = changed_since(baseline, after)
-    rec.row.update(repo_modified=bool(files), repo_modified_files=files)
+    rec.result.between.repo_modified, rec.result.between.repo_modified_files = bool(files), files

@@ -8,7 +8,7 @@ registers an LLM agent with the node's metering proxy and builds the agent's con
 part goes into a `Prepared` as soon as it is open, so that `Prepared.close(rec)` releases
 what is there on every path, a failing preparation included: the LLM registration, the
 sandbox, the phase split, the toolchain slot, the egress proxy, the host workspace, in that
-order, recording what they leave in the row. The caller makes the `Prepared` before it
+order, recording what they leave in the attempt's result. The caller makes the `Prepared` before it
 prepares (`Prepared.begin`) and closes it after it has recorded the attempt's outcome, so
 that a note about a part that could not be removed is appended to the failure, never
 overwritten by it.
@@ -148,32 +148,32 @@ class Prepared:
     def close(self, rec: TrialRecorder) -> None:
         """Release every part, in order; never raises. The LLM registration is closed first (an
         error path: still unregistered, its tokens kept), the egress proxy after the sandbox
-        (every connection it made is logged); a removal that fails is appended to the row's
-        `failure_reason` rather than hiding the result."""
+        (every connection it made is logged); a removal that fails is appended to the
+        settlement's `failure_reason` rather than hiding the result."""
         if self.llm is not None:
-            rec.row.update(self.llm.close(rec.artifacts))
+            rec.result.llm.set(**self.llm.close(rec.artifacts))
         if self.sandbox is not None:
             try:
                 self.sandbox.close()
             except Exception as exc:  # noqa: BLE001 - a removal failure must not hide the result
-                rec.row["failure_reason"] = (rec.row.get("failure_reason") or "") + f" [close failed: {exc}]"
+                rec.result.settlement.note(f" [close failed: {exc}]")
         if self.split is not None and (problem := self.split.close()):  # its sandboxes, its image, its lease
-            rec.row["failure_reason"] = (rec.row.get("failure_reason") or "") + f" [close failed: {problem}]"
+            rec.result.settlement.note(f" [close failed: {problem}]")
         self.slot.close()
-        rec.row.update(self.egress.close(rec.artifacts))
+        rec.result.network.set(**self.egress.close(rec.artifacts))
         shutil.rmtree(self.workspace, ignore_errors=True)
 
 
 def prepare(p: Prepared, rec: TrialRecorder, gpus: list[str], llm_proxy: ProxyClient | None = None) -> Prepared:
     """Prepare the attempt `p` began (module docstring), recording the repository's commit and
-    the sandbox's limits in the row, and return it. `gpus` are the agent sandbox's physical GPU
+    the sandbox's limits (`SandboxSetup`), and return it. `gpus` are the agent sandbox's physical GPU
     ids (`p.split` shows it a GPU-sharing sweep's GPUs instead); `llm_proxy` is the node's
     metering proxy (None: a private one in this process). Raises what the failing step raises;
     the caller still closes `p`."""
     spec = p.spec
     preflight(spec)
     p.placed = place_repo(spec.task, p.workspace, spec.config.repo_mirrors)
-    rec.row["repo_commit"] = p.placed.commit
+    rec.result.setup.repo_commit = p.placed.commit
     p.agent = agent = get_agent(spec.agent_spec)
     # The agent toolchain, for the agent phase only (`toolchain_slot`).
     p.slot = toolchain_slot(agent.uses_toolchain, spec.config.sandbox, spec.config.toolchains_dir).open()
@@ -186,11 +186,12 @@ def prepare(p: Prepared, rec: TrialRecorder, gpus: list[str], llm_proxy: ProxyCl
     p.sandbox = sandbox = open_sandbox(spec.config.sandbox, config, trusted=agent.trusted,
                                        allow_unsafe=spec.config.unsafe_local)
     p.egress.attach(sandbox)
-    rec.row.update(sandbox_shm_bytes=config.shm_size_bytes if sandbox.capabilities.image else None,
-                   # whether the engine applied memory, pids and CPU limits (a rootless one may drop them)
-                   sandbox_limits_enforced=sandbox.capabilities.enforces_limits if sandbox.capabilities.image else None,
-                   sandbox_pids_limit=config.pids_limit, sandbox_memory_bytes=config.memory_bytes,
-                   sandbox_disk_quota_bytes=config.disk_quota_bytes)
+    setup = rec.result.setup
+    setup.sandbox_shm_bytes = config.shm_size_bytes if sandbox.capabilities.image else None
+    # whether the engine applied memory, pids and CPU limits (a rootless one may drop them)
+    setup.sandbox_limits_enforced = sandbox.capabilities.enforces_limits if sandbox.capabilities.image else None
+    setup.sandbox_pids_limit, setup.sandbox_memory_bytes = config.pids_limit, config.memory_bytes
+    setup.sandbox_disk_quota_bytes = config.disk_quota_bytes
     p.repo_dir = repo_dir = f"{sandbox.workdir}/repo"
     sandbox.put(p.placed.path, repo_dir)
     p.baseline = tracked_state(sandbox, repo_dir)  # the state before the agent: what was already off is not the agent's
