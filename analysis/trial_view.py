@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from reb_ray.errors import RebRayError
 from reb_ray.llm.transcript import commands
 from reb_ray.results.read import latest_attempts, read_stages, read_trials
+from reb_ray.results.verifications import attempt_key, read_verifications
 from reb_ray.sweep.reprobe import REPROBE_SUFFIX, differences, verdicts
 from reb_ray.terminal import printable
 
@@ -244,17 +245,9 @@ def _verification_lines(output_dir: Path, row: dict) -> list[str]:
     """The attempt's rebuild verifications (`reb-ray env verify`, `sweep --verify-exports`), from
     <output>/environments/verifications.jsonl, oldest first: the verdict line, the rebuild's
     seconds against the agent phase's, and the export directory."""
-    try:
-        lines = (output_dir / "environments" / "verifications.jsonl").read_text().splitlines()
-    except OSError:
-        return []
     out = []
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if (record.get("sweep_id"), record.get("trial_id"), record.get("attempt")) != (row["sweep_id"], row["trial_id"], row["attempt"]):
+    for record in read_verifications(output_dir) or []:
+        if attempt_key(record) != (row["sweep_id"], row["trial_id"], row["attempt"]):
             continue
         text = f"verify   {record.get('verdict') or '-'}"
         build, source = record.get("build_s"), record.get("source_agent_wall_time_s")

@@ -40,8 +40,8 @@ from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.suite.load import load_suite
 from reb_ray.suite.placement import place_repo
 from reb_ray.sandbox import open_sandbox
-from reb_ray.sandbox.docker_client import connect
-from reb_ray.sandbox.image import build_image
+from reb_ray.sandbox.docker.docker_client import connect
+from reb_ray.sandbox.docker.image import build_image
 from reb_ray.sandbox.tap import TappedSandbox
 from reb_ray.trial.prepare import sandbox_config
 

@@ -16,7 +16,7 @@ import statistics
 import time
 
 from reb_ray.sandbox import SandboxConfig, open_sandbox
-from reb_ray.sandbox.image import image_tag
+from reb_ray.sandbox.docker.image import image_tag
 
 
 def measure(provider: str, image: str, rounds: int) -> dict[str, float]:

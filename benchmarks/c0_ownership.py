@@ -24,9 +24,9 @@ from reb_ray.probing.c0 import c0_env
 from reb_ray.probing.record import run_json_probe
 from reb_ray.probing.toolbox import install_toolbox
 from reb_ray.sandbox import SandboxConfig
-from reb_ray.sandbox.docker_client import connect
-from reb_ray.sandbox.docker_sandbox import DockerSandbox
-from reb_ray.sandbox.image import build_image
+from reb_ray.sandbox.docker.docker_client import connect
+from reb_ray.sandbox.docker.docker_sandbox import DockerSandbox
+from reb_ray.sandbox.docker.image import build_image
 
 ROOT = Path(__file__).resolve().parents[1]
 TORCH = sorted(Path("/opt/wheels").glob("torch-*.whl"))

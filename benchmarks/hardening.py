@@ -21,10 +21,10 @@ from pathlib import Path
 
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.sandbox import SandboxConfig
-from reb_ray.sandbox.docker_client import connect
-from reb_ray.sandbox.docker_sandbox import DockerSandbox, container_create_kwargs
-from reb_ray.sandbox.hardening import HARDENING_KEYS
-from reb_ray.sandbox.image import build_image
+from reb_ray.sandbox.docker.docker_client import connect
+from reb_ray.sandbox.docker.docker_sandbox import DockerSandbox, container_create_kwargs
+from reb_ray.sandbox.docker.hardening import HARDENING_KEYS
+from reb_ray.sandbox.docker.image import build_image
 from reb_ray.sandbox.limits import LimitWatch
 from reb_ray.sandbox import package_cache
 

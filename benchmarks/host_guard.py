@@ -21,9 +21,9 @@ from reb_ray.netpolicy.network import NETWORKS, ensure_network
 from reb_ray.netpolicy.ports import sandbox_ports
 from reb_ray.trial.egress import TrialEgress
 from reb_ray.sandbox import SandboxConfig
-from reb_ray.sandbox.docker_client import connect
-from reb_ray.sandbox.docker_sandbox import DockerSandbox
-from reb_ray.sandbox.image import require_image
+from reb_ray.sandbox.docker.docker_client import connect
+from reb_ray.sandbox.docker.docker_sandbox import DockerSandbox
+from reb_ray.sandbox.docker.image import require_image
 
 
 def _ms(f, n: int) -> list[float]:

@@ -11,8 +11,8 @@ import sys
 
 from docker.errors import ImageNotFound
 
-from reb_ray.sandbox.docker_client import connect
-from reb_ray.sandbox.image import base_ref, build_image, get_profile, image_tag
+from reb_ray.sandbox.docker.docker_client import connect
+from reb_ray.sandbox.docker.image import base_ref, build_image, get_profile, image_tag
 
 
 def main(profile: str = "minimal") -> None:

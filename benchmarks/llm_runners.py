@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # reb_ray.testing.
 
 from reb_ray.agents.toolchain import Toolchain  # noqa: E402
 from reb_ray.agents.toolchain_mount import ToolchainSlot  # noqa: E402
-from reb_ray.sandbox.docker_client import connect  # noqa: E402
-from reb_ray.sandbox.image import require_image  # noqa: E402
+from reb_ray.sandbox.docker.docker_client import connect  # noqa: E402
+from reb_ray.sandbox.docker.image import require_image  # noqa: E402
 from reb_ray.testing.llm_session import LlmSession  # noqa: E402
 
 USAGE = {"input_tokens": 1000, "cached_input_tokens": 200, "output_tokens": 20}

@@ -18,9 +18,9 @@ import sys
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.trial.egress import TrialEgress
 from reb_ray.sandbox import SandboxConfig
-from reb_ray.sandbox.docker_client import connect
-from reb_ray.sandbox.docker_sandbox import DockerSandbox
-from reb_ray.sandbox.image import require_image
+from reb_ray.sandbox.docker.docker_client import connect
+from reb_ray.sandbox.docker.docker_sandbox import DockerSandbox
+from reb_ray.sandbox.docker.image import require_image
 
 
 def main(n: int = 5, requirement: str = "six==1.16.0") -> None:

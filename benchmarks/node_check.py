@@ -25,8 +25,8 @@ def main() -> None:
     from ray.cluster_utils import Cluster
 
     from reb_ray.orchestrators.node_check import NodeChecks, NodeRequirements, alive_nodes, check_all
-    from reb_ray.sandbox.docker_client import connect
-    from reb_ray.sandbox.image import require_image
+    from reb_ray.sandbox.docker.docker_client import connect
+    from reb_ray.sandbox.docker.image import require_image
 
     image = require_image(connect())
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})

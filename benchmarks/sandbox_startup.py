@@ -13,9 +13,9 @@ import sys
 import time
 
 from reb_ray.sandbox import SandboxConfig
-from reb_ray.sandbox.docker_client import connect
-from reb_ray.sandbox.docker_sandbox import DockerSandbox
-from reb_ray.sandbox.image import build_image
+from reb_ray.sandbox.docker.docker_client import connect
+from reb_ray.sandbox.docker.docker_sandbox import DockerSandbox
+from reb_ray.sandbox.docker.image import build_image
 
 
 def main(n: int = 20) -> None:

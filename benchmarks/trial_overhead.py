@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 from reb_ray.trial import prepare, run as trial_module  # noqa: E402
 from reb_ray.models.sweep import SweepConfig, TrialSpec  # noqa: E402
 from reb_ray.suite.load import load_suite  # noqa: E402
-from reb_ray.sandbox.docker_client import connect  # noqa: E402
-from reb_ray.sandbox.image import build_image  # noqa: E402
+from reb_ray.sandbox.docker.docker_client import connect  # noqa: E402
+from reb_ray.sandbox.docker.image import build_image  # noqa: E402
 
 TASK = "numpy-trainer"
 # The trial's steps timed from outside: (the phase module that calls it, attribute, label).
@@ -42,7 +42,7 @@ def timed_steps() -> dict[str, list[float]]:
     """Wrap the trial module's steps (and the sandbox's and egress's methods) so that each
     call's wall seconds are recorded."""
     from reb_ray.trial.egress import TrialEgress
-    from reb_ray.sandbox.docker_sandbox import DockerSandbox
+    from reb_ray.sandbox.docker.docker_sandbox import DockerSandbox
     from reb_ray.sandbox.limits import LimitWatch
 
     seconds: dict[str, list[float]] = defaultdict(list)

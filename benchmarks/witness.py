@@ -31,8 +31,8 @@ from reb_ray.probing.toolbox import install_toolbox  # noqa: E402
 from reb_ray.probing.witness import arm, collect  # noqa: E402
 from reb_ray.sandbox import open_sandbox  # noqa: E402
 from reb_ray.trial.prepare import sandbox_config  # noqa: E402
-from reb_ray.sandbox.docker_client import connect  # noqa: E402
-from reb_ray.sandbox.image import build_image  # noqa: E402
+from reb_ray.sandbox.docker.docker_client import connect  # noqa: E402
+from reb_ray.sandbox.docker.image import build_image  # noqa: E402
 
 WHEELS = Path("/opt/wheels")
 VENV = "/opt/envs/bench"

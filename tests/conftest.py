@@ -23,7 +23,7 @@ def docker_client(tmp_path_factory):
     images this session's own runs recorded (the `env_image_id` of every trials row under the
     session's temporary directory) are removed, and nobody else's: a user's sweep on the same
     daemon keeps what it kept."""
-    from reb_ray.sandbox.docker_client import connect
+    from reb_ray.sandbox.docker.docker_client import connect
 
     client = connect()
     yield client
@@ -56,7 +56,7 @@ def _kept_by_this_session(base: Path) -> set[str]:
 @pytest.fixture(scope="session")
 def sandbox_image(docker_client) -> str:
     """The minimal profile's image, built if missing (a no-op when CI already built it)."""
-    from reb_ray.sandbox.image import build_image
+    from reb_ray.sandbox.docker.image import build_image
 
     return build_image(docker_client, "minimal").tag
 

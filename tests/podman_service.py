@@ -175,8 +175,8 @@ class RootlessPodman:
 
     def load(self, image: str) -> None:
         """Copy `image` from the shared Docker daemon into the user's store (once)."""
-        from reb_ray.sandbox.docker_client import connect
-        from reb_ray.sandbox.image import transfer_image
+        from reb_ray.sandbox.docker.docker_client import connect
+        from reb_ray.sandbox.docker.image import transfer_image
 
         from contextlib import closing
 

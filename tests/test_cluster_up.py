@@ -147,7 +147,7 @@ def _containers_of(node: SshNode, docker_client, label: str | None = None) -> li
 
 
 def _remove_containers_of(node: SshNode) -> None:
-    from reb_ray.sandbox.docker_client import connect
+    from reb_ray.sandbox.docker.docker_client import connect
 
     client = connect()
     for container in _containers_of(node, client):

@@ -8,6 +8,8 @@ The rules:
 - no import circle between reb_ray's modules;
 - the layers below, top to bottom: a module imports only its own package and packages of lower
   layers, never one of its own layer or above;
+- inside a package with an order of its own (INNER_LAYERS: reb_ray/sandbox/), a module imports
+  only modules of its own row and of lower rows;
 - Ray is imported only under reb_ray/orchestrators/ (exceptions listed in RAY_ELSEWHERE);
 - `analysis` (the reports) is imported only by the command line, reb_ray/cli/, and the viewer,
   reb_ray/viewer/, which stand above both; `tests` never.
@@ -38,9 +40,23 @@ LAYERS: list[set[str]] = [
     {"grading"},                    # pure graders of probe records
     {"models"},                     # schemas: task, agent, sweep, report
     {"netpolicy", "results", "sandbox"},  # network policy; the results store; sandbox providers
-    {"background", "paths", "redact", "terminal"},  # small shared utilities
+    {"background", "jsonl", "paths", "redact", "terminal"},  # small shared utilities
     {"errors"},
 ]
+
+#: Packages with an order inside: rows top to bottom of module or subpackage names (relative to
+#: reb_ray; the package's own name is its `__init__` only), the row holding "*" taking every
+#: other module of the package.
+INNER_LAYERS: dict[str, list[set[str]]] = {
+    "sandbox": [
+        # The registry (a provider by its name) and what opens sandboxes through it.
+        {"sandbox", "sandbox.package_cache"},
+        # The providers and helpers that speak the Docker Engine API (docker, podman).
+        {"sandbox.docker"},
+        # The interface (base), the host-process providers (local, sleep), views, output, limits.
+        {"*"},
+    ],
+}
 
 #: Modules outside reb_ray/orchestrators/ that import Ray, and why.
 RAY_ELSEWHERE = {
@@ -182,6 +198,40 @@ def test_no_arrow_runs_up_or_across_a_layer():
             if not target.startswith("reb_ray.") or _unit(target) == here:
                 continue
             if _layer_of(_unit(target)) <= _layer_of(here):
+                wrong.append(f"{MODULES[module].relative_to(ROOT)}:{line} imports {target}")
+    assert wrong == []
+
+
+def _inner_row(package: str, module: str) -> int:
+    """The row of INNER_LAYERS[package] that holds reb_ray module `module`."""
+    rel = module.removeprefix("reb_ray.")
+    rows = INNER_LAYERS[package]
+    for i, row in enumerate(rows):
+        if rel in row or any(name != package and rel.startswith(f"{name}.") for name in row):
+            return i
+    return next(i for i, row in enumerate(rows) if "*" in row)
+
+
+def test_the_inner_order_is_read():
+    """The registry reaches the Docker-API providers (the rule below would pass on no arrows)."""
+    assert "reb_ray.sandbox.docker.docker_sandbox" in GRAPH["reb_ray.sandbox"]
+    assert _inner_row("sandbox", "reb_ray.sandbox") == 0
+    assert _inner_row("sandbox", "reb_ray.sandbox.docker.image") == 1
+    assert _inner_row("sandbox", "reb_ray.sandbox.base") == 2
+
+
+def test_no_arrow_runs_up_inside_an_ordered_package():
+    """Inside reb_ray/sandbox/, the provider-neutral modules (the interface, local, sleep) never
+    import the Docker-API subpackage, and that subpackage never imports the registry: the rest of
+    reb_ray reaches a Docker-API provider by its name, through the registry only."""
+    wrong = []
+    for module, edges in GRAPH.items():
+        package = _unit(module)
+        if package not in INNER_LAYERS:
+            continue
+        for target, line in edges.items():
+            if target.startswith("reb_ray.") and _unit(target) == package \
+                    and _inner_row(package, target) < _inner_row(package, module):
                 wrong.append(f"{MODULES[module].relative_to(ROOT)}:{line} imports {target}")
     assert wrong == []
 

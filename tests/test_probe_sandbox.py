@@ -18,7 +18,7 @@ from reb_ray.suite.load import load_suite
 from reb_ray.trial.phase_split import PhaseSplit
 from reb_ray.probing.toolbox import TOOLBOX_SANDBOX_PATH
 from reb_ray.sandbox import SandboxConfig
-from reb_ray.sandbox.docker_sandbox import DockerSandbox, container_create_kwargs
+from reb_ray.sandbox.docker.docker_sandbox import DockerSandbox, container_create_kwargs
 from reb_ray.sandbox.ownership import ATTEMPT_IMAGE, SWEEP
 from reb_ray.trial.record import TrialRecorder
 

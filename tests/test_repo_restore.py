@@ -63,7 +63,7 @@ def test_a_removed_git_directory_is_restored_from_the_hosts_checkout(make_sandbo
     sb.put(host, repo)
     assert sb.exec(["sh", "-c", "rm -rf .git && echo 'print(1)' > a.py"], workdir=repo).ok
     rec = _recorder()
-    rec.row["repo_commit"] = _head(host)
+    rec.result.setup.repo_commit = _head(host)
     restore_repo(rec, sb, repo, {}, None, host)
     assert rec.row["repo_restored"] is True and rec.row["repo_restored_files"] is None  # what differed is unknown
     assert _read(sb, f"{repo}/a.py") == "# a.py\n"

@@ -67,7 +67,7 @@ def test_unknown_state_stays_null(make_sandbox):
     assert tracked_state(sb, f"{sb.workdir}/not-a-repo") is None
     rec = _recorder()
     record_changes(rec, {}, tracked_state(sb, f"{sb.workdir}/not-a-repo"))
-    assert "repo_modified" not in rec.row  # null in the row, never False
+    assert rec.row["repo_modified"] is None and rec.row["repo_modified_files"] is None  # null, never False
 
 
 def test_changed_since_is_the_symmetric_difference_of_states():

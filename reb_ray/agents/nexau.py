@@ -39,6 +39,7 @@ from reb_ray.agents import runner_support as rs
 from reb_ray.agents.base import Agent, AgentContext, AgentRun
 from reb_ray.agents.toolchain import NEXAU_INSTALL_HINT, NEXAU_PART
 from reb_ray.errors import InfraError
+from reb_ray.jsonl import json_objects
 from reb_ray.sandbox.base import SYSTEM_PATH
 from reb_ray.sandbox import Sandbox
 
@@ -113,15 +114,7 @@ class NexauAgent(Agent):
 
 def parse_events(raw: bytes) -> list[dict]:
     """The driver's JSON Lines (a torn last line, from a killed run, is skipped)."""
-    events = []
-    for line in raw.splitlines():
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            events.append(value)
-    return events
+    return json_objects(raw)
 
 
 def _count(value) -> int:

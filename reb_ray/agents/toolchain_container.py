@@ -14,7 +14,7 @@ def run_container(client, image: str, argv: list[str], mounts: dict[str, str], t
     from docker.errors import DockerException
 
     from reb_ray.models.sweep import HOST_CA_BUNDLE
-    from reb_ray.sandbox.docker_sandbox import CONTAINER_CA_BUNDLE
+    from reb_ray.sandbox.docker.docker_sandbox import CONTAINER_CA_BUNDLE
     from reb_ray.sandbox.ownership import container_labels
 
     volumes = {host: {"bind": inside, "mode": "ro" if inside in read_only else "rw"} for host, inside in mounts.items()}

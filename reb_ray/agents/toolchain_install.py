@@ -43,7 +43,7 @@ from reb_ray.agents.toolchain import (
 )
 from reb_ray.agents.toolchain_container import run_container
 from reb_ray.errors import RebRayError, UnknownName
-from reb_ray.sandbox.docker_sandbox import tree_bytes
+from reb_ray.sandbox.base import tree_bytes
 
 NPM_TIMEOUT_S = 600.0
 PIP_TIMEOUT_S = 1200.0
@@ -208,11 +208,11 @@ def install(kinds: Sequence[str] = INSTALLABLE, toolchain: Toolchain | None = No
             cli_version(toolchain, kind)  # the installed CLI really starts (through its wrapper)
     if "mini_swe_agent" in wanted or "nexau" in kinds:
         if client is None:
-            from reb_ray.sandbox.docker_client import connect
+            from reb_ray.sandbox.docker.docker_client import connect
 
             client = connect()
         if image is None:
-            from reb_ray.sandbox.image import require_image
+            from reb_ray.sandbox.docker.image import require_image
 
             image = require_image(client)
     if "mini_swe_agent" in wanted:

@@ -87,8 +87,8 @@ def install(
     toolchain = Toolchain.current(toolchains_dir)
     image = client = None
     if "mini_swe_agent" in wanted or "nexau" in wanted:
-        from reb_ray.sandbox.docker_client import connect
-        from reb_ray.sandbox.image import DEFAULT_PROFILE, require_image
+        from reb_ray.sandbox.docker.docker_client import connect
+        from reb_ray.sandbox.docker.image import DEFAULT_PROFILE, require_image
 
         client = connect()
         image = require_image(client, image_profile or DEFAULT_PROFILE)

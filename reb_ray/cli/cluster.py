@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from reb_ray.sandbox.image import DEFAULT_PROFILE
+from reb_ray.sandbox.docker.image import DEFAULT_PROFILE
 
 app = typer.Typer(no_args_is_help=True, help="Inspect the Ray cluster sweeps run on (see cluster.yaml).")
 
@@ -19,7 +19,7 @@ def status(
     running trials, and what is wrong. Exits 1 when a node has a problem."""
     from reb_ray.errors import RebRayError
     from reb_ray.orchestrators.cluster_status import cluster_status, connect
-    from reb_ray.sandbox.image import image_tag
+    from reb_ray.sandbox.docker.image import image_tag
 
     tag = image_tag(profile)
     try:

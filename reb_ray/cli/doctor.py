@@ -6,7 +6,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from reb_ray.sandbox.image import DEFAULT_PROFILE, get_profile
+from reb_ray.sandbox.docker.image import DEFAULT_PROFILE, get_profile
 
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "red"}
 

@@ -64,7 +64,7 @@ def list_kept(
 ) -> None:
     """The kept-environment images on this node: tag, sweep, trial, attempt, size."""
     from reb_ray.environment.keep import kept_images
-    from reb_ray.sandbox.docker_client import connect
+    from reb_ray.sandbox.docker.docker_client import connect
     from reb_ray.sandbox.ownership import ATTEMPT, SWEEP, TRIAL
 
     for image in kept_images(connect(), sweep_id):
@@ -84,7 +84,7 @@ def gc(
     image with its size."""
     from reb_ray.environment.keep import apply_budget, size_text
     from reb_ray.errors import RebRayError
-    from reb_ray.sandbox.docker_client import connect
+    from reb_ray.sandbox.docker.docker_client import connect
 
     if budget_gb is not None and budget_gb < 0:
         raise RebRayError(f"--budget {budget_gb}: a budget is GiB >= 0")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from reb_ray.sandbox.image import DEFAULT_PROFILE, build_image, image_tag
+from reb_ray.sandbox.docker.image import DEFAULT_PROFILE, build_image, image_tag
 
 app = typer.Typer(no_args_is_help=True, help="Build and inspect the sandbox image.")
 
@@ -20,8 +20,8 @@ def build(
     import time
 
     from reb_ray.sandbox import provider_class
-    from reb_ray.sandbox.docker_client import connect
-    from reb_ray.sandbox.image import transfer_image
+    from reb_ray.sandbox.docker.docker_client import connect
+    from reb_ray.sandbox.docker.image import transfer_image
 
     image_tag(profile)  # validates the profile name before touching Docker
     target = provider_class(sandbox)  # an unknown provider fails here, with the known ones
@@ -29,10 +29,10 @@ def build(
     report = build_image(docker_client, profile, force=force)
     state = "built" if report.built else "up to date"
     typer.echo(f"{report.tag}: {state} in {report.seconds:.1f} s, size {report.size_bytes / 1e6:.0f} MB")
-    if not target.builds_images:  # type: ignore[attr-defined]
+    if target.capabilities.image and not target.builds_images:  # an engine that takes the image from Docker's
         start = time.monotonic()
-        copied = transfer_image(docker_client, target.connect_engine(timeout=1800), report.tag)  # type: ignore[attr-defined]
-        typer.echo(f"{report.tag}: {'copied into' if copied else 'already in'} the {target.engine_name} store "  # type: ignore[attr-defined]
+        copied = transfer_image(docker_client, target.connect_engine(timeout=1800), report.tag)
+        typer.echo(f"{report.tag}: {'copied into' if copied else 'already in'} the {target.engine_name} store "
                    f"in {time.monotonic() - start:.1f} s")
 
 

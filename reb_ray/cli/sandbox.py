@@ -16,7 +16,7 @@ def list_(sandbox: str = _SANDBOX) -> None:
     from reb_ray.sandbox import provider_class
     from reb_ray.sandbox.ownership import MANAGED, TRIAL, Owner
 
-    client = provider_class(sandbox).connect_engine()  # type: ignore[attr-defined]
+    client = provider_class(sandbox).connect_engine()
     containers = client.containers.list(all=True, ignore_removed=True, filters={"label": f"{MANAGED}=true"})
     if not containers:
         typer.echo("no reb-ray containers")
@@ -31,9 +31,9 @@ def list_(sandbox: str = _SANDBOX) -> None:
 def reap(sandbox: str = _SANDBOX) -> None:
     """Remove our containers whose owner process is gone; never anyone else's."""
     from reb_ray.sandbox import provider_class
-    from reb_ray.sandbox.reaper import reap as reap_orphans
+    from reb_ray.sandbox.docker.reaper import reap as reap_orphans
 
-    removed = reap_orphans(provider_class(sandbox).connect_engine())  # type: ignore[attr-defined]
+    removed = reap_orphans(provider_class(sandbox).connect_engine())
     typer.echo(f"removed {len(removed)} orphaned sandbox container(s)")
     for container_id in removed:
         typer.echo(f"  {container_id[:12]}")

@@ -226,7 +226,7 @@ def sweep(
     from reb_ray.sandbox import capabilities_of, provider_class
 
     if capabilities_of(cfg.sandbox.provider).image:  # what this node's engine will not do (podman: limits, host guard)
-        for line in provider_class(cfg.sandbox.provider).start_warnings():  # type: ignore[attr-defined]
+        for line in provider_class(cfg.sandbox.provider).start_warnings():
             typer.echo(line, err=True)
     result = run_sweep(cfg, show_progress=not quiet, wandb_extras=summary_and_plots, exit_on_head_loss=True)
     typer.echo(f"sweep {result.sweep_id}: {result.attempts} attempt(s) run, {result.skipped} already scored, "

@@ -316,8 +316,10 @@ def capture(rec, sandbox, spec, repo_dir: str, report, secrets: list[str]) -> di
     part only). Returns the manifest, or None when it could not be taken (the row says why)."""
     started = time.monotonic()
     try:
-        docker = sandbox.capabilities.filesystem_diff
-        entries = sandbox.client.api.diff(sandbox.id) if docker else None
+        # The engine lists the files changed since the image (and holds that image, whose
+        # packages the manifest compares with): docker, podman.
+        engine_diff = sandbox.capabilities.filesystem_diff
+        entries = sandbox.client.api.diff(sandbox.id) if engine_diff else None
         from reb_ray.agents import REPORT_PATH
 
         diff, to_size = summarise_diff(entries, repo_dir, ignore=(SANDBOX_DIR, "/tmp/reb-ray-out"))
@@ -330,7 +332,7 @@ def capture(rec, sandbox, spec, repo_dir: str, report, secrets: list[str]) -> di
                       ".".join(version.split(".")[:2]) if version else None)
         image_info: dict = {"tag": spec.image, "id": None, "env": None}
         dpkg = None
-        if docker:
+        if engine_diff:
             try:
                 img = sandbox.client.images.get(spec.image)
                 image_info.update(id=img.id, env=img.attrs.get("Config", {}).get("Env"))
@@ -342,16 +344,18 @@ def capture(rec, sandbox, spec, repo_dir: str, report, secrets: list[str]) -> di
                 dpkg = {"added": {}, "removed": {}, "changed": {}}  # the package database is the image's
         identity = {"sweep_id": spec.sweep_id, "trial_id": spec.trial_id, "attempt": spec.attempt,
                     "task_id": spec.task.id, "suite": spec.task.suite, "agent": spec.agent,
-                    "node": rec.row.get("node"), "repo_commit": rec.row.get("repo_commit"), "repo_dir": repo_dir,
-                    "report_path": REPORT_PATH if docker else None}
+                    "node": rec.result.identity.node, "repo_commit": rec.result.setup.repo_commit, "repo_dir": repo_dir,
+                    "report_path": REPORT_PATH if sandbox.capabilities.fixed_paths else None}
         manifest = build_manifest(program=program, diff=diff, dpkg=dpkg,
                                   commands=agent_commands(rec.artifacts.output_dir, rec.row), report=report,
                                   image=image_info, identity=identity)
         data = encode(manifest, secrets)
         path = rec.artifacts.write(MANIFEST_NAME, data, suffix=MANIFEST_SUFFIX)
-        rec.row.update(env_manifest_path=path, env_manifest_digest=hashlib.sha256(data).hexdigest() if path else None,
-                       env_manifest_bytes=len(data) if path else None, env_capture_s=time.monotonic() - started)
+        env = rec.result.environment
+        env.env_manifest_path, env.env_manifest_digest = path, hashlib.sha256(data).hexdigest() if path else None
+        env.env_manifest_bytes, env.env_capture_s = len(data) if path else None, time.monotonic() - started
         return manifest
     except Exception as exc:  # noqa: BLE001 - capture never fails the trial
-        rec.row.update(env_capture_error=f"{type(exc).__name__}: {str(exc)[:300]}", env_capture_s=time.monotonic() - started)
+        env = rec.result.environment
+        env.env_capture_error, env.env_capture_s = f"{type(exc).__name__}: {str(exc)[:300]}", time.monotonic() - started
         return None

@@ -110,7 +110,7 @@ def runtime_columns(provider: str) -> dict:
     try:
         from reb_ray.sandbox import provider_class
 
-        version = provider_class(provider).connect_engine(timeout=10).version().get("Version")  # type: ignore[attr-defined]
+        version = provider_class(provider).connect_engine(timeout=10).version().get("Version")
     except Exception:  # noqa: BLE001 - a fingerprint never fails a trial: unknown is null
         version = None
     return {"container_runtime": runtime, "container_runtime_version": version}

@@ -28,39 +28,40 @@ class EnvironmentPhase:
         self.policy = spec.config.output.keep_environments
         self.client = None
         self.image_id: str | None = None
-        rec.row["env_keep_policy"] = self.policy
+        self.env = rec.result.environment  # this phase's part of the attempt's result
+        self.env.env_keep_policy = self.policy
 
     def run(self, sandbox, repo_dir: str, report) -> None:
         """Capture the manifest, then (policy not `none`, a sandbox that can commit) commit it."""
         capture_mod.capture(self.rec, sandbox, self.spec, repo_dir, report, self.secrets)
         if self.policy == "none" or not sandbox.capabilities.commit:
             return
-        labels = {KEPT_NODE: str(self.rec.row.get("node") or "")}
-        if self.rec.row.get("env_manifest_digest"):
-            labels[KEPT_DIGEST] = self.rec.row["env_manifest_digest"]
+        labels = {KEPT_NODE: str(self.rec.result.identity.node or "")}
+        if self.env.env_manifest_digest:
+            labels[KEPT_DIGEST] = self.env.env_manifest_digest
         try:
             columns = keep.commit(sandbox, labels)
         except Exception as exc:  # noqa: BLE001 - keeping never fails the trial
-            self.rec.row["env_keep_error"] = f"commit failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            self.env.env_keep_error = f"commit failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
             return
         self.client, self.image_id = sandbox.client, columns["env_image_id"]
-        self.rec.row.update(columns)
+        self.env.set(**columns)
 
     def settle(self) -> None:
         """Keep the committed image when the policy wants this attempt, else remove it."""
         if self.image_id is None:
-            if "env_manifest_digest" in self.rec.row or "env_capture_error" in self.rec.row:
-                self.rec.row["env_kept"] = False
+            if self.env.capture_tried:
+                self.env.env_kept = False
             return
         if keep.wanted(self.policy, self.rec.row, self.rec.stages):
-            self.rec.row["env_kept"] = True
+            self.env.env_kept = True
             self._apply_budget()
             return
         problem = keep.remove(self.client, self.image_id)
         # The image is gone: nothing of it (id, tag, sizes) describes the attempt any more.
-        self.rec.row.update(env_kept=False, **{column: None for column in keep.IMAGE_COLUMNS})
+        self.env.set(env_kept=False, **{column: None for column in keep.IMAGE_COLUMNS})
         if problem:
-            self.rec.row["env_keep_error"] = problem
+            self.env.env_keep_error = problem
         self.image_id = None
 
     def _apply_budget(self) -> None:
@@ -69,13 +70,13 @@ class EnvironmentPhase:
         try:
             result = keep.apply_budget(self.client, budget)
         except Exception as exc:  # noqa: BLE001 - a budget that cannot be applied never fails the trial
-            self.rec.row["env_keep_error"] = f"disk budget not applied: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            self.env.env_keep_error = f"disk budget not applied: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
             return
         own = next((i for i in result.removed if i.id == self.image_id), None)
-        self.rec.row.update(env_disk_budget_bytes=result.budget_bytes, env_node_kept_bytes=result.kept_bytes,
-                            env_evicted=[i.tag for i in result.removed if i.id != self.image_id])
+        self.env.env_disk_budget_bytes, self.env.env_node_kept_bytes = result.budget_bytes, result.kept_bytes
+        self.env.env_evicted = [i.tag for i in result.removed if i.id != self.image_id]
         if own is not None:
-            self.rec.row.update(env_kept=False, **{column: None for column in keep.IMAGE_COLUMNS})
-            self.rec.row["env_keep_error"] = (f"not kept: its layer of {keep.size_text(own.layer_bytes)} exceeds the node's "
-                                              f"env disk budget of {keep.size_text(result.budget_bytes)}")
+            self.env.set(env_kept=False, **{column: None for column in keep.IMAGE_COLUMNS})
+            self.env.env_keep_error = (f"not kept: its layer of {keep.size_text(own.layer_bytes)} exceeds the node's "
+                                       f"env disk budget of {keep.size_text(result.budget_bytes)}")
             self.image_id = None

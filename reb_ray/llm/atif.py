@@ -52,6 +52,8 @@ import bisect
 import json
 from typing import Any
 
+from reb_ray.jsonl import json_objects
+
 SCHEMA_VERSION = "ATIF-v1.7"
 TEXT_CHARS = 20_000
 SOURCES = ("system", "user", "agent")
@@ -73,20 +75,6 @@ def _cut(text: str, step: dict, what: str) -> str:
         return text
     step.setdefault("extra", {}).setdefault("cut_chars", {})[what] = len(text) - TEXT_CHARS
     return text[:TEXT_CHARS]
-
-
-def _events(data: bytes | None) -> list[dict]:
-    if not data:
-        return []
-    out = []
-    for line in data.decode("utf-8", errors="replace").splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            out.append(event)
-    return out
 
 
 class _Builder:
@@ -259,7 +247,7 @@ def steps_of(transcript: bytes | None) -> _Builder:
     b = _Builder()
     claude_ids: dict[str, dict] = {}
     nexau_calls: list[tuple[str, str]] = []
-    events = _events(transcript)
+    events = json_objects(transcript)
     times = events.pop()["times"] if events and events[-1].get("type") == "reb_ray.received_at" \
         and isinstance(events[-1].get("times"), list) else []
     for i, event in enumerate(events):
@@ -285,7 +273,7 @@ def steps_of(transcript: bytes | None) -> _Builder:
 
 def model_requests(request_log: bytes | None) -> list[dict]:
     """The proxy's answered model requests (2xx, an API the meter knows), in the order sent."""
-    out = [e for e in _events(request_log) if e.get("type") == "request" and e.get("api")
+    out = [e for e in json_objects(request_log) if e.get("type") == "request" and e.get("api")
            and isinstance(e.get("status"), int) and 200 <= e["status"] < 300]
     return sorted(out, key=lambda e: e.get("started_at") or 0)
 

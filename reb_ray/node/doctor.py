@@ -24,8 +24,8 @@ class Check:
 
 def check_docker_and_image(profile: str) -> list[Check]:
     """Docker daemon, NVIDIA runtime and the sandbox image for `profile`."""
-    from reb_ray.sandbox.docker_client import connect
-    from reb_ray.sandbox.image import image_tag, require_image
+    from reb_ray.sandbox.docker.docker_client import connect
+    from reb_ray.sandbox.docker.image import image_tag, require_image
 
     try:
         client = connect(timeout=10)
@@ -49,8 +49,8 @@ def check_docker_and_image(profile: str) -> list[Check]:
 
 def check_docker_gpus(client, image: str | None) -> Check:
     """Whether Docker gives containers GPUs: a probe container with a GPU device request
-    (reb_ray/sandbox/gpu_check.py), the same check each GPU node runs before a sweep's trials."""
-    from reb_ray.sandbox.gpu_check import NVIDIA_TOOLKIT_FIX, docker_gpu_problem
+    (reb_ray/sandbox/docker/gpu_check.py), the same check each GPU node runs before a sweep's trials."""
+    from reb_ray.sandbox.docker.gpu_check import NVIDIA_TOOLKIT_FIX, docker_gpu_problem
 
     problem = docker_gpu_problem(client, image)
     if problem is None:
@@ -123,8 +123,8 @@ def check_podman_and_image(profile: str) -> list[Check]:
     version and manager), the sandbox image in its store, a probe container started from it
     (Podman's default rlimits above the node's hard limits fail every start), and CDI specs
     for GPUs. Each problem has its fix."""
-    from reb_ray.sandbox import podman_sandbox as pm
-    from reb_ray.sandbox.image import image_tag
+    from reb_ray.sandbox.docker import podman_sandbox as pm
+    from reb_ray.sandbox.docker.image import image_tag
 
     checks: list[Check] = []
     if shutil.which("podman") is None:
@@ -177,7 +177,7 @@ def _podman_probe(client, tag: str) -> Check:
     trial (rlimits above the node's hard limits, a runtime that refuses the cgroup layout)
     fails here first."""
     from reb_ray.sandbox.base import SandboxConfig
-    from reb_ray.sandbox.podman_sandbox import PodmanSandbox
+    from reb_ray.sandbox.docker.podman_sandbox import PodmanSandbox
 
     try:
         with PodmanSandbox(SandboxConfig(image=tag, sweep_id="doctor", trial_id="probe", pids_limit=None,
@@ -200,7 +200,7 @@ def _podman_probe(client, tag: str) -> Check:
 def _cdi_check() -> Check:
     """GPUs reach Podman containers through CDI specs (`nvidia.com/gpu=N`), written by the
     NVIDIA container toolkit into /etc/cdi or /var/run/cdi."""
-    from reb_ray.sandbox.podman_sandbox import GPU_CDI_KIND
+    from reb_ray.sandbox.docker.podman_sandbox import GPU_CDI_KIND
 
     if shutil.which("nvidia-smi") is None:
         return Check("cdi specs", "ok", "no GPUs here (nvidia-smi not found): none needed")

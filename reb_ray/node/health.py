@@ -82,7 +82,7 @@ def check_node(image: str | None, docker_timeout_s: float = 10, *, min_free_byte
     root or in the temporary directory trials' workspaces use (the trial's own preflight rule,
     reb_ray/trial/run.py), a directory of `paths` ((what, path) pairs: "assets", "repo mirror", ...)
     missing or unreadable here. `sandbox` names the provider whose engine is asked (docker's
-    daemon, or the podman service of `reb_ray.sandbox.podman_sandbox`); its problems start with
+    daemon, or the podman service of `reb_ray.sandbox.docker.podman_sandbox`); its problems start with
     the engine's name and say what to configure."""
     host = socket.gethostname()
     gpus = gpu_models()
@@ -99,13 +99,13 @@ def check_node(image: str | None, docker_timeout_s: float = 10, *, min_free_byte
 
     engine = provider_class(sandbox)
     try:
-        client = engine.connect_engine(timeout=docker_timeout_s)  # type: ignore[attr-defined]
+        client = engine.connect_engine(timeout=docker_timeout_s)
         root = client.info().get("DockerRootDir") or "/var/lib/docker"
         present = _image_present(client, image)
         trials = running_trials(client, host)
     except Exception as exc:  # noqa: BLE001 - RebRayError, docker's APIError, requests' errors: all the node's problem
         message = " ".join(str(exc).split())[:300]
-        return NodeHealth(host, gpus, message, image, None, None, None, [*problems, f"{engine.engine_name}: {message}"],  # type: ignore[attr-defined]
+        return NodeHealth(host, gpus, message, image, None, None, None, [*problems, f"{engine.engine_name}: {message}"],
                           memory)
     if not present:
         problems.append(_image_problem(engine, image))

@@ -89,18 +89,22 @@ class NodeVerdict:
 
 @ray.remote(num_cpus=0)
 def _prepare_here(req: NodeRequirements, archive: list | None) -> tuple[NodeHealth, int, bool]:
-    """Reap, load the shipped archive when given and the image is missing, check. Runs on the node."""
+    """Reap, load the shipped archive when given and the image is missing, check. Runs on the node.
+    First the host scratch directories dead owners left (`reap_scratch`); `reaped` counts the
+    containers and per-attempt images removed with an engine."""
     from reb_ray.errors import RebRayError
     from reb_ray.node.health import check_node
+    from reb_ray.sandbox.scratch import reap_scratch
 
+    reap_scratch()
     reaped, loaded = 0, False
     if req.image is not None:
         from reb_ray.sandbox import provider_class
-        from reb_ray.sandbox.image import load_image
-        from reb_ray.sandbox.reaper import reap
+        from reb_ray.sandbox.docker.image import load_image
+        from reb_ray.sandbox.docker.reaper import reap
 
         try:
-            client = provider_class(req.sandbox).connect_engine(timeout=30)  # type: ignore[attr-defined]
+            client = provider_class(req.sandbox).connect_engine(timeout=30)
             reaped = len(reap(client))  # containers, then per-attempt images
             if archive is not None and not _has(client, req.image):
                 load_image(client, req.image, (ray.get(ref) for ref in archive))
@@ -143,12 +147,12 @@ class ImageArchive:
         object store frees them once those nodes are done). Raises RebRayError when the driver
         cannot save the image."""
         from reb_ray.sandbox import provider_class
-        from reb_ray.sandbox.image import ARCHIVE_CHUNK_BYTES, save_image
+        from reb_ray.sandbox.docker.image import ARCHIVE_CHUNK_BYTES, save_image
 
         if self.path is None:
             self._dir = tempfile.TemporaryDirectory(prefix="reb-ray-image-")
             path = Path(self._dir.name) / "image.tar"
-            self.size_bytes = save_image(provider_class(self.sandbox).connect_engine(), self.image, path)  # type: ignore[attr-defined]
+            self.size_bytes = save_image(provider_class(self.sandbox).connect_engine(), self.image, path)
             self.path = path
         refs = []
         with open(self.path, "rb") as f:

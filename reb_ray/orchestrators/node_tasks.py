@@ -23,8 +23,8 @@ def _first_line(exc: BaseException) -> str:
 @ray.remote(num_cpus=0)
 def _docker_gpu_problem_here(image: str) -> str | None:
     from reb_ray.errors import RebRayError
-    from reb_ray.sandbox.docker_client import connect
-    from reb_ray.sandbox.gpu_check import docker_gpu_problem
+    from reb_ray.sandbox.docker.docker_client import connect
+    from reb_ray.sandbox.docker.gpu_check import docker_gpu_problem
 
     try:
         client = connect(timeout=30)
@@ -56,7 +56,7 @@ def docker_gpu_problems(image: str, timeout_s: float = 180.0, nodes: set[str] | 
 
 @ray.remote(num_cpus=0)
 def _remove_attempt_here(sweep_id: str, trial_id: str, attempt: int, run_id: str | None = None) -> list[str]:
-    from reb_ray.sandbox.reaper import remove_attempt
+    from reb_ray.sandbox.docker.reaper import remove_attempt
 
     return remove_attempt(sweep_id, trial_id, attempt, run_id=run_id)
 
@@ -95,7 +95,7 @@ def _remove_on_this_host(host: str | None, spec: TrialSpec) -> str | None:
     from docker.errors import DockerException
 
     from reb_ray.errors import RebRayError
-    from reb_ray.sandbox.reaper import remove_attempt
+    from reb_ray.sandbox.docker.reaper import remove_attempt
 
     if host is None or host != socket.gethostname():
         return None
@@ -107,7 +107,7 @@ def _remove_on_this_host(host: str | None, spec: TrialSpec) -> str | None:
 
 @ray.remote(num_cpus=0)
 def _reap_here() -> int:
-    from reb_ray.sandbox.reaper import reap
+    from reb_ray.sandbox.docker.reaper import reap
 
     return len(reap())  # containers, then per-attempt images
 

@@ -366,7 +366,7 @@ def _node_proxies(specs: list[TrialSpec]) -> NodeProxies | None:
 def _reap_after_kill() -> None:
     """Killed actors leave their containers behind: their owner is gone, so the reaper takes them."""
     from reb_ray.errors import RebRayError
-    from reb_ray.sandbox.reaper import reap
+    from reb_ray.sandbox.docker.reaper import reap
 
     time.sleep(1.0)  # let the killed worker processes exit so their owners read as gone
     try:

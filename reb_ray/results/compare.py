@@ -31,6 +31,8 @@ _TIMING = "a duration or a timestamp: wall-clock time, different on every run"
 _HOST = "describes the machine that ran the attempt, not what the attempt did"
 _FRESH = "a name or number the run makes up afresh (container, image, port)"
 _RACE = "depends on which trial ran first or on when a sampling watch looked, not on the code"
+_NODE_DISK = ("the node's disk as this attempt's keep found it: the default budget is a share of its free disk, "
+              "and its kept images are every sweep's on the node; " + _HOST)
 
 #: Columns never compared, per dataset, and why. Everything else in the schema is compared.
 EXCLUDED: dict[str, dict[str, str]] = {
@@ -55,6 +57,7 @@ EXCLUDED: dict[str, dict[str, str]] = {
         "gpu_model": _HOST, "gpu_count": _HOST, "gpu_memory_bytes": _HOST, "gpu_compute_capability": _HOST,
         "gpu_driver_version": _HOST, "cuda_driver_version": _HOST, "container_runtime_version": _HOST,
         "cpu_model": _HOST, "cpu_count": _HOST, "kernel": _HOST,
+        "env_disk_budget_bytes": _NODE_DISK, "env_node_kept_bytes": _NODE_DISK, "env_evicted": _NODE_DISK,
     },
     "stages": {
         "sweep_id": "each run has its own sweep id (it is replaced by a placeholder in other columns)",

@@ -16,11 +16,11 @@ def provider_class(provider: str) -> type[Sandbox]:
     """The Sandbox class of `provider` (imported on first use: the docker SDK only when needed).
     Raises UnknownName for a name that is not in PROVIDERS."""
     if provider == "docker":
-        from reb_ray.sandbox.docker_sandbox import DockerSandbox
+        from reb_ray.sandbox.docker.docker_sandbox import DockerSandbox
 
         return DockerSandbox
     if provider == "podman":
-        from reb_ray.sandbox.podman_sandbox import PodmanSandbox
+        from reb_ray.sandbox.docker.podman_sandbox import PodmanSandbox
 
         return PodmanSandbox
     if provider == "local":
@@ -42,7 +42,7 @@ def capabilities_of(provider: str) -> SandboxCapabilities:
 
 def open_sandbox(provider: str, config: SandboxConfig, *, trusted: bool = False, allow_unsafe: bool = False) -> Sandbox:
     """Create a sandbox of `provider` ("docker"; "podman": a rootful or rootless Podman service,
-    reb_ray.sandbox.podman_sandbox; "local"; or "sleep": scripted sleeps for scheduling
+    reb_ray.sandbox.docker.podman_sandbox; "local"; or "sleep": scripted sleeps for scheduling
     benchmarks, reb_ray.sandbox.sleeping).
 
     `trusted` marks a built-in agent (noop, heuristic); the local provider refuses others

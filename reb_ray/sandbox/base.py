@@ -1,26 +1,38 @@
 """The sandbox interface: the isolated place one trial runs.
 
-Three providers implement it: `docker` (a container per trial, the default), `local` (a
-process group in a temporary directory, for machines without Docker and trusted built-in
-agents only) and `sleep` (the local one whose commands only take scripted time, for scheduling
-benchmarks). The same conformance tests run against docker and local. What differs between
-providers is stated by each provider class as its `SandboxCapabilities` and asked of those,
-never of the provider's name.
+Four providers implement it: `docker` (a container per trial, the default) and `podman` (the
+same on a Podman service), both in reb_ray/sandbox/docker/ since they speak the Docker Engine
+API; `local` (a process group in a temporary directory, for machines without Docker and
+trusted built-in agents only) and `sleep` (the local one whose commands only take scripted
+time, for scheduling benchmarks). The same conformance tests run against docker, podman and
+local. What differs between providers is stated by each provider class, as its
+`SandboxCapabilities` and, for what carries a value, as the class attributes and class
+methods declared here (its engine, its leftovers' kill script), and asked of those, never of
+the provider's name.
 """
 
 from __future__ import annotations
 
 import abc
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
-from reb_ray.sandbox.hardening import DEFAULT_PIDS_LIMIT
+from reb_ray.errors import RebRayError
 from reb_ray.sandbox.output import DEFAULT_HEAD_BYTES, DEFAULT_TAIL_BYTES, OutputSink
 
+if TYPE_CHECKING:
+    import docker
+
 GiB = 1024**3
+
+#: Default pids limit of a sandbox (processes and threads): far above what a build with
+#: `make -j` or a DataLoader with many workers starts, far below the node's pid_max. Enforced
+#: by providers that enforce limits (`SandboxCapabilities.enforces_limits`).
+DEFAULT_PIDS_LIMIT = 4096
 
 #: Bytes `Sandbox.read_bytes` reads at most unless told otherwise (the per-attempt artifact bound).
 DEFAULT_READ_LIMIT = 64 * 1024**2
@@ -88,7 +100,7 @@ class SandboxConfig(BaseModel):
     gpus: list[str] = Field(default_factory=list)
     cpus: float | None = None
     memory_bytes: int | None = None  # memory and memory+swap limit; None: none
-    pids_limit: int | None = DEFAULT_PIDS_LIMIT  # processes and threads (reb_ray/sandbox/hardening.py)
+    pids_limit: int | None = DEFAULT_PIDS_LIMIT  # processes and threads (enforced: reb_ray/sandbox/docker/hardening.py)
     disk_quota_bytes: int | None = None  # writable layer, watched in the agent phase (reb_ray/sandbox/limits.py)
     shm_size_bytes: int = 16 * GiB
     network: str = "bridge"
@@ -156,6 +168,34 @@ class SandboxCapabilities:
     own_interpreters: bool
 
 
+def killed_commands(listing: str) -> list[str]:
+    """Command lines from "PID<TAB>command" lines, one per PID (a process still dying when
+    the next round looked is listed again), in the order first seen."""
+    seen: dict[str, str] = {}
+    for line in listing.splitlines():
+        pid, sep, cmd = line.partition("\t")
+        if sep and pid.isdigit() and cmd.strip():
+            seen.setdefault(pid, cmd.strip())
+    return list(seen.values())
+
+
+def tree_bytes(root: Path) -> int:
+    """Bytes of regular files under `root`, each inode once, symlinks not followed."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) in seen or not (st.st_mode & 0o170000 == 0o100000):
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            total += st.st_size
+    return total
+
+
 def to_argv(cmd: str | Sequence[str]) -> list[str]:
     """A shell line becomes `sh -c LINE`; an argv list is used as-is."""
     if isinstance(cmd, str):
@@ -176,7 +216,62 @@ class Sandbox(abc.ABC):
     #: What this provider can do (each provider class sets its own; a view copies its inner's).
     capabilities: SandboxCapabilities
     workdir: str = ""
+    #: The shell text `kill_leftovers` runs as root inside the sandbox, for a caller that folds
+    #: the kill into one root script of its own (reb_ray/trial/between_phases.py: one exec
+    #: instead of three). It prints one "PID<TAB>command line" line per process it killed
+    #: (`killed_commands` reads them) and spares the shell running it and that shell's parent.
+    #: None (the default): `kill_leftovers` is no script run inside the sandbox (the local
+    #: provider signals host process groups; the sleeping one only changes phase).
+    leftovers_script: str | None = None
 
+    # -- the engine: class-level, asked of `provider_class(name)` before any sandbox opens ------
+    # A provider whose sandboxes run on a container engine (`capabilities.image`: the Docker
+    # daemon, a Podman service, both reached through the Docker Engine API) overrides all of
+    # these. The defaults are those of a provider without an engine (local, sleep): nothing to
+    # wait for, nothing to warn about, no image to build; asking it for a client or an image
+    # is a caller's mistake and raises RebRayError saying so.
+
+    #: The engine's name in one-line messages (node checks, doctor, `reb-ray image build`); None:
+    #: the provider runs no engine.
+    engine_name: str | None = None
+    #: Whether `reb-ray image build` builds the sandbox image on this provider's engine (False:
+    #: it is built with Docker and copied into the engine, or, without an engine, not needed).
+    builds_images: bool = False
+
+    @classmethod
+    def connect_engine(cls, timeout: float = 120.0) -> "docker.DockerClient":
+        """A pinged client of the engine this provider's sandboxes run on; `timeout` is seconds
+        per request. Raises DockerUnavailable with the fix; RebRayError for a provider without
+        an engine."""
+        raise RebRayError(f"sandbox provider {cls.provider!r} runs no container engine: there is nothing to connect to")
+
+    @classmethod
+    def wait_for_engine(cls) -> None:
+        """Return once the engine answers (a restarting one is waited for, bounded; InfraError
+        `infra_daemon` when it does not come back). Without an engine: at once."""
+
+    @classmethod
+    def require_image(cls, client: "docker.DockerClient", profile: str) -> str:
+        """The sandbox image tag of `profile` if the engine behind `client` holds it. Raises
+        ImageMissing with the fix; RebRayError for a provider without an engine (it runs no image)."""
+        raise RebRayError(f"sandbox provider {cls.provider!r} runs no image: there is no image of profile {profile!r} to require")
+
+    @classmethod
+    def image_fix(cls, tag: str) -> str:
+        """How to bring the sandbox image `tag` to this provider's engine, in a few words (the
+        node check's line for a missing image). Without an engine no image is ever missing: it
+        says so."""
+        return f"the {cls.provider} sandbox runs no image"
+
+    @classmethod
+    def start_warnings(cls) -> list[str]:
+        """Lines a sweep prints at its start about what this node's engine will not do for these
+        sandboxes (e.g. limits a rootless engine drops). Without an engine: none (what a
+        provider without one lacks is stated by its capabilities, and the sweep's own checks
+        warn about it)."""
+        return []
+
+    # -- the sandbox ----------------------------------------------------------------------------
     @abc.abstractmethod
     def exec(
         self,
@@ -184,6 +279,7 @@ class Sandbox(abc.ABC):
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
         workdir: str | None = None,
+        user: str | None = None,
         *,
         watch: Sequence[str] = (),
         sink: OutputSink | None = None,
@@ -193,7 +289,9 @@ class Sandbox(abc.ABC):
         `timeout` is seconds; when it fires the command receives SIGTERM, then SIGKILL after
         KILL_GRACE_S, and every descendant is killed before this returns (`timed_out=True`).
         A command that starts a background process and exits returns as soon as it exits.
-        `watch`: regexes searched in the whole output while it streams (result in
+        `user`: the sandbox's user to run as (None: the sandbox's default); a provider whose
+        commands are host processes has no users of its own and refuses any other value
+        (ValueError). `watch`: regexes searched in the whole output while it streams (result in
         `pattern_matches`; raises re.error for one that does not compile). `sink`: gets every
         output byte as it arrives (nothing after this returns). Raises RebRayError if the
         sandbox is gone.
@@ -255,6 +353,13 @@ class Sandbox(abc.ABC):
         killed, one per process, in the order killed (empty when nothing was running), or None
         when the sandbox could not be asked (it is gone). Never raises for a gone sandbox.
         """
+
+    def lease_gpus(self, gpus: list[str]) -> None:
+        """The probe phase of a GPU-sharing sweep now holds physical GPUs `gpus`
+        (reb_ray/trial/phase_split.py). Only a provider that cannot commit (`capabilities.commit`
+        False) is asked: its one sandbox carries on into the probe phase with them; one that
+        commits opens a probe sandbox with the GPUs instead, and raises RebRayError here."""
+        raise RebRayError(f"a {self.provider} sandbox takes GPUs only when it opens (its probe phase runs in a new one)")
 
     @abc.abstractmethod
     def close(self) -> None:

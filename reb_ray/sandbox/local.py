@@ -13,7 +13,6 @@ import shutil
 import signal
 import stat
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -31,9 +30,10 @@ from reb_ray.sandbox.base import (
     SandboxConfig,
     SandboxSize,
     to_argv,
+    tree_bytes,
 )
-from reb_ray.sandbox.docker_sandbox import tree_bytes
 from reb_ray.sandbox.output import OutputCapture, OutputSink
+from reb_ray.sandbox.scratch import make_scratch
 
 # Host variables a command needs to work at all; everything else is left behind on purpose
 # (secrets, and CUDA_VISIBLE_DEVICES, which must never be forwarded).
@@ -61,7 +61,7 @@ class LocalSandbox(Sandbox):
                 "use `--sandbox docker`, or pass `--unsafe-local` to run this agent on the host anyway"
             )
         self.config = config
-        self.root = Path(tempfile.mkdtemp(prefix="reb-ray-local-"))
+        self.root = make_scratch("reb-ray-local-")  # named for its owner: reaped if this process dies
         self.workdir = str(self.root / "work")
         Path(self.workdir).mkdir()
         self._markers: list[str] = []
@@ -86,12 +86,15 @@ class LocalSandbox(Sandbox):
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
         workdir: str | None = None,
+        user: str | None = None,
         *,
         watch: Sequence[str] = (),
         sink: OutputSink | None = None,
     ) -> ExecResult:
         import uuid
 
+        if user is not None:  # host processes run as the harness's user: another cannot be honoured
+            raise ValueError(f"the {self.provider} sandbox runs commands as the harness's own user, not as {user!r}")
         marker = uuid.uuid4().hex
         self._markers.append(marker)
         out = OutputCapture(self.config.head_bytes, self.config.tail_bytes, watch, sink)

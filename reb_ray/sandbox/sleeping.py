@@ -90,7 +90,9 @@ class SleepingSandbox(LocalSandbox):
         self.archives: list[tuple[str, str]] = []  # (host archive, sandbox directory) put so far
 
     def exec(self, cmd: str | Sequence[str], timeout: float | None = None, env: Mapping[str, str] | None = None,
-             workdir: str | None = None, *, watch: Sequence[str] = (), sink: OutputSink | None = None) -> ExecResult:
+             workdir: str | None = None, user: str | None = None, *, watch: Sequence[str] = (),
+             sink: OutputSink | None = None) -> ExecResult:
+        # No command runs, so any `user` is as good as another: it stands in for a container's exec.
         waiting = self._phase == "probe" and self.config.shared_gpus  # lease_gpus takes the probe's sleep
         seconds = 0.0 if self._phase in self._slept or waiting else self._seconds[self._phase]
         timed_out = timeout is not None and seconds > timeout

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from reb_ray.sandbox.base import DEFAULT_READ_LIMIT, ExecResult, Sandbox, SandboxSize
 from reb_ray.sandbox.output import OutputSink
@@ -47,6 +47,7 @@ class TappedSandbox(Sandbox):
         self._sink = sink
         self.provider = inner.provider
         self.capabilities = inner.capabilities
+        self.leftovers_script = inner.leftovers_script
         self.workdir = inner.workdir
         self.total_bytes = 0
         self.truncated = False
@@ -54,10 +55,10 @@ class TappedSandbox(Sandbox):
         self.commands: list[dict] = []
 
     def exec(self, cmd: str | Sequence[str], timeout: float | None = None, env: Mapping[str, str] | None = None,
-             workdir: str | None = None, *, watch: Sequence[str] = (), sink: OutputSink | None = None,
-             **kwargs: Any) -> ExecResult:
+             workdir: str | None = None, user: str | None = None, *, watch: Sequence[str] = (),
+             sink: OutputSink | None = None) -> ExecResult:
         tee = sink if self._sink is None else self._sink if sink is None else _Tee(sink, self._sink)
-        result = self._inner.exec(cmd, timeout, env, workdir, watch=watch, sink=tee, **kwargs)
+        result = self._inner.exec(cmd, timeout, env, workdir, user, watch=watch, sink=tee)
         self.execs += 1
         self.total_bytes += result.total_bytes
         self.truncated = self.truncated or result.truncated

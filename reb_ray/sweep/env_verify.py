@@ -31,11 +31,11 @@ from pathlib import Path
 
 from reb_ray.agents.base import Agent, AgentContext, AgentRun
 from reb_ray.errors import RebRayError
+from reb_ray.results.verifications import append_verification
 
 COMPARED = ("c0", "c1", "c2", "c3", "c4", "c5")
 BUILD_TIMEOUT_S = 3600.0
 VERIFY_REPOSITORY = "reb-ray/env-verify"
-VERIFICATIONS = "environments/verifications.jsonl"
 
 
 class RebuiltEnvironment(Agent):
@@ -161,8 +161,5 @@ def _finish(export_dir: Path, info: dict, record: dict) -> dict:
     (export_dir / "verification.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
     source = Path(info.get("output") or "")
     if source.is_dir() and os.access(source, os.W_OK):
-        dataset = source / VERIFICATIONS
-        dataset.parent.mkdir(parents=True, exist_ok=True)
-        with open(dataset, "a") as f:
-            f.write(json.dumps({k: v for k, v in record.items() if k != "build_error"}, default=str) + "\n")
+        append_verification(source, {k: v for k, v in record.items() if k != "build_error"})
     return record

@@ -65,22 +65,13 @@ class Candidate:
 def verifications(output: Path) -> list[dict]:
     """The records of `<output>/environments/verifications.jsonl` (a line that is not JSON, an
     interrupted append, is skipped)."""
-    from reb_ray.sweep.env_verify import VERIFICATIONS
+    from reb_ray.results.verifications import VERIFICATIONS, read_verifications
 
-    try:
-        lines = (Path(output) / VERIFICATIONS).read_text().splitlines()
-    except FileNotFoundError:
+    records = read_verifications(output)
+    if records is None:
         raise RebRayError(f"{output}: no verifications ({VERIFICATIONS}): run a sweep with --verify-exports, "
-                          "or `reb-ray env verify` an export") from None
-    out = []
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            out.append(record)
-    return out
+                          "or `reb-ray env verify` an export")
+    return records
 
 
 def candidates(output: Path, suite: str | None = None) -> list[Candidate]:

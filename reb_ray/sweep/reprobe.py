@@ -36,7 +36,6 @@ from __future__ import annotations
 import json
 import shutil
 import socket
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,8 +47,10 @@ from reb_ray.models.report import parse_report
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.models.task import TaskSpec
 from reb_ray.results.read import latest_attempts, read_stages, read_trials
+from reb_ray.sandbox.scratch import make_scratch
 from reb_ray.suite.load import load_suite
 from reb_ray.sweep.identity import SCORED_SETTINGS, identity_path
+from reb_ray.trial.result import HardwareFingerprint
 
 if TYPE_CHECKING:  # the sandbox and trial modules load the Docker SDK: imported where a re-probe runs
     from reb_ray.trial.egress import TrialEgress
@@ -67,6 +68,10 @@ PROBE_COLUMNS = (*(c for columns in STAGE_COLUMNS.values() for c in columns),
                  "probe_gpu_wait_s", "status", "failure_owner", "failure_category", "failure_reason",
                  "stages_missing_assets", "network_denied_count", "network_log_path", "sandbox_network",
                  "network_host_guard")
+#: Trials-row columns a re-probe's row takes from its own attempt; the rest are the source's.
+REPROBED_COLUMNS = (*PROBE_COLUMNS, *HardwareFingerprint.column_names(), "sweep_id", "node", "started_at",
+                    "finished_at", "probe_toolbox", "rerun", "sandbox_limits_enforced", "report_status",
+                    "report_python_path")
 #: The row's own record of the sandbox limits, over the stored identity's (SweepConfig field: row column).
 _ROW_LIMITS = {"pids_limit": "sandbox_pids_limit", "memory_bytes": "sandbox_memory_bytes",
                "disk_quota_bytes": "sandbox_disk_quota_bytes", "shm_size_bytes": "sandbox_shm_bytes",
@@ -178,16 +183,21 @@ def reprobe_trial(source: dict, stages: dict[str, dict], task: TaskSpec, config:
     new_sweep = f"{source['sweep_id']}{REPROBE_SUFFIX}"
     spec = TrialSpec(sweep_id=new_sweep, agent=source["agent"], task=task, trial_index=source["trial_index"],
                      attempt=source["attempt"], config=config, image=source["env_image_id"])
-    rec = TrialRecorder(spec)
-    rec.row = {**source, **{c: None for c in PROBE_COLUMNS}, **fingerprint(config.sandbox.provider), "sweep_id": new_sweep,
-               "node": socket.gethostname(), "started_at": rec.row["started_at"], "reused_from": source["sweep_id"],
-               "probe_toolbox": toolbox, "rerun": False}
+    rec = TrialRecorder(spec)  # this node, this sweep id, started now
+    result = rec.result
+    result.identity.rerun = False
+    result.hardware.set(**fingerprint(config.sandbox.provider))
+    result.probe.probe_toolbox = toolbox  # the probe phase names it again once it installs the toolbox
+    # What the probe phase reads of the attempt, and what the re-probe may measure again, as the source recorded it.
+    result.setup.repo_commit = source.get("repo_commit")
+    result.setup.sandbox_limits_enforced = source.get("sandbox_limits_enforced")
+    result.between.set(**{c: source.get(c) for c in ("report_status", "report_python_path", "repo_modified_files")})
     rec.stages = [dict(s, sweep_id=new_sweep) for name, s in stages.items() if name not in PROBE_ROWS]
     startup = json.loads((stages.get("startup") or {}).get("raw") or "{}")
     rec.trajectory_hits = list(startup.get("trajectory_hits") or [])
     report = _report(rec, stages.get("report"))
     redactor = Redactor([])
-    staging = Path(tempfile.mkdtemp(prefix="reb-ray-reprobe-"))
+    staging = make_scratch("reb-ray-reprobe-")
     rec.artifacts = TrialArtifacts(staging, new_sweep, spec.trial_id, spec.attempt, redactor)
     sandbox_cfg, _ = sandbox_config(spec, gpus)
     egress, sandbox, open_s = TrialEgress(config), None, None
@@ -196,13 +206,13 @@ def reprobe_trial(source: dict, stages: dict[str, dict], task: TaskSpec, config:
         sandbox = open_sandbox(config.sandbox.provider, egress.open(sandbox_cfg), trusted=False, allow_unsafe=False)
         egress.attach(sandbox)
         open_s = time.monotonic() - started
-        rec.row.update(sandbox_limits_enforced=sandbox.capabilities.enforces_limits)
+        result.setup.sandbox_limits_enforced = sandbox.capabilities.enforces_limits
         repo_dir = f"{sandbox.workdir}/repo"
         if not sandbox.exec(["test", "-d", f"{repo_dir}/.git"], timeout=60).ok:
             raise InfraError("infra_sandbox", f"the kept image holds no repository at {repo_dir}")
         probe_t0 = time.monotonic()
         run_probe_phase(rec, sandbox, spec, repo_dir, report, gpus)
-        rec.row["probe_wall_time_s"] = time.monotonic() - probe_t0
+        result.probe.probe_wall_time_s = time.monotonic() - probe_t0
         rec.settle()
     except ImageMissing:
         _close(rec, sandbox, egress, staging)
@@ -215,8 +225,17 @@ def reprobe_trial(source: dict, stages: dict[str, dict], task: TaskSpec, config:
         rec.infra("infra_harness", f"{type(exc).__name__}: {exc}")
     _close(rec, sandbox, egress, None)
     outcome = rec.outcome(redactor)
+    outcome.trial = reprobe_row(source, outcome.trial)
     artifacts.deliver(outcome, staging, config.output.dir.resolve(), False)
     return outcome, open_s
+
+
+def reprobe_row(source: dict, fresh: dict) -> dict:
+    """The re-probe's trials row: the `source` row, with `REPROBED_COLUMNS` from the re-probe's
+    own row `fresh` (its probe columns, settlement and network measured afresh, this node's
+    fingerprint, its sweep id and times) and `reused_from` naming the source sweep. A column
+    `fresh` lacks (a stage no verdict graded) is null, never the source's."""
+    return {**source, **{c: fresh.get(c) for c in REPROBED_COLUMNS}, "reused_from": source["sweep_id"]}
 
 
 def _report(rec: TrialRecorder, stage: dict | None):
@@ -226,7 +245,8 @@ def _report(rec: TrialRecorder, stage: dict | None):
     if not stage or not stage.get("raw"):
         return None
     status, report, reason = parse_report(stage["raw"].encode())
-    rec.row.update(report_status=status, report_python_path=report.python_path if report else None)
+    between = rec.result.between
+    between.report_status, between.report_python_path = status, report.python_path if report else None
     for row in (s for s in rec.stages if s["stage"] == "report"):
         row.update(status="success" if report else "failure", reason=reason, failure_category=None if report else status)
     return report
@@ -239,11 +259,11 @@ def _close(rec: TrialRecorder, sandbox, egress: TrialEgress, staging: Path | Non
         try:
             sandbox.close()
         except Exception as exc:  # noqa: BLE001 - the egress proxy must still stop
-            rec.row["failure_reason"] = (rec.row.get("failure_reason") or "") + f" [close failed: {exc}]"
+            rec.result.settlement.note(f" [close failed: {exc}]")
     try:
-        rec.row.update(egress.close(rec.artifacts if staging is None else None))
+        rec.result.network.set(**egress.close(rec.artifacts if staging is None else None))
     except Exception as exc:  # noqa: BLE001
-        rec.row["failure_reason"] = (rec.row.get("failure_reason") or "") + f" [egress close failed: {exc}]"
+        rec.result.settlement.note(f" [egress close failed: {exc}]")
     if staging is not None:
         shutil.rmtree(staging, ignore_errors=True)
 

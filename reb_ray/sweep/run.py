@@ -71,12 +71,12 @@ def _prepare_sandbox(config: SweepConfig) -> str | None:
     if not capabilities_of(config.sandbox.provider).image:  # raises UnknownName for a name no provider has
         return None
     from reb_ray.sandbox import provider_class
-    from reb_ray.sandbox.reaper import reap
+    from reb_ray.sandbox.docker.reaper import reap
 
     engine = provider_class(config.sandbox.provider)  # the docker daemon, or the podman service
-    client = engine.connect_engine()  # type: ignore[attr-defined]
+    client = engine.connect_engine()
     reap(client)
-    return engine.require_image(client, config.sandbox.image_profile)  # type: ignore[attr-defined]
+    return engine.require_image(client, config.sandbox.image_profile)
 
 
 def _key_names(config: SweepConfig) -> list[str]:

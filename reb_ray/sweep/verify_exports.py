@@ -19,7 +19,6 @@ Successes are verified one at a time (each rebuild uses the node's CPUs and netw
 
 from __future__ import annotations
 
-import json
 import shutil
 import socket
 import time
@@ -27,7 +26,7 @@ from pathlib import Path
 
 from reb_ray.environment.keep import is_success
 from reb_ray.errors import RebRayError
-from reb_ray.sweep.env_verify import VERIFICATIONS
+from reb_ray.results.verifications import append_verification, attempt_key, read_verifications
 
 EXPORTS = "environments/exports"
 STAGES = ("c0", "c1", "c2", "c3", "c4", "c5")
@@ -36,18 +35,7 @@ STAGES = ("c0", "c1", "c2", "c3", "c4", "c5")
 def verified_before(output: Path) -> set[tuple[str, str, int]]:
     """(sweep, trial, attempt) of every record in the output's verifications dataset (a line
     that is not JSON is skipped: an interrupted append)."""
-    done = set()
-    try:
-        lines = (Path(output) / VERIFICATIONS).read_text().splitlines()
-    except FileNotFoundError:
-        return done
-    for line in lines:
-        try:
-            record = json.loads(line)
-            done.add((record["sweep_id"], record["trial_id"], int(record["attempt"])))
-        except (ValueError, KeyError, TypeError):
-            continue
-    return done
+    return {attempt_key(record) for record in read_verifications(output) or []}
 
 
 def successes(output: Path, sweep_id: str) -> list[dict]:
@@ -72,10 +60,7 @@ def _not_attempted(output: Path, row: dict, why: str) -> dict:
     record = {"sweep_id": row["sweep_id"], "trial_id": row["trial_id"], "attempt": row["attempt"],
               "task_id": row["task_id"], "built": None, "reproducible": None, "differs": None,
               "verdict": f"reproducible: not attempted ({why})", "source_agent_wall_time_s": row.get("agent_wall_time_s")}
-    dataset = Path(output) / VERIFICATIONS
-    dataset.parent.mkdir(parents=True, exist_ok=True)
-    with open(dataset, "a") as f:
-        f.write(json.dumps(record, default=str) + "\n")
+    append_verification(output, record)
     return record
 
 

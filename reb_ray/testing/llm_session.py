@@ -168,13 +168,13 @@ class LlmSession:
         run C0..C5 (and the env size) as the trial does, settle; the trials row (`rec.stages`
         holds the stage rows)."""
         status, report, _reason = parse_report(self.report())
-        self.rec.row["report_status"] = status
+        self.rec.result.between.report_status = status
         self.sandbox.kill_leftovers()
         assert self.prepared is not None
         self.prepared.slot.detach()
         run_probe_phase(self.rec, self.sandbox, self.trial, self.repo_dir, report, [])
         self.rec.settle()
-        return self.rec.row
+        return dict(self.rec.row)
 
 
 def build_script(model: str, *, write_report: bool = True, final: dict | None = None) -> dict:

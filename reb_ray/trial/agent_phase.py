@@ -4,7 +4,7 @@ The agent runs under the sandbox's limit watch (pids, disk quota, memory: a limi
 stops the phase, and the probes are then not run) and the LLM key's watch (an LLM agent whose
 key the endpoint refuses has its processes killed within seconds: `TrialLlm.watch_auth`).
 Every exec of the agent streams into one full-log artifact, whatever the agent's code does.
-The phase records the agent's columns and its `agent` stage row, and returns an `AgentPhase`:
+The phase fills the attempt's `AgentPhaseResult` and `LlmUsage` and records its `agent` stage row, and returns an `AgentPhase`:
 what ended it, when something other than the agent did.
 """
 
@@ -41,7 +41,7 @@ class AgentPhase:
 
 def run_agent_phase(rec: TrialRecorder, sandbox: Sandbox, agent: Agent, ctx: AgentContext,
                     llm: TrialLlm) -> AgentPhase:
-    """Run the agent (module docstring) and record its columns and its `agent` stage row.
+    """Run the agent (module docstring) and record its result and its `agent` stage row.
     Raises RebRayError from the agent's run unless one of the watches ended it."""
     started = time.monotonic()
     with rec.full_log("agent") as log, watch_limits(sandbox) as watch, \
@@ -58,18 +58,19 @@ def run_agent_phase(rec: TrialRecorder, sandbox: Sandbox, agent: Agent, ctx: Age
     if ended_by:
         run.limit = limit_setting(ended_by[0], sandbox.config)
         ended_by = (ended_by[0], f"{run.limit}: {ended_by[1]}")
-    rec.row.update(sandbox_limit_fired=ended_by[0] if ended_by else None, sandbox_oom_kills=watch.oom_kills,
-                   sandbox_disk_peak_bytes=watch.disk_peak_bytes)
+    part = rec.result.agent
+    part.sandbox_limit_fired = ended_by[0] if ended_by else None
+    part.sandbox_oom_kills, part.sandbox_disk_peak_bytes = watch.oom_kills, watch.disk_peak_bytes
     # Tokens, cost and request log from the proxy; the transcript stored. A per-trial cost
     # limit that stopped the agent becomes run.limit (the agent's own limit).
-    rec.row.update(llm.finish(run, rec.artifacts))
+    rec.result.llm.set(**llm.finish(run, rec.artifacts))
     # Shortcuts in the agent's own commands (its transcript, where it left one): kept for the
     # probe phase's start-up record (`grade_startup`).
     rec.trajectory_hits = trajectory_hits([c.command for c in commands(run.transcript)]) if run.transcript else []
-    rec.row.update(agent_exit_code=run.exit_code, agent_timed_out=run.timed_out, agent_wall_time_s=run.wall_time_s,
-                   agent_output_tail=run.output[-DEFAULT_HEAD_BYTES:], agent_limit=run.limit,
-                   agent_log_path=log.path if log is not None and log.error is None else None,
-                   agent_version=run.agent_version, report_source=run.report_source)
+    part.agent_exit_code, part.agent_timed_out, part.agent_wall_time_s = run.exit_code, run.timed_out, run.wall_time_s
+    part.agent_output_tail, part.agent_limit = run.output[-DEFAULT_HEAD_BYTES:], run.limit
+    part.agent_log_path = log.path if log is not None and log.error is None else None
+    part.agent_version, part.report_source = run.agent_version, run.report_source
     result = ExecResult(exit_code=run.exit_code, timed_out=run.timed_out, duration_s=run.wall_time_s, output=run.output)
     status = "success" if run.exit_code == 0 and not run.timed_out else "failure"
     category = ended_by[0] if ended_by else "timeout" if run.timed_out else None

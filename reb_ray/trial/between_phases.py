@@ -2,13 +2,14 @@
 
 After the agent phase the harness (1) stops every process the agent left running, (2) reads
 the report file, only as a regular file, never through a symlink, at most MAX_REPORT_BYTES,
-and (3) records the repository's tracked-files state (`tracked_state`). In a Docker sandbox
-that was two execs and an archive request (three execs and two requests when the agent
+and (3) records the repository's tracked-files state (`tracked_state`). In a container
+sandbox that was two execs and an archive request (three execs and two requests when the agent
 changed files); `settle` runs them as one harness script, in that order, so leftovers are
 dead before the report is looked at (no process of the agent can swap the report while it is
-read) and a trial pays one exec, not three. Other providers, and a Docker sandbox
-whose script could not run (a container the agent stopped) or whose answer is not
-well-formed, take the steps one by one as before (`settle_step_by_step`).
+read) and a trial pays one exec, not three. It does so in a sandbox whose leftovers' kill is a
+script run as root inside it (`Sandbox.leftovers_script`: docker, podman). Other providers,
+and a sandbox whose script could not run (a container the agent stopped) or whose answer is
+not well-formed, take the steps one by one as before (`settle_step_by_step`).
 
 The script's answer is one stream: the killed processes' listing, then sections that each
 start with a line `@@<nonce> <what> ...`, the nonce being fresh per call. An agent process
@@ -36,7 +37,6 @@ import binascii
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from reb_ray.errors import RebRayError
 from reb_ray.models.report import MAX_REPORT_BYTES, Report, parse_report
@@ -44,10 +44,7 @@ from reb_ray.trial.record import TrialRecorder
 from reb_ray.trial.repo_restore import restore_pinned, unchanged_by_agent
 from reb_ray.trial.repo_state import STATE_SCRIPT, changed_since, parse_state, tracked_state
 from reb_ray.sandbox import Sandbox, UnreadableFile
-from reb_ray.sandbox.base import DEFAULT_READ_LIMIT
-
-if TYPE_CHECKING:
-    from reb_ray.sandbox.docker_sandbox import DockerSandbox
+from reb_ray.sandbox.base import DEFAULT_READ_LIMIT, killed_commands
 
 #: Bytes of the script's answer kept at most: the report (base64), the tracked-state listing
 #: (bounded like `tracked_state`'s file read) and the leftovers' listing.
@@ -60,10 +57,10 @@ LEFTOVERS_KEPT, LEFTOVER_CHARS = 20, 200  # bounds of `leftover_commands` in the
 _KINDS = {"symlink": "a symlink", "fifo": "a FIFO", "directory": "a directory", "other": "not a regular file"}
 
 # $1 nonce, $2 report path, $3 report limit in bytes, $4 repository directory; $STATE is
-# reb_ray.trial.repo_state's script. The leftovers' kill first (KILL_LEFTOVERS_SCRIPT, inline: it
-# spares this shell and its parent, the exec's `timeout`), then the report's kind (of the path
-# itself: `-L` before any test that follows links) and, for a regular file within the limit,
-# its bytes (at most limit + 1), then the tracked state into a fresh temporary directory,
+# reb_ray.trial.repo_state's script. The leftovers' kill first (the sandbox's
+# leftovers_script, inline: it spares this shell and its parent, the exec's `timeout`), then the
+# report's kind (of the path itself: `-L` before any test that follows links) and, for a
+# regular file within the limit, its bytes (at most limit + 1), then the tracked state into a fresh temporary directory,
 # whose listing is printed. Standard error is dropped: the exec interleaves it with the answer.
 _SETTLE_SCRIPT = r"""
 exec 2>/dev/null
@@ -143,15 +140,13 @@ class _Malformed(Exception):
 def settle(sandbox: Sandbox, report_path: str, repo_dir: str, limit: int = MAX_REPORT_BYTES) -> Settled:
     """Stop the agent's leftovers, read the report at sandbox path `report_path` (at most
     `limit` bytes, a regular file only) and take the tracked state of the repository at
-    `repo_dir`: one exec in a Docker sandbox, else (or when that fails) step by step. Never
-    raises for what the agent did; raises RebRayError only as the steps do (the report read
-    of a sandbox whose daemon fails)."""
-    from reb_ray.sandbox.docker_sandbox import DockerSandbox  # noqa: F811 - the docker SDK is imported only here
-
-    if isinstance(sandbox, DockerSandbox):
+    `repo_dir`: one exec in a sandbox with a `leftovers_script`, else (or when that fails)
+    step by step. Never raises for what the agent did; raises RebRayError only as the steps do
+    (the report read of a sandbox whose daemon fails)."""
+    if (kill := sandbox.leftovers_script) is not None:
         stopped: list[str] | None = None
         try:
-            return _one_exec(sandbox, report_path, repo_dir, limit)
+            return _one_exec(sandbox, kill, report_path, repo_dir, limit)
         except _Partial as partial:  # the kill ran and was listed: do not run it again blind
             stopped = partial.stopped
             if partial.timed_out:  # e.g. git hung (the agent replaced it): do not wait twice
@@ -189,11 +184,10 @@ class _Partial(Exception):
         self.timed_out = timed_out
 
 
-def _one_exec(sandbox: DockerSandbox, report_path: str, repo_dir: str, limit: int) -> Settled:
-    from reb_ray.sandbox.docker_sandbox import KILL_LEFTOVERS_SCRIPT, killed_commands
-
+def _one_exec(sandbox: Sandbox, kill: str, report_path: str, repo_dir: str, limit: int) -> Settled:
+    """The steps as one root exec, the leftovers' kill being the sandbox's script `kill`."""
     nonce = uuid.uuid4().hex
-    script = _SETTLE_SCRIPT.replace("\nKILL\n", KILL_LEFTOVERS_SCRIPT, 1)
+    script = _SETTLE_SCRIPT.replace("\nKILL\n", kill, 1)
     answer = _Answer(ANSWER_LIMIT)
     result = sandbox.exec(["/bin/sh", "-c", script, "settle", nonce, report_path, str(limit), repo_dir],
                           timeout=SETTLE_TIMEOUT_S, env={"STATE": STATE_SCRIPT}, user="root", sink=answer)
@@ -290,7 +284,7 @@ class BetweenPhases:
 def run_between_phases(rec: TrialRecorder, sandbox: Sandbox, report_path: str, repo_dir: str,
                        baseline: dict[str, str] | None, pinned_checkout: Path | None = None) -> BetweenPhases:
     """Stop everything the agent left running, copy the report out, record repo changes
-    (`settle`: one exec in a Docker sandbox), then put the tracked files back
+    (`settle`: one exec in a container sandbox), then put the tracked files back
     to the pinned commit (`restore_pinned`; `pinned_checkout` is the host's checkout).
 
     Leftovers are stopped first so nothing swaps the report while it is read; a report that is
@@ -299,15 +293,16 @@ def run_between_phases(rec: TrialRecorder, sandbox: Sandbox, report_path: str, r
     """
     settled = settle(sandbox, report_path, repo_dir, MAX_REPORT_BYTES)
     stopped = settled.stopped
-    rec.row.update(leftover_processes=None if stopped is None else len(stopped),
-                   leftover_commands=None if stopped is None else [c[:LEFTOVER_CHARS] for c in stopped[:LEFTOVERS_KEPT]])
+    part = rec.result.between
+    part.leftover_processes = None if stopped is None else len(stopped)
+    part.leftover_commands = None if stopped is None else [c[:LEFTOVER_CHARS] for c in stopped[:LEFTOVERS_KEPT]]
     data, written = settled.report, not isinstance(settled.report_error, FileNotFoundError)
     if isinstance(settled.report_error, UnreadableFile):
         status, report, reason = "invalid_report", None, str(settled.report_error)
     else:
         status, report, reason = parse_report(data)
-    rec.row.update(report_status=status, report_python_path=report.python_path if report else None,
-                   report_source=rec.row.get("report_source") or ("agent_file" if written else "none"))
+    part.report_status, part.report_python_path = status, report.python_path if report else None
+    part.report_source = rec.result.agent.report_source or ("agent_file" if written else "none")
     rec.stage("report", "success" if report else "failure", reason=reason, failure_category=None if report else status,
               raw=data.decode(errors="replace") if data else None)
     record_changes(rec, baseline, settled.state)
@@ -320,7 +315,7 @@ def restore_repo(rec: TrialRecorder, sandbox: Sandbox, repo_dir: str, baseline: 
     """The stages run the pinned repository: restore the tracked files the agent changed; when
     git in the sandbox cannot (its .git removed or broken), copy the host's pinned checkout over
     the repository and restore again (then which files differed is unknown: null)."""
-    commit = rec.row.get("repo_commit")
+    commit = rec.result.setup.repo_commit
     keep = unchanged_by_agent(baseline, after)
     columns = restore_pinned(sandbox, repo_dir, commit, keep)
     if columns["repo_restored"] is not True and commit and pinned_checkout is not None:
@@ -332,7 +327,7 @@ def restore_repo(rec: TrialRecorder, sandbox: Sandbox, repo_dir: str, baseline: 
             again = restore_pinned(sandbox, repo_dir, commit, keep)
             columns = {"repo_head_moved": columns["repo_head_moved"], "repo_restored": again["repo_restored"],
                        "repo_restored_files": columns["repo_restored_files"]}
-    rec.row.update(columns)
+    rec.result.between.set(**columns)
 
 
 def record_changes(rec: TrialRecorder, baseline: dict[str, str] | None, after: dict[str, str] | None) -> None:
@@ -340,4 +335,4 @@ def record_changes(rec: TrialRecorder, baseline: dict[str, str] | None, after: d
     if baseline is None or after is None:
         return
     files = changed_since(baseline, after)
-    rec.row.update(repo_modified=bool(files), repo_modified_files=files)
+    rec.result.between.repo_modified, rec.result.between.repo_modified_files = bool(files), files

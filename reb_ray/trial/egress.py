@@ -112,7 +112,7 @@ class TrialEgress:
         if self.network is None:  # the local sandbox, or the sweep's explicit network: as it is
             self.joined, self.host_guard = (config.network if self.own_network else None), False
             return config
-        from reb_ray.sandbox.docker_client import connect
+        from reb_ray.sandbox.docker.docker_client import connect
 
         net, ports = self.network, sandbox_ports()
         self.gateway = ensure_network(connect(timeout=30), net)

@@ -203,7 +203,7 @@ def proxy_host(provider: str, network: str) -> str:
     (no way to any endpoint) or no Docker daemon."""
     if not capabilities_of(provider).own_network:
         return "127.0.0.1"
-    from reb_ray.sandbox.docker_client import connect, network_gateway
+    from reb_ray.sandbox.docker.docker_client import connect, network_gateway
 
     host = network_gateway(connect(timeout=30), network)
     if host is None:

@@ -12,7 +12,7 @@ the reaper removes it when its owner is gone (`reap`); `close()` removes it on
 every other path. The local and sleeping providers have no devices (their GPUs are only
 CUDA_VISIBLE_DEVICES), so there the same sandbox carries on with the leased GPUs.
 
-Row columns: `probe_image_commit_s` and `probe_image_bytes` (the commit's seconds and the new
+Its columns (`ProbePhaseResult`): `probe_image_commit_s` and `probe_image_bytes` (the commit's seconds and the new
 layer's bytes; null when nothing was committed), `probe_gpu_wait_s` (seconds waiting for the lease).
 """
 
@@ -66,9 +66,9 @@ class PhaseSplit:
             agent_box.close()
         started = time.monotonic()
         gpus = self.lease.acquire()
-        self.rec.row["probe_gpu_wait_s"] = time.monotonic() - started
+        self.rec.result.probe.probe_gpu_wait_s = time.monotonic() - started
         if self.image is None:
-            agent_box.lease_gpus(gpus)  # type: ignore[attr-defined]
+            agent_box.lease_gpus(gpus)
             return agent_box, gpus
         return self._open(gpus), gpus
 
@@ -96,7 +96,7 @@ class PhaseSplit:
         return self.c1_sandbox if self.image is not None else None
 
     def _commit(self, agent_box: Sandbox) -> None:
-        from reb_ray.sandbox.docker_sandbox import DockerSandbox
+        from reb_ray.sandbox.docker.docker_sandbox import DockerSandbox
 
         assert isinstance(agent_box, DockerSandbox)
         self._client, self._config = agent_box.client, agent_box.config
@@ -111,7 +111,7 @@ class PhaseSplit:
         except DockerException as exc:
             raise RebRayError(f"cannot commit the agent's sandbox {agent_box.id[:12]} for the probe phase: "
                               f"{str(exc).splitlines()[0][:300]}") from None
-        self.rec.row.update(probe_image_commit_s=time.monotonic() - started, probe_image_bytes=layer)
+        self.rec.result.probe.probe_image_commit_s, self.rec.result.probe.probe_image_bytes = time.monotonic() - started, layer
 
     def box_config(self, gpus: list[str]) -> SandboxConfig:
         """The config of a sandbox from the attempt's image holding exactly `gpus` (none: no

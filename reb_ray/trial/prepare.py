@@ -8,7 +8,7 @@ registers an LLM agent with the node's metering proxy and builds the agent's con
 part goes into a `Prepared` as soon as it is open, so that `Prepared.close(rec)` releases
 what is there on every path, a failing preparation included: the LLM registration, the
 sandbox, the phase split, the toolchain slot, the egress proxy, the host workspace, in that
-order, recording what they leave in the row. The caller makes the `Prepared` before it
+order, recording what they leave in the attempt's result. The caller makes the `Prepared` before it
 prepares (`Prepared.begin`) and closes it after it has recorded the attempt's outcome, so
 that a note about a part that could not be removed is appended to the failure, never
 overwritten by it.
@@ -33,6 +33,7 @@ from reb_ray.sandbox.ownership import RUN
 from reb_ray.sandbox import Sandbox, SandboxConfig, capabilities_of, open_sandbox
 from reb_ray.sandbox import package_cache
 from reb_ray.sandbox.limits import default_memory_bytes
+from reb_ray.sandbox.scratch import make_scratch
 from reb_ray.suite.assets import missing_by_stage
 from reb_ray.suite.placement import PlacedRepo, place_repo
 from reb_ray.trial.egress import TrialEgress, harness_network
@@ -51,30 +52,37 @@ __all__ = ["PIP_CACHE_MOUNT", "WHEELHOUSE_MOUNT", "Prepared", "preflight", "prep
 def sandbox_config(spec: TrialSpec, gpus: list[str]) -> tuple[SandboxConfig, dict[str, str]]:
     """The sandbox config and the agent's pip environment (find-links and cache)."""
     cfg = spec.config
-    docker = capabilities_of(cfg.sandbox.provider).mounts  # mounts, limits and CA bundle: the container provider
-    mounts = {str(w): f"{WHEELHOUSE_MOUNT}/{i}" for i, w in enumerate(cfg.sandbox.wheelhouses)} if docker else {}
-    if docker and cfg.assets_dir is not None:
+    caps = capabilities_of(cfg.sandbox.provider)
+    # Host directories (wheelhouses, assets, the pip cache, the CA bundle) are bind-mounted at
+    # fixed sandbox paths; without mounts the sandbox is given the host paths as they are.
+    binds = caps.mounts
+    # A container's engine takes the cpus, memory, pids and disk limits (an engine that drops
+    # them says so in the open sandbox's capabilities); host processes get none.
+    contained = caps.container_runtime is not None
+    mounts = {str(w): f"{WHEELHOUSE_MOUNT}/{i}" for i, w in enumerate(cfg.sandbox.wheelhouses)} if binds else {}
+    if binds and cfg.assets_dir is not None:
         # Mounted from the start (Docker cannot add a mount later); read-only, and only the
         # probe phase gets the variables that point at it.
         mounts[str(cfg.assets_dir)] = ASSETS_MOUNT
     pip_env: dict[str, str] = {}
-    find_links = [mounts[str(w)] for w in cfg.sandbox.wheelhouses] if docker else [str(w) for w in cfg.sandbox.wheelhouses]
+    find_links = [mounts[str(w)] for w in cfg.sandbox.wheelhouses] if binds else [str(w) for w in cfg.sandbox.wheelhouses]
     if cfg.sandbox.pip_cache:
         # The node's wheel cache: read-only find-links, filled by the harness after trials
         # (`package_cache.fill`); each trial's own ~/.cache/pip dies with it.
         cfg.sandbox.pip_cache_dir.mkdir(parents=True, exist_ok=True)
-        if docker:
+        if binds:
             mounts[str(cfg.sandbox.pip_cache_dir)] = PIP_CACHE_MOUNT
-        find_links.append(PIP_CACHE_MOUNT if docker else str(cfg.sandbox.pip_cache_dir))
+        find_links.append(PIP_CACHE_MOUNT if binds else str(cfg.sandbox.pip_cache_dir))
     else:
         pip_env["PIP_NO_CACHE_DIR"] = "1"
     if find_links:
         pip_env["PIP_FIND_LINKS"] = " ".join(find_links)
     memory = cfg.sandbox.memory_bytes or default_memory_bytes(cfg.sandbox.cpus_per_trial, cfg.cluster.max_concurrent)
     config = SandboxConfig(
-        image=spec.image, gpus=gpus, cpus=cfg.sandbox.cpus_per_trial if docker else None, memory_bytes=memory if docker else None,
-        pids_limit=cfg.sandbox.pids_limit if docker else None, disk_quota_bytes=cfg.sandbox.disk_quota_bytes if docker else None,
-        shm_size_bytes=cfg.sandbox.shm_size_bytes, network=harness_network(cfg), ca_bundle=cfg.sandbox.ca_bundle if docker else None,
+        image=spec.image, gpus=gpus, cpus=cfg.sandbox.cpus_per_trial if contained else None,
+        memory_bytes=memory if contained else None,
+        pids_limit=cfg.sandbox.pids_limit if contained else None, disk_quota_bytes=cfg.sandbox.disk_quota_bytes if contained else None,
+        shm_size_bytes=cfg.sandbox.shm_size_bytes, network=harness_network(cfg), ca_bundle=cfg.sandbox.ca_bundle if binds else None,
         mounts=mounts, sweep_id=spec.sweep_id, trial_id=spec.trial_id, attempt=spec.attempt,
         labels={RUN: spec.run_id} if spec.run_id else {},
     )
@@ -91,7 +99,7 @@ def preflight(spec: TrialSpec) -> None:
     if capabilities_of(spec.config.sandbox.provider).image:  # a restarting daemon: the attempt waits for it, bounded, not fails
         from reb_ray.sandbox import provider_class
 
-        provider_class(spec.config.sandbox.provider).wait_for_engine()  # type: ignore[attr-defined]
+        provider_class(spec.config.sandbox.provider).wait_for_engine()
     free = shutil.disk_usage(tempfile.gettempdir()).free
     if free < spec.config.cluster.min_free_bytes:  # a full disk is infra (owner: infra), found before the agent runs
         raise InfraError("infra_disk_full", f"{free / 1e9:.1f} GB free, need {spec.config.cluster.min_free_bytes / 1e9:.1f} GB")
@@ -134,38 +142,38 @@ class Prepared:
     @classmethod
     def begin(cls, spec: TrialSpec, split: PhaseSplit | None = None) -> Prepared:
         """An attempt with nothing opened yet: its host workspace and its (closed) egress."""
-        return cls(spec=spec, workspace=Path(tempfile.mkdtemp(prefix="reb-ray-trial-")),
+        return cls(spec=spec, workspace=make_scratch("reb-ray-trial-"),
                    egress=TrialEgress(spec.config), split=split)
 
     def close(self, rec: TrialRecorder) -> None:
         """Release every part, in order; never raises. The LLM registration is closed first (an
         error path: still unregistered, its tokens kept), the egress proxy after the sandbox
-        (every connection it made is logged); a removal that fails is appended to the row's
-        `failure_reason` rather than hiding the result."""
+        (every connection it made is logged); a removal that fails is appended to the
+        settlement's `failure_reason` rather than hiding the result."""
         if self.llm is not None:
-            rec.row.update(self.llm.close(rec.artifacts))
+            rec.result.llm.set(**self.llm.close(rec.artifacts))
         if self.sandbox is not None:
             try:
                 self.sandbox.close()
             except Exception as exc:  # noqa: BLE001 - a removal failure must not hide the result
-                rec.row["failure_reason"] = (rec.row.get("failure_reason") or "") + f" [close failed: {exc}]"
+                rec.result.settlement.note(f" [close failed: {exc}]")
         if self.split is not None and (problem := self.split.close()):  # its sandboxes, its image, its lease
-            rec.row["failure_reason"] = (rec.row.get("failure_reason") or "") + f" [close failed: {problem}]"
+            rec.result.settlement.note(f" [close failed: {problem}]")
         self.slot.close()
-        rec.row.update(self.egress.close(rec.artifacts))
+        rec.result.network.set(**self.egress.close(rec.artifacts))
         shutil.rmtree(self.workspace, ignore_errors=True)
 
 
 def prepare(p: Prepared, rec: TrialRecorder, gpus: list[str], llm_proxy: ProxyClient | None = None) -> Prepared:
     """Prepare the attempt `p` began (module docstring), recording the repository's commit and
-    the sandbox's limits in the row, and return it. `gpus` are the agent sandbox's physical GPU
+    the sandbox's limits (`SandboxSetup`), and return it. `gpus` are the agent sandbox's physical GPU
     ids (`p.split` shows it a GPU-sharing sweep's GPUs instead); `llm_proxy` is the node's
     metering proxy (None: a private one in this process). Raises what the failing step raises;
     the caller still closes `p`."""
     spec = p.spec
     preflight(spec)
     p.placed = place_repo(spec.task, p.workspace, spec.config.repo_mirrors)
-    rec.row["repo_commit"] = p.placed.commit
+    rec.result.setup.repo_commit = p.placed.commit
     p.agent = agent = get_agent(spec.agent_spec)
     # The agent toolchain, for the agent phase only (`toolchain_slot`).
     p.slot = toolchain_slot(agent.uses_toolchain, spec.config.sandbox.provider, spec.config.sandbox.toolchains_dir).open()
@@ -178,11 +186,12 @@ def prepare(p: Prepared, rec: TrialRecorder, gpus: list[str], llm_proxy: ProxyCl
     p.sandbox = sandbox = open_sandbox(spec.config.sandbox.provider, config, trusted=agent.trusted,
                                        allow_unsafe=spec.config.sandbox.unsafe_local)
     p.egress.attach(sandbox)
-    rec.row.update(sandbox_shm_bytes=config.shm_size_bytes if sandbox.capabilities.image else None,
-                   # whether the engine applied memory, pids and CPU limits (a rootless one may drop them)
-                   sandbox_limits_enforced=sandbox.capabilities.enforces_limits if sandbox.capabilities.image else None,
-                   sandbox_pids_limit=config.pids_limit, sandbox_memory_bytes=config.memory_bytes,
-                   sandbox_disk_quota_bytes=config.disk_quota_bytes)
+    setup = rec.result.setup
+    setup.sandbox_shm_bytes = config.shm_size_bytes if sandbox.capabilities.image else None
+    # whether the engine applied memory, pids and CPU limits (a rootless one may drop them)
+    setup.sandbox_limits_enforced = sandbox.capabilities.enforces_limits if sandbox.capabilities.image else None
+    setup.sandbox_pids_limit, setup.sandbox_memory_bytes = config.pids_limit, config.memory_bytes
+    setup.sandbox_disk_quota_bytes = config.disk_quota_bytes
     p.repo_dir = repo_dir = f"{sandbox.workdir}/repo"
     sandbox.put(p.placed.path, repo_dir)
     p.baseline = tracked_state(sandbox, repo_dir)  # the state before the agent: what was already off is not the agent's

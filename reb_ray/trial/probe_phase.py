@@ -114,15 +114,16 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
     measure with (no report, a broken sandbox, a report interpreter that is missing or does not
     run), nothing runs and the applicable stages are the agent's failures (unmeasured.agent_failed).
     """
-    rec.row["gpus_assigned"] = len(gpus)
+    rec.result.probe.gpus_assigned = len(gpus)
     task = spec.task
     if report is None:
         stage = next((s for s in rec.stages if s["stage"] == "report"), {})
-        why = stage.get("reason") or rec.row["report_status"]
+        report_status = rec.result.between.report_status
+        why = stage.get("reason") or report_status
         # A JSON object without a usable python_path is still audited (C5), on its own words.
-        written, _ = load_report_object(stage.get("raw")) if rec.row["report_status"] == INVALID_REPORT else (None, None)
+        written, _ = load_report_object(stage.get("raw")) if report_status == INVALID_REPORT else (None, None)
         gated = PROBE_STAGES if written is None else tuple(s for s in PROBE_STAGES if s != "c5")
-        rec.apply(agent_failed(task, gated, rec.row["report_status"], f"no usable report: {why}"))
+        rec.apply(agent_failed(task, gated, report_status, f"no usable report: {why}"))
         if written is not None:
             rec.record(grade_stage("c5", AuditRecord(written, probed=False), task, _context(rec)))
         record_startup(rec, None, None, "no usable report")
@@ -132,7 +133,7 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
         record_startup(rec, None, report, "the sandbox does not run commands")
         return
     toolbox = install_toolbox(sandbox)
-    rec.row["probe_toolbox"] = toolbox_key(toolbox_sources())  # which probes grade this attempt (a column)
+    rec.result.probe.probe_toolbox = toolbox_key(toolbox_sources())  # which probes grade this attempt (a column)
     # Before anything runs the report's interpreter: what it is, what runs when it starts.
     t = time.monotonic()
     record_startup(rec, run_startup(sandbox, toolbox, report.python_path), report, "the start-up probe left no record",
@@ -183,7 +184,8 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
 
 def _context(rec: TrialRecorder) -> GradeContext:
     """What the grader needs of the attempt beyond a stage's raw record (as regrade reads it back)."""
-    return GradeContext(gpus_assigned=rec.row.get("gpus_assigned"), repo_modified_files=rec.row.get("repo_modified_files"))
+    return GradeContext(gpus_assigned=rec.result.probe.gpus_assigned,
+                        repo_modified_files=rec.result.between.repo_modified_files)
 
 
 def record_startup(rec: TrialRecorder, raw: dict | None, report: Report | None, why_not: str,
@@ -241,7 +243,7 @@ def _command_stage(run: ProbeRun, name: str, visible: str, needed: int,
         witness = arm(box, toolbox, python, repo_dir)
         result = run_stage_command(box, _with_env(stage, env, witness), repo_dir, python, shim, visible_gpus=visible, sink=log)
         side_logs = _side_logs(box, stage, repo_dir)
-        witness_raw = collect(box, toolbox, witness, python, rec.row.get("repo_commit"))
+        witness_raw = collect(box, toolbox, witness, python, rec.result.setup.repo_commit)
     pattern = stage.success.log_pattern
     record = CommandRecord(result.exit_code, result.timed_out, result.output,
                            result.pattern_matches.get(pattern) if pattern else None, witnessed=True, witness=witness_raw)
@@ -268,7 +270,7 @@ def _multi_gpu(run: ProbeRun, cpu_gloo: bool) -> None:
             raw4 = run_multi_gpu(sandbox, _with_env(stage4, env, witness), repo_dir, python, shim, gpus,
                                  cpu_gloo=cpu_gloo, sink=log)
         if witness is not None:  # after the run's leftovers were killed: every rank has exited
-            raw4["witness"] = collect(sandbox, toolbox, witness, python, rec.row.get("repo_commit"))
+            raw4["witness"] = collect(sandbox, toolbox, witness, python, rec.result.setup.repo_commit)
         record4 = CommandRecord.of_launcher(raw4, witnessed=witness is not None, witness=raw4.get("witness"))
         rec.record(grade_stage("c4", record4, task, _context(rec)), result=record_as_exec_result(stage4, raw4),
                    command=raw4.get("command"), raw=json.dumps({k: v for k, v in raw4.items() if k != "output"}),

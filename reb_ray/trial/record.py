@@ -1,4 +1,7 @@
-"""The rows one trial attempt produces: a `trials` row and its `stages` rows."""
+"""The rows one trial attempt produces: a `trials` row and its `stages` rows.
+
+`TrialRecorder` collects them as the attempt's `AttemptResult` (reb_ray.trial.result), whose
+`flatten` makes the trials row; `TrialOutcome` is what reaches the driver."""
 
 from __future__ import annotations
 
@@ -6,17 +9,19 @@ import datetime as dt
 import socket
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from reb_ray.agents.base import REPORT_PATH
 from reb_ray.agents.prompt import render_prompt
-from reb_ray.grading.vocabulary import owner_of
+from reb_ray.grading.vocabulary import Stage, Status, category, owner_of
 from reb_ray.grading.unmeasured import ASSETS_MISSING, STAGE_COLUMNS, skipped
 from reb_ray.grading.verdict import StageVerdict
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.redact import Redactor
 from reb_ray.sandbox import ExecResult
 from reb_ray.sandbox.output import TRUNCATION_MARK_RE
+from reb_ray.trial.result import AttemptIdentity, AttemptResult, flatten
 
 if TYPE_CHECKING:
     from reb_ray.trial.artifacts import LogArtifact, TrialArtifacts
@@ -54,24 +59,38 @@ def agent_columns(spec: TrialSpec) -> dict:
 
 
 class TrialRecorder:
-    """Collects the trial row and stage rows of one attempt, then settles who failed."""
+    """Collects one attempt's result (`AttemptResult`: each phase sets its typed part) and its
+    stage rows, then settles who failed. `row` is the trials row as recorded so far, read-only
+    (`flatten`): for what a later step reads of an earlier one's columns."""
 
     def __init__(self, spec: TrialSpec) -> None:
         self.spec = spec
-        self.row: dict = {
-            "sweep_id": spec.sweep_id, "trial_id": spec.trial_id, "attempt": spec.attempt,
-            "trial_index": spec.trial_index, "task_id": spec.task.id, "suite": spec.task.suite,
-            "agent": spec.agent, "node": socket.gethostname(), "sandbox_provider": spec.config.sandbox.provider,
-            "c0_total": spec.task.c0_baseline_total, "started_at": now(), "rerun": spec.rerun,
-            "prompt_sha256": render_prompt(spec.task, REPORT_PATH).sha256, **agent_columns(spec),
-            "sweep_max_cost_usd": spec.config.llm.max_cost_usd, "network_policy": spec.config.network.policy,
-            "gpu_sharing": spec.config.cluster.share_gpus_in_agent_phase,
-        }
-        self.stages: list[dict] = []
+        agent = agent_columns(spec)
+        self.result = AttemptResult(identity=AttemptIdentity(
+            sweep_id=spec.sweep_id, trial_id=spec.trial_id, attempt=spec.attempt, trial_index=spec.trial_index,
+            task_id=spec.task.id, suite=spec.task.suite, agent=spec.agent, agent_kind=agent["agent_kind"],
+            agent_model=agent["agent_model"], node=socket.gethostname(), sandbox_provider=spec.config.sandbox.provider,
+            c0_total=spec.task.c0_baseline_total, started_at=now(), rerun=spec.rerun,
+            prompt_sha256=render_prompt(spec.task, REPORT_PATH).sha256, sweep_max_cost_usd=spec.config.llm.max_cost_usd,
+            network_policy=spec.config.network.policy, gpu_sharing=spec.config.cluster.share_gpus_in_agent_phase))
         self.artifacts: TrialArtifacts | None = None  # where full output logs go (set by run_trial)
         self.trajectory_hits: list[str] = []  # suspicious commands of the agent's transcript (reb_ray.grading.startup)
         self.agent_commands: list[dict] | None = None  # the agent's execs (TappedSandbox.commands); None: it never ran
         self.agent_prompt = None  # the Prompt the agent was given (reb_ray.agents.prompt); None: it never ran
+
+    @property
+    def row(self) -> Mapping[str, Any]:
+        """The trials row as recorded so far (read-only: a phase sets its part of `result`)."""
+        return MappingProxyType(self.result.trials_row())
+
+    @property
+    def stages(self) -> list[dict]:
+        """The stage rows recorded so far, in order."""
+        return self.result.stages
+
+    @stages.setter
+    def stages(self, rows: list[dict]) -> None:
+        self.result.stages = rows
 
     @contextmanager
     def full_log(self, name: str | None) -> Iterator[LogArtifact | None]:
@@ -128,15 +147,17 @@ class TrialRecorder:
             verdict = skipped(self.spec.task, name) if name in STAGE_COLUMNS else None
             if verdict is not None:
                 self.apply([verdict])
+            elif name in STAGE_COLUMNS:  # its status column says not_run; its other columns stay null
+                why = category(failure_category) if failure_category else None
+                self.record(StageVerdict(Stage(name), Status.NOT_RUN, reason, why, row={f"{name}_status": "not_run"}))
             else:
-                self.row[f"{name}_status"] = "not_run"
                 self.stage(name, "not_run", reason=reason, failure_category=failure_category)
 
     def record(self, verdict: StageVerdict, **fields) -> None:
         """Write one stage's verdict: its trials-row columns and a stage row with its status,
         reason, category and further columns; `fields` are the stage row's evidence (result,
         command, raw, log, ...: `stage`'s keywords), never a grade."""
-        self.row.update(verdict.trial_columns())
+        self.result.probe.verdicts.append(verdict)
         decided = verdict.stage_fields()
         extra = {k: v for k, v in decided.items() if k not in ("status", "reason", "failure_category", "raw")}
         if "raw" in decided:
@@ -158,16 +179,19 @@ class TrialRecorder:
                 stage["reason"] = f"{stage['reason']}: {why}" if stage["reason"] else why
 
     def infra(self, category: str, message: str) -> None:
-        self.row.update(status="infra_error", failure_owner="infra", failure_category=category,
-                        failure_reason=f"{category}: {message}"[:2000])
+        """Settle the attempt as an infra error of `category` (retried, never scored)."""
+        self.result.settlement.set(status="infra_error", failure_owner="infra", failure_category=category,
+                                   failure_reason=f"{category}: {message}"[:2000])
 
     def settle(self) -> None:
         """Trial status, failure owner and category from the stage results (`settle_rows`)."""
-        self.row.update(settle_rows(self.stages))
+        self.result.settlement.set(**settle_rows(self.stages))
 
     def outcome(self, redactor: Redactor) -> TrialOutcome:
-        self.row["finished_at"] = now()
-        return TrialOutcome(redactor.row(self.row), [redactor.row(s) for s in self.stages])
+        """The attempt's rows (`flatten`), finished now, with the agent's credentials masked."""
+        self.result.identity.finished_at = now()
+        trial, stages = flatten(self.result)
+        return TrialOutcome(redactor.row(trial), [redactor.row(s) for s in stages])
 
 
 #: Which failed stage names the trial's failure: the highest of the pyramid (C4 over C3 over ...

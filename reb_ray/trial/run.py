@@ -7,8 +7,9 @@ metering proxy: a `Prepared`), the agent phase (`run_agent_phase`: the agent und
 watches, its meter read), the steps between the phases (`run_between_phases`: leftovers
 stopped, the report read, the agent's changes to tracked files recorded and undone), the
 environment phase (`EnvironmentPhase`: what the agent built captured), the probe phase
-(`run_probe_phase`: the hidden probes), and `Prepared.close` on every path. It returns one
-`trials` row plus its `stages` rows with the agent's credentials masked. In a sweep that
+(`run_probe_phase`: the hidden probes), and `Prepared.close` on every path. Each phase sets
+its part of the attempt's `AttemptResult` (reb_ray.trial.result); the recorder flattens it
+(`flatten`) into one `trials` row plus its `stages` rows with the agent's credentials masked. In a sweep that
 shares GPUs in the agent phase (a `gpu_lease` is given), the agent sees GPUs it does not hold
 and the probe phase runs in sandboxes of its own, with GPUs it leases exclusively
 (`PhaseSplit`). It always returns: infrastructure failures become an `infra_error` row
@@ -19,9 +20,7 @@ removed on every path.
 
 from __future__ import annotations
 
-import tempfile
 import time
-from pathlib import Path
 
 import requests
 
@@ -34,6 +33,7 @@ from reb_ray.models.sweep import TrialSpec
 from reb_ray.redact import Redactor
 from reb_ray.sandbox import Sandbox, SandboxConfig
 from reb_ray.sandbox import package_cache
+from reb_ray.sandbox.scratch import make_scratch
 from reb_ray.trial import artifacts, atif_file
 from reb_ray.trial.agent_phase import run_agent_phase
 from reb_ray.trial.artifacts import TrialArtifacts
@@ -69,11 +69,11 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
     rec = TrialRecorder(spec)
     split = PhaseSplit(rec, gpu_lease, spec.task) if gpu_lease is not None and not no_gpus_reason else None
     redactor = Redactor(spec.credentials.values())
-    staging = Path(tempfile.mkdtemp(prefix="reb-ray-artifacts-"))
+    staging = make_scratch("reb-ray-artifacts-")  # named for its owner: reaped if this process dies
     rec.artifacts = TrialArtifacts(staging, spec.sweep_id, spec.trial_id, spec.attempt, redactor)
     t0 = time.monotonic()
     p = Prepared.begin(spec, split)  # nothing opened yet: each part is added as it opens
-    rec.row.update(fingerprint(spec.config.sandbox.provider))  # environment artifacts: the node's hardware
+    rec.result.hardware.set(**fingerprint(spec.config.sandbox.provider))  # environment artifacts: the node's hardware
     env_phase = EnvironmentPhase(rec, spec, redactor.secrets)  # environment artifacts
     try:
         prepare(p, rec, gpus, llm_proxy)
@@ -102,8 +102,8 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
     finally:
         env_phase.settle()  # environment artifacts: keep the committed image or remove it
         p.close(rec)  # every part opened, in order, whichever phase failed
-        rec.row.update(atif_file.write(rec, rec.agent_commands, redactor))  # trajectory.json (ATIF)
-    rec.row["trial_wall_time_s"] = time.monotonic() - t0
+        rec.result.agent.set(**atif_file.write(rec, rec.agent_commands, redactor))  # trajectory.json (ATIF)
+    rec.result.identity.trial_wall_time_s = time.monotonic() - t0
     outcome = rec.outcome(redactor)
     artifacts.deliver(outcome, staging, spec.config.output.dir.resolve(), ship_artifacts)
     return outcome
@@ -133,7 +133,7 @@ def _probe(rec: TrialRecorder, p: Prepared, report: Report | None, gpus: list[st
         # (or the sweep's explicit network): it runs no agent code.
         _fill_package_cache(rec, spec, p.config.model_copy(update={"network": harness_network(spec.config)}),
                             p.sandbox, report)
-    rec.row["probe_wall_time_s"] = time.monotonic() - probe_t0
+    rec.result.probe.probe_wall_time_s = time.monotonic() - probe_t0
 
 
 def _fill_package_cache(rec: TrialRecorder, spec: TrialSpec, config: SandboxConfig, sandbox: Sandbox,
@@ -145,7 +145,7 @@ def _fill_package_cache(rec: TrialRecorder, spec: TrialSpec, config: SandboxConf
     try:  # a sandbox the agent stopped has nothing to list: the trial's verdict stands
         listed = package_cache.installed(sandbox, report.python_path)
         if listed is not None:
-            rec.row["pip_cache_filled"] = len(package_cache.fill(spec.config.sandbox.pip_cache_dir, config, *listed,
-                                                                 provider=spec.config.sandbox.provider))
+            filled = package_cache.fill(spec.config.sandbox.pip_cache_dir, config, *listed, provider=spec.config.sandbox.provider)
+            rec.result.probe.pip_cache_filled = len(filled)
     except RebRayError:
         pass  # the cache stays as it was: slower later trials, never a different result

@@ -136,25 +136,27 @@ def test_settle_applies_the_budget_after_a_keep(docker_client, tiny_kept, monkey
     images go and are named in env_evicted; its own image, when larger than the whole budget,
     is not kept. (list_kept is held to this test's sweep: the node is shared.)"""
     from reb_ray.environment.phase import EnvironmentPhase
+    from tests.test_repo_state import _recorder
 
     real_list = keep.list_kept
     monkeypatch.setattr(keep, "list_kept", lambda client, sweep_id=None: real_list(client, tiny_kept.sweep))
 
     def settle(image_id: str, budget: int) -> dict:
-        rec = SimpleNamespace(row={"status": "scored"}, stages=[{"stage": "c1", "status": "success"}])
+        rec = _recorder()
+        rec.result.settlement.status, rec.stages = "scored", [{"stage": "c1", "status": "success"}]
         config = SimpleNamespace(keep_environments="successes", env_disk_budget_bytes=budget)
         phase = EnvironmentPhase(rec, SimpleNamespace(config=config), [])
         phase.client, phase.image_id = docker_client, image_id
-        rec.row.update(env_image_id=image_id, env_image_tag="x", env_image_bytes=1, env_image_total_bytes=1)
+        rec.result.environment.set(env_image_id=image_id, env_image_tag="x", env_image_bytes=1, env_image_total_bytes=1)
         phase.settle()
-        return rec.row
+        return dict(rec.row)
 
     old = tiny_kept(400_000, "heuristic/a/0")
     new = tiny_kept(300_000, "heuristic/b/0")
     row = settle(new, 500_000)
     assert row["env_kept"] is True and row["env_image_id"] == new
     assert row["env_evicted"] == [f"reb-ray/env:{tiny_kept.sweep}-heuristic_a_0"] and row["env_disk_budget_bytes"] == 500_000
-    assert row["env_node_kept_bytes"] == 300_000 and "env_keep_error" not in row
+    assert row["env_node_kept_bytes"] == 300_000 and row["env_keep_error"] is None
     assert _ids(keep.list_kept(docker_client, tiny_kept.sweep)) == [new] and old != new
     big = tiny_kept(900_000, "heuristic/c/0")
     row = settle(big, 500_000)

@@ -57,7 +57,7 @@ def test_heuristic_environment_is_captured_kept_exported_and_rebuilt(sandbox_ima
         image = docker_client.images.get(heuristic["env_image_id"])
         assert image.labels["reb-ray.env-kept"] == "true" and image.labels["reb-ray.trial"] == heuristic["trial_id"]
         assert image.labels["reb-ray.owner.pid"] == "" and heuristic["env_image_bytes"] > 10_000_000
-        from reb_ray.sandbox.reaper import orphaned_images
+        from reb_ray.sandbox.docker.reaper import orphaned_images
         assert heuristic["env_image_id"] not in {i.id for i in orphaned_images(docker_client)}
         # noop: committed, then removed (no command stage passed); its manifest still taken.
         assert noop["status"] == "scored" and noop["env_kept"] is False and noop["env_image_id"] is None

@@ -27,7 +27,7 @@ from reb_ray.netpolicy.network import BRIDGE_NAME, NETWORK_NAME, OPEN, ensure_ne
 from reb_ray.netpolicy.ports import sandbox_ports
 from reb_ray.trial.egress import TrialEgress, proxy_ports
 from reb_ray.sandbox import SandboxConfig
-from reb_ray.sandbox.docker_sandbox import DockerSandbox
+from reb_ray.sandbox.docker.docker_sandbox import DockerSandbox
 from tests.netpolicy.own_names import own_network, removed_after
 
 pytestmark = pytest.mark.docker
@@ -70,7 +70,7 @@ def _leave_the_host_as_found():
 
 def _in_use(network: str) -> bool:
     """Whether a container is attached to Docker network `network` (a missing one: no)."""
-    from reb_ray.sandbox.docker_client import connect
+    from reb_ray.sandbox.docker.docker_client import connect
 
     try:
         return bool(connect().networks.get(network).attrs.get("Containers"))

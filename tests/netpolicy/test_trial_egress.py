@@ -17,7 +17,7 @@ from reb_ray.netpolicy.network import NETWORK_NAME, OPEN
 from reb_ray.trial.egress import (TrialEgress, guarded_network, harness_network, proxy_ports,
                                             sandbox_network)
 from reb_ray.sandbox import SandboxConfig
-from reb_ray.sandbox.docker_sandbox import DockerSandbox
+from reb_ray.sandbox.docker.docker_sandbox import DockerSandbox
 
 pytestmark = pytest.mark.docker
 

@@ -15,7 +15,7 @@ from reb_ray.grading.c5 import audit_report
 from reb_ray.probing.facts import run_budget, run_facts
 from reb_ray.probing.toolbox import install_toolbox
 from reb_ray.sandbox import SandboxConfig, open_sandbox
-from reb_ray.sandbox.image import image_tag
+from reb_ray.sandbox.docker.image import image_tag
 
 pytestmark = pytest.mark.docker
 

@@ -7,7 +7,7 @@ import ipaddress
 import pytest
 
 from reb_ray.errors import DockerUnavailable
-from reb_ray.sandbox.docker_client import network_gateway
+from reb_ray.sandbox.docker.docker_client import network_gateway
 
 pytestmark = pytest.mark.docker
 
@@ -28,7 +28,7 @@ def test_sandboxes_of_one_process_share_one_client_and_a_missing_image_is_never_
     lookup per sandbox, a missing image is still ImageMissing at once (create, never a pull)."""
     from reb_ray.errors import ImageMissing
     from reb_ray.sandbox import SandboxConfig
-    from reb_ray.sandbox.docker_sandbox import DockerSandbox
+    from reb_ray.sandbox.docker.docker_sandbox import DockerSandbox
 
     with DockerSandbox(SandboxConfig(image=sandbox_image, sweep_id="test", trial_id="shared-a")) as a, \
             DockerSandbox(SandboxConfig(image=sandbox_image, sweep_id="test", trial_id="shared-b")) as b:
@@ -44,7 +44,7 @@ def test_wait_for_daemon_is_bounded_and_names_the_category(monkeypatch, tmp_path
     import time
 
     from reb_ray.errors import InfraError
-    from reb_ray.sandbox.docker_client import wait_for_daemon
+    from reb_ray.sandbox.docker.docker_client import wait_for_daemon
 
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-daemon.sock'}")
     started = time.monotonic()
@@ -57,7 +57,7 @@ def test_wait_for_daemon_is_bounded_and_names_the_category(monkeypatch, tmp_path
 def test_wait_for_daemon_returns_at_once_when_it_answers(docker_client):
     import time
 
-    from reb_ray.sandbox.docker_client import wait_for_daemon
+    from reb_ray.sandbox.docker.docker_client import wait_for_daemon
 
     started = time.monotonic()
     wait_for_daemon(timeout_s=5.0)

@@ -8,7 +8,7 @@ import pytest
 
 from reb_ray.errors import DockerUnavailable, ImageMissing, RebRayError
 from reb_ray.sandbox import SandboxConfig
-from reb_ray.sandbox.docker_sandbox import DockerSandbox, container_create_kwargs
+from reb_ray.sandbox.docker.docker_sandbox import DockerSandbox, container_create_kwargs
 from reb_ray.sandbox.ownership import MANAGED, OWNER_PID, SWEEP, TRIAL, ATTEMPT
 
 GiB = 1024**3
@@ -82,7 +82,7 @@ def test_missing_image_is_one_line_with_the_fix(docker_client):
 
 
 def test_no_daemon_is_one_line_naming_local_fallback(monkeypatch):
-    from reb_ray.sandbox.docker_client import connect
+    from reb_ray.sandbox.docker.docker_client import connect
 
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     with pytest.raises(DockerUnavailable) as err:
@@ -114,7 +114,7 @@ def test_put_into_the_workdir_needs_no_exec_and_errors_stay_one_line(docker_clie
     RebRayError, a removed sandbox SandboxGone."""
     import time
 
-    from reb_ray.sandbox.docker_sandbox import SandboxGone
+    from reb_ray.sandbox.docker.docker_sandbox import SandboxGone
 
     (tmp_path / "x.txt").write_text("x")
     with DockerSandbox(SandboxConfig(image=sandbox_image, sweep_id="test"), docker_client) as sb:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reb_ray.sandbox.gpu_check import docker_gpu_problem
+from reb_ray.sandbox.docker.gpu_check import docker_gpu_problem
 from reb_ray.sandbox.ownership import SWEEP
 
 

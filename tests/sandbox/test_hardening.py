@@ -10,8 +10,8 @@ import pytest
 
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.sandbox import SandboxConfig
-from reb_ray.sandbox.docker_sandbox import DockerSandbox, container_create_kwargs
-from reb_ray.sandbox.hardening import CAPABILITIES
+from reb_ray.sandbox.docker.docker_sandbox import DockerSandbox, container_create_kwargs
+from reb_ray.sandbox.docker.hardening import CAPABILITIES
 
 # Bit numbers of linux/capability.h.
 _CAP_BITS = {"CHOWN": 0, "DAC_OVERRIDE": 1, "FOWNER": 3, "FSETID": 4, "KILL": 5, "SETGID": 6, "SETUID": 7,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reb_ray.errors import UnknownName
-from reb_ray.sandbox.image import build_image, image_tag
+from reb_ray.sandbox.docker.image import build_image, image_tag
 
 
 def test_tag_is_stable_and_differs_per_profile():

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from reb_ray.sandbox import SandboxConfig
-from reb_ray.sandbox.docker_sandbox import DockerSandbox
+from reb_ray.sandbox.docker.docker_sandbox import DockerSandbox
 from reb_ray.sandbox.limits import LimitWatch, default_memory_bytes, watch_limits
 
 MiB = 1024**2

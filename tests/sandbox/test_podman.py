@@ -17,7 +17,7 @@ import pytest
 
 from reb_ray.errors import DockerUnavailable
 from reb_ray.sandbox import SandboxConfig, capabilities_of, open_sandbox
-from reb_ray.sandbox import podman_sandbox as pm
+from reb_ray.sandbox.docker import podman_sandbox as pm
 
 
 # -- no engine needed ------------------------------------------------------------------------
@@ -170,7 +170,7 @@ OWNER_SCRIPT = textwrap.dedent(
     """
     import sys, time
     from reb_ray.sandbox import SandboxConfig
-    from reb_ray.sandbox.podman_sandbox import PodmanSandbox
+    from reb_ray.sandbox.docker.podman_sandbox import PodmanSandbox
     boxes = [PodmanSandbox(SandboxConfig(image=sys.argv[1], sweep_id="doomed", trial_id=f"t{i}")) for i in range(2)]
     print(" ".join(b.id for b in boxes), flush=True)
     time.sleep(600)
@@ -179,7 +179,7 @@ OWNER_SCRIPT = textwrap.dedent(
 
 
 def test_orphans_are_reaped_by_label_and_live_ones_kept(podman_service, sandbox_image):
-    from reb_ray.sandbox.reaper import reap
+    from reb_ray.sandbox.docker.reaper import reap
 
     owner = subprocess.Popen([sys.executable, "-c", OWNER_SCRIPT, sandbox_image], stdout=subprocess.PIPE, text=True,
                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})

@@ -12,15 +12,15 @@ import docker
 import pytest
 
 from reb_ray.sandbox import SandboxConfig
-from reb_ray.sandbox.docker_sandbox import DockerSandbox
+from reb_ray.sandbox.docker.docker_sandbox import DockerSandbox
 from reb_ray.sandbox.ownership import MANAGED, OWNER_HOST, OWNER_PID, OWNER_START, Owner
-from reb_ray.sandbox.reaper import reap
+from reb_ray.sandbox.docker.reaper import reap
 
 OWNER_SCRIPT = textwrap.dedent(
     """
     import sys, time
     from reb_ray.sandbox import SandboxConfig
-    from reb_ray.sandbox.docker_sandbox import DockerSandbox
+    from reb_ray.sandbox.docker.docker_sandbox import DockerSandbox
     boxes = [DockerSandbox(SandboxConfig(image=sys.argv[1], sweep_id="doomed", trial_id=f"t{i}")) for i in range(3)]
     print(" ".join(b.id for b in boxes), flush=True)
     time.sleep(600)
@@ -65,7 +65,7 @@ def test_concurrent_removals_of_one_container_are_not_errors(docker_client, sand
     answers the later ones 409 "removal already in progress"; that is done, not a crash."""
     import threading
 
-    from reb_ray.sandbox.reaper import _remove
+    from reb_ray.sandbox.docker.reaper import _remove
 
     for _ in range(2):
         container = docker_client.containers.run(sandbox_image, ["sh", "-c", "head -c 200000000 /dev/urandom > /big; sleep 100"],
@@ -100,7 +100,7 @@ def test_reap_images_removes_per_attempt_images_of_dead_owners_only(docker_clien
     import docker
 
     from reb_ray.sandbox.ownership import container_labels, process_start_ticks
-    from reb_ray.sandbox.reaper import reap_images
+    from reb_ray.sandbox.docker.reaper import reap_images
 
     gone = subprocess.Popen(["sleep", "60"])
     dead = Owner(os.uname().nodename, gone.pid, process_start_ticks(gone.pid))
@@ -157,7 +157,7 @@ def test_reaper_removes_per_attempt_images_of_a_dead_owner_only(docker_client, s
 def test_a_kept_environment_is_never_reaped_even_with_a_dead_owner(docker_client, sandbox_image):
     """An image labelled as a kept environment outlives its owner, whatever its owner labels say."""
     from reb_ray.sandbox.ownership import KEPT_ENV, container_labels, process_start_ticks
-    from reb_ray.sandbox.reaper import reap_images
+    from reb_ray.sandbox.docker.reaper import reap_images
 
     gone = subprocess.Popen(["sleep", "60"])
     dead = Owner(os.uname().nodename, gone.pid, process_start_ticks(gone.pid))
@@ -188,7 +188,7 @@ def test_removing_a_dead_attempt_spares_the_same_attempt_of_another_sweep_run(do
     import uuid
 
     from reb_ray.sandbox.ownership import RUN
-    from reb_ray.sandbox.reaper import remove_attempt
+    from reb_ray.sandbox.docker.reaper import remove_attempt
 
     sweep = f"same-config-{uuid.uuid4().hex[:6]}"
     boxes = {run: DockerSandbox(SandboxConfig(image=sandbox_image, sweep_id=sweep, trial_id="noop/t/0", attempt=1,

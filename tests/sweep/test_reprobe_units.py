@@ -91,17 +91,39 @@ def test_the_stored_report_is_read_under_todays_rules():
     from types import SimpleNamespace
 
     from reb_ray.sweep.reprobe import _report
+    from reb_ray.trial.result import AttemptResult, BetweenPhasesResult
 
     def recorder(raw):
         stage = {"stage": "report", "status": "success", "reason": None, "failure_category": None, "raw": raw}
-        return SimpleNamespace(row={"report_status": "ok"}, stages=[stage]), stage
+        stored = AttemptResult(between=BetweenPhasesResult(report_status="ok"))  # as carried from the source row
+        return SimpleNamespace(result=stored, stages=[stage]), stage
+
+    def columns(rec):
+        return rec.result.between.report_status, rec.result.between.report_python_path
 
     rec, stage = recorder(json.dumps({"python_path": "/opt/env/bin/python", "notes": "x"}))
     report = _report(rec, stage)
     assert report.python_path == "/opt/env/bin/python" and report.written["notes"] == "x"
-    assert rec.row == {"report_status": "ok", "report_python_path": "/opt/env/bin/python"}
+    assert columns(rec) == ("ok", "/opt/env/bin/python")
     rec, stage = recorder(json.dumps({"python_path": "bin/python"}))  # relative: no usable path
     assert _report(rec, stage) is None
-    assert rec.row["report_status"] == "invalid_report" and rec.stages[0]["failure_category"] == "invalid_report"
+    assert columns(rec)[0] == "invalid_report" and rec.stages[0]["failure_category"] == "invalid_report"
     rec, stage = recorder(None)
-    assert _report(rec, dict(stage, status="failure")) is None and rec.row == {"report_status": "ok"}
+    assert _report(rec, dict(stage, status="failure")) is None and columns(rec) == ("ok", None)
+
+
+def test_a_reprobe_row_is_the_source_with_what_it_measured_again():
+    """The re-probe's own columns replace the source's (a stage it did not grade is null, not
+    the source's verdict); the agent phase's columns stay the source's."""
+    from reb_ray.sweep.reprobe import REPROBED_COLUMNS, reprobe_row
+
+    source = {"sweep_id": "s1", "trial_id": "a/t/0", "agent_exit_code": 0, "c3_witness": "valid", "c1_status": "success",
+              "report_status": "ok", "gpu_count": 8, "reused_from": None}
+    fresh = {"sweep_id": "s1-reprobe", "c1_status": "failure", "report_status": "invalid_report", "gpu_count": 0,
+             "agent_exit_code": 3}  # the fresh recorder's own agent columns are never measured: not taken
+    row = reprobe_row(source, fresh)
+    assert {"c3_witness", "c1_status", "report_status", "gpu_count", "sweep_id"} <= set(REPROBED_COLUMNS)
+    assert "agent_exit_code" not in REPROBED_COLUMNS
+    assert row["c3_witness"] is None and row["c1_status"] == "failure" and row["report_status"] == "invalid_report"
+    assert row["gpu_count"] == 0 and row["sweep_id"] == "s1-reprobe" and row["reused_from"] == "s1"
+    assert row["agent_exit_code"] == 0 and row["trial_id"] == "a/t/0"

@@ -29,9 +29,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-import uuid
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +40,7 @@ from docker.errors import DockerException
 
 from reb_ray.errors import DockerUnavailable, ImageMissing, InfraError, RebRayError
 from reb_ray.sandbox.base import SandboxCapabilities, SandboxConfig
-from reb_ray.sandbox.docker_sandbox import DockerSandbox, container_create_kwargs
+from reb_ray.sandbox.docker.docker_sandbox import DockerSandbox, container_create_kwargs
 
 #: The variable naming the Podman socket for reb-ray (a path or a unix:// URL).
 SOCKET_ENV = "REB_RAY_PODMAN_SOCKET"
@@ -291,7 +290,7 @@ class PodmanSandbox(DockerSandbox):
     def require_image(cls, client: docker.DockerClient, profile: str) -> str:
         """The profile's image tag if the Podman store holds it. Raises ImageMissing saying how
         to bring it there (Podman builds no image of reb-ray's: it is copied from Docker)."""
-        from reb_ray.sandbox.image import image_tag, require_image
+        from reb_ray.sandbox.docker.image import image_tag, require_image
 
         try:
             return require_image(client, profile)
@@ -320,14 +319,15 @@ class PodmanSandbox(DockerSandbox):
                          "(rows say sandbox_limits_enforced=false; only the disk quota is watched)")
         return lines
 
-    def __init__(self, config: SandboxConfig, client: docker.DockerClient | None = None) -> None:  # noqa: D107
-        if not config.image:
-            raise RebRayError("sandbox config has no image")
-        self.config = config
-        self.workdir = config.workdir
-        self._client = client or shared_client()
-        self._closed = False
-        name = f"reb-ray-{uuid.uuid4().hex[:12]}"
+    @classmethod
+    def shared_engine_client(cls) -> docker.DockerClient:
+        """This process's client of the Podman service (`podman_socket`), reused once made."""
+        return shared_client()
+
+    def _start(self, name: str) -> None:
+        """Create the container through Podman's own endpoint (CDI GPUs), start it, then read
+        its limits back (`limits_enforced`, `capabilities.enforces_limits`)."""
+        config = self.config
         api = self._client.api
         try:
             res = api._post_json(api._url("/libpod/containers/create"), data=libpod_spec(config, name))
@@ -335,7 +335,7 @@ class PodmanSandbox(DockerSandbox):
                 raise ImageMissing(f"sandbox image {config.image} is not in the Podman store of this node: "
                                    f"{image_fix(config.image, 'minimal')}")
             api._raise_for_status(res)
-            self.id: str = res.json()["Id"]
+            self.id = res.json()["Id"]
             self.warnings: list[str] = list(res.json().get("Warnings") or [])
             api.start(self.id)
         except ImageMissing:
@@ -349,8 +349,6 @@ class PodmanSandbox(DockerSandbox):
             raise RebRayError(f"cannot start podman sandbox from {config.image}: {first[:500]}") from None
         self._container = self._client.containers.get(self.id)
         self.limits_enforced = self._limits_held()
-        from dataclasses import replace
-
         self.capabilities = replace(PODMAN_CAPABILITIES, enforces_limits=self.limits_enforced)
         # Pausing freezes the container's cgroup; a rootless cgroup v1 container has none, and
         # the engine refuses to commit it paused. The harness commits only between phases,
@@ -371,13 +369,3 @@ class PodmanSandbox(DockerSandbox):
         if self.config.cpus is not None and not host.get("NanoCpus") and not host.get("CpuQuota"):
             return False
         return True
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._remove()
-        except requests.exceptions.ConnectionError:
-            wait_for_daemon()  # the user's service restarted: remove once it answers again
-            self._remove()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import docker
 
-from reb_ray.sandbox.docker_client import connect
+from reb_ray.sandbox.docker.docker_client import connect
 from reb_ray.sandbox.ownership import ATTEMPT, ATTEMPT_IMAGE, KEPT_ENV, MANAGED, RUN, SWEEP, TRIAL, Owner
 
 

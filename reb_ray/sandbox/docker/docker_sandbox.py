@@ -39,10 +39,12 @@ from reb_ray.sandbox.base import (
     SandboxConfig,
     SandboxSize,
     UnreadableFile,
+    killed_commands,
     to_argv,
+    tree_bytes,
 )
-from reb_ray.sandbox.docker_client import shared_client, wait_for_daemon
-from reb_ray.sandbox.hardening import hardening_kwargs
+from reb_ray.sandbox.docker.docker_client import shared_client, wait_for_daemon
+from reb_ray.sandbox.docker.hardening import hardening_kwargs
 from reb_ray.sandbox.output import OutputCapture, OutputSink
 from reb_ray.sandbox.ownership import container_labels
 
@@ -158,14 +160,32 @@ class DockerSandbox(Sandbox):
         own_interpreters=True,
     )
 
+    #: What `kill_leftovers` runs, for a caller that folds it into a root script of its own.
+    leftovers_script = KILL_LEFTOVERS_SCRIPT
+
     def __init__(self, config: SandboxConfig, client: docker.DockerClient | None = None) -> None:
+        """Start the container of `config` on `client`'s engine (None: this process's shared
+        client of the provider's engine, `shared_engine_client`); the engine's own start is
+        `_start` (Docker's create and start; Podman's libpod create)."""
         if not config.image:
             raise RebRayError("sandbox config has no image")
         self.config = config
         self.workdir = config.workdir
-        self._client = client or shared_client()
+        self._client = client or self.shared_engine_client()
         self._closed = False
-        name = f"reb-ray-{uuid.uuid4().hex[:12]}"
+        self.id: str = ""
+        self._start(f"reb-ray-{uuid.uuid4().hex[:12]}")
+
+    @classmethod
+    def shared_engine_client(cls) -> docker.DockerClient:
+        """This process's client of the provider's engine, made on first use and then reused
+        (DOCKER_HOST's daemon). Raises DockerUnavailable on first use without one."""
+        return shared_client()
+
+    def _start(self, name: str) -> None:
+        """Create and start container `name` from `self.config`, setting `id`. Raises
+        ImageMissing or RebRayError and then leaves no container."""
+        config = self.config
         try:
             # create + start, not containers.run: run pulls a missing image from a registry; a
             # missing image is found by create itself, so no lookup per sandbox (one request less).
@@ -180,7 +200,7 @@ class DockerSandbox(Sandbox):
             self._remove_by_name(name)
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise RebRayError(f"cannot start sandbox from {config.image}: {first[:300]}") from None
-        self.id: str = self._container.id
+        self.id = self._container.id
 
     # -- the engine (class-level: asked before any sandbox opens) -----------------------------
     #: The engine's name in one-line messages (node checks, doctor).
@@ -192,19 +212,19 @@ class DockerSandbox(Sandbox):
     def connect_engine(cls, timeout: float = 120.0) -> docker.DockerClient:
         """A pinged client of the engine this provider's sandboxes run on (DOCKER_HOST's daemon).
         Raises DockerUnavailable with the fix."""
-        from reb_ray.sandbox.docker_client import connect
+        from reb_ray.sandbox.docker.docker_client import connect
 
         return connect(timeout=timeout)
 
     @classmethod
     def wait_for_engine(cls) -> None:
-        """Return once the engine answers; InfraError `infra_daemon` after DAEMON_WAIT_S seconds."""
+        """Return once the daemon answers; InfraError `infra_daemon` after DAEMON_WAIT_S seconds."""
         wait_for_daemon()
 
     @classmethod
     def require_image(cls, client: docker.DockerClient, profile: str) -> str:
         """The profile's image tag if the engine holds it. Raises ImageMissing with the fix."""
-        from reb_ray.sandbox.image import require_image
+        from reb_ray.sandbox.docker.image import require_image
 
         return require_image(client, profile)
 
@@ -255,9 +275,9 @@ class DockerSandbox(Sandbox):
         try:
             self._remove()
         except requests.exceptions.ConnectionError:
-            # The daemon went away (it restarted): remove the container once it answers again,
+            # The engine went away (it restarted): remove the container once it answers again,
             # bounded, so no container of ours outlives its attempt.
-            wait_for_daemon()
+            self.wait_for_engine()
             self._remove()
 
     def _remove(self) -> None:
@@ -501,34 +521,6 @@ def _missing_directory(exc: DockerException) -> bool:
     directory), as against a container that is gone."""
     text = str(getattr(exc, "explanation", "") or exc).lower()
     return "no such container" not in text
-
-
-def killed_commands(listing: str) -> list[str]:
-    """Command lines from "PID<TAB>command" lines, one per PID (a process still dying when
-    the next round looked is listed again), in the order first seen."""
-    seen: dict[str, str] = {}
-    for line in listing.splitlines():
-        pid, sep, cmd = line.partition("\t")
-        if sep and pid.isdigit() and cmd.strip():
-            seen.setdefault(pid, cmd.strip())
-    return list(seen.values())
-
-
-def tree_bytes(root: Path) -> int:
-    """Bytes of regular files under `root`, each inode once, symlinks not followed."""
-    seen: set[tuple[int, int]] = set()
-    total = 0
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            try:
-                st = os.lstat(os.path.join(dirpath, name))
-            except OSError:
-                continue
-            if (st.st_dev, st.st_ino) in seen or not (st.st_mode & 0o170000 == 0o100000):
-                continue
-            seen.add((st.st_dev, st.st_ino))
-            total += st.st_size
-    return total
 
 
 def _drain(stream: Any, out: OutputCapture) -> None:

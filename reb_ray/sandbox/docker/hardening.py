@@ -3,7 +3,8 @@
 An agent runs whatever a model decides, as root inside its container. The container therefore
 gets `no-new-privileges` (no setuid binary or file capability can raise a process's
 privileges), every capability dropped and only `CAPABILITIES` added back, and a pids limit
-(a fork bomb stops at it instead of exhausting the node's process table).
+(the config's, `reb_ray.sandbox.base.DEFAULT_PIDS_LIMIT` unless the sweep sets one: a fork
+bomb stops at it instead of exhausting the node's process table).
 
 `CAPABILITIES` is what package managers need, proved by tests/sandbox/test_hardening.py
 (`pip install`, `apt-get install`, building a C extension): CHOWN/FOWNER/FSETID/DAC_OVERRIDE
@@ -20,10 +21,6 @@ from __future__ import annotations
 from typing import Any
 
 CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL", "SETFCAP", "NET_BIND_SERVICE")
-
-#: Default pids limit of a sandbox (processes and threads): far above what a build with
-#: `make -j` or a DataLoader with many workers starts, far below the node's pid_max.
-DEFAULT_PIDS_LIMIT = 4096
 
 
 def hardening_kwargs(pids_limit: int | None, memory_bytes: int | None) -> dict[str, Any]:
