@@ -47,7 +47,7 @@ from datetime import datetime, timezone
 KEEP_POLICIES = ("none", "successes", "scored", "all")
 KEPT_REPOSITORY = "reb-ray/env"
 from reb_ray.sandbox.ownership import KEPT_ENV as KEPT
-from reb_ray.sandbox.ownership import OWNER_HOST, OWNER_PID, OWNER_START
+from reb_ray.sandbox.ownership import OWNER_HOST, OWNER_PID, OWNER_START, RUN
 
 KEPT_NODE = "reb-ray.env-node"
 KEPT_DIGEST = "reb-ray.env-manifest-digest"
@@ -60,13 +60,17 @@ DEFAULT_BUDGET_CAP_BYTES = 50 * GiB
 DEFAULT_BUDGET_DISK_SHARE = 0.5
 
 
-def image_tag(sweep_id: str, trial_id: str, attempt: int) -> str:
+def image_tag(sweep_id: str, trial_id: str, attempt: int, run: str | None = None) -> str:
     """A Docker tag naming one attempt: readable parts plus a hash of the full identity (a
-    tag allows [A-Za-z0-9_.-], at most 128 characters)."""
+    tag allows [A-Za-z0-9_.-], at most 128 characters). `run` is the sweep run's token
+    (`TrialSpec.run_id`): two output directories of one configuration share the sweep id,
+    trial ids and attempt numbers, and without it the second run's commit would take the
+    first's tag, leaving its kept image untagged and an export by tag saving the wrong one."""
     def safe(text: str, n: int) -> str:
         return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:n].strip("._-") or "x"
 
-    digest = hashlib.sha256(f"{sweep_id}\0{trial_id}\0{attempt}".encode()).hexdigest()[:10]
+    key = f"{sweep_id}\0{trial_id}\0{attempt}" + (f"\0{run}" if run else "")
+    digest = hashlib.sha256(key.encode()).hexdigest()[:10]
     return f"{safe(sweep_id, 40)}-{safe(trial_id, 60)}-a{attempt}-{digest}"
 
 
@@ -91,7 +95,7 @@ def commit(sandbox, labels: dict[str, str]) -> dict:
     `settle` removes it unless kept). Returns the row columns (env_image_id, env_image_bytes,
     env_image_total_bytes, env_commit_s). Raises docker errors."""
     config = sandbox.config
-    tag = image_tag(config.sweep_id, config.trial_id, config.attempt)
+    tag = image_tag(config.sweep_id, config.trial_id, config.attempt, config.labels.get(RUN))
     started = time.monotonic()
     # No owner: a kept image outlives the process that made it, so no owner rule (of this
     # reaper or an older one) ever applies to it.

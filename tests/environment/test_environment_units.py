@@ -150,6 +150,10 @@ def test_keep_policies():
     tag = keep.image_tag("demo-1", "heuristic/numpy-trainer/0", 2)
     assert len(tag) <= 128 and "/" not in tag and tag.startswith("demo-1-heuristic_numpy-trainer_0-a2-")
     assert keep.image_tag("demo-1", "heuristic/numpy-trainer/0", 1) != keep.image_tag("demo-1", "heuristic/numpy_trainer/0", 1)
+    # two runs of one configuration (two output directories) never share a kept image's tag
+    run_a, run_b = (keep.image_tag("demo-1", "heuristic/numpy-trainer/0", 1, run) for run in ("a47a7f6f", "bfb3dc90"))
+    assert run_a != run_b and run_a != keep.image_tag("demo-1", "heuristic/numpy-trainer/0", 1)
+    assert run_a.rsplit("-", 1)[0] == run_b.rsplit("-", 1)[0]  # the readable part stays the same
 
 
 MANIFEST = {
