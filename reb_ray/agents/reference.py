@@ -30,6 +30,7 @@ environment at the same absolute prefix the source agent used.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 import time
@@ -48,6 +49,56 @@ _MAX_OUTPUT = 200_000  # characters of the steps' output kept for the agent's lo
 def reference_dir(task) -> Path:
     """Where `task`'s reference recipe lies: `<task_dir>/reference`."""
     return Path(task.task_dir) / REFERENCE_DIR
+
+
+def replayed_files(where: Path) -> list[Path]:
+    """The files of the reference directory `where` that the replay reads, sorted: the
+    Dockerfile, every source its `COPY` steps take from the directory (a directory source with
+    all its files; `repo` and an absent `certs` or `wheels` are not read from it), and the stored
+    report. A Dockerfile the replay cannot parse counts alone (with the report): the replay
+    stops at it. An empty list when there is no Dockerfile."""
+    dockerfile = where / "Dockerfile"
+    if not dockerfile.is_file():
+        return []
+    files = {dockerfile}
+    try:
+        steps = parse_dockerfile(dockerfile.read_text())
+    except (ValueError, UnicodeDecodeError):
+        steps = []
+    for word, args in steps:
+        if word != "COPY":
+            continue
+        try:
+            *sources, _ = shlex.split(args)
+        except ValueError:
+            continue
+        for src in sources:
+            path = where / src
+            if src == "repo" or not path.exists():
+                continue
+            files.update(p for p in ([path] if path.is_file() else path.rglob("*")) if p.is_file())
+    if (where / "report.json").is_file():
+        files.add(where / "report.json")
+    return sorted(files)
+
+
+def recipe_digest(task) -> str | None:
+    """The 16-hex sha256 of `task`'s reference recipe as the replay reads it (replayed_files:
+    each file's path relative to the reference directory and its bytes), so that a changed
+    Dockerfile, lock or report is another recipe; None when the task has no recipe. The
+    reference.toml and README are left out: they describe the recipe, the replay never reads
+    them."""
+    where = reference_dir(task)
+    files = replayed_files(where)
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for path in files:
+        name = path.relative_to(where).as_posix().encode()
+        data = path.read_bytes()
+        digest.update(b"%d:%s%d:" % (len(name), name, len(data)))
+        digest.update(data)
+    return digest.hexdigest()[:16]
 
 
 def parse_dockerfile(text: str) -> list[tuple[str, str]]:

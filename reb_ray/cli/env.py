@@ -41,12 +41,14 @@ def verify(
     cache: bool = typer.Option(False, "--cache/--no-cache", help="Let docker reuse layers of an earlier build."),
     tasks_root: Optional[Path] = typer.Option(None, "--tasks-root", help="Directory of suites (default: the bundled tasks/)."),
     keep_image: bool = typer.Option(False, "--keep-image", help="Keep the rebuilt image (reb-ray/env-verify:<digest>)."),
+    repo_mirror: list[Path] = typer.Option([], "--repo-mirror", help="Directory of bare mirrors for fetched tasks."),
 ) -> None:
     """Rebuild the export, run the probe phase on it with no agent, compare each stage with the
     source attempt's; prints `reproducible: yes|no|not attempted` (exit 1 unless yes)."""
     from reb_ray.sweep.env_verify import verify as run_verify
 
-    record = run_verify(export_dir, output, no_cache=not cache, tasks_root=tasks_root, keep_image=keep_image)
+    record = run_verify(export_dir, output, no_cache=not cache, tasks_root=tasks_root, keep_image=keep_image,
+                        mirrors=repo_mirror)
     source = record.get("source_agent_wall_time_s")
     ratio = f" ({record['build_s'] / source:.2f}x the agent phase's {source:.1f} s)" if source else ""
     typer.echo(f"rebuild: {'built' if record['built'] else 'failed'} in {record['build_s']:.1f} s{ratio}")

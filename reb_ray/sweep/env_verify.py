@@ -75,11 +75,13 @@ def package_set(manifest: dict | None) -> set[tuple[str, str]]:
 
 
 def verify(export_dir: Path, output: Path | None = None, no_cache: bool = True, tasks_root: Path | None = None,
-           keep_image: bool = False) -> dict:
+           keep_image: bool = False, mirrors: list[Path] | None = None) -> dict:
     """Rebuild and probe the export in `export_dir`; returns the verification record (module
     docstring). `output` receives the verification trial's rows' artifacts (a temporary
-    directory when None). The rebuilt image is removed afterwards unless `keep_image`. Raises
-    RebRayError when `export_dir` is not an export."""
+    directory when None). `mirrors`: the repository mirror directories the verification trial
+    places a fetched task's repository from, as the source sweep did (`--repo-mirror`; without
+    them a fetched task is cloned from its remote). The rebuilt image is removed afterwards
+    unless `keep_image`. Raises RebRayError when `export_dir` is not an export."""
     from reb_ray.suite.load import load_suite
     from reb_ray.models.sweep import SweepConfig, TrialSpec
     from reb_ray.trial import run_trial
@@ -116,7 +118,7 @@ def verify(export_dir: Path, output: Path | None = None, no_cache: bool = True, 
     with tempfile.TemporaryDirectory(prefix="reb-ray-verify-") as tmp:
         out = Path(output) if output is not None else Path(tmp)
         config = SweepConfig(suite=info["suite"], tasks_root=tasks_root, output=out, keep_environments="none",
-                             agents=["reb_ray.sweep.env_verify:RebuiltEnvironment"])
+                             agents=["reb_ray.sweep.env_verify:RebuiltEnvironment"], repo_mirrors=list(mirrors or []))
         spec = TrialSpec(sweep_id=f"verify-{info['sweep_id']}", agent="reb_ray.sweep.env_verify:RebuiltEnvironment",
                          task=tasks[info["task_id"]], trial_index=0, config=config, image=tag)
         started = time.monotonic()

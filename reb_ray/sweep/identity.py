@@ -2,7 +2,8 @@
 
 A resumed sweep continues the trials of its first run, so everything that decides a trial's
 score must be what it was: each agent's identity (kind, model, arguments, limits, and the pinned
-version of its CLI), each task's spec (commit, commands, timeouts, rules, assets), the probe
+version of its CLI), each task's spec (commit, commands, timeouts, rules, assets; for an agent of kind `reference`, the
+recipe it replays), the probe
 toolbox (probe sources, pyright and node versions), the sandbox image and the settings a trial
 runs under (agent timeout, shm, limits, CPUs, network policy). Volatile fields never count
 (a moved endpoint port must not make a finished sweep run again): the Ray address, output and mirror paths, endpoints and their ports, keys,
@@ -47,7 +48,8 @@ def task_digest(task: TaskSpec) -> str:
 def scoring_identity(config: SweepConfig, image: str | None, tasks: list[TaskSpec]) -> dict[str, object]:
     """{field: value} of everything that decides a trial's score (module docstring); task specs
     and the toolbox as 16-hex digests. Keys: `agent.<name>.<field>` (kind, model, ..., cli), `task.<id>`, `probes`, `pyright`,
-    `image`, `network_allow` and each of SCORED_SETTINGS."""
+    `image`, `network_allow` and each of SCORED_SETTINGS; with an agent of kind `reference`,
+    also `reference.<id>`: the digest of each task's reference recipe (None: no recipe)."""
     from reb_ray.agents.toolchain import PINS
     from reb_ray.probing.toolbox import toolbox_key, toolbox_sources
 
@@ -60,6 +62,13 @@ def scoring_identity(config: SweepConfig, image: str | None, tasks: list[TaskSpe
             identity[f"agent.{name}.{field}"] = value
     for task in tasks:
         identity[f"task.{task.id}"] = task_digest(task)
+    if any(config.agent_spec(name).kind == "reference" for name in config.agents):
+        # The recipe a `reference` agent replays decides its trials as the task's spec does;
+        # kept out of sweeps without one, so their identities stay what they were.
+        from reb_ray.agents.reference import recipe_digest
+
+        for task in tasks:
+            identity[f"reference.{task.id}"] = recipe_digest(task)
     flat = config.flat()
     for field in SCORED_SETTINGS:
         identity[field] = flat[field]

@@ -2,7 +2,11 @@
 
 A trial's score is decided by its agent (kind, model, arguments, limits, the pinned version of
 its CLI), its task's spec, the probe toolbox (probe sources, pyright), the sandbox image, the
-settings a trial runs under (timeouts, limits, CPUs, network policy) and its trial index. Its
+settings a trial runs under (timeouts, limits, CPUs, network policy) and its trial index; for an
+agent of kind `reference`, also the digest of the task's reference recipe (the Dockerfile and the
+files it copies, reb_ray.agents.reference.recipe_digest), since that agent builds what the recipe
+says: a changed recipe is another trial, never a stale row reused. Other agents' identities do
+not contain it, so they are what they were before recipes counted. Its
 identity is a 16-hex digest of exactly those, taken from the sweep's scoring identity
 (reb_ray/sweep/identity.py), so both agree on what counts. The agent's name, the sweep id and
 everything volatile (Ray address, output and mirror paths, endpoints and their ports, keys,
@@ -46,6 +50,8 @@ def trial_identities(specs: list[TrialSpec], scoring: dict[str, object]) -> dict
         agent = {key[len(prefix):]: value for key, value in scoring.items() if key.startswith(prefix)}
         value = {"shared": shared, "agent": agent, "task": scoring[f"task.{spec.task.id}"],
                  "trial_index": spec.trial_index}
+        if agent.get("kind") == "reference":  # what it replays; no other agent's identity names it
+            value["reference"] = scoring.get(f"reference.{spec.task.id}")
         out[spec.trial_id] = hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return out
 

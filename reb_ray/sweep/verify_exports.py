@@ -88,7 +88,7 @@ def verify_exports(output: Path, sweep_id: str, tasks_root: Path | None = None, 
             try:
                 export(output, row["trial_id"], out, attempt=row["attempt"], sweep_id=row["sweep_id"],
                        tasks_root=tasks_root, mirrors=mirrors or [])
-                record = verify(out, tasks_root=tasks_root)
+                record = verify(out, tasks_root=tasks_root, mirrors=mirrors)
             except RebRayError as exc:
                 record = _not_attempted(output, row, f"export failed: {exc}")
             record["export"] = str(out)

@@ -171,3 +171,23 @@ def test_the_demo_suite_ships_a_small_replayable_reference_for_every_task():
         assert any(w == "RUN" and "--require-hashes" in a for w, a in steps), task.id
         assert sum(p.stat().st_size for p in folder.iterdir()) < 64_000  # text only, no wheels or images
         assert json.loads((folder / "report.json").read_text())["python_path"].startswith("/opt/envs/")
+
+
+def test_the_researchenvbench_references_are_cpu_recipes_that_claim_no_gpu_stage():
+    """The references made on a CPU node: each passed C1 on a rebuild, records its GPU stages as
+    the CPU node graded them (never passed), and is small text the replay understands."""
+    from reb_ray.suite.load import load_suite
+
+    shipped = {}
+    for task in load_suite("researchenvbench"):
+        ref = read_reference(task.task_dir)
+        if ref is None:
+            continue
+        shipped[task.id] = ref["passed"]
+        assert ref["task"] == task.id and ref["verification"]["reproducible"] is True, ref
+        assert not set(ref["passed"]) & {"c2", "c3", "c4"}, ref["passed"]
+        assert ref["stages"]["c3"].get("failure_category") == "insufficient_hardware", ref["stages"]
+        folder = task.task_dir / "reference"
+        parse_dockerfile((folder / "Dockerfile").read_text())  # raises on what the replay cannot do
+        assert sum(p.stat().st_size for p in folder.iterdir()) < 128_000  # text only, no wheels or images
+    assert shipped == {"kyegomez--multimodalmamba": ["c1", "c5"], "kyegomez--visionmamba": ["c0", "c1", "c5"]}
