@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from reb_ray.errors import RebRayError
 from reb_ray.llm.transcript import commands
-from reb_ray.results.read import latest_attempts, read_stages, read_trials
+from reb_ray.results.read import graded_copies, latest_attempts, read_stages, read_trials
 from reb_ray.results.verifications import attempt_key, read_verifications
 from reb_ray.sweep.reprobe import REPROBE_SUFFIX, differences, verdicts
 from reb_ray.terminal import printable
@@ -60,8 +60,12 @@ def _pick(output_dir: Path, trial_id: str, sweep_id: str | None, attempt: int | 
         hint = f"; trials there: {', '.join(known[:8])}{' ...' if len(known) > 8 else ''}" if known else ""
         raise RebRayError(f"no trial {trial_id!r} under {output_dir}{f' in sweep {sweep_id}' if sweep_id else ''}{hint}")
     sweeps = sorted(set(rows["sweep_id"].to_pylist()))
-    if len(sweeps) == 2 and sweeps[1] == sweeps[0] + REPROBE_SUFFIX:  # one attempt graded twice: the latest grading
-        rows = rows.filter(pc.equal(rows["sweep_id"], sweeps[1]))
+    source = sweeps[0]
+    if len(sweeps) > 1 and all(s == source or s in graded_copies(source) for s in sweeps):
+        # One attempt graded again: its re-probe when there is one (the latest grading of the
+        # environment itself, shown beside the others), else the source with its own logs.
+        pick = source + REPROBE_SUFFIX if source + REPROBE_SUFFIX in sweeps else source
+        rows = rows.filter(pc.equal(rows["sweep_id"], pick))
     elif len(sweeps) > 1:
         raise RebRayError(f"trial {trial_id!r} is in sweeps {', '.join(sweeps)}: choose one with --sweep-id")
     attempts = sorted(rows.to_pylist(), key=lambda r: r["attempt"] or 0)
@@ -211,7 +215,7 @@ def _env_lines(row: dict, evicted_by: str | None = None) -> list[str]:
         return []
     if row.get("env_manifest_path"):
         text = (f"env      manifest {row['env_manifest_path']} (sha256 {_fmt(row.get('env_manifest_digest'))}, "
-                f"{_fmt(row.get('env_manifest_bytes'))} bytes)")
+                f"{_fmt(row.get('env_manifest_bytes'))} bytes of JSON, gzipped on disk)")
     else:
         text = f"env      no manifest ({_fmt(row.get('env_capture_error'))})"
     if row.get("env_kept"):

@@ -16,7 +16,7 @@ def export(
     trial_id: str = typer.Argument(..., help="The trial id, <agent>/<task_id>/<trial_index>."),
     out: Path = typer.Option(..., "--out", help="Directory to write (new or empty)."),
     attempt: Optional[int] = typer.Option(None, "--attempt", help="This attempt (default: the last scored)."),
-    sweep_id: Optional[str] = typer.Option(None, "--sweep", help="The sweep, when the directory holds the trial in several."),
+    sweep_id: Optional[str] = typer.Option(None, "--sweep-id", "--sweep", help="The sweep, when the directory holds the trial in several."),
     image: bool = typer.Option(False, "--image", help="Add the kept image as image.tar (docker save; on its node)."),
     wheels: bool = typer.Option(True, "--wheels/--no-wheels", help="Copy the locked wheels the node holds into wheels/."),
     tasks_root: Optional[Path] = typer.Option(None, "--tasks-root", help="Directory of suites (default: the bundled tasks/)."),
@@ -62,7 +62,7 @@ def verify(
 
 @app.command("list")
 def list_kept(
-    sweep_id: Optional[str] = typer.Option(None, "--sweep", help="Only this sweep's."),
+    sweep_id: Optional[str] = typer.Option(None, "--sweep-id", "--sweep", help="Only this sweep's."),
 ) -> None:
     """The kept-environment images on this node: tag, sweep, trial, attempt, size."""
     from reb_ray.environment.keep import kept_images
@@ -79,7 +79,7 @@ def list_kept(
 @app.command("gc")
 def gc(
     budget_gb: Optional[float] = typer.Option(None, "--budget", help="Budget in GiB for the kept images' own layers on this node (default: the sweeps' default, 50 GiB or half the Docker disk's free space when less)."),
-    sweep_id: Optional[str] = typer.Option(None, "--sweep", help="Only this sweep's kept images count, and only they may be removed."),
+    sweep_id: Optional[str] = typer.Option(None, "--sweep-id", "--sweep", help="Only this sweep's kept images count, and only they may be removed."),
 ) -> None:
     """Apply the disk budget to this node's kept environments by hand: the oldest are removed
     until the rest fits (any larger than the whole budget first); prints each removed and kept

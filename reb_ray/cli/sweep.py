@@ -240,6 +240,9 @@ def sweep(
         typer.echo(f"cost: {result.budget.describe()}{stop}")
     trials = read_trials(cfg.output.dir, result.sweep_id)
     typer.echo(format_summary(summarize(trials), trials))
+    example = trials["trial_id"][0].as_py() if trials.num_rows else "AGENT/TASK/0"
+    typer.echo(f"next: `reb-ray report {cfg.output.dir}` (the analysis), `reb-ray trial show {cfg.output.dir} "
+               f"{example}` (one trial), `reb-ray view {cfg.output.dir}` (a local web viewer)")
     if cfg.output.verify_exports:
         _verify_exports(cfg, result.sweep_id)
 

@@ -59,6 +59,17 @@ def read_stages(output_dir: Path, sweep_id: str | None = None, columns: list[str
     return _read(Path(output_dir) / STAGES_DIR, STAGES_SCHEMA, sweep_id, columns)
 
 
+#: The suffixes of sweep ids that hold new gradings of another sweep's attempts (`reb-ray
+#: regrade`: stored outputs graded again; `--rerun-probes`: the kept environments probed again).
+REGRADE_SUFFIX, REPROBE_SUFFIX = "-regrade", "-reprobe"
+GRADING_SUFFIXES = (REGRADE_SUFFIX, REPROBE_SUFFIX)
+
+
+def graded_copies(sweep_id: str) -> set[str]:
+    """The sweep ids of the gradings of `sweep_id`'s attempts."""
+    return {sweep_id + suffix for suffix in GRADING_SUFFIXES}
+
+
 def latest_attempts(table: pa.Table) -> pa.Table:
     """The current attempt of every trial in `table` (TRIALS_SCHEMA rows, or any table with
     their sweep_id, trial_id, attempt and status, such as the resume index): one row per

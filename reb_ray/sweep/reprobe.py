@@ -46,7 +46,7 @@ from reb_ray.grading.unmeasured import PROBE_STAGES, STAGE_COLUMNS
 from reb_ray.models.report import parse_report
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.models.task import TaskSpec
-from reb_ray.results.read import latest_attempts, read_stages, read_trials
+from reb_ray.results.read import GRADING_SUFFIXES, REPROBE_SUFFIX, latest_attempts, read_stages, read_trials
 from reb_ray.sandbox.scratch import make_scratch
 from reb_ray.suite.load import load_suite
 from reb_ray.sweep.identity import SCORED_SETTINGS, identity_path
@@ -56,9 +56,6 @@ if TYPE_CHECKING:  # the sandbox and trial modules load the Docker SDK: imported
     from reb_ray.trial.egress import TrialEgress
     from reb_ray.trial.record import TrialOutcome, TrialRecorder
 
-REPROBE_SUFFIX = "-reprobe"
-#: Sweep ids that hold gradings of other sweeps' attempts: never a source unless named.
-GRADING_SUFFIXES = ("-regrade", REPROBE_SUFFIX)
 #: Stage rows the probe phase writes (the rest, `agent` and `report`, are copied from the source).
 PROBE_ROWS = (*PROBE_STAGES, "startup")
 #: Trials-row columns the probe phase sets: nulled before it runs, so none is left from the source.

@@ -113,7 +113,7 @@ def test_trial_show_names_the_environment_and_reads_commands_from_its_manifest(t
     assert (f"commands (2; no transcript stored: the agent kind heuristic keeps none; from the environment manifest "
             f"{rel}, its `commands` list):") in out
     assert "  [1] $ /opt/envs/heuristic/bin/python -m pip install numpy\n      exit 1" in out
-    assert (f"env      manifest {rel} (sha256 {'ab' * 32}, 190 bytes); kept as image reb-ray/env:s1-x "
+    assert (f"env      manifest {rel} (sha256 {'ab' * 32}, 190 bytes of JSON, gzipped on disk); kept as image reb-ray/env:s1-x "
             f"(sha256:cccccccccccc) on n1: its layer 3.0 MiB, whole image 200.0 MiB") in out
     assert f"env manifest   {rel} (" in out
     out = show_trial(tmp_path, "noop/t1/0")

@@ -127,3 +127,23 @@ def test_a_reprobe_row_is_the_source_with_what_it_measured_again():
     assert row["c3_witness"] is None and row["c1_status"] == "failure" and row["report_status"] == "invalid_report"
     assert row["gpu_count"] == 0 and row["sweep_id"] == "s1-reprobe" and row["reused_from"] == "s1"
     assert row["agent_exit_code"] == 0 and row["trial_id"] == "a/t/0"
+
+
+def test_a_regraded_trial_is_shown_and_exported_from_its_source_without_naming_a_sweep(tmp_path):
+    """`reb-ray regrade` writes the same trial under `<sweep>-regrade`: trial show and env export
+    take the source (its logs, its environment); two unrelated sweeps still need --sweep-id."""
+    from reb_ray.environment.export import find_attempt
+
+    common = dict(c0_status="success", c2_status="skipped", c5_status="success", report_status="ok")
+    write_run(tmp_path, [
+        row("a", "t1", 1, "scored", sweep="s", c1_status="success", **common),
+        row("a", "t1", 1, "scored", sweep="s-regrade", c1_status="failure", reused_from="s", **common),
+        row("a", "t2", 1, "scored", sweep="s", **common), row("a", "t2", 1, "scored", sweep="other", **common),
+    ])
+    assert show_trial(tmp_path, "a/t1/0").startswith("trial a/t1/0 of sweep s: attempt 1")
+    assert find_attempt(tmp_path, "a/t1/0")["sweep_id"] == "s"
+    assert find_attempt(tmp_path, "a/t1/0", sweep_id="s-regrade")["sweep_id"] == "s-regrade"
+    with pytest.raises(RebRayError, match="in sweeps other, s: choose one with --sweep-id"):
+        show_trial(tmp_path, "a/t2/0")
+    with pytest.raises(RebRayError, match="in sweeps other, s: name one with --sweep-id"):
+        find_attempt(tmp_path, "a/t2/0")
