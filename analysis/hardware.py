@@ -1,7 +1,7 @@
 """The summary split by hardware, when a run mixes kinds of node.
 
 A trial's hardware kind is read from its current attempt's fingerprint columns (the ones every
-trials row records, reb_ray/environment/fingerprint.py): the GPU model(s), how many GPUs the
+trials row records, reb_ray.environment.fingerprint): the GPU model(s), how many GPUs the
 node has and the CUDA version its driver supports, which together decide what C2..C4 can
 show. Rows with none of them (written before the fingerprint, or by a node whose nvidia-smi did
 not run) are a kind of their own, "hardware unknown", never merged into another. CPU model and

@@ -48,7 +48,7 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 TEMPLATE = "report.html.j2"
 #: No script runs and nothing is fetched; images only from data: URIs, styles only inline.
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
-#: Where `reb-ray view` serves by default (reb_ray/cli/view.py: 127.0.0.1, port 8765).
+#: Where `reb-ray view` serves by default (reb_ray.cli.view: 127.0.0.1, port 8765).
 VIEWER_URL = "http://127.0.0.1:8765"
 #: Stages that apply to every task (C0: every repository; C5: every report) and are never left out.
 ALWAYS = ("c0", "c5")

@@ -6,7 +6,7 @@ exit code, time, the limit that fired), the LLM side (requests, failures, tokens
 CLI's own figures), the commands it ran with their exit codes (from the attempt's own ATIF
 trajectory `trajectory.json`, with the tokens and cost of each model turn where the proxy's
 requests could be paired with them; for a run written before attempts wrote one, from the
-stored transcript, reb_ray/llm/transcript.py; else the environment manifest's `commands` list,
+stored transcript, reb_ray.llm.transcript; else the environment manifest's `commands` list,
 read from the agent's full log at capture; else the end of that log), its report, the environment it left
 (manifest and digest; the kept image, when kept, and whether the disk budget removed it
 since; each rebuild verification of it), what the reported
@@ -186,7 +186,7 @@ def _command_lines(output_dir: Path, row: dict) -> list[str]:
 
 
 def _manifest(output_dir: Path, row: dict) -> dict | None:
-    """The attempt's environment manifest (reb_ray/environment/capture.py), None when not stored or unreadable."""
+    """The attempt's environment manifest (reb_ray.environment.capture), None when not stored or unreadable."""
     data, _ = _read_artifact(output_dir, row.get("env_manifest_path"))
     try:
         return json.loads(data) if data else None
@@ -307,7 +307,7 @@ def _report_lines(stages: list[dict], row: dict) -> list[str]:
 
 def _shortcut_lines(row: dict) -> list[str]:
     """What the interpreter is, who owns what C0 resolved, start-up hooks and suspicious actions
-    (reb_ray/grading/startup.py); "-" where unknown (an attempt older than these checks)."""
+    (reb_ray.grading.startup); "-" where unknown (an attempt older than these checks)."""
     unowned = row.get("c0_unowned")
     modules = row.get("c0_unowned_modules") or []
     hooks = row.get("startup_hooks")

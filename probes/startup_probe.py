@@ -19,7 +19,7 @@ hook that removes itself when it first runs is still seen. Writes one JSON objec
 - `unowned_site_packages`: top-level modules and packages in the site directories that no
   distribution owns (made by hand, or copied in), or whose file differs from its recorded hash.
 
-Grading is separate and pure (reb_ray/grading/startup.py).
+Grading is separate and pure (reb_ray.grading.startup).
 """
 
 import argparse

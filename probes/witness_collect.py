@@ -9,7 +9,7 @@ MAX_BYTES), describes PYTHON_PATH as the filesystem has it (realpath, symlink, E
 marks each repository file a record lists as `pinned` when its git blob hash is a blob of
 COMMIT's tree (`git ls-tree -r`), and adds to each third-party module the distribution installed
 in the directory it was imported from that lists it (null: none does). PREFIX is sys.prefix as PYTHON_PATH reported it before the
-stage ("" when unknown). Grading is separate and pure (reb_ray/grading/witness.py). Writes one
+stage ("" when unknown). Grading is separate and pure (reb_ray.grading.witness). Writes one
 JSON object to FILE (atomically):
 
     nonce, python_path, python_exists, python_is_symlink, python_realpath, python_kind

@@ -84,7 +84,7 @@ class BackgroundServer:
             runner = web.AppRunner(self._make_app(), handler_cancellation=True, access_log=None,
                                    shutdown_timeout=2.0)
             loop.run_until_complete(runner.setup())
-            if self._ports is not None:  # a range a firewall opens (reb_ray/netpolicy/ports.py)
+            if self._ports is not None:  # a range a firewall opens (reb_ray.netpolicy.ports)
                 site: web.BaseSite = web.SockSite(runner, bind_in(self.host, self._ports))
             else:
                 site = web.TCPSite(runner, self.host, self._port)

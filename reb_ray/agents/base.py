@@ -47,7 +47,7 @@ class AgentContext:
 
     `timeout_s` is the agent phase's wall-clock limit in seconds; `env` is the only environment
     the agent gets (its own credentials and pip settings, never the harness's secrets).
-    `prompt` is the task prompt (reb_ray/agents/prompt.py); `toolchain` the sandbox path of the
+    `prompt` is the task prompt (reb_ray.agents.prompt); `toolchain` the sandbox path of the
     agent toolchain when it is mounted for this agent (agents with `uses_toolchain`), else None.
     `task` is the trial's task (host side: the built-in `reference` agent reads its stored
     recipe from the task's directory); None outside a trial.
@@ -111,10 +111,10 @@ class Agent(abc.ABC):
     #: Names of the driver's environment variables that hold this agent's own credentials
     #: (e.g. "OPENAI_API_KEY"): the only secrets that ever enter its sandbox, masked in outputs.
     credential_env: tuple[str, ...] = ()
-    #: Whether the agent phase needs the agent toolchain mounted (reb_ray/agents/toolchain_mount.py).
+    #: Whether the agent phase needs the agent toolchain mounted (reb_ray.agents.toolchain_mount).
     uses_toolchain: bool = False
     #: Whether the agent talks to an LLM: then the trial registers it with the node's metering
-    #: proxy and passes `ctx.llm` (reb_ray/llm/proxy.py).
+    #: proxy and passes `ctx.llm` (reb_ray.llm.proxy).
     uses_llm: bool = False
     #: Whether the agent is known to call no model at all (the built-in baselines `heuristic` and
     #: `noop`, whose code is ours): its trials record 0 LLM requests, tokens and USD, a known

@@ -1,7 +1,7 @@
 """A CLI's JSON Lines output, read as it streams: every event handed to a fold, a bounded copy kept.
 
 codex (`exec --json`) and claude (`-p --output-format stream-json`) print one JSON event per
-line on stdout. `JsonLines` is the exec's output sink (reb_ray/sandbox/output.py): each
+line on stdout. `JsonLines` is the exec's output sink (reb_ray.sandbox.output): each
 complete line that is a JSON object goes to `on_event` as it arrives, so what the runner
 concludes (usage, the last message, the result) never depends on which lines were kept. The
 kept copy, `transcript()`, is the trial's trajectory artifact: the first and the last

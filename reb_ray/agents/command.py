@@ -8,7 +8,7 @@ The generic kind, like the paper's runners.json: no Python needed to plug in an 
     report_mode = "output"        # "file" (default): the agent writes {report_path} itself
     key_env = "MY_AGENT_KEY"
 
-The prompt (reb_ray/agents/prompt.py) is written to `{prompt_file}` in the sandbox; the
+The prompt (reb_ray.agents.prompt) is written to `{prompt_file}` in the sandbox; the
 command runs in the repository root with the toolchain's bin/ first on PATH (the agent phase
 only), the spec's `env`, its key variable passed through from the driver's environment, and
 the agent timeout; `extra_args` are appended. In `output` mode the report is the last JSON

@@ -8,7 +8,7 @@ CLI start-up included, stays under a second: benchmarks/agent_overhead.py measur
 2. the CLI's own state directory (`<repo>/../.reb-ray-agent/<cli>-home`, its config files
    written by the runner) copied in;
 3. the CLI itself, in the repository root, with the agent timeout `ctx.timeout_s`, stdin
-   closed, stdout (its JSON events) streamed through `JsonLines` (reb_ray/agents/cli_events.py)
+   closed, stdout (its JSON events) streamed through `JsonLines` (reb_ray.agents.cli_events)
    and stderr into a file;
 4. one clean-up exec: the last STDERR_TAIL_BYTES of stderr, the state directory removed (the
    probes never see the CLI's sessions or config), and whether the report file exists;

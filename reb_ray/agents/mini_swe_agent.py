@@ -1,7 +1,7 @@
 """`mini_swe_agent`: the pinned mini-swe-agent 2.x CLI (`mini`), headless, inside the sandbox.
 
 It runs from the agent toolchain (`<toolchain>/bin/mini`, its own venv made with the image's
-python: reb_ray/agents/toolchain.py) with its `local` environment, so every command the model
+python: reb_ray.agents.toolchain) with its `local` environment, so every command the model
 issues runs in our sandbox, in the repository root, under the sandbox's own PATH (the
 toolchain is not on it). The runner writes a config file merged over mini's builtin
 `mini.yaml` (whose observation and format-error templates it keeps):

@@ -1,7 +1,7 @@
 """`nexau`: NexAU (nex-agi/NexAU) from the toolchain, headless, inside the sandbox.
 
 NexAU is installed from a source checkout (`reb-ray agents install --nexau-src DIR`,
-reb_ray/agents/toolchain_nexau.py); without it the kind fails at once with an
+reb_ray.agents.toolchain_nexau); without it the kind fails at once with an
 `infra_toolchain` error saying how to install it. The runner copies
 `nexau_files/driver.py` and three tool definitions into its work directory and writes an
 agent config (NexAU's YAML; JSON here):

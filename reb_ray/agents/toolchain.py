@@ -11,13 +11,13 @@ sweep, `$REB_RAY_CACHE_DIR` moves the whole cache), and reused by every trial:
     codex/, claude_code/      npm prefixes (node_modules/...) of the two CLIs
     mini_swe_agent-py3.11/    a venv made with the sandbox image's own python 3.11
     nexau/                    NexAU from a source checkout, with its own Python >= 3.12
-                              (reb_ray/agents/toolchain_nexau.py; only with --nexau-src)
+                              (reb_ray.agents.toolchain_nexau; only with --nexau-src)
     <part>/MANIFEST.json      what was installed, when, in how many seconds and bytes
 
 Inside a sandbox the toolchain is at TOOLCHAIN_SANDBOX_PATH (read-only, agent phase only:
-reb_ray/agents/toolchain_mount.py); every path baked into it (the venv's interpreter and
+reb_ray.agents.toolchain_mount); every path baked into it (the venv's interpreter and
 scripts) is that path, which is why the venv is built in a container of the sandbox image with
-its directory mounted there (reb_ray/agents/toolchain_install.py). Each part is built in a
+its directory mounted there (reb_ray.agents.toolchain_install). Each part is built in a
 temporary directory and renamed into place, so a crash or a concurrent install never leaves a
 half part. The wrappers print a one-line error when their part is not installed.
 """

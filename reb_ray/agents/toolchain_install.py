@@ -12,7 +12,7 @@
   temporary directory mounted read-write at its final sandbox path, then
   `pip install mini-swe-agent==VERSION`; `pip freeze` goes into its manifest.
 - `nexau`: NexAU from a source checkout with a copied Python >= 3.12, built the same way
-  (reb_ray/agents/toolchain_nexau.py); only when asked for (`--nexau-src DIR`).
+  (reb_ray.agents.toolchain_nexau); only when asked for (`--nexau-src DIR`).
 
 Each part is built under `<toolchains_root>/.building/`, measured, and renamed into the
 toolchain directory; an installed part is never rebuilt (idempotent), so CI pays once.
@@ -180,7 +180,7 @@ def install(kinds: Sequence[str] = INSTALLABLE, toolchain: Toolchain | None = No
 
     mini_swe_agent and nexau need Docker and the sandbox image `image` (default: the minimal
     profile's); nexau needs `nexau_src`, a NexAU source checkout, and a Python >= 3.12
-    (`nexau_python`, else found: reb_ray/agents/toolchain_nexau.py). Raises UnknownName for a
+    (`nexau_python`, else found: reb_ray.agents.toolchain_nexau). Raises UnknownName for a
     kind that has nothing to install, RebRayError when a part fails or nexau is already
     installed from another commit.
     """

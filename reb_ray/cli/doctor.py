@@ -28,7 +28,7 @@ def doctor(profile: str = typer.Option(DEFAULT_PROFILE, help="Sandbox image prof
         table.add_row(check.name, f"[{_STYLE[check.level]}]{check.level}[/]", check.detail)
     console = Console(width=160)
     console.print(table)
-    # The node's fingerprint, as every trials row records it (reb_ray/environment/fingerprint.py).
+    # The node's fingerprint, as every trials row records it (reb_ray.environment.fingerprint).
     from reb_ray.environment.fingerprint import fingerprint
 
     node = fingerprint(sandbox)

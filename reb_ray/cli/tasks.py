@@ -83,7 +83,7 @@ def validate(
     root: Path | None = typer.Option(None, "--root", help=_ROOT_HELP),
 ) -> None:
     """Load every task file of one suite or all suites; exit 2 naming the first invalid field.
-    Then check that no stage is impossible by construction (reb_ray/models/feasibility.py):
+    Then check that no stage is impossible by construction (reb_ray.models.feasibility):
     each one that is is named on a line of its own, and the exit code is 1."""
     from reb_ray.models.feasibility import impossible_stages
 

@@ -1,7 +1,7 @@
 """Export: a directory a user takes away that rebuilds an attempt's environment.
 
 `export(output, trial_id, out, attempt=None, sweep_id=None, image=False)` reads the attempt's
-trials row and environment manifest (reb_ray/environment/capture.py) and writes `out`:
+trials row and environment manifest (reb_ray.environment.capture) and writes `out`:
 
 - `Dockerfile`: FROM the sandbox image the attempt ran in (its tag; its id in a comment), the
   system packages the agent added installed at their exact versions (apt), the repository

@@ -17,7 +17,7 @@ image is removed again at the attempt's end when the policy does not keep it (`s
 A kept image is `reb-ray/env:<tag>` (`image_tag`), labelled KEPT=true plus the sweep, trial
 and attempt (Docker copies the container's labels onto the image), the node, and the
 manifest's digest; its owner labels are emptied (it has no owner process). The reaper never
-removes an image labelled KEPT (reb_ray/sandbox/docker/reaper.py); only a user does. Row columns: env_keep_policy,
+removes an image labelled KEPT (reb_ray.sandbox.docker.reaper); only a user does. Row columns: env_keep_policy,
 env_kept (true/false; null when nothing was decided: capture never ran), env_image_id,
 env_image_bytes (the new layer's bytes: what keeping costs on the node's disk, the sandbox image
 being shared), env_image_total_bytes (the whole image, base included), env_commit_s. An image

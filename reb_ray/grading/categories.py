@@ -3,7 +3,7 @@
 The rule, in order (`classify_failure`):
 
 1. A stage that ran past its timeout is `timeout`.
-2. The error that ended the run decides (reb_ray/grading/final_error.py: the last Python
+2. The error that ended the run decides (reb_ray.grading.final_error: the last Python
    traceback's exception or the last fatal line, after the exceptions it was raised from and,
    for a launcher's wrapper such as torchrun's `ChildFailedError`, the child's error). Each of
    those is matched against the patterns below, the final error first; earlier warnings and
@@ -33,16 +33,16 @@ in the trials row tells that case apart.
 
 Agent categories: deps, system_deps (a native library missing from the OS), native_ext_abi, missing_compiled_ext, assets, oom, timeout,
 entrypoint_not_found, runtime; and, for stages the agent left nothing to measure with
-(reb_ray/grading/unmeasured.py): missing_report, invalid_report, sandbox_broken_by_agent,
+(reb_ray.grading.unmeasured): missing_report, invalid_report, sandbox_broken_by_agent,
 interpreter_missing, interpreter_broken; unverified_run (a command stage whose command succeeded
 but left no valid witness that the pinned repository's code ran in the reported interpreter:
-reb_ray/grading/witness.py); and, when a sandbox limit ended the agent phase
-(reb_ray/sandbox/limits.py): pids_limit, disk_quota, oom. Hardware: insufficient_hardware (decided by the caller from the
+reb_ray.grading.witness); and, when a sandbox limit ended the agent phase
+(reb_ray.sandbox.limits): pids_limit, disk_quota, oom. Hardware: insufficient_hardware (decided by the caller from the
 GPU count, never from logs). Infrastructure (`infra_*`, never scored against the agent, retried):
 infra_shm (a /dev/shm too small for DataLoader workers or NCCL), infra_disk_full (ENOSPC), infra_assets (above),
 plus the kinds the harness raises itself: infra_assets_missing, infra_daemon, infra_clone,
 infra_sandbox, infra_toolbox, infra_toolchain, infra_node, infra_harness, infra_probe_misconfigured,
-infra_network_guard (the host guard of a docker sandbox's network cannot be installed: reb_ray/netpolicy/hostguard.py).
+infra_network_guard (the host guard of a docker sandbox's network cannot be installed: reb_ray.netpolicy.hostguard).
 
 Whose each category is (agent, hardware, infra) is said once, by `reb_ray.grading.vocabulary.Category`;
 `owner_of` raises for a string that is no category instead of charging the agent.

@@ -39,7 +39,7 @@ MISSING_REPORT, INVALID_REPORT = Category.MISSING_REPORT.value, Category.INVALID
 INTERPRETER_MISSING, INTERPRETER_BROKEN = Category.INTERPRETER_MISSING.value, Category.INTERPRETER_BROKEN.value
 SANDBOX_BROKEN = Category.SANDBOX_BROKEN_BY_AGENT.value
 #: Categories that say the agent is why no stage could be measured (all agent categories).
-#: A sandbox limit that ended the agent phase (reb_ray/sandbox/limits.py): nothing is probed.
+#: A sandbox limit that ended the agent phase (reb_ray.sandbox.limits): nothing is probed.
 LIMIT_GATES = (Category.PIDS_LIMIT.value, Category.DISK_QUOTA.value, Category.OOM.value)
 AGENT_GATES = (MISSING_REPORT, INVALID_REPORT, SANDBOX_BROKEN, INTERPRETER_MISSING, INTERPRETER_BROKEN, *LIMIT_GATES)
 ASSETS_MISSING = Category.INFRA_ASSETS_MISSING.value

@@ -1,5 +1,5 @@
 """The witness of a command stage (C1, C3, C4): did the pinned repository's code run in the
-reported interpreter? A pure function of the collected record (reb_ray/probing/witness.py).
+reported interpreter? A pure function of the collected record (reb_ray.probing.witness).
 
 A stage's command that exits as its success rule wants still fails, with the agent category
 `unverified_run`, unless at least one interpreter started by it left a valid witness:

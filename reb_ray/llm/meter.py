@@ -95,7 +95,7 @@ class TrialMeter:
         """Why the trial's key was refused ("HTTP 401: message"), once a model request was
         refused for authentication (`infra_llm_auth`); None before. The key will not start
         working within the attempt, so the proxy answers the trial's later requests itself and
-        the trial ends its agent phase (reb_ray/trial/llm.py)."""
+        the trial ends its agent phase (reb_ray.trial.llm)."""
         with self._lock:
             return self._auth_failure
 

@@ -6,7 +6,7 @@ the only credential its sandbox ever sees. The agent's CLI is pointed at the pro
 that key. Each request is matched to its trial by the stand-in key (`x-api-key` or
 `Authorization: Bearer`), which is swapped for the real key on the way out; the real key is
 read from the proxy's key table per request (`keys`: in memory, handed over by the driver; see
-reb_ray/llm/keys.py) and is never logged, written or relayed back.
+reb_ray.llm.keys) and is never logged, written or relayed back.
 
 Requests and responses pass through unchanged: a streamed (SSE) answer is relayed as its bytes
 arrive, usage parsed from a copy on the side; a whole JSON answer is read, metered, then sent

@@ -44,7 +44,7 @@ class SandboxSettings(_Section):
     shm_size_bytes: int = 16 * GiB  # /dev/shm of each sandbox (Docker's 64 MB breaks DataLoader/NCCL)
     unsafe_local: bool = False  # allow non-built-in agents in a sandbox without a guarded network of its own
     pip_cache: bool = True
-    # The node's wheel cache, read-only to trials and filled by the harness (reb_ray/sandbox/package_cache.py).
+    # The node's wheel cache, read-only to trials and filled by the harness (reb_ray.sandbox.package_cache).
     pip_cache_dir: Path = Path.home() / ".cache" / "reb-ray" / "wheels"
     ca_bundle: Path | None = HOST_CA_BUNDLE if HOST_CA_BUNDLE.exists() else None
     wheelhouses: list[Path] = Field(default_factory=lambda: [NODE_WHEELHOUSE] if NODE_WHEELHOUSE.is_dir() else [])
@@ -56,7 +56,7 @@ class NetworkSettings(_Section):
     """`[network]`: the sandboxes' network and egress.
 
     `name` is the Docker network of the sandboxes. None (the default): reb-ray's own for the
-    policy, whose host guard closes the node's services to them (reb_ray/netpolicy/network.py).
+    policy, whose host guard closes the node's services to them (reb_ray.netpolicy.network).
     A name (e.g. "bridge", Docker's default bridge) under `open`: that network as it is,
     unguarded, recorded in the row (`network_host_guard` false) and warned about at sweep start.
     `policy` (`TrialEgress`): `open` (the default: research repositories fetch from many hosts)
@@ -102,7 +102,7 @@ class LlmSettings(_Section):
     resume with a larger budget continues the same sweep. An attempt that failed for a rate
     limit or an unavailable endpoint is retried after `retry_backoff_s * 2**(n-1)` seconds for
     its n-th such retry, at least the endpoint's Retry-After, at most `retry_backoff_max_s`.
-    `prices_file`: a user price table over the shipped one (reb_ray/llm/prices.py).
+    `prices_file`: a user price table over the shipped one (reb_ray.llm.prices).
     """
 
     max_cost_usd: float | None = Field(default=None, gt=0)
@@ -116,12 +116,12 @@ class OutputSettings(_Section):
 
     `dir`: the output directory (Parquet datasets, artifacts, sweep identities). W&B
     (`WandbLog`): `wandb_project` the driver mirrors rows to (None: none), `wandb_timeout_s` the
-    bound on its finish. `keep_environments` (reb_ray/environment/keep.py): which attempts keep
+    bound on its finish. `keep_environments` (reb_ray.environment.keep): which attempts keep
     their agent's container as an image: none | successes | scored | all. `env_disk_budget_bytes`:
     the node's budget for kept images (their own layers, all sweeps), applied oldest-first after
     each kept commit; None: 50 GiB, or half the Docker data root's free disk when less.
     `verify_exports`: after the sweep, export and rebuild each success not verified before
-    (reb_ray/sweep/verify_exports.py). None of these is part of the sweep id: they change no trial.
+    (reb_ray.sweep.verify_exports). None of these is part of the sweep id: they change no trial.
     """
 
     dir: Path = Path("reb-runs")
@@ -133,11 +133,11 @@ class OutputSettings(_Section):
 
 
 class ResumeSettings(_Section):
-    """`[resume]`: how a run continues what the output directory holds (reb_ray/sweep/identity.py).
+    """`[resume]`: how a run continues what the output directory holds (reb_ray.sweep.identity).
 
     `rerun`: run trials again although scored. `fresh`: run every trial this sweep has not
     scored itself, reusing none scored by other sweeps of the output directory
-    (reb_ray/sweep/trial_identity.py). `allow_drift`: resume with scoring settings that differ
+    (reb_ray.sweep.trial_identity). `allow_drift`: resume with scoring settings that differ
     from the sweep's first run, recorded in the identity file and each new row's `config_drift`.
     `sweep_id`: the sweep's id (None: derived, `SweepConfig.resolved_sweep_id`).
     """

@@ -1,4 +1,4 @@
-"""Task specs: the schema of `tasks/<suite>/<task-id>/task.toml` (loaders: reb_ray/suite/load.py).
+"""Task specs: the schema of `tasks/<suite>/<task-id>/task.toml` (loaders: reb_ray.suite.load).
 
 A task is one repository at one commit (or bundled source) plus the probe definitions of its
 runtime stages. Every model forbids unknown keys so a typo in a task file is an error, and
@@ -389,7 +389,7 @@ class TaskSpec(_Strict):
     imports, standard library and the repository's own modules included (the paper's rule and
     the canonical totals of c0_baseline_totals.json; `reb-ray tasks c0-baseline` recomputes it).
     `prompt_appendix` is text appended to the agent prompt for this task only (notes for the
-    agent: never a probe command; reb_ray/agents/prompt.py).
+    agent: never a probe command; reb_ray.agents.prompt).
     """
 
     id: str = Field(min_length=1)

@@ -49,7 +49,7 @@ def check_docker_and_image(profile: str) -> list[Check]:
 
 def check_docker_gpus(client, image: str | None) -> Check:
     """Whether Docker gives containers GPUs: a probe container with a GPU device request
-    (reb_ray/sandbox/docker/gpu_check.py), the same check each GPU node runs before a sweep's trials."""
+    (reb_ray.sandbox.docker.gpu_check), the same check each GPU node runs before a sweep's trials."""
     from reb_ray.sandbox.docker.gpu_check import NVIDIA_TOOLKIT_FIX, docker_gpu_problem
 
     problem = docker_gpu_problem(client, image)

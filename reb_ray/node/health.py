@@ -2,8 +2,8 @@
 sandbox image, free disk where Docker keeps containers and where trials' workspaces go, the
 directories a sweep mounts (mirrors, assets, wheelhouses), and how many of our trials run there.
 
-No Ray here: `reb_ray/orchestrators/cluster_status.py` runs `check_node` on every node of a
-cluster for `reb-ray cluster status`, and `reb_ray/orchestrators/node_check.py` runs it with a
+No Ray here: `reb_ray.orchestrators.cluster_status` runs `check_node` on every node of a
+cluster for `reb-ray cluster status`, and `reb_ray.orchestrators.node_check` runs it with a
 sweep's requirements on every node at sweep start (and on each node that joins). Unknown is
 None, never 0.
 """
@@ -80,7 +80,7 @@ def check_node(image: str | None, docker_timeout_s: float = 10, *, min_free_byte
     `local` or `sleep`). Never raises for a broken node: each problem becomes one line in
     `problems`: Docker unreachable, image missing, less than `min_free_bytes` free at Docker's
     root or in the temporary directory trials' workspaces use (the trial's own preflight rule,
-    reb_ray/trial/run.py), a directory of `paths` ((what, path) pairs: "assets", "repo mirror", ...)
+    reb_ray.trial.run), a directory of `paths` ((what, path) pairs: "assets", "repo mirror", ...)
     missing or unreadable here. `sandbox` names the provider whose engine is asked (docker's
     daemon, or the podman service of `reb_ray.sandbox.docker.podman_sandbox`); its problems start with
     the engine's name and say what to configure."""

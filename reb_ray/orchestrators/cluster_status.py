@@ -1,4 +1,4 @@
-"""`reb-ray cluster status`'s Ray part: every alive node checks itself (reb_ray/node/health.py)
+"""`reb-ray cluster status`'s Ray part: every alive node checks itself (reb_ray.node.health)
 in a task pinned to it, and its line joins what Ray knows of it (address, CPUs, GPUs, the
 `reb_ray_slot` resource cluster.yaml gives each node).
 

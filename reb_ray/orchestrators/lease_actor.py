@@ -4,7 +4,7 @@ Each GPU node used gets one `NodeGpuLease` actor pinned to it, holding all of th
 GPUs in Ray's accounting (so Ray places nothing else on them) and no CPU. Agent phases run on
 sharing slots (CPU slots of that node holding no GPU: slot_plan.plan_shared_slots); a trial's
 probe phase asks the node's actor for its GPUs and holds them exclusively until it releases
-them. The actor grants by the pure rule of reb_ray/trial/gpu_lease.py (oldest first, a reserved start
+them. The actor grants by the pure rule of reb_ray.trial.gpu_lease (oldest first, a reserved start
 for the oldest, backfill only before it), so a 2-GPU probe phase is never starved and no other
 work waits behind it: agent phases and CPU trials never ask for a lease.
 

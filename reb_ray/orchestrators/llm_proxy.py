@@ -11,7 +11,7 @@ as long as one sweep run (a driver killed with SIGKILL leaves them until `ray st
 inside the node's proxy port range on reb-ray's networks, whose host guard opens only that
 range; loopback for the local sandbox).
 
-The real keys (reb_ray/llm/keys.py): the proxy makes a key pair in its memory and gives the
+The real keys (reb_ray.llm.keys): the proxy makes a key pair in its memory and gives the
 driver its public half; the driver seals its values of the sweep's LLM key variables to it and
 hands over the sealed box. Ray carries only ciphertext: no key is in a runtime_env, an actor's
 arguments, the object store or a log, and none is in the environment of the proxy or of any

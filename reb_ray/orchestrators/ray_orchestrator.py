@@ -83,7 +83,7 @@ class SlotTiming:
     sweep's settings (benchmarks and tests set them). `start_concurrency`: slots starting at
     once (None: all); `start_timeout_s`: seconds a slot may take to come up; `poll_s`: seconds
     between reads of the cluster's nodes; `autoscaler_config`: where `ray up` left the node types
-    an autoscaler may start (reb_ray/orchestrators/autoscaler.py)."""
+    an autoscaler may start (reb_ray.orchestrators.autoscaler)."""
 
     start_concurrency: int | None = None
     start_timeout_s: float = 600.0
@@ -116,7 +116,7 @@ class RayOrchestrator:
     `requirements`: what every node must have (node_check.NodeRequirements; None: no memory
     or path needs, the docker image's checks only); `on_node_line(line)` gets one line per node
     that fails its check (the caller prints and logs it). `nodes` is the run's NodeRoster
-    (reb_ray/orchestrators/node_roster.py): after `run`, `nodes.verdicts` holds every node's check.
+    (reb_ray.orchestrators.node_roster): after `run`, `nodes.verdicts` holds every node's check.
     """
 
     def __init__(self, config: SweepConfig, docker_image: str | None = None, *, budget: SweepBudget | None = None,

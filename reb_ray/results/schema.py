@@ -158,24 +158,24 @@ TRIALS_SCHEMA = pa.schema(
         ("probe_image_commit_s", pa.float64()),  # seconds to commit the agent's container to the attempt's image (null: none committed)
         ("probe_image_bytes", pa.int64()),  # bytes of that image's new layer (null: none committed)
         ("probe_gpu_wait_s", pa.float64()),  # seconds the probe phase waited for its exclusive GPU lease (null: no lease)
-        # -- the witness of each command stage and the repository as pinned (reb_ray/grading/witness.py,
-        # reb_ray/trial/repo_restore.py; docs/grading-witness.md)
+        # -- the witness of each command stage and the repository as pinned (reb_ray.grading.witness,
+        # reb_ray.trial.repo_restore; docs/grading-witness.md)
         ("c1_witness", pa.string()),  # valid | unverified | missing; null: the stage's command did not run
         ("c3_witness", pa.string()),
         ("c4_witness", pa.string()),
         ("repo_head_moved", pa.bool_()),  # the agent moved HEAD off the pinned commit (commit, checkout, reset)
         ("repo_restored", pa.bool_()),  # tracked files were put back to the pinned commit before the probes (null: unknown)
         ("repo_restored_files", _strings),  # the tracked paths the restore changed back (committed edits included)
-        # -- the report contract (reb_ray/models/report.py): slips in informational keys, counted by C5
+        # -- the report contract (reb_ray.models.report): slips in informational keys, counted by C5
         ("c5_report_faults", pa.int64()),  # keys missing or of the wrong JSON type (null: no report audited)
         ("c5_report_fault_keys", _strings),  # those keys, in the contract's order
-        # -- who owns what C0 resolved, start-up hooks, the interpreter's kind (reb_ray/grading/startup.py)
+        # -- who owns what C0 resolved, start-up hooks, the interpreter's kind (reb_ray.grading.startup)
         ("c0_unowned", pa.int64()),  # modules C0 counts resolved whose file no installed distribution owns (null: unknown)
         ("c0_unowned_modules", _strings),  # those modules, sorted
         ("python_path_kind", pa.string()),  # PYTHON_PATH_KINDS: elf | symlink_to_elf | script | other | missing
         ("startup_hooks", _strings),  # interpreter start-up hooks no distribution installed (sitecustomize, .pth imports, ...)
         ("suspicious_actions", _strings),  # shortcuts seen in the sandbox or the agent's trajectory, one line each
-        # -- resume by trial identity (reb_ray/sweep/trial_identity.py)
+        # -- resume by trial identity (reb_ray.sweep.trial_identity)
         ("trial_identity", pa.string()),  # 16-hex digest of what decides the trial's score (null: written before it)
         ("reused_from", pa.string()),  # the sweep whose scored attempt this row copies (null: run by this sweep; a `-reprobe` row: its agent phase)
         # -- environments as artifacts (reb_ray/environment): the manifest, the kept image, the node's hardware
@@ -242,7 +242,7 @@ STAGES_SCHEMA = pa.schema(
         ("side_logs", _side_logs),  # files the command wrote besides its output, tails (reb_ray.probing.side_logs)
         ("log_path", pa.string()),  # the full output (gzip), relative to the output dir (reb_ray.trial.artifacts)
         ("log_cut_bytes", pa.int64()),  # bytes of the output not in the log_path file (0: whole; null: no file)
-        # -- a command stage's witness (reb_ray/grading/witness.py): did the pinned repository's code run
+        # -- a command stage's witness (reb_ray.grading.witness): did the pinned repository's code run
         # in the reported interpreter; null for other stages and rows written before it
         ("witness_status", pa.string()),  # valid | unverified | missing
         ("witness_interpreters", pa.int64()),  # interpreters that wrote a witness with the stage's nonce

@@ -100,8 +100,8 @@ class SandboxConfig(BaseModel):
     gpus: list[str] = Field(default_factory=list)
     cpus: float | None = None
     memory_bytes: int | None = None  # memory and memory+swap limit; None: none
-    pids_limit: int | None = DEFAULT_PIDS_LIMIT  # processes and threads (enforced: reb_ray/sandbox/docker/hardening.py)
-    disk_quota_bytes: int | None = None  # writable layer, watched in the agent phase (reb_ray/sandbox/limits.py)
+    pids_limit: int | None = DEFAULT_PIDS_LIMIT  # processes and threads (enforced: reb_ray.sandbox.docker.hardening)
+    disk_quota_bytes: int | None = None  # writable layer, watched in the agent phase (reb_ray.sandbox.limits)
     shm_size_bytes: int = 16 * GiB
     network: str = "bridge"
     ca_bundle: Path | None = None
@@ -113,7 +113,7 @@ class SandboxConfig(BaseModel):
     propagated_mounts: dict[str, str] = Field(default_factory=dict, description="host path -> sandbox path, read-only, rslave")
     labels: dict[str, str] = Field(default_factory=dict)
     # True: `gpus` are shown to the agent phase but held by nobody (a GPU-sharing sweep); the
-    # probe phase's GPUs are leased later (reb_ray/trial/phase_split.py).
+    # probe phase's GPUs are leased later (reb_ray.trial.phase_split).
     shared_gpus: bool = False
     sweep_id: str = ""
     trial_id: str = ""
@@ -217,7 +217,7 @@ class Sandbox(abc.ABC):
     capabilities: SandboxCapabilities
     workdir: str = ""
     #: The shell text `kill_leftovers` runs as root inside the sandbox, for a caller that folds
-    #: the kill into one root script of its own (reb_ray/trial/between_phases.py: one exec
+    #: the kill into one root script of its own (reb_ray.trial.between_phases: one exec
     #: instead of three). It prints one "PID<TAB>command line" line per process it killed
     #: (`killed_commands` reads them) and spares the shell running it and that shell's parent.
     #: None (the default): `kill_leftovers` is no script run inside the sandbox (the local
@@ -356,7 +356,7 @@ class Sandbox(abc.ABC):
 
     def lease_gpus(self, gpus: list[str]) -> None:
         """The probe phase of a GPU-sharing sweep now holds physical GPUs `gpus`
-        (reb_ray/trial/phase_split.py). Only a provider that cannot commit (`capabilities.commit`
+        (reb_ray.trial.phase_split). Only a provider that cannot commit (`capabilities.commit`
         False) is asked: its one sandbox carries on into the probe phase with them; one that
         commits opens a probe sandbox with the GPUs instead, and raises RebRayError here."""
         raise RebRayError(f"a {self.provider} sandbox takes GPUs only when it opens (its probe phase runs in a new one)")

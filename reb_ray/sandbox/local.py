@@ -68,7 +68,7 @@ class LocalSandbox(Sandbox):
         self._closed = False
 
     def lease_gpus(self, gpus: list[str]) -> None:
-        """The probe phase of a GPU-sharing sweep now holds `gpus` (reb_ray/trial/phase_split.py); here
+        """The probe phase of a GPU-sharing sweep now holds `gpus` (reb_ray.trial.phase_split); here
         GPUs are only CUDA_VISIBLE_DEVICES, so the same sandbox carries on with them."""
         self.config = self.config.model_copy(update={"gpus": list(gpus), "shared_gpus": False})
 

@@ -24,10 +24,10 @@ RUN = "reb-ray.run"
 OWNER_HOST = "reb-ray.owner.host"
 OWNER_PID = "reb-ray.owner.pid"
 OWNER_START = "reb-ray.owner.start"
-#: On the per-attempt image a GPU-sharing trial commits between its phases (reb_ray/trial/phase_split.py);
+#: On the per-attempt image a GPU-sharing trial commits between its phases (reb_ray.trial.phase_split);
 #: it also carries the labels above, taken from the container it was committed from.
 ATTEMPT_IMAGE = "reb-ray.attempt-image"
-#: On an attempt's kept environment (reb_ray/environment/keep.py): never reaped, whatever its owner.
+#: On an attempt's kept environment (reb_ray.environment.keep): never reaped, whatever its owner.
 KEPT_ENV = "reb-ray.env-kept"
 
 

@@ -61,7 +61,7 @@ def scripted(trial_id: str) -> tuple[float, float, str | None]:
     """(agent seconds, probe seconds, ledger path or None) of `trial_id` in the script."""
     path = os.environ.get(SCRIPT_ENV)
     if not path:
-        raise RebRayError(f"the sleep sandbox needs {SCRIPT_ENV} naming its script (see reb_ray/sandbox/sleeping.py)")
+        raise RebRayError(f"the sleep sandbox needs {SCRIPT_ENV} naming its script (see reb_ray.sandbox.sleeping)")
     script = load_script(path)
     entry = script.get("trials", {}).get(trial_id) or script.get("default") or {}
     return float(entry.get("agent_s", 0.0)), float(entry.get("probe_s", 0.0)), script.get("ledger")

@@ -28,9 +28,9 @@ are held for it until it ends). The rules:
   (nothing idles for it: any waiting job fits in one slot). Among the nodes that can hold it,
   a job takes the one whose GPUs the running jobs lease least per GPU (their probe phases queue
   there), then the smallest node. The node's lease keeps its own reservation for multi-GPU
-  probe phases (reb_ray/trial/gpu_lease.py).
+  probe phases (reb_ray.trial.gpu_lease).
 
-`expected_s` is an estimate (earlier sweeps, else timeouts: reb_ray/scheduling/durations.py);
+`expected_s` is an estimate (earlier sweeps, else timeouts: reb_ray.scheduling.durations);
 a trial running past it is treated as ending now.
 """
 

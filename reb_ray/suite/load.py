@@ -1,6 +1,6 @@
 """Loading task files and suites (`tasks/<suite>/<task-id>/task.toml`) with one-line errors.
 
-`load_task` validates one file against reb_ray/models/task.py's TaskSpec; `load_suite` loads a
+`load_task` validates one file against reb_ray.models.task's TaskSpec; `load_suite` loads a
 suite's tasks, `list_suites` names the suites, `select_tasks` filters by id patterns. Every
 failure is one TaskSpecError line naming the file, the field path and the bad value:
 

@@ -25,7 +25,7 @@ def expand(config: SweepConfig, image: str | None, state: SweepState | None = No
     credentials = {}
     for name in config.agents:
         agent = get_agent(config.agent_spec(name))
-        # An LLM agent's key goes to the node's proxy only (reb_ray/llm/keys.py): never in a trial's spec.
+        # An LLM agent's key goes to the node's proxy only (reb_ray.llm.keys): never in a trial's spec.
         llm_key = config.agent_spec(name).key_env if agent.uses_llm else None
         credentials[name] = {k: os.environ[k] for k in agent.credential_names() if k in os.environ and k != llm_key}
         if agent.requires_model and not config.agent_spec(name).model:

@@ -22,7 +22,7 @@ a CPU-only node is `not_run` with `insufficient_hardware`: recorded as such, nev
 `passed` (the stages that succeeded), and the hardware fingerprint of the source attempt's
 node (a column the row does not know is left out: TOML has no null, absent means unknown).
 
-`reb-ray tasks verify` (reb_ray/sweep/task_health.py) reads reference.toml back.
+`reb-ray tasks verify` (reb_ray.sweep.task_health) reads reference.toml back.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Suite health: every task passes its reference and no task is passed by doing nothing.
 
 `verify_tasks(config)` runs one real sweep of the agents `reference` (rebuilds the task's stored
-recipe, reb_ray/agents/reference.py) and `noop` (installs nothing) over the tasks that have a
-reference (`<task_dir>/reference/reference.toml`, reb_ray/sweep/references.py), then judges each
+recipe, reb_ray.agents.reference) and `noop` (installs nothing) over the tasks that have a
+reference (`<task_dir>/reference/reference.toml`, reb_ray.sweep.references), then judges each
 task from the current attempts:
 
 - **reference**: every stage the reference recorded as passed must pass again. A recorded stage

@@ -8,7 +8,7 @@ files it copies, reb_ray.agents.reference.recipe_digest), since that agent build
 says: a changed recipe is another trial, never a stale row reused. Other agents' identities do
 not contain it, so they are what they were before recipes counted. Its
 identity is a 16-hex digest of exactly those, taken from the sweep's scoring identity
-(reb_ray/sweep/identity.py), so both agree on what counts. The agent's name, the sweep id and
+(reb_ray.sweep.identity), so both agree on what counts. The agent's name, the sweep id and
 everything volatile (Ray address, output and mirror paths, endpoints and their ports, keys,
 concurrency, attempts, budgets, W&B) stay out: a renamed agent table, a moved output directory or
 another cluster reuses what was scored.

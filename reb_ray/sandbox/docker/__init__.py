@@ -8,7 +8,7 @@ node's GPU-container check (`gpu_check`), the reaper of orphaned containers and 
 provider is the Docker one with another socket, another create endpoint and read-back limits.
 
 The rest of reb_ray reaches these providers through the registry (`reb_ray.sandbox.provider_class`,
-`open_sandbox`) and the `Sandbox` interface (reb_ray/sandbox/base.py), including the engine's
+`open_sandbox`) and the `Sandbox` interface (reb_ray.sandbox.base), including the engine's
 class-level methods (`connect_engine`, `require_image`, ...); the provider-neutral modules of
 reb_ray/sandbox/ never import this package (tests/test_layers.py holds that rule).
 """

@@ -78,7 +78,7 @@ done
 # whose command line is empty, are not listed: they had already exited). Each round stops
 # every process first, so none can fork, or exit on its own because its child died, while the
 # round kills and lists. Shell text run inline by the script that runs it (not in a subshell:
-# `$$` is the script's own PID); reb_ray/trial/between_phases.py runs it before its other steps.
+# `$$` is the script's own PID); reb_ray.trial.between_phases runs it before its other steps.
 KILL_LEFTOVERS_SCRIPT = r"""
 keep=" 1 $$ $PPID "
 for d in /proc/[0-9]*; do

@@ -46,7 +46,7 @@ def orphaned_images(client: docker.DockerClient) -> list:
     orphans = []
     for image in client.images.list(filters={"label": [f"{MANAGED}=true", TRIAL]}):
         if (image.labels or {}).get(KEPT_ENV) == "true":
-            continue  # a kept environment (reb_ray/environment/keep.py) outlives its owner
+            continue  # a kept environment (reb_ray.environment.keep) outlives its owner
         owner = Owner.from_labels(image.labels or {})
         if owner is not None and owner.is_local() and not owner.is_alive():
             orphans.append(image)
