@@ -147,7 +147,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
     stopped: list[str] = []  # the head's death, once seen: later outcomes are not written
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TextColumn("running {task.fields[running]}  agent-failed {task.fields[failed]}  infra-retried {task.fields[infra]}"), TimeElapsedColumn(),
-                  disable=not show_progress) as progress:
+                  disable=not show_progress, console=_progress_console()) as progress:
         bar = progress.add_task(f"sweep {result.sweep_id}", total=len(specs), running=0, failed=0, infra=0)
 
         def on_start(spec: TrialSpec) -> None:
@@ -342,3 +342,12 @@ def _finish_wandb(wandb, config: SweepConfig, sweep_id: str, extras: WandbExtras
     with tempfile.TemporaryDirectory(prefix="reb-ray-wandb-plots-") as tmp:
         summary, plots = extras(config.output.dir, sweep_id, Path(tmp)) if extras is not None else ({}, {})
         wandb.finish(summary, plots=plots, datasets=[output / "trials", output / "stages"], timeout_s=config.output.wandb_timeout_s)
+
+
+def _progress_console():
+    """The terminal's console; into a file or a pipe, one 160 columns wide, so the final
+    progress line is not cut at rich's 80-column default there."""
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=160)
