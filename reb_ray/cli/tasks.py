@@ -40,6 +40,7 @@ def task_row(task: TaskSpec) -> dict[str, object]:
         "supports_cpu": task.supports_cpu,
         "supports_single_gpu": task.supports_single_gpu,
         "supports_multi_gpu": task.supports_multi_gpu,
+        "cuda_check": task.stages.cuda.applicable,
         "gpus_needed": task.gpus_needed,
         "c0_baseline_total": task.c0_baseline_total,
         "deviations": deviations(task),
@@ -52,7 +53,7 @@ def list_(
     as_json: bool = typer.Option(False, "--json", help="One JSON object per task per line."),
     root: Path | None = typer.Option(None, "--root", help=_ROOT_HELP),
 ) -> None:
-    """List tasks with their source, stage applicability (cpu, 1gpu, multigpu), C0 total, and
+    """List tasks with their source, stage applicability (cpu, c2 the CUDA check, 1gpu, multigpu), C0 total, and
     the stages that deliberately differ from the paper's release (explained below the table)."""
     tasks = [task for name in _suites(suite, root) for task in load_suite(name, root)]
     if as_json:
@@ -60,13 +61,13 @@ def list_(
             typer.echo(json.dumps(task_row(task)))
         return
     yes = {True: "yes", False: "-"}
-    rows = [("id", "suite", "source", "cpu", "1gpu", "multigpu", "c0", "deviation")]
+    rows = [("id", "suite", "source", "cpu", "c2", "1gpu", "multigpu", "c0", "deviation")]
     notes = []
     for task in tasks:
         multi = f"yes({task.stages.multi_gpu.ranks})" if task.supports_multi_gpu else "-"
         c0 = "?" if task.c0_baseline_total is None else str(task.c0_baseline_total)
         differs = deviations(task)
-        rows.append((task.id, task.suite, task.source.label, yes[task.supports_cpu],
+        rows.append((task.id, task.suite, task.source.label, yes[task.supports_cpu], yes[task.stages.cuda.applicable],
                      yes[task.supports_single_gpu], multi, c0, ",".join(_STAGE_LABELS[n] for n in differs) or "-"))
         notes += [f"  {task.id} {_STAGE_LABELS[name]}: {text}" for name, text in differs.items()]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

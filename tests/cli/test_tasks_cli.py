@@ -25,15 +25,17 @@ def test_list_json_one_object_per_task():
         assert row["c0_baseline_total"] == DEMO_C0[row["id"]]
         # C2 needs a GPU: torch-tiny, the one demo task that keeps C2, is a 1-GPU trial.
         assert row["gpus_needed"] == (1 if row["id"] == "torch-tiny" else 0)
+        assert row["cuda_check"] is (row["id"] == "torch-tiny")
 
 
 def test_list_table_and_all_suites():
     res = run("tasks", "list")
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
-    assert lines[0].split() == ["id", "suite", "source", "cpu", "1gpu", "multigpu", "c0", "deviation"]
+    assert lines[0].split() == ["id", "suite", "source", "cpu", "c2", "1gpu", "multigpu", "c0", "deviation"]
     by_id = {line.split()[0]: line.split() for line in lines[1:] if line.strip()}
-    assert by_id["torch-tiny"] == ["torch-tiny", "demo", "bundled:repo", "yes", "-", "-", "1", "-"]
+    assert by_id["torch-tiny"] == ["torch-tiny", "demo", "bundled:repo", "yes", "yes", "-", "-", "1", "-"]
+    assert by_id["numpy-trainer"][3:6] == ["yes", "-", "-"]  # C2 opted out of a CPU-only task
     assert set(DEMO_C0) <= set(by_id)
 
 
