@@ -20,6 +20,7 @@ import pytest
 
 from reb_ray.environment import keep
 from reb_ray.environment.keep import KeptImage, parse_created, plan_eviction
+from reb_ray.models.sweep import SweepConfig
 from reb_ray.sandbox.ownership import ATTEMPT, KEPT_ENV, SWEEP, TRIAL
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -144,7 +145,7 @@ def test_settle_applies_the_budget_after_a_keep(docker_client, tiny_kept, monkey
     def settle(image_id: str, budget: int) -> dict:
         rec = _recorder()
         rec.result.settlement.status, rec.stages = "scored", [{"stage": "c1", "status": "success"}]
-        config = SimpleNamespace(keep_environments="successes", env_disk_budget_bytes=budget)
+        config = SweepConfig(keep_environments="successes", env_disk_budget_bytes=budget)
         phase = EnvironmentPhase(rec, SimpleNamespace(config=config), [])
         phase.client, phase.image_id = docker_client, image_id
         rec.result.environment.set(env_image_id=image_id, env_image_tag="x", env_image_bytes=1, env_image_total_bytes=1)

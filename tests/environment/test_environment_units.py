@@ -269,11 +269,12 @@ def test_an_image_removed_at_settle_leaves_its_columns_null(docker_client):
     from types import SimpleNamespace
 
     from reb_ray.environment.phase import EnvironmentPhase
+    from reb_ray.models.sweep import SweepConfig
     from tests.test_repo_state import _recorder
 
     rec = _recorder()
     rec.result.settlement.status, rec.stages = "scored", [{"stage": "c1", "status": "failure"}]
-    phase = EnvironmentPhase(rec, SimpleNamespace(config=SimpleNamespace(keep_environments="successes")), [])
+    phase = EnvironmentPhase(rec, SimpleNamespace(config=SweepConfig(keep_environments="successes")), [])
     phase.client, phase.image_id = docker_client, "sha256:" + "0" * 64
     rec.result.environment.set(env_image_id=phase.image_id, env_image_tag="reb-ray/env:x", env_image_bytes=28_672,
                                env_image_total_bytes=200_000_000, env_commit_s=0.4)
