@@ -14,10 +14,10 @@ from reb_ray.trial import between_phases
 from reb_ray.trial.between_phases import settle, settle_step_by_step
 from reb_ray.sandbox import SandboxConfig, UnreadableFile
 from reb_ray.sandbox.docker.docker_sandbox import DockerSandbox
+from tests.helpers.git import GIT_ENV
 
 REPORT = "/opt/scimlopsbench/report.json"
-_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-        "PATH": "/usr/bin:/bin"}
+_ENV = GIT_ENV
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import pytest
 from reb_ray.errors import InfraError
 from reb_ray.suite.load import load_suite, load_task
 from reb_ray.suite.placement import find_mirror, place_repo
+from tests.helpers.git import git as _git
 
 TASK = """
 id = "tiny"
@@ -20,12 +21,6 @@ source = {{ git = "https://github.com/someone/tiny", commit = "{commit}" }}
 [stages.cpu]
 command = "python main.py"
 """
-
-
-def _git(*args: str, cwd: Path) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
-                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                               "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}).stdout.strip()
 
 
 @pytest.fixture

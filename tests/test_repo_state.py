@@ -11,9 +11,9 @@ from reb_ray.suite.load import load_suite
 from reb_ray.trial.repo_state import changed_since, tracked_state
 from reb_ray.trial.between_phases import record_changes
 from reb_ray.trial.record import TrialRecorder
+from tests.helpers.git import GIT_ENV
 
-_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-        "PATH": "/usr/bin:/bin"}
+_ENV = GIT_ENV
 
 
 def _repo_with_gaps(tmp_path: Path) -> Path:

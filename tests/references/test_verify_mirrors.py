@@ -3,7 +3,6 @@ real git, a real noop trial in Docker, a real export and `docker build`."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.results.parquet_sink import ParquetSink
 from reb_ray.suite.load import load_suite
 from reb_ray.trial import run_trial
+from tests.helpers.git import git as _git
 
 #: A task fetched from a remote this node cannot reach (`.invalid` never resolves): only a mirror
 #: places its repository. Its CPU stage needs nothing beyond the image's Python.
@@ -24,12 +24,6 @@ source = {{ git = "https://git.example.invalid/someone/tiny", commit = "{commit}
 [stages.cpu]
 command = "python main.py"
 """
-
-
-def _git(*args: str, cwd: Path) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
-                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                               "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}).stdout.strip()
 
 
 @pytest.mark.timeout(900)  # a trial, then two exports with a --no-cache rebuild each: minutes on a busy node
