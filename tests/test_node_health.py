@@ -76,3 +76,17 @@ def test_a_sweeps_directories_and_free_space_are_checked_without_docker(tmp_path
     assert health.problems == [f"assets {tmp_path / 'no-assets'}: no such directory on this node"]
     assert not health.docker_checked and health.memory_bytes > 0 and health.free_disk_bytes > 0
     assert "trials need >= " in check_node(None, min_free_bytes=1024**5).problems[0]
+
+
+def test_cluster_status_fails_a_node_on_the_same_free_space_as_a_sweeps_preflight():
+    """`reb-ray cluster status` (check_node's default) and a sweep's preflight (the cluster
+    section's default) draw the line at the same free space; doctor's larger figure only warns."""
+    import inspect
+
+    from reb_ray.models.sweep import ClusterSettings
+    from reb_ray.node.doctor import MIN_FREE_BYTES
+    from reb_ray.node.health import check_node
+
+    default = inspect.signature(check_node).parameters["min_free_bytes"].default
+    assert default == ClusterSettings().min_free_bytes < MIN_FREE_BYTES
+    assert default == 2 * 1024**3

@@ -96,7 +96,7 @@ def check_disk(name: str, path: Path) -> Check:
     free = shutil.disk_usage(path).free
     level = "ok" if free >= MIN_FREE_BYTES else "warn"
     return Check(name, level, f"{free / 1e9:.1f} GB free at {path}",
-                 "" if level == "ok" else f"free space: sandboxes need >= {MIN_FREE_BYTES / 1e9:.0f} GB")
+                 "" if level == "ok" else f"free space: built environments and kept images want >= {MIN_FREE_BYTES / 1e9:.0f} GB")
 
 
 def check_host_guard() -> Check:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from reb_ray.node.doctor import MIN_FREE_BYTES
+from reb_ray.models.sweep import ClusterSettings
 from reb_ray.sandbox.ownership import MANAGED, OWNER_HOST, TRIAL
 
 
@@ -74,7 +74,14 @@ def running_trials(client, host: str) -> int:
     return len(client.containers.list(ignore_removed=True, filters={"label": labels, "status": "running"}))
 
 
-def check_node(image: str | None, docker_timeout_s: float = 10, *, min_free_bytes: int = MIN_FREE_BYTES,
+TRIAL_MIN_FREE_BYTES = ClusterSettings().min_free_bytes
+"""Free bytes a node needs for trials unless a sweep says otherwise: the sweep's own default
+(`[cluster] min_free_bytes`), so `reb-ray cluster status` fails a node exactly when a sweep's
+preflight would. `reb-ray doctor`'s larger figure is advice (room for built environments), a
+warning there, never a failed node."""
+
+
+def check_node(image: str | None, docker_timeout_s: float = 10, *, min_free_bytes: int = TRIAL_MIN_FREE_BYTES,
                paths: Sequence[tuple[str, str]] = (), sandbox: str = "docker") -> NodeHealth:
     """Check this node for sandboxes of `image` (a tag; None: a sandbox without Docker, such as
     `local` or `sleep`). Never raises for a broken node: each problem becomes one line in
