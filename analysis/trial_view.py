@@ -25,10 +25,10 @@ from pathlib import Path
 import pyarrow.compute as pc
 
 from reb_ray.errors import RebRayError
+from reb_ray.grading.verdict import differences, verdicts
 from reb_ray.llm.transcript import commands
-from reb_ray.results.read import graded_copies, latest_attempts, read_stages, read_trials
+from reb_ray.results.read import REPROBE_SUFFIX, graded_copies, latest_attempts, read_stages, read_trials
 from reb_ray.results.verifications import attempt_key, read_verifications
-from reb_ray.sweep.reprobe import REPROBE_SUFFIX, differences, verdicts
 from reb_ray.terminal import printable
 
 MAX_COMMANDS = 200  # commands shown (the first ones; the rest are counted)

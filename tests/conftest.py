@@ -139,6 +139,13 @@ def _unit_tier(config) -> bool:
     return "not integration" in (config.option.markexpr or "")
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one worker per core. The suite's heavy tests are CPU-bound once run side by side
+    (containers, Ray daemons, pip and pyright in the sandboxes); more workers than cores only
+    stretch each test's timeouts."""
+    return max(2, os.cpu_count() or 1)
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "integration: uses Docker, Ray, a CLI agent or a private "
                             "daemon (set automatically from markers and fixtures); `-m 'not integration'` "
@@ -162,8 +169,73 @@ def _mark_integration(items) -> None:
             item.add_marker(pytest.mark.integration)
 
 
+#: Test files that share one machine-wide thing run on one worker, one after another, when the
+#: suite runs side by side (`-n`, pytest-xdist with `--dist loadgroup`); every other file is a
+#: group of its own, so a module's fixtures (a Ray, a sandbox with torch) are made once.
+SHARED_STATE_GROUPS = {
+    # second Docker daemons with their own bridges and containerd
+    "private-dockerd": ("orchestrators/test_faults.py", "orchestrators/test_node_check.py"),
+    # tests that count every managed container on the shared daemon, or the GPU check's
+    "daemon-wide": ("orchestrators/test_orphans.py", "sandbox/test_docker_sandbox.py", "sandbox/test_gpu_check.py",
+                    "orchestrators/test_docker_without_gpus.py"),
+}
+#: The rootless Podman service is one user, one socket and one store: its tests run in one group.
+PODMAN_GROUP = "podman"
+
+
+#: Tests that look at the whole machine run alone when the suite runs side by side: every
+#: iptables rule (the host guard's "nothing else changed"), every dead owner's container (the
+#: reaper, which a sweep's start also runs), a cut of loopback, GPU-lease timings in tenths of a
+#: second. While one runs, the other workers wait between tests (`_alone_or_beside`).
+ALONE_FILES = ("netpolicy/test_hostguard.py", "netpolicy/test_guard_watch.py", "orchestrators/test_partition.py",
+               "sandbox/test_reaper.py", "orchestrators/test_gpu_sharing.py")
+
+
+def _relative(item) -> str:
+    path = Path(str(item.fspath)).resolve()
+    here = Path(__file__).resolve().parent
+    return path.relative_to(here).as_posix() if path.is_relative_to(here) else path.as_posix()
+
+
+@pytest.fixture(autouse=True)
+def _alone_or_beside(request, tmp_path_factory):
+    """With workers (`-n`): an ALONE_FILES test holds the run's lock exclusively, every other test
+    shares it. A waiting exclusive holder first takes the turnstile, so tests that start later
+    wait behind it instead of starving it. Without workers: nothing."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    import fcntl
+
+    root = tmp_path_factory.getbasetemp().parent  # the run's directory, shared by its workers
+    alone = _relative(request.node) in ALONE_FILES
+    with open(root / "alone.turnstile", "a") as turnstile, open(root / "alone.lock", "a") as lock:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        if alone:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        else:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+            fcntl.flock(lock, fcntl.LOCK_SH)
+        yield
+
+
+def _group_of(item) -> str:
+    path = _relative(item)
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if "podman_service" in getattr(item, "fixturenames", ()) or params.get("provider") == "podman":
+        return PODMAN_GROUP
+    return next((group for group, files in SHARED_STATE_GROUPS.items() if path in files), path)
+
+
+def _group_for_workers(items) -> None:
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group_of(item)))
+
+
 def pytest_collection_modifyitems(config, items):
     _mark_integration(items)
+    _group_for_workers(items)
     if os.environ.get(NEXAU_SRC_ENV):
         return
     keep = [item for item in items if item.get_closest_marker("nexau_src") is None]

@@ -15,11 +15,13 @@
   (reb_ray.agents.toolchain_nexau); only when asked for (`--nexau-src DIR`).
 
 Each part is built under `<toolchains_root>/.building/`, measured, and renamed into the
-toolchain directory; an installed part is never rebuilt (idempotent), so CI pays once.
+toolchain directory; an installed part is never rebuilt (idempotent), so CI pays once, and
+installers running at once on a node build each part once (a lock file per part).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -144,11 +146,22 @@ def _build_mini(tmp: Path, part: str, client, image: str) -> dict:
 
 
 def _install_part(toolchain: Toolchain, part: str, build: Callable[[Path], dict]) -> PartReport:
+    """Build `part` once on this node: installers that start together (two sweeps, or test
+    workers) queue on the part's lock file, and those that waited find it present."""
     final = toolchain.part_dir(part)
     if toolchain.manifest(part) is not None:
         return PartReport(part, "present", 0.0, tree_bytes(final))
     building = toolchain.path.parent / ".building"
     building.mkdir(parents=True, exist_ok=True)
+    with open(building / f"{toolchain.path.name}-{part}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
+        return _build_part(toolchain, part, build, building)
+
+
+def _build_part(toolchain: Toolchain, part: str, build: Callable[[Path], dict], building: Path) -> PartReport:
+    final = toolchain.part_dir(part)
+    if toolchain.manifest(part) is not None:
+        return PartReport(part, "present", 0.0, tree_bytes(final))
     tmp = building / f"{toolchain.path.name}-{part}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     start = time.monotonic()
     try:

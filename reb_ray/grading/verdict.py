@@ -4,7 +4,8 @@ A verdict is the only thing that carries a grade into the rows: the live probe p
 (`TrialRecorder.record`) and `reb-ray regrade` write the same verdict the same way, so the
 two can never disagree on a column. Its status, stage and category are enum members
 (`reb_ray.grading.vocabulary`; an unknown category raises when the verdict is made); what it
-hands to a row is plain strings, so pyarrow never sees an enum.
+hands to a row is plain strings, so pyarrow never sees an enum. `verdicts` and `differences`
+read C0..C5 back from a trials row (a regraded or re-probed row against its source).
 """
 
 from __future__ import annotations
@@ -47,4 +48,15 @@ class StageVerdict:
                 **{key: plain(value) for key, value in self.columns.items()}}
 
 
-__all__ = ["StageVerdict"]
+__all__ = ["StageVerdict", "differences", "verdicts"]
+
+
+def verdicts(row: dict) -> dict[str, str | None]:
+    """{stage: status} of C0..C5 in a trials row."""
+    return {s: row.get(f"{s}_status") for s in ("c0", "c1", "c2", "c3", "c4", "c5")}
+
+
+def differences(before: dict, after: dict) -> list[str]:
+    """"c1: failure -> success" for each of C0..C5 whose status differs between two trials rows."""
+    old, new = verdicts(before), verdicts(after)
+    return [f"{s}: {old[s]} -> {new[s]}" for s in old if old[s] != new[s]]

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 
 from reb_ray.errors import ImageMissing, InfraError, RebRayError
 from reb_ray.grading.unmeasured import PROBE_STAGES, STAGE_COLUMNS
+from reb_ray.grading.verdict import differences
 from reb_ray.models.report import parse_report
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.models.task import TaskSpec
@@ -309,17 +310,6 @@ def reprobe(run_dir: Path, sweep_id: str | None = None, trial_ids: list[str] | N
         if progress is not None:
             progress(line)
     return result
-
-
-def verdicts(row: dict) -> dict[str, str | None]:
-    """{stage: status} of C0..C5 in a trials row."""
-    return {s: row.get(f"{s}_status") for s in ("c0", "c1", "c2", "c3", "c4", "c5")}
-
-
-def differences(before: dict, after: dict) -> list[str]:
-    """"c1: failure -> success" for each of C0..C5 whose status differs between two trials rows."""
-    old, new = verdicts(before), verdicts(after)
-    return [f"{s}: {old[s]} -> {new[s]}" for s in old if old[s] != new[s]]
 
 
 def reprobed_line(item: Reprobed) -> str:

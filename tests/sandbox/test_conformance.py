@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
 
 from reb_ray.sandbox.base import KILL_GRACE_S
+
+#: The sleeps these tests start carry this process's number: a local sandbox sees every process
+#: of the host (a container's too), so a test running beside this one never matches them.
+P = os.getpid() % 9000 + 1000
 
 
 def _pids_with(sandbox, argv: str) -> list[str]:
@@ -37,20 +42,20 @@ def test_env_and_workdir(make_sandbox):
 def test_timeout_kills_command_and_children(make_sandbox):
     sb = make_sandbox()
     # A child that ignores SIGTERM, and a grandchild that escaped the process group with setsid.
-    cmd = "trap '' TERM; (sleep 1001 &) ; setsid sleep 1002 & sleep 1003"
+    cmd = f"trap '' TERM; (sleep {P}01 &) ; setsid sleep {P}02 & sleep {P}03"
     start = time.monotonic()
     res = sb.exec(cmd, timeout=1.0)
     elapsed = time.monotonic() - start
     assert res.timed_out and not res.ok
     assert elapsed < 1.0 + KILL_GRACE_S + 5
-    for needle in ("sleep 1001", "sleep 1002", "sleep 1003"):
+    for needle in (f"sleep {P}01", f"sleep {P}02", f"sleep {P}03"):
         assert _pids_with(sb, needle) == [], needle
 
 
 def test_background_process_returns_promptly(make_sandbox):
     sb = make_sandbox()
     start = time.monotonic()
-    res = sb.exec("sleep 1004 & echo started")
+    res = sb.exec(f"sleep {P}04 & echo started")
     assert time.monotonic() - start < 3.0
     assert res.exit_code == 0 and "started" in res.output and not res.timed_out
 
@@ -105,7 +110,7 @@ def test_size_grows_with_writes(make_sandbox):
 def test_close_after_exception_removes_everything(provider, make_sandbox):
     with pytest.raises(RuntimeError):
         with make_sandbox() as sb:
-            sb.exec("sleep 1005 &")
+            sb.exec(f"sleep {P}05 &")
             raise RuntimeError("boom")
     if sb.capabilities.image:  # a container: its engine no longer knows it
         import docker
@@ -116,32 +121,32 @@ def test_close_after_exception_removes_everything(provider, make_sandbox):
         assert not sb.root.exists()
         import subprocess
 
-        assert "sleep 1005" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        assert f"sleep {P}05" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     sb.close()  # idempotent
 
 
 def test_kill_leftovers_stops_background_processes_and_keeps_the_sandbox(make_sandbox):
     sb = make_sandbox()
-    sb.exec("sleep 1006 & setsid sleep 1007 &")
-    assert _pids_with(sb, "sleep 1006") and _pids_with(sb, "sleep 1007")
+    sb.exec(f"sleep {P}06 & setsid sleep {P}07 &")
+    assert _pids_with(sb, f"sleep {P}06") and _pids_with(sb, f"sleep {P}07")
     stopped = sb.kill_leftovers()
-    assert _pids_with(sb, "sleep 1006") == [] and _pids_with(sb, "sleep 1007") == []
+    assert _pids_with(sb, f"sleep {P}06") == [] and _pids_with(sb, f"sleep {P}07") == []
     assert sb.exec("echo still-here").output.strip() == "still-here"
     # It says what it stopped (issue 9 item 10), and nothing of the sandbox's own machinery.
-    assert sorted(stopped) == ["sleep 1006", "sleep 1007"]
+    assert sorted(stopped) == [f"sleep {P}06", f"sleep {P}07"]
     assert sb.kill_leftovers() == []  # nothing left the second time
 
 
 def test_kill_leftovers_lists_each_process_once_with_its_arguments(make_sandbox):
     sb = make_sandbox()
-    sb.exec("for i in 1 2 3; do sleep 100$i & done; sh -c 'sleep 1004; echo \"two  words\"' &")
+    sb.exec(f"for i in 1 2 3; do sleep {P}0$i & done; sh -c 'sleep {P}04; echo \"two  words\"' &")
     deadline = time.monotonic() + 10
-    while not _pids_with(sb, "sleep 1004"):
+    while not _pids_with(sb, f"sleep {P}04"):
         assert time.monotonic() < deadline
         time.sleep(0.1)
     stopped = sb.kill_leftovers()
-    assert sorted(stopped) == ["sh -c sleep 1004; echo \"two  words\"", "sleep 1001", "sleep 1002", "sleep 1003",
-                               "sleep 1004"]
+    assert sorted(stopped) == [f"sh -c sleep {P}04; echo \"two  words\"", f"sleep {P}01", f"sleep {P}02", f"sleep {P}03",
+                               f"sleep {P}04"]
 
 
 def test_put_tar_unpacks_into_a_directory(make_sandbox, tmp_path):

@@ -14,10 +14,6 @@ from reb_ray.sandbox.ownership import MANAGED, OWNER_PID, SWEEP, TRIAL, ATTEMPT
 GiB = 1024**3
 
 
-def _managed_ids(client) -> set[str]:
-    return {c.id for c in client.containers.list(all=True, filters={"label": f"{MANAGED}=true"})}
-
-
 def test_container_is_labelled_unprivileged_with_init_and_big_shm(docker_client, sandbox_image):
     config = SandboxConfig(image=sandbox_image, sweep_id="sw1", trial_id="noop/t1/0", attempt=2,
                            cpus=1.5, memory_bytes=2 * GiB)
@@ -61,10 +57,10 @@ def test_gpu_ids_become_one_device_request():
 
 
 def test_gpu_request_without_nvidia_runtime_fails_cleanly(docker_client, sandbox_image):
-    before = _managed_ids(docker_client)
+    sweep = f"gpu-request-{os.getpid()}"
     with pytest.raises(RebRayError, match="cannot start sandbox"):
-        DockerSandbox(SandboxConfig(image=sandbox_image, gpus=["0"]), docker_client)
-    assert _managed_ids(docker_client) == before
+        DockerSandbox(SandboxConfig(image=sandbox_image, gpus=["0"], sweep_id=sweep), docker_client)
+    assert docker_client.containers.list(all=True, ignore_removed=True, filters={"label": f"{SWEEP}={sweep}"}) == []
 
 
 def test_ca_bundle_is_passed_in(docker_client, sandbox_image, tmp_path):

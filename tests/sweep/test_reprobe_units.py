@@ -12,7 +12,8 @@ import pytest
 from analysis.trial_view import show_trial
 from reb_ray.errors import RebRayError
 from reb_ray.sweep.identity import identity_path
-from reb_ray.sweep.reprobe import _no_image, differences, reprobe_config, source_trials, stored_identity
+from reb_ray.grading.verdict import differences
+from reb_ray.sweep.reprobe import _no_image, reprobe_config, source_trials, stored_identity
 from tests.analysis.runs import row, write_run
 from tests.cli.in_process import run_cli
 
