@@ -16,6 +16,7 @@ def regrade(
     trials: Optional[str] = typer.Option(None, help="With --rerun-probes: only these trial ids, comma-separated."),
     assets: Optional[Path] = typer.Option(None, help="With --rerun-probes: this node's read-only asset cache for the probes."),
     gpus: Optional[str] = typer.Option(None, help="With --rerun-probes: the physical GPU ids each sandbox gets, comma-separated (default: as many of this node's as the source attempt had)."),
+    address: Optional[str] = typer.Option(None, help="With --rerun-probes: the Ray cluster (HOST:PORT, or auto) whose nodes kept the images; each attempt is re-probed on the node that ran it (default: this node's images only)."),
 ) -> None:
     """Recompute stage results and C5 from stored raw probe outputs; write them as a new sweep.
     With --rerun-probes, probe the kept environments themselves again instead."""
@@ -29,10 +30,10 @@ def regrade(
 
     if not (run_dir / "trials").is_dir():
         raise RebRayError(f"{run_dir}: no trials/ dataset here (is it a sweep's --output directory?)")
-    if not rerun_probes and any(v is not None for v in (trials, assets, gpus)):
-        raise RebRayError("--trials, --assets and --gpus go with --rerun-probes (an offline regrade reads every stored trial)")
+    if not rerun_probes and any(v is not None for v in (trials, assets, gpus, address)):
+        raise RebRayError("--trials, --assets, --gpus and --address go with --rerun-probes (an offline regrade reads every stored trial)")
     if rerun_probes:
-        outcomes = _rerun_probes(run_dir, sweep_id, tasks_root, trials, assets, gpus)
+        outcomes = _rerun_probes(run_dir, sweep_id, tasks_root, trials, assets, gpus, address)
     else:
         outcomes = run_regrade(run_dir, sweep_id, tasks_root)
     with ParquetSink(run_dir) as sink:
@@ -46,9 +47,10 @@ def regrade(
         typer.echo(format_summary(summarize(read_trials(run_dir, new_id))))
 
 
-def _rerun_probes(run_dir: Path, sweep_id, tasks_root, trials, assets, gpus) -> list:
+def _rerun_probes(run_dir: Path, sweep_id, tasks_root, trials, assets, gpus, address) -> list:
     """`reb_ray.sweep.reprobe.reprobe`, a line per trial as it ends, then the count of those
-    without an image; returns the new rows' outcomes."""
+    without an image; returns the new rows' outcomes. `address`: the cluster whose nodes are
+    asked for the images kept on them (reb_ray.orchestrators.on_node)."""
     from reb_ray.errors import RebRayError
     from reb_ray.sweep.reprobe import reprobe
 
@@ -58,7 +60,14 @@ def _rerun_probes(run_dir: Path, sweep_id, tasks_root, trials, assets, gpus) -> 
     if trials is not None and not wanted:
         raise RebRayError(f"--trials {trials!r}: no trial id given")
     ids = [g.strip() for g in gpus.split(",") if g.strip()] if gpus is not None else None
-    result = reprobe(run_dir, sweep_id, wanted, tasks_root, assets.resolve() if assets else None, ids, progress=typer.echo)
+    run_on = None
+    if address is not None:
+        from reb_ray.orchestrators.on_node import NodeRunner
+
+        run_on = NodeRunner(address)
+    result = reprobe(run_dir, sweep_id, wanted, tasks_root, assets.resolve() if assets else None, ids, progress=typer.echo,
+                     run_on=run_on)
     if result.missing:
-        typer.echo(f"{len(result.missing)} trial(s) not re-probed: no kept image on this node")
+        where = "on the nodes that ran them" if address is not None else "on this node"
+        typer.echo(f"{len(result.missing)} trial(s) not re-probed: no kept image {where}")
     return result.outcomes

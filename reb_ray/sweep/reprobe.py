@@ -25,9 +25,13 @@ GPUs: the sandbox gets as many of this node's GPUs as the source attempt had (`g
 overrides), so the GPU stages are measured on the same count; fewer is the hardware's failure,
 as in a sweep. Each re-probed row carries this node's hardware fingerprint.
 
-A trial whose environment was not kept, or whose kept image is gone from this node (removed by
-the disk budget or by hand, or kept on another node), is not re-probed: it gets one line saying
-so and is counted (`ReprobeResult.missing`), never an error for the whole run. Every sandbox
+Nodes: a kept image lives in the Docker of the node that ran the attempt (the row's `node`).
+Given a cluster (`run_on`, `reb-ray regrade --address`), an attempt kept on another node is
+re-probed there, with that node's GPUs, and its logs come back here; without one, only this
+node's images are reached. A trial whose environment was not kept, or whose kept image is gone
+(removed by the disk budget or by hand), or whose node is not reachable, is not re-probed: it
+gets one line saying so and is counted (`ReprobeResult.missing`), never an error for the whole
+run. Every sandbox
 is removed on every path (`_close`), and the egress proxy and the host workspace with it.
 """
 
@@ -164,10 +168,11 @@ def _no_image(source: dict) -> str | None:
 
 
 def reprobe_trial(source: dict, stages: dict[str, dict], task: TaskSpec, config: SweepConfig, gpus: list[str],
-                  toolbox: str) -> tuple[TrialOutcome, float | None]:
+                  toolbox: str, ship: bool = False) -> tuple[TrialOutcome, float | None]:
     """Re-probe one attempt from its kept image (module docstring): (its new rows, the seconds
     the sandbox took to start). Raises ImageMissing when the image is not on this node; any
-    other failure becomes an infra_error row, as in a trial."""
+    other failure becomes an infra_error row, as in a trial. `ship`: the logs come back in the
+    outcome's `artifacts` (the caller stores them) instead of being written here."""
     from reb_ray.environment.fingerprint import fingerprint
     from reb_ray.redact import Redactor
     from reb_ray.sandbox import open_sandbox
@@ -224,8 +229,19 @@ def reprobe_trial(source: dict, stages: dict[str, dict], task: TaskSpec, config:
     _close(rec, sandbox, egress, None)
     outcome = rec.outcome(redactor)
     outcome.trial = reprobe_row(source, outcome.trial)
-    artifacts.deliver(outcome, staging, config.output.dir.resolve(), False)
+    artifacts.deliver(outcome, staging, config.output.dir.resolve(), ship)
     return outcome, open_s
+
+
+def reprobe_there(source: dict, stages: dict[str, dict], task: TaskSpec, config: SweepConfig,
+                  gpus: list[str] | None, toolbox: str) -> tuple[TrialOutcome, float | None] | None:
+    """`reprobe_trial` on the node that kept the image, called there (`run_on`): its own GPUs
+    when `gpus` is None, its logs shipped back. None when the image is gone from that node too."""
+    wanted = gpus if gpus is not None else node_gpus()[:source.get("gpus_assigned") or 0]
+    try:
+        return reprobe_trial(source, stages, task, config, wanted, toolbox, ship=True)
+    except ImageMissing:
+        return None
 
 
 def reprobe_row(source: dict, fresh: dict) -> dict:
@@ -268,12 +284,16 @@ def _close(rec: TrialRecorder, sandbox, egress: TrialEgress, staging: Path | Non
 
 def reprobe(run_dir: Path, sweep_id: str | None = None, trial_ids: list[str] | None = None,
             tasks_root: Path | None = None, assets_dir: Path | None = None, gpus: list[str] | None = None,
-            progress=None) -> ReprobeResult:
+            progress=None, run_on=None) -> ReprobeResult:
     """Re-probe the selected trials under `run_dir` (module docstring). `gpus` are the physical
-    GPU ids to give each sandbox (None: as many of this node's as the source attempt had);
-    `progress(line)` gets one line per trial as it ends. Raises RebRayError when nothing is
-    selected, or a row's suite or task is no longer known."""
+    GPU ids to give each sandbox (None: as many of the node's as the source attempt had);
+    `progress(line)` gets one line per trial as it ends. `run_on(host, fn, args)` (a cluster's
+    `reb_ray.orchestrators.on_node.NodeRunner`) runs an attempt kept on another node there, by
+    `reprobe_there`, and its logs are stored here; without it such an attempt is reported as
+    kept elsewhere. Raises RebRayError when nothing is selected, or a row's suite or task is no
+    longer known."""
     from reb_ray.probing.toolbox import toolbox_key, toolbox_sources
+    from reb_ray.trial import artifacts
 
     run_dir = Path(run_dir)
     sources = source_trials(run_dir, sweep_id, trial_ids)
@@ -290,16 +310,30 @@ def reprobe(run_dir: Path, sweep_id: str | None = None, trial_ids: list[str] | N
         identity = identities.setdefault(source["sweep_id"], stored_identity(run_dir, source["sweep_id"]))
         source_toolbox = source.get("probe_toolbox") or identity.get("probes")
         why = _no_image(source)
+        node = source.get("node")
         if why is None:
-            wanted = gpus if gpus is not None else here[:source.get("gpus_assigned") or 0]
             config = reprobe_config(source, identity, run_dir, assets_dir)
             stages = by_attempt.get((source["sweep_id"], source["trial_id"], source["attempt"]), {})
-            try:
-                outcome, open_s = reprobe_trial(source, stages, suite[source["task_id"]], config, wanted, toolbox)
-            except ImageMissing:
-                node = source.get("node")
-                why = (f"its kept image {source.get('env_image_tag') or source['env_image_id'][:19]} is gone from this node"
-                       + (f" (it was kept on {node})" if node and node != socket.gethostname() else ""))
+            image = source.get("env_image_tag") or source["env_image_id"][:19]
+            if run_on is not None and node and node != socket.gethostname():
+                try:
+                    there = run_on(node, reprobe_there, (source, stages, suite[source["task_id"]], config, gpus, toolbox))
+                except Exception as exc:  # noqa: BLE001 - that node's trouble is this attempt's line, not the run's end
+                    there, why = None, f"re-probe on {node} failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+                if there is not None:
+                    outcome, open_s = there
+                    files, outcome.artifacts = outcome.artifacts, {}
+                    artifacts.store(config.output.dir.resolve(), files)
+                elif why is None:
+                    why = f"its kept image {image} is gone from its node {node}"
+            else:
+                wanted = gpus if gpus is not None else here[:source.get("gpus_assigned") or 0]
+                try:
+                    outcome, open_s = reprobe_trial(source, stages, suite[source["task_id"]], config, wanted, toolbox)
+                except ImageMissing:
+                    why = (f"its kept image {image} is gone from this node"
+                           + (f" (it was kept on {node}: give --address to re-probe it there)"
+                              if node and node != socket.gethostname() else ""))
         if why is not None:
             result.missing.append((source, why))
             line = f"{source['trial_id']} attempt {source['attempt']} of {source['sweep_id']}: not re-probed: {why}"

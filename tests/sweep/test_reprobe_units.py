@@ -82,8 +82,9 @@ def test_trial_show_lists_every_grading_and_picks_the_latest(tmp_path):
 
 def test_rerun_probe_options_need_the_flag(tmp_path):
     write_run(tmp_path, [row("a", "t1", 1, "scored")])
-    res = run_cli("regrade", str(tmp_path), "--trials", "a/t1/0")
-    assert res.returncode == 2 and "--trials, --assets and --gpus go with --rerun-probes" in res.stderr
+    for option, value in (("--trials", "a/t1/0"), ("--address", "auto")):
+        res = run_cli("regrade", str(tmp_path), option, value)
+        assert res.returncode == 2 and "--trials, --assets, --gpus and --address go with --rerun-probes" in res.stderr
 
 
 def test_the_stored_report_is_read_under_todays_rules():
