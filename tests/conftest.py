@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import sys
 from pathlib import Path
@@ -192,7 +194,12 @@ ALONE_FILES = ("netpolicy/test_hostguard.py", "netpolicy/test_guard_watch.py", "
 
 
 def _relative(item) -> str:
-    path = Path(str(item.fspath)).resolve()
+    return _relative_path(str(item.fspath))
+
+
+@functools.lru_cache(maxsize=None)
+def _relative_path(fspath: str) -> str:
+    path = Path(fspath).resolve()
     here = Path(__file__).resolve().parent
     return path.relative_to(here).as_posix() if path.is_relative_to(here) else path.as_posix()
 
@@ -228,9 +235,24 @@ def _group_of(item) -> str:
     return next((group for group, files in SHARED_STATE_GROUPS.items() if path in files), path)
 
 
+#: Seconds each test file took in a full side-by-side run (`scripts/test_seconds.py` writes it
+#: from a JUnit report). A file not listed counts as UNLISTED_S.
+FILE_SECONDS = Path(__file__).resolve().parent / "file_seconds.json"
+UNLISTED_S = 5
+
+
 def _group_for_workers(items) -> None:
+    """Give each test its group, then put the longest groups first (stable: a file's tests keep
+    their order), so a side-by-side run hands out its long files at the start and does not end
+    waiting on one worker's (longest-processing-time-first)."""
+    seconds = json.loads(FILE_SECONDS.read_text()) if FILE_SECONDS.is_file() else {}
+    groups = {id(item): _group_of(item) for item in items}
+    weight: dict[str, float] = {}
+    for group, path in {(groups[id(item)], _relative(item)) for item in items}:
+        weight[group] = weight.get(group, 0) + seconds.get(path, UNLISTED_S)
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group_of(item)))
+        item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
+    items.sort(key=lambda item: -weight[groups[id(item)]])
 
 
 def pytest_collection_modifyitems(config, items):
