@@ -151,9 +151,10 @@ def _install_part(toolchain: Toolchain, part: str, build: Callable[[Path], dict]
     final = toolchain.part_dir(part)
     if toolchain.manifest(part) is not None:
         return PartReport(part, "present", 0.0, tree_bytes(final))
-    building = toolchain.path.parent / ".building"
+    building, locks = toolchain.path.parent / ".building", toolchain.path.parent / ".locks"
     building.mkdir(parents=True, exist_ok=True)
-    with open(building / f"{toolchain.path.name}-{part}.lock", "w") as lock:
+    locks.mkdir(exist_ok=True)
+    with open(locks / f"{toolchain.path.name}-{part}", "w") as lock:  # kept: a removed lock file would admit a second builder
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
         return _build_part(toolchain, part, build, building)
 

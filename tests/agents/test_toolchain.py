@@ -96,3 +96,30 @@ def test_the_pinned_clis_run_inside_the_sandbox(installed_toolchain, sandbox_ima
     assert versions["claude"].output.strip() == f"{PINS['claude_code'].version} (Claude Code)"
     assert f"mini-swe-agent version {PINS['mini_swe_agent'].version}" in versions["mini"].output
     assert all(r.exit_code == 0 for r in versions.values()), {k: r.output[-300:] for k, r in versions.items()}
+
+
+def test_installers_running_at_once_build_a_part_once(tmp_path):
+    """Two installers of one part at the same moment (two sweeps, or two test workers): the
+    second waits on the part's lock and finds it present; the build ran once."""
+    import threading
+    import time
+
+    toolchain = Toolchain(tmp_path / "key")
+    toolchain.ensure_root()
+    builds = []
+
+    def build(into):
+        builds.append(into)
+        time.sleep(0.5)  # long enough for the other installer to arrive while this one builds
+        into.mkdir(parents=True)
+        (into / "tool").write_text("x")
+        return {"version": "1"}
+
+    reports = []
+    threads = [threading.Thread(target=lambda: reports.append(_install_part(toolchain, "codex", build))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(builds) == 1 and sorted(r.status for r in reports) == ["installed", "present"]
+    assert list((tmp_path / ".building").iterdir()) == []
