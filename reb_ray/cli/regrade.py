@@ -12,7 +12,7 @@ def regrade(
     run_dir: Path = typer.Argument(..., help="Output directory of a sweep (holds trials/ and stages/)."),
     sweep_id: Optional[str] = typer.Option(None, help="Only this sweep."),
     tasks_root: Optional[Path] = typer.Option(None, help="Directory holding suites (default: bundled)."),
-    rerun_probes: bool = typer.Option(False, "--rerun-probes", help="Run today's probe phase again on each trial's kept environment image on this node (no agent), recorded as sweep <sweep>-reprobe; a trial whose image is gone says so."),
+    rerun_probes: bool = typer.Option(False, "--rerun-probes", help="Run today's probe phase again on each trial's kept environment image, on this node or with --address on the node that kept it (no agent), recorded as sweep <sweep>-reprobe; a trial whose image is gone says so."),
     trials: Optional[str] = typer.Option(None, help="With --rerun-probes: only these trial ids, comma-separated."),
     assets: Optional[Path] = typer.Option(None, help="With --rerun-probes: this node's read-only asset cache for the probes."),
     gpus: Optional[str] = typer.Option(None, help="With --rerun-probes: the physical GPU ids each sandbox gets, comma-separated (default: as many of this node's as the source attempt had)."),
