@@ -252,7 +252,8 @@ def _group_for_workers(items) -> None:
         weight[group] = weight.get(group, 0) + seconds.get(path, UNLISTED_S)
     for item in items:
         item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
-    items.sort(key=lambda item: -weight[groups[id(item)]])
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a serial run keeps the files' order
+        items.sort(key=lambda item: -weight[groups[id(item)]])
 
 
 def pytest_collection_modifyitems(config, items):
