@@ -244,7 +244,10 @@ UNLISTED_S = 5
 def _group_for_workers(items) -> None:
     """Give each test its group, then put the longest groups first (stable: a file's tests keep
     their order), so a side-by-side run hands out its long files at the start and does not end
-    waiting on one worker's (longest-processing-time-first)."""
+    waiting on one worker's (longest-processing-time-first). A serial run needs neither, and
+    keeps the files' order."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
     seconds = json.loads(FILE_SECONDS.read_text()) if FILE_SECONDS.is_file() else {}
     groups = {id(item): _group_of(item) for item in items}
     weight: dict[str, float] = {}
@@ -252,8 +255,7 @@ def _group_for_workers(items) -> None:
         weight[group] = weight.get(group, 0) + seconds.get(path, UNLISTED_S)
     for item in items:
         item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
-    if os.environ.get("PYTEST_XDIST_WORKER"):  # a serial run keeps the files' order
-        items.sort(key=lambda item: -weight[groups[id(item)]])
+    items.sort(key=lambda item: -weight[groups[id(item)]])
 
 
 def pytest_collection_modifyitems(config, items):
