@@ -14,7 +14,13 @@ import pytest
 # pytest, whether or not its venv is activated (CI runs `.venv/bin/python -m pytest`).
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
-from reb_ray.sandbox import SandboxConfig, open_sandbox
+# pytest keeps its assertion rewriting of each test module in __pycache__ only when bytecode may
+# be written; with PYTHONDONTWRITEBYTECODE set (some shells and CI images set it) every run paid
+# about 8 CPU-s to rewrite the ~300 test modules again. Only this process writes: subprocesses
+# keep the environment's choice.
+sys.dont_write_bytecode = False
+
+from reb_ray.sandbox import SandboxConfig, open_sandbox  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -31,7 +31,7 @@ def test_docker_parametrised_and_fixture_using_tests_are_integration(slow_proces
     assert "tests/test_trial.py::test_rows_keep_all_evidence_of_a_chatty_trial[local]" not in unit
 
 
-def test_the_unit_tier_points_docker_nowhere_and_refuses_ray(tmp_path):
+def test_the_unit_tier_points_docker_nowhere_and_refuses_ray(tmp_path, slow_process):
     probe = tmp_path / "test_probe_tier.py"
     probe.write_text(
         "import os\n"

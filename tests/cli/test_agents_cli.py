@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from reb_ray.agents.toolchain import PINS, toolchain_key
+from tests.cli.in_process import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    """The CLI of this checkout (the console script may belong to another install)."""
-    return subprocess.run([sys.executable, "-c", "from reb_ray.cli import main; main()", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    """The CLI of this checkout, in this process (tests.cli.in_process)."""
+    return run_cli(*args)
 
 
 def test_list_shows_every_kind_with_its_pin_and_state(tmp_path):

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from reb_ray.llm.apis import CHAT
+from tests.cli.in_process import run_cli
 from tests.llm.clients import post, request_body
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +49,7 @@ def test_serve_a_bad_script_is_one_line_and_exit_2(slow_process, tmp_path):
 
 
 def test_prices_lists_the_shipped_table():
-    res = run("llm", "prices")
+    res = run_cli("llm", "prices")
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert lines[0] == "price table 2026-12-01 (USD per million tokens)"

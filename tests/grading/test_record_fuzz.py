@@ -42,7 +42,7 @@ def records(keys: list[str]):
     return st.dictionaries(st.sampled_from(keys) | st.text(max_size=8), values, max_size=8)
 
 
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def fits_the_trials_schema(result: dict) -> None:

@@ -116,8 +116,7 @@ def test_an_allotment_that_ignores_c2_makes_city2graphs_c2_impossible(suite, mon
 def test_tasks_validate_names_an_impossible_stage(tmp_path):
     """`reb-ray tasks validate` applies the rules: a task whose C1 reads an asset no asset
     declares for C1 is named, and the exit code is 1."""
-    import subprocess
-    import sys
+    from tests.cli.in_process import run_cli
 
     task_dir = tmp_path / "s1" / "t"
     task_dir.mkdir(parents=True)
@@ -125,11 +124,11 @@ def test_tasks_validate_names_an_impossible_stage(tmp_path):
         'id = "t"\nsuite = "s1"\ncategory = "c"\nsource = { bundled = "." }\n'
         '[stages.cpu]\ncommand = "python x.py --ckpt $REB_RAY_ASSETS/t/ckpt.pt"\n'
         '[[assets]]\nname = "ckpt"\nkind = "model"\npath = "t/ckpt.pt"\nstages = ["c1"]\n')
-    run = [sys.executable, "-c", "from reb_ray.cli import main; main()", "tasks", "validate", "--root", str(tmp_path)]
-    ok = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    run = ("tasks", "validate", "--root", str(tmp_path))
+    ok = run_cli(*run)
     assert ok.returncode == 0 and ok.stdout.strip() == "s1: 1 task(s) ok", ok.stderr
     (task_dir / "task.toml").write_text((task_dir / "task.toml").read_text().replace('path = "t/ckpt.pt"', 'path = "t/other.pt"'))
-    bad = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    bad = run_cli(*run)
     assert bad.returncode == 1
     assert bad.stdout.strip() == "s1: 1 task(s) loaded, 1 stage(s) impossible by construction"
     assert bad.stderr.strip() == "impossible: t c1: assets: uses $REB_RAY_ASSETS/t/ckpt.pt, which no asset listing c1 provides"

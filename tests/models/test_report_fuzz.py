@@ -25,7 +25,7 @@ json_values = st.recursive(
     max_leaves=20)
 odd_paths = st.sampled_from(["/proc/self/exe", "/proc/self/fd/0", "/usr/bin/python3\x00", "/a\nb", "/a\r\x1b[2J",
                              "/" + "p" * 5000, "", " ", "../../etc/shadow", "\u202e/nohtyp"])
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def check_report(data: bytes | None) -> tuple[str, Report | None, str | None]:

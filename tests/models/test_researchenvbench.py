@@ -13,9 +13,9 @@ import pytest
 
 from reb_ray.suite.load import load_suite
 from reb_ray.probing.multi_gpu import launch_command
+from tests.cli.in_process import run_cli
 
 SUITE = "researchenvbench"
-REB_RAY = Path(sys.executable).with_name("reb-ray")
 ROW_KEYS = {"id", "repo", "commit", "supports_cpu", "supports_single_gpu", "supports_multi_gpu", "c0_baseline_total"}
 # a launcher in a command: `torchrun ...`, `accelerate launch ...`, `deepspeed ...`, `-m torch.distributed.run`, ...
 LAUNCHER_IN_COMMAND = re.compile(r"(?:^|[\s;&|])(?:torchrun|deepspeed|accelerate\s+launch)(?:\s|$)"
@@ -83,8 +83,7 @@ def test_assets_live_under_the_task_and_cover_the_commands(tasks):
 
 
 def test_cli_lists_the_suite_as_json():
-    res = subprocess.run([str(REB_RAY), "tasks", "list", "--suite", SUITE, "--json"],
-                         capture_output=True, text=True, timeout=120)
+    res = run_cli("tasks", "list", "--suite", SUITE, "--json")
     assert res.returncode == 0, res.stderr
     rows = [json.loads(line) for line in res.stdout.splitlines()]
     assert len(rows) == 44
@@ -95,8 +94,7 @@ def test_cli_lists_the_suite_as_json():
 
 
 def test_cli_validates_the_suite():
-    res = subprocess.run([str(REB_RAY), "tasks", "validate", "--suite", SUITE], capture_output=True, text=True,
-                         timeout=120)
+    res = run_cli("tasks", "validate", "--suite", SUITE)
     assert res.returncode == 0, res.stderr
     assert f"{SUITE}: 44 task(s) ok" in res.stdout
 

@@ -60,7 +60,7 @@ def trial_run(tmp_path_factory):
     return out, row
 
 
-def test_a_trial_writes_its_trajectory_json_beside_its_logs(trial_run):
+def test_a_trial_writes_its_trajectory_json_beside_its_logs(trial_run, slow_process):
     out, row = trial_run
     assert row["atif_path"] == f"artifacts/sweep_id=atif/{row['trial_id'].replace('/', '%2F').replace(':', '%3A')}/1/trajectory.json"
     text = (out / row["atif_path"]).read_text()
@@ -86,7 +86,7 @@ def test_a_trial_writes_its_trajectory_json_beside_its_logs(trial_run):
     assert doc["session_id"] == f"atif/{row['trial_id']}/1" and doc["extra"]["status"] == row["status"]
 
 
-def test_trial_show_and_the_viewer_read_the_file(trial_run, monkeypatch):
+def test_trial_show_and_the_viewer_read_the_file(trial_run, monkeypatch, slow_process):
     from analysis.trial_view import show_trial
     from reb_ray.viewer.data import Run
     from reb_ray.viewer.trajectories import of_attempt
