@@ -48,6 +48,9 @@ REPORT = {"python_path": f"{VENV}/bin/python", "python_version": "3.11.2", "torc
           "cuda_available": None, "gpu_count": None, "ddp_expected_ok": None, "env_tool": "venv",
           "env_name": "venv", "notes": "numpy from requirements.txt"}
 BUILD = f"python3 -m venv {VENV} && {VENV}/bin/pip install -q numpy && {VENV}/bin/python -c 'import numpy'"
+#: A first command for a session whose environment nothing probes (a test about the report, a
+#: limit, the CLI's own behaviour): a tool call that runs, without the seconds of a pip install.
+NO_BUILD = f"mkdir -p {VENV} && echo building"
 WRITE_REPORT = f"mkdir -p /opt/scimlopsbench && printf '%s' '{json.dumps(REPORT)}' > {REPORT_PATH}"
 #: What the agent's commands saw of their environment (searched for the real key afterwards).
 ENV_DUMP = "/tmp/agent-env.txt"
@@ -177,13 +180,14 @@ class LlmSession:
         return dict(self.rec.row)
 
 
-def build_script(model: str, *, write_report: bool = True, final: dict | None = None) -> dict:
-    """Build a venv with numpy, (write the report,) end with a message; distinct usage numbers
-    in every field of every turn so a dropped or swapped field shows."""
+def build_script(model: str, *, write_report: bool = True, final: dict | None = None, build: str = BUILD) -> dict:
+    """Build a venv with numpy (`build`: NO_BUILD when nothing probes the environment), (write the
+    report,) end with a message; distinct usage numbers in every field of every turn so a dropped
+    or swapped field shows."""
     second = f"{WRITE_REPORT} && env > {ENV_DUMP}" if write_report else f"env > {ENV_DUMP}"
     final = final or {"kind": "message", "text": f"The environment is ready: {VENV}/bin/python."}
     return {"model": model, "turns": [
-        {"kind": "tool", "command": BUILD, "text": "Creating the venv.",
+        {"kind": "tool", "command": build, "text": "Creating the venv.",
          "usage": {"input_tokens": 2300, "cached_input_tokens": 900, "cache_write_tokens": 400,
                    "output_tokens": 61, "reasoning_tokens": 17}},
         {"kind": "tool", "command": second,

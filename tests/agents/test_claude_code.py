@@ -12,7 +12,7 @@ from reb_ray.agents.toolchain import PINS
 from reb_ray.llm.apis import ANTHROPIC
 from reb_ray.llm.scripted import script_from
 from reb_ray.llm.usage import REPORTED_FIELDS
-from reb_ray.testing.llm_session import BUILD, REPORT, build_script, run_session, transcript_events
+from reb_ray.testing.llm_session import NO_BUILD, REPORT, build_script, run_session, transcript_events
 
 MODEL = "claude-sonnet-4-5"
 #: The report contract's shape, enough for claude's --json-schema (what is checked is the mechanism).
@@ -85,7 +85,7 @@ def test_without_a_report_file_the_report_is_forced_from_the_result_text(docker_
                                                                           installed_toolchain, real_key):
     final = {"kind": "message", "text": f"Done. The report:\n{json.dumps(REPORT, indent=2)}\n"}
     s = run_session(docker_client, sandbox_image, "claude_code", MODEL,
-                    build_script(MODEL, write_report=False, final=final), probes=False)
+                    build_script(MODEL, write_report=False, final=final, build=NO_BUILD), probes=False)
     assert s.run.exit_code == 0, s.run.output[-3000:]
     assert s.run.report_source == "forced_from_output" and json.loads(s.report) == REPORT
 
@@ -96,7 +96,7 @@ def test_given_a_json_schema_the_report_is_its_structured_output(docker_client, 
                                                                  real_key):
     # --json-schema (opt-in through extra_args) offers a StructuredOutput tool; the session ends
     # when the model calls it, and the result event carries the object.
-    script = {"model": MODEL, "turns": [{"kind": "tool", "command": BUILD},
+    script = {"model": MODEL, "turns": [{"kind": "tool", "command": NO_BUILD},
                                         {"kind": "tool", "tool": "StructuredOutput", "arguments": REPORT}]}
     s = run_session(docker_client, sandbox_image, "claude_code", MODEL, script, probes=False,
                     extra_args=("--json-schema", json.dumps(SCHEMA)))
@@ -109,8 +109,8 @@ def test_given_a_json_schema_the_report_is_its_structured_output(docker_client, 
 @pytest.mark.agent_cli
 def test_its_max_turns_ends_the_session_and_the_limit_says_so(docker_client, sandbox_image, installed_toolchain,
                                                               real_key):
-    s = run_session(docker_client, sandbox_image, "claude_code", MODEL, build_script(MODEL), max_turns=1,
-                    probes=False)
+    s = run_session(docker_client, sandbox_image, "claude_code", MODEL, build_script(MODEL, build=NO_BUILD),
+                    max_turns=1, probes=False)
     assert s.run.limit == "max_turns=1" and not s.run.timed_out, s.run.output[-3000:]
     assert s.endpoint["position"] == 1 and s.report is None  # one model turn, the report never written
 

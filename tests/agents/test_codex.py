@@ -15,7 +15,7 @@ from reb_ray.errors import InfraError
 from reb_ray.llm.apis import RESPONSES
 from reb_ray.llm.scripted import script_from
 from reb_ray.llm.usage import REPORTED_FIELDS
-from reb_ray.testing.llm_session import REPORT, VENV, build_script, run_session, transcript_events
+from reb_ray.testing.llm_session import NO_BUILD, REPORT, VENV, build_script, run_session, transcript_events
 
 MODEL = "gpt-5.1-codex"
 
@@ -81,8 +81,8 @@ def test_a_scripted_session_builds_the_environment_and_passes_c1(docker_client, 
 def test_without_a_report_file_the_report_is_forced_from_the_last_message(docker_client, sandbox_image,
                                                                           installed_toolchain, real_key):
     final = {"kind": "message", "text": f"Done. The report:\n{json.dumps(REPORT, indent=2)}\n"}
-    s = run_session(docker_client, sandbox_image, "codex", MODEL, build_script(MODEL, write_report=False, final=final),
-                    probes=False)
+    s = run_session(docker_client, sandbox_image, "codex", MODEL, build_script(MODEL, write_report=False, final=final,
+                                                                    build=NO_BUILD), probes=False)
     assert s.run.exit_code == 0, s.run.output[-3000:]
     assert s.run.report_source == "forced_from_output" and json.loads(s.report) == REPORT
 
@@ -101,7 +101,8 @@ def test_a_hanging_endpoint_hits_the_agent_timeout(docker_client, sandbox_image,
 def test_a_toolchain_without_codex_is_an_infra_error(docker_client, sandbox_image, tmp_path, real_key):
     empty = Toolchain.current(tmp_path)  # bin/ wrappers, no parts installed
     with pytest.raises(InfraError) as err:
-        run_session(docker_client, sandbox_image, "codex", MODEL, build_script(MODEL), toolchain=empty, probes=False)
+        run_session(docker_client, sandbox_image, "codex", MODEL, build_script(MODEL, build=NO_BUILD), toolchain=empty,
+                    probes=False)
     assert err.value.category == "infra_toolchain" and "codex" in str(err.value) and "not installed" in str(err.value)
 
 
