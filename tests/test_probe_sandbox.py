@@ -69,7 +69,8 @@ def test_the_probe_containers_hold_the_agents_files_and_c1s_has_no_gpu_device(do
 def _run(task: str, sweep_id: str, image: str, lease=None) -> dict:
     from reb_ray.trial.run import run_trial
 
-    config = SweepConfig(pip_cache=False, share_gpus_in_agent_phase=lease is not None)
+    # keep_environments none: keeping is not what is compared, and a kept image would outlive the test
+    config = SweepConfig(pip_cache=False, share_gpus_in_agent_phase=lease is not None, keep_environments="none")
     spec = TrialSpec(sweep_id=sweep_id, agent="heuristic", task=DEMO[task], trial_index=0, config=config, image=image)
     return run_trial(spec, [], gpu_lease=lease).trial
 

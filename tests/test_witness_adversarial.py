@@ -70,7 +70,8 @@ def _specs() -> dict:
 def _trial(agent: str, task_id: str, image: str):
     from reb_ray.trial.run import run_trial
 
-    config = SweepConfig(wheelhouses=WHEELS, pip_cache=False, agent_specs=_specs())
+    # keep_environments none: nothing here is about keeping, and a kept image would outlive the test
+    config = SweepConfig(wheelhouses=WHEELS, pip_cache=False, agent_specs=_specs(), keep_environments="none")
     task = next(t for t in load_suite("demo") if t.id == task_id)
     return run_trial(TrialSpec(sweep_id="witness", agent=agent, task=task, trial_index=0, config=config, image=image))
 
