@@ -107,3 +107,23 @@ def test_doctor_says_whether_the_host_guard_can_be_installed(tmp_path):
     missing = run("doctor", env={**here, "PATH": f"{bare}:{Path(sys.executable).parent}"})
     assert missing.returncode != 0 and "iptables not found" in missing.stdout
     assert any(line.startswith("fix host guard: ") for line in missing.stdout.splitlines())
+
+
+def test_no_help_page_shows_a_value_beside_a_plain_flag():
+    """A flag takes no value, so its --help line names none (a typer release printed `<bool>`)."""
+    import click
+    import typer
+
+    from reb_ray.cli import app
+
+    def paths(command: click.Command, path: tuple[str, ...]):
+        yield path
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from paths(sub, (*path, name))
+
+    pages = list(paths(typer.main.get_command(app), ()))
+    assert len(pages) > 20  # every command and group, nested ones included
+    for path in pages:
+        res = run(*path, "--help", env={"COLUMNS": "200"})
+        assert res.returncode == 0, (path, res.stderr)
+        assert "<bool>" not in res.stdout, (path, [line for line in res.stdout.splitlines() if "<bool>" in line])
