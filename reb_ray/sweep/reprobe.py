@@ -237,11 +237,17 @@ def reprobe_there(source: dict, stages: dict[str, dict], task: TaskSpec, config:
                   gpus: list[str] | None, toolbox: str) -> tuple[TrialOutcome, float | None] | None:
     """`reprobe_trial` on the node that kept the image, called there (`run_on`): its own GPUs
     when `gpus` is None, its logs shipped back. None when the image is gone from that node too."""
-    wanted = gpus if gpus is not None else node_gpus()[:source.get("gpus_assigned") or 0]
     try:
-        return reprobe_trial(source, stages, task, config, wanted, toolbox, ship=True)
+        return reprobe_trial(source, stages, task, config, gpus_for(source, gpus, node_gpus()), toolbox, ship=True)
     except ImageMissing:
         return None
+
+
+def gpus_for(source: dict, gpus: list[str] | None, node_gpu_ids: list[str]) -> list[str]:
+    """The physical GPU ids a re-probe of `source` gets: `gpus` when the user named them, else as
+    many of the node's (`node_gpu_ids`, in order) as the source attempt was given, so each stage
+    sees the GPU count it was graded with."""
+    return gpus if gpus is not None else node_gpu_ids[:source.get("gpus_assigned") or 0]
 
 
 def reprobe_row(source: dict, fresh: dict) -> dict:
@@ -327,9 +333,9 @@ def reprobe(run_dir: Path, sweep_id: str | None = None, trial_ids: list[str] | N
                 elif why is None:
                     why = f"its kept image {image} is gone from its node {node}"
             else:
-                wanted = gpus if gpus is not None else here[:source.get("gpus_assigned") or 0]
                 try:
-                    outcome, open_s = reprobe_trial(source, stages, suite[source["task_id"]], config, wanted, toolbox)
+                    outcome, open_s = reprobe_trial(source, stages, suite[source["task_id"]], config,
+                                                    gpus_for(source, gpus, here), toolbox)
                 except ImageMissing:
                     why = (f"its kept image {image} is gone from this node"
                            + (f" (it was kept on {node}: give --address to re-probe it there)"

@@ -149,3 +149,13 @@ def test_a_regraded_trial_is_shown_and_exported_from_its_source_without_naming_a
         show_trial(tmp_path, "a/t2/0")
     with pytest.raises(RebRayError, match="in sweeps other, s: name one with --sweep-id"):
         find_attempt(tmp_path, "a/t2/0")
+
+
+def test_a_reprobe_gets_the_named_gpus_or_as_many_of_the_nodes_as_the_source_had():
+    from reb_ray.sweep.reprobe import gpus_for
+
+    node = ["0", "1", "2", "3"]
+    assert gpus_for({"gpus_assigned": 2}, None, node) == ["0", "1"]
+    assert gpus_for({"gpus_assigned": None}, None, node) == []  # a CPU attempt (unknown count) gets none
+    assert gpus_for({"gpus_assigned": 2}, ["3"], node) == ["3"]  # the user's choice wins
+    assert gpus_for({"gpus_assigned": 8}, None, node) == node  # never more than the node has
