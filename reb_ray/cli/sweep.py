@@ -206,7 +206,7 @@ def sweep(
     allow_drift: bool = typer.Option(False, "--allow-drift", help="Resume although scoring settings (agent model or CLI version, task specs, probes, image, timeouts, limits) changed since the sweep's first run; the changed fields are recorded in `config_drift`."),
     keep_environments: Optional[str] = typer.Option(None, "--keep-environments", help="Which attempts keep the agent's container as an image on their node: none, successes (default: a command stage C1/C3/C4 passed), scored, all (`reb-ray env export` takes them away; --env-disk-budget-gb bounds them)."),
     env_disk_budget_gb: Optional[float] = typer.Option(None, "--env-disk-budget-gb", help="Per-node disk budget for kept environments in GiB (their own layers, all sweeps together); after each kept commit the oldest are removed until the rest fits (default 50, or half the Docker disk's free space when less; `reb-ray env gc` applies it by hand)."),
-    verify_exports: bool = typer.Option(False, "--verify-exports", help="After the sweep, export each success (a C1/C3/C4 stage passed) not verified before and rebuild it in a fresh sandbox to verify it (`reb-ray env verify`): `reproducible: yes|no|not attempted` per trial, into <output>/environments/verifications.jsonl and `trial show`."),
+    verify_exports: bool = typer.Option(False, "--verify-exports", help="After the sweep, export each success (a C1/C3/C4 stage passed) not verified before and rebuild it in a fresh sandbox to verify it (`reb-ray env verify`), on the node that built it (with --address; else this host's only): `reproducible: yes|no|not attempted` per trial, into <output>/environments/verifications.jsonl and `trial show`."),
     config: Optional[Path] = typer.Option(None, "--config", help="sweep.toml with defaults; flags override it."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ) -> None:
@@ -248,11 +248,29 @@ def sweep(
 
 
 def _verify_exports(cfg: SweepConfig, sweep_id: str) -> None:
-    """--verify-exports: one line per success as its verification ends, then the counts."""
+    """--verify-exports: one line per success as its verification ends, then the counts.
+
+    A sweep on a cluster (`--address`) built its successes on several nodes, and each is
+    exported and verified on its own node (its wheels, its hardware): the sweep's cluster is
+    handed over as a NodeRunner (joined again when no trial ran and the sweep never joined it).
+    A sweep on a Ray of its own ran on this host only. When the cluster does not answer any more,
+    one line says so and only this host's successes are verified; the others are recorded as
+    not attempted, naming their nodes."""
     from reb_ray.sweep.verify_exports import verify_exports
 
+    run_on = None
+    if cfg.cluster.address:
+        from reb_ray.orchestrators.on_node import NodeRunner
+
+        try:
+            run_on = NodeRunner(cfg.cluster.address)
+        except Exception as exc:  # noqa: BLE001 - the cluster gone after the sweep: this host's successes still verify
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            typer.echo(f"the cluster at {cfg.cluster.address} does not answer ({first}): only this host's successes "
+                       "are verified", err=True)
     typer.echo("verifying the exports of this sweep's successes (rebuilt with --no-cache) ...")
-    records = verify_exports(cfg.output.dir, sweep_id, cfg.tasks_root, cfg.repo_mirrors, progress=typer.echo)
+    records = verify_exports(cfg.output.dir, sweep_id, cfg.tasks_root, cfg.repo_mirrors, progress=typer.echo,
+                             run_on=run_on)
     counts = {"yes": sum(r.get("reproducible") is True for r in records),
               "no": sum(r.get("reproducible") is False for r in records),
               "not attempted": sum(r.get("reproducible") is None for r in records)}

@@ -1,7 +1,11 @@
 """Export: a directory a user takes away that rebuilds an attempt's environment.
 
 `export(output, trial_id, out, attempt=None, sweep_id=None, image=False)` reads the attempt's
-trials row and environment manifest (reb_ray.environment.capture) and writes `out`:
+trials row and environment manifest (reb_ray.environment.capture) and writes `out`. The two
+halves are apart because they need different machines: `read_source` reads the results store
+(the driver's output directory), `write_export` writes from what the node it runs on holds (the
+repository placed there, the wheels of its package cache, its kept image), so an export can be
+written on the node that built the environment with only plain data shipped to it. It writes:
 
 - `Dockerfile`: FROM the sandbox image the attempt ran in (its tag; its id in a comment), the
   system packages the agent added installed at their exact versions (apt), the repository
@@ -36,6 +40,7 @@ import json
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from reb_ray.errors import RebRayError
@@ -257,22 +262,52 @@ def dockerfile(manifest: dict, steps: dict, has_wheels: bool, report_name: str |
     return "\n".join(lines) + "\n"
 
 
-def _copy_repo(row: dict, dest: Path, tasks_root: Path | None, mirrors: list[Path]) -> None:
-    """The task's repository at the attempt's pinned commit, into `dest`."""
+def _copy_repo(row: dict, dest: Path, tasks_root: Path | None, mirrors: list[Path], task=None) -> None:
+    """The task's repository at the attempt's pinned commit, into `dest`. `task`: its TaskSpec
+    when the caller loaded it (else it is loaded from `tasks_root`)."""
     import tempfile
 
     from reb_ray.suite.load import load_suite
     from reb_ray.suite.placement import place_repo
 
-    tasks = {t.id: t for t in load_suite(row["suite"], tasks_root)}
-    if row["task_id"] not in tasks:
-        raise RebRayError(f"suite {row['suite']!r} has no task {row['task_id']!r} any more: cannot place its repository")
+    if task is None:
+        tasks = {t.id: t for t in load_suite(row["suite"], tasks_root)}
+        if row["task_id"] not in tasks:
+            raise RebRayError(f"suite {row['suite']!r} has no task {row['task_id']!r} any more: cannot place its repository")
+        task = tasks[row["task_id"]]
     with tempfile.TemporaryDirectory(prefix="reb-ray-export-") as tmp:
-        placed = place_repo(tasks[row["task_id"]], Path(tmp), mirrors)
+        placed = place_repo(task, Path(tmp), mirrors)
         if row.get("repo_commit") and placed.commit != row["repo_commit"]:
             raise RebRayError(f"task {row['task_id']!r} is now at commit {placed.commit}, the attempt ran "
                               f"{row['repo_commit']}: the export would not be the same repository")
         shutil.copytree(placed.path, dest, symlinks=True)
+
+
+@dataclass(frozen=True)
+class ExportSource:
+    """What an export reads of the results store, read where the output directory is: the
+    attempt's trials row, its manifest, the agent's stored report (raw JSON, None when none was
+    stored), its stages' statuses, and the output directory the export names. Plain data, so
+    the rest of the export (`write_export`) can run on another node than the one holding the
+    output directory: the node that built the environment, whose package cache holds its wheels."""
+
+    row: dict
+    manifest: dict
+    report: str | None
+    stages: dict[str, str]
+    output: str
+
+
+def read_source(output: Path, trial_id: str, attempt: int | None = None, sweep_id: str | None = None) -> ExportSource:
+    """The `ExportSource` of `trial_id`'s attempt in `output` (`find_attempt`'s choice). Raises
+    RebRayError with one line on what is missing."""
+    output = Path(output)
+    row = find_attempt(output, trial_id, attempt, sweep_id)
+    manifest = load_manifest(output, row)
+    stages = stage_rows(output, row)
+    report = next((s.get("raw") for s in stages if s["stage"] == "report"), None)
+    return ExportSource(row=row, manifest=manifest, report=report or None,
+                        stages={s["stage"]: s["status"] for s in stages}, output=str(output.resolve()))
 
 
 def export(output: Path, trial_id: str, out: Path, attempt: int | None = None, sweep_id: str | None = None,
@@ -280,20 +315,33 @@ def export(output: Path, trial_id: str, out: Path, attempt: int | None = None, s
            tasks_root: Path | None = None, mirrors: list[Path] | None = None) -> dict:
     """Write the export of `trial_id`'s attempt into `out` (must not exist or be empty); returns
     export.json's content. Raises RebRayError with one line on what is missing."""
-    from reb_ray.models.sweep import NODE_WHEELHOUSE, SweepConfig
-
-    output, out = Path(output), Path(out)
+    out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise RebRayError(f"{out}: exists and is not empty")
-    row = find_attempt(output, trial_id, attempt, sweep_id)
-    manifest = load_manifest(output, row)
+    return write_export(read_source(output, trial_id, attempt, sweep_id), out, image=image, wheels=wheels,
+                        wheel_dirs=wheel_dirs, tasks_root=tasks_root, mirrors=mirrors)
+
+
+def write_export(source: ExportSource, out: Path, image: bool = False, wheels: bool = True,
+                 wheel_dirs: list[Path] | None = None, tasks_root: Path | None = None,
+                 mirrors: list[Path] | None = None, task=None) -> dict:
+    """Write the export of `source` into `out` (must not exist or be empty) from what this node
+    holds: the repository placed from `task` (else the suite under `tasks_root`) and `mirrors`,
+    the wheels from `wheel_dirs` (default: this node's package cache and wheelhouse), the kept
+    image (`image`) from this node's Docker. Returns export.json's content. Raises RebRayError
+    with one line on what is missing."""
+    from reb_ray.models.sweep import NODE_WHEELHOUSE, SweepConfig
+
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise RebRayError(f"{out}: exists and is not empty")
+    row, manifest, report = source.row, source.manifest, source.report
     steps = plan(manifest)
     out.mkdir(parents=True, exist_ok=True)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    report = next((s.get("raw") for s in stage_rows(output, row) if s["stage"] == "report"), None)
     if report:
         (out / "report.json").write_text(report)
-    _copy_repo(row, out / "repo", tasks_root, mirrors or [])
+    _copy_repo(row, out / "repo", tasks_root, mirrors or [], task)
     (out / "certs").mkdir()
     (out / "requirements.lock").write_text("".join(f"{n}=={v} --hash=sha256:{h}\n" for n, v, h, _ in steps["hashed"]))
     (out / "requirements.nohash.lock").write_text("".join(f"{line}\n" for line in steps["pinned"]))
@@ -320,14 +368,14 @@ def export(output: Path, trial_id: str, out: Path, attempt: int | None = None, s
     archive = None
     if image:
         archive = _save_image(row, out / "image.tar")
-    info = {"export_version": EXPORT_VERSION, "output": str(output.resolve()), "sweep_id": row["sweep_id"],
+    info = {"export_version": EXPORT_VERSION, "output": source.output, "sweep_id": row["sweep_id"],
             "trial_id": row["trial_id"], "attempt": row["attempt"], "task_id": row["task_id"], "suite": row["suite"],
             "agent": row["agent"], "node": row["node"], "env_manifest_digest": row.get("env_manifest_digest"),
             "agent_wall_time_s": row.get("agent_wall_time_s"), "kept_image": row.get("env_image_tag"),
             "image_archive": archive, "report_put_back": manifest.get("report_path") if report else None,
             "locked_hashed": len(steps["hashed"]), "locked_unhashed": len(steps["pinned"]),
             "editable": steps["editable"], "wheels": copied, "not_captured": steps["not_captured"],
-            "stages": {s["stage"]: s["status"] for s in stage_rows(output, row)}}
+            "stages": dict(source.stages)}
     (out / "export.json").write_text(json.dumps(info, indent=1) + "\n")
     (out / "README.md").write_text(readme(manifest, info))
     return info

@@ -1,5 +1,7 @@
 """Running one call on the node that holds what it needs: a kept environment image lives in one
-node's Docker, so re-probing it has to happen there.
+node's Docker, so re-probing it has to happen there (`reb-ray regrade --rerun-probes`), and an
+environment's wheels in the package cache of the node that built it, so exporting and
+rebuilding it too (`reb-ray sweep --verify-exports`).
 
 `NodeRunner(address)` joins the running cluster (never starts one) and runs `fn(*args)` in a
 Ray task pinned to the alive node whose hostname is `host` (Ray's `NodeManagerHostname`, the

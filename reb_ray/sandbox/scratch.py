@@ -1,7 +1,8 @@
 """Host scratch directories that name their owner, and removing those whose owner is gone.
 
 An attempt makes host directories in the temporary directory (its workspace, its staging of
-logs, a local sandbox's root) and removes them on every path it controls. A slot worker killed
+logs, a local sandbox's root; a re-probe and an export verified on its node, theirs) and
+removes them on every path it controls. A slot worker killed
 with SIGKILL, or cancelled between making one and entering its `try`, cannot: its directories
 stay for ever and fill the node's /tmp over a long campaign. So each such directory carries
 its owner in its name, `<prefix><pid>.<start ticks>-<random>`, the same pid and start time as
@@ -23,7 +24,8 @@ from pathlib import Path
 from reb_ray.sandbox.ownership import Owner
 
 #: The prefixes of every scratch directory an attempt makes on its node.
-PREFIXES = ("reb-ray-trial-", "reb-ray-artifacts-", "reb-ray-local-", "reb-ray-reprobe-")
+PREFIXES = ("reb-ray-trial-", "reb-ray-artifacts-", "reb-ray-local-", "reb-ray-reprobe-",
+            "reb-ray-verify-export-")
 _NAME = re.compile(r"^(?P<prefix>" + "|".join(map(re.escape, PREFIXES)) + r")(?P<pid>\d+)\.(?P<ticks>\d+|x)-[^/]+$")
 
 

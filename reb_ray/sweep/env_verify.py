@@ -14,7 +14,10 @@ stages that differ are listed), or null with `built` false when the recipe did n
 error is kept; the kept image is never used in its place). It is printed as one line
 `reproducible: yes` / `reproducible: no (...)` / `reproducible: not attempted (...)` and written
 as `verification.json` in the export directory, and appended to the source output's dataset
-of verifications, `<output>/environments/verifications.jsonl`, when that directory is writable.
+of verifications, `<output>/environments/verifications.jsonl`, when that directory is writable;
+a caller that runs the rebuild on another node than the output's (`--verify-exports` on a
+cluster) appends it there itself (`append=False`). The record names the host that rebuilt it
+(`verified_on`): a rebuild is measured on its node's hardware and with its node's caches.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -75,13 +79,17 @@ def package_set(manifest: dict | None) -> set[tuple[str, str]]:
 
 
 def verify(export_dir: Path, output: Path | None = None, no_cache: bool = True, tasks_root: Path | None = None,
-           keep_image: bool = False, mirrors: list[Path] | None = None) -> dict:
+           keep_image: bool = False, mirrors: list[Path] | None = None, task=None, append: bool = True) -> dict:
     """Rebuild and probe the export in `export_dir`; returns the verification record (module
     docstring). `output` receives the verification trial's rows' artifacts (a temporary
     directory when None). `mirrors`: the repository mirror directories the verification trial
     places a fetched task's repository from, as the source sweep did (`--repo-mirror`; without
-    them a fetched task is cloned from its remote). The rebuilt image is removed afterwards
-    unless `keep_image`. Raises RebRayError when `export_dir` is not an export."""
+    them a fetched task is cloned from its remote). `task`: the source's TaskSpec when the
+    caller loaded it (else it is loaded from `tasks_root`). `append`: the record goes into the
+    source output's verifications dataset; a rebuild on another node than the output's passes
+    False and its caller appends the record where the output is (that node may see a directory
+    of the same path that is not the output). The rebuilt image is removed afterwards unless
+    `keep_image`. Raises RebRayError when `export_dir` is not an export."""
     from reb_ray.suite.load import load_suite
     from reb_ray.models.sweep import SweepConfig, TrialSpec
     from reb_ray.trial import run_trial
@@ -92,11 +100,16 @@ def verify(export_dir: Path, output: Path | None = None, no_cache: bool = True, 
         source_manifest = json.loads((export_dir / "manifest.json").read_text())
     except (OSError, ValueError) as exc:
         raise RebRayError(f"{export_dir}: not an environment export (export.json / manifest.json: {exc})") from None
+    if task is None:
+        task = next((t for t in load_suite(info["suite"], tasks_root) if t.id == info["task_id"]), None)
+        if task is None:
+            raise RebRayError(f"suite {info['suite']!r} has no task {info['task_id']!r} any more: cannot verify its export")
     digest = hashlib.sha256((export_dir / "Dockerfile").read_bytes()).hexdigest()[:12]
     tag = f"{VERIFY_REPOSITORY}:{digest}"
     record: dict = {"export": str(export_dir.resolve()), "sweep_id": info["sweep_id"], "trial_id": info["trial_id"],
                     "attempt": info["attempt"], "task_id": info["task_id"], "image": tag,
-                    "source_agent_wall_time_s": info.get("agent_wall_time_s"), "source_stages": info.get("stages")}
+                    "verified_on": socket.gethostname(), "source_agent_wall_time_s": info.get("agent_wall_time_s"),
+                    "source_stages": info.get("stages")}
     # The node's CA bundle (the one its sandboxes get) for pip during the build only: a network
     # whose TLS is intercepted is the node's, not the recipe's.
     ca = SweepConfig().sandbox.ca_bundle
@@ -113,38 +126,39 @@ def verify(export_dir: Path, output: Path | None = None, no_cache: bool = True, 
     record.update(built=built, build_s=build_s)
     if not built:
         record.update(reproducible=None, differs=None, build_error=log)
-        return _finish(export_dir, info, record)
-    tasks = {t.id: t for t in load_suite(info["suite"], tasks_root)}
-    with tempfile.TemporaryDirectory(prefix="reb-ray-verify-") as tmp:
-        out = Path(output) if output is not None else Path(tmp)
-        config = SweepConfig(suite=info["suite"], tasks_root=tasks_root, output=out, keep_environments="none",
-                             agents=["reb_ray.sweep.env_verify:RebuiltEnvironment"], repo_mirrors=list(mirrors or []))
-        spec = TrialSpec(sweep_id=f"verify-{info['sweep_id']}", agent="reb_ray.sweep.env_verify:RebuiltEnvironment",
-                         task=tasks[info["task_id"]], trial_index=0, config=config, image=tag)
-        started = time.monotonic()
-        outcome = run_trial(spec)
-        record["probe_s"] = time.monotonic() - started
-        trial = outcome.trial
-        rebuilt_manifest = None
-        if trial.get("env_manifest_path"):
-            try:
-                rebuilt_manifest = json.loads(gzip.decompress((out / trial["env_manifest_path"]).read_bytes()))
-            except (OSError, ValueError, EOFError):
-                pass
-    if not keep_image:
-        subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
-        record["image"] = None
+        return _finish(export_dir, info, record, append)
+    try:
+        with tempfile.TemporaryDirectory(prefix="reb-ray-verify-") as tmp:
+            out = Path(output) if output is not None else Path(tmp)
+            config = SweepConfig(suite=info["suite"], tasks_root=tasks_root, output=out, keep_environments="none",
+                                 agents=["reb_ray.sweep.env_verify:RebuiltEnvironment"], repo_mirrors=list(mirrors or []))
+            spec = TrialSpec(sweep_id=f"verify-{info['sweep_id']}", agent="reb_ray.sweep.env_verify:RebuiltEnvironment",
+                             task=task, trial_index=0, config=config, image=tag)
+            started = time.monotonic()
+            outcome = run_trial(spec)
+            record["probe_s"] = time.monotonic() - started
+            trial = outcome.trial
+            rebuilt_manifest = None
+            if trial.get("env_manifest_path"):
+                try:
+                    rebuilt_manifest = json.loads(gzip.decompress((out / trial["env_manifest_path"]).read_bytes()))
+                except (OSError, ValueError, EOFError):
+                    pass
+    finally:  # also when the trial raised: the rebuilt image is this call's own
+        if not keep_image:
+            subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+            record["image"] = None
     stages = {s["stage"]: s["status"] for s in outcome.stages}
     record.update(status=trial.get("status"), failure_reason=trial.get("failure_reason"), rebuilt_stages=stages)
     if trial.get("status") != "scored":
         record.update(reproducible=None, differs=None)
-        return _finish(export_dir, info, record)
+        return _finish(export_dir, info, record, append)
     differs = compare(info.get("stages") or {}, stages)
     source_pkgs, rebuilt_pkgs = package_set(source_manifest), package_set(rebuilt_manifest)
     record.update(reproducible=not differs, differs=differs,
                   packages_missing=sorted(f"{n}=={v}" for n, v in source_pkgs - rebuilt_pkgs) if rebuilt_manifest else None,
                   packages_extra=sorted(f"{n}=={v}" for n, v in rebuilt_pkgs - source_pkgs) if rebuilt_manifest else None)
-    return _finish(export_dir, info, record)
+    return _finish(export_dir, info, record, append)
 
 
 def verdict_line(record: dict) -> str:
@@ -158,10 +172,21 @@ def verdict_line(record: dict) -> str:
     return f"reproducible: no ({'; '.join(record['differs'])})"
 
 
-def _finish(export_dir: Path, info: dict, record: dict) -> dict:
+def _finish(export_dir: Path, info: dict, record: dict, append: bool) -> dict:
     record["verdict"] = verdict_line(record)
-    (export_dir / "verification.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+    write_record(export_dir, record)
     source = Path(info.get("output") or "")
-    if source.is_dir() and os.access(source, os.W_OK):
-        append_verification(source, {k: v for k, v in record.items() if k != "build_error"})
+    if append and source.is_dir() and os.access(source, os.W_OK):
+        append_record(source, record)
     return record
+
+
+def write_record(export_dir: Path, record: dict) -> None:
+    """The record as the export's `verification.json` (the build's output included)."""
+    (Path(export_dir) / "verification.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+
+
+def append_record(output: Path, record: dict) -> None:
+    """The record into `output`'s verifications dataset, without the build's output (it stays
+    in the export's verification.json: the dataset holds one short line per verification)."""
+    append_verification(output, {k: v for k, v in record.items() if k != "build_error"})
