@@ -36,16 +36,6 @@ from tests.cli.in_process import run_cli
 pytestmark = pytest.mark.docker
 
 VERDICT = ("status", "failure_category", "reason")
-#: A bundled task whose CPU stage needs nothing beyond the image's Python: noop's attempt is a success.
-TINY = """
-id = "tiny"
-suite = "tiny"
-category = "1_cpu"
-source = { bundled = "repo" }
-
-[stages.cpu]
-command = "python main.py"
-"""
 
 
 def _far_raylet(address: str, hostname: str, hidden: Path) -> subprocess.Popen:
@@ -128,14 +118,14 @@ def test_a_success_built_on_another_node_is_exported_and_verified_there(far_node
     the far node's success is exported and rebuilt there from what the driver shipped, and its
     export directory and one record land in the output, which the far node cannot see."""
     from reb_ray.cli.sweep import _verify_exports
+    from reb_ray.testing.suite import write_task
     from reb_ray.results.verifications import read_verifications
     from reb_ray.sweep.verify_exports import export_dir
     from reb_ray.trial import artifacts, run_trial
 
     far, root = far_node.host, tmp_path / "suites"
-    (root / "tiny" / "tiny" / "repo").mkdir(parents=True)
-    (root / "tiny" / "tiny" / "repo" / "main.py").write_text("print('tiny ran')\n")
-    (root / "tiny" / "tiny" / "task.toml").write_text(TINY)
+    # a bundled task whose CPU stage needs nothing beyond the image's Python: noop's attempt is a success
+    write_task(root, "tiny", "tiny", cpu='command = "python main.py"', files={"main.py": "print('tiny ran')\n"})
     out = far_node.hidden / "out"
     config = SweepConfig(suite="tiny", tasks_root=root, output=out, keep_environments="none", address=far_node.address)
     spec = TrialSpec(sweep_id="farv", agent="noop", task=load_suite("tiny", root)[0], trial_index=0,
