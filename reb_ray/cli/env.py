@@ -63,13 +63,17 @@ def verify(
 @app.command("list")
 def list_kept(
     sweep_id: Optional[str] = typer.Option(None, "--sweep-id", "--sweep", help="Only this sweep's."),
+    output: Optional[Path] = typer.Option(None, "--output", help="Only the images this output directory's trials rows record (another user's sweep of the same configuration has the same sweep id)."),
 ) -> None:
     """The kept-environment images on this node: tag, sweep, trial, attempt, size."""
-    from reb_ray.environment.keep import kept_images
+    from reb_ray.environment.keep import kept_images, recorded_images
     from reb_ray.sandbox.docker.docker_client import connect
     from reb_ray.sandbox.ownership import ATTEMPT, SWEEP, TRIAL
 
+    only = None if output is None else recorded_images(output)
     for image in kept_images(connect(), sweep_id):
+        if only is not None and image.id not in only:
+            continue
         labels = image.labels or {}
         tag = image.tags[0] if image.tags else image.id[:19]
         typer.echo(f"{tag}  {labels.get(SWEEP)}  {labels.get(TRIAL)}  attempt {labels.get(ATTEMPT)}  "
@@ -80,17 +84,19 @@ def list_kept(
 def gc(
     budget_gb: Optional[float] = typer.Option(None, "--budget", help="Budget in GiB for the kept images' own layers on this node (default: the sweeps' default, 50 GiB or half the Docker disk's free space when less)."),
     sweep_id: Optional[str] = typer.Option(None, "--sweep-id", "--sweep", help="Only this sweep's kept images count, and only they may be removed."),
+    output: Optional[Path] = typer.Option(None, "--output", help="Only the kept images this output directory's trials rows record count, and only they may be removed: on a Docker daemon shared with other users, whose sweeps of the same configuration have the same sweep id."),
 ) -> None:
     """Apply the disk budget to this node's kept environments by hand: the oldest are removed
     until the rest fits (any larger than the whole budget first); prints each removed and kept
     image with its size."""
-    from reb_ray.environment.keep import apply_budget, size_text
+    from reb_ray.environment.keep import apply_budget, recorded_images, size_text
     from reb_ray.errors import RebRayError
     from reb_ray.sandbox.docker.docker_client import connect
 
     if budget_gb is not None and budget_gb < 0:
         raise RebRayError(f"--budget {budget_gb}: a budget is GiB >= 0")
-    result = apply_budget(connect(), None if budget_gb is None else int(budget_gb * 1024**3), sweep_id)
+    only = None if output is None else recorded_images(output)
+    result = apply_budget(connect(), None if budget_gb is None else int(budget_gb * 1024**3), sweep_id, only)
 
     def line(verb: str, image, extra: str = "") -> str:
         return (f"{verb} {image.tag}  {size_text(image.layer_bytes)}  sweep {image.sweep_id}  trial {image.trial_id}  attempt {image.attempt}  "

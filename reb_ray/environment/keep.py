@@ -207,12 +207,32 @@ def _layer_bytes(client, image_id: str) -> int | None:
     return history[0].get("Size") if history else None
 
 
-def list_kept(client, sweep_id: str | None = None) -> list[KeptImage]:
-    """This node's kept-environment images (of `sweep_id` only when given), oldest first."""
+def recorded_images(output) -> set[str]:
+    """The ids of the kept images the trials rows under the output directory `output` record
+    (`env_image_id`). A sweep id is derived from the configuration, so two users' sweeps of one
+    configuration into different output directories share it; the images a directory's own
+    rows name are what that directory's sweeps kept. Raises RebRayError (one line) when
+    `output` holds no trials dataset."""
+    from pathlib import Path
+
+    from reb_ray.errors import RebRayError
+    from reb_ray.results.read import read_trials
+
+    if not (Path(output) / "trials").is_dir():
+        raise RebRayError(f"--output {output}: no trials/ dataset here (is it a sweep's --output directory?)")
+    column = read_trials(output, columns=["env_image_id"]).column("env_image_id").to_pylist()
+    return {image_id for image_id in column if image_id}
+
+
+def list_kept(client, sweep_id: str | None = None, only: set[str] | None = None) -> list[KeptImage]:
+    """This node's kept-environment images (of `sweep_id` only when given; only those whose id
+    is in `only` when given), oldest first."""
     from reb_ray.sandbox.ownership import ATTEMPT, SWEEP, TRIAL
 
     out = []
     for image in kept_images(client, sweep_id):
+        if only is not None and image.id not in only:
+            continue
         labels = image.labels or {}
         out.append(KeptImage(id=image.id, tag=image.tags[0] if image.tags else image.id[:19],
                              created=parse_created(image.attrs["Created"]), layer_bytes=_layer_bytes(client, image.id),
@@ -260,13 +280,15 @@ def default_budget(client, kept_bytes: int) -> int:
     return min(DEFAULT_BUDGET_CAP_BYTES, int(DEFAULT_BUDGET_DISK_SHARE * (free + kept_bytes)))
 
 
-def apply_budget(client, budget_bytes: int | None = None, sweep_id: str | None = None) -> GcResult:
+def apply_budget(client, budget_bytes: int | None = None, sweep_id: str | None = None,
+                 only: set[str] | None = None) -> GcResult:
     """Remove kept images over `budget_bytes` (None: `default_budget`) on this node, by
-    `plan_eviction`; `sweep_id` restricts both the count and the removals to one sweep's.
-    An image in use by a container, or whose removal fails, stays and is listed in `failed`."""
+    `plan_eviction`; `sweep_id` restricts both the count and the removals to one sweep's, and
+    `only` (image ids: `recorded_images` of an output directory) to those images. An image in
+    use by a container, or whose removal fails, stays and is listed in `failed`."""
     from docker.errors import DockerException, NotFound
 
-    images = list_kept(client, sweep_id)
+    images = list_kept(client, sweep_id, only)
     if budget_bytes is None:
         budget_bytes = default_budget(client, sum(i.layer_bytes or 0 for i in images))
     remove, keep = plan_eviction(images, budget_bytes)

@@ -49,9 +49,12 @@ def check_docker_and_image(profile: str) -> list[Check]:
 
 def check_docker_gpus(client, image: str | None) -> Check:
     """Whether Docker gives containers GPUs: a probe container with a GPU device request
-    (reb_ray.sandbox.docker.gpu_check), the same check each GPU node runs before a sweep's trials."""
+    (reb_ray.sandbox.docker.gpu_check), the same check each GPU node runs before a sweep's trials.
+    A node without GPUs (no nvidia-smi) needs no NVIDIA runtime: nothing to fix there."""
     from reb_ray.sandbox.docker.gpu_check import NVIDIA_TOOLKIT_FIX, docker_gpu_problem
 
+    if shutil.which("nvidia-smi") is None:
+        return Check("nvidia runtime", "ok", "no GPUs here (nvidia-smi not found): none needed")
     problem = docker_gpu_problem(client, image)
     if problem is None:
         return Check("nvidia runtime", "ok", "containers get GPUs (a probe container with `--gpus all` ran)")
@@ -133,7 +136,7 @@ def check_podman_and_image(profile: str) -> list[Check]:
     try:
         client = pm.connect(timeout=10)
     except RebRayError as exc:
-        return [*checks, Check("podman service", "fail", str(exc).split(": ", 1)[0][:200], pm.HOW_TO_START),
+        return [*checks, Check("podman service", "fail", str(exc).split(": ", 1)[0][:200], pm.how_to_start()),
                 Check("sandbox image", "fail", f"{image_tag(profile)} (unknown: no Podman service)",
                       pm.image_fix(image_tag(profile), profile))]
     facts = pm.engine(client)

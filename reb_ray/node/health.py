@@ -111,7 +111,8 @@ def check_node(image: str | None, docker_timeout_s: float = 10, *, min_free_byte
         present = _image_present(client, image)
         trials = running_trials(client, host)
     except Exception as exc:  # noqa: BLE001 - RebRayError, docker's APIError, requests' errors: all the node's problem
-        message = " ".join(str(exc).split())[:300]
+        # one line, long enough for the engine's fix after a long socket path and reason
+        message = " ".join(str(exc).split())[:600]
         return NodeHealth(host, gpus, message, image, None, None, None, [*problems, f"{engine.engine_name}: {message}"],
                           memory)
     if not present:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -108,8 +109,14 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
 
     if config.cluster.address:  # a wrong address fails in seconds (not after Ray's minutes), before anything is written
         probe(config.cluster.address)
-    _check_output(config.output.dir)
-    image = _prepare_sandbox(config)
+    made = _check_output(config.output.dir)
+    try:
+        image = _prepare_sandbox(config)
+    except BaseException:
+        if made:  # a sweep stopped by its engine check leaves no empty output directory behind
+            with contextlib.suppress(OSError):
+                config.output.dir.rmdir()
+        raise
     state = SweepState.read(config)  # the suite and the output directory, read once
     specs, skipped = expand(config, image, state)
     result = SweepResult(sweep_id=state.sweep_id, skipped=skipped)
@@ -215,17 +222,20 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
     return result
 
 
-def _check_output(output: Path) -> None:
+def _check_output(output: Path) -> bool:
     """The output directory exists or can be made, and takes a file: else RebRayError naming it,
-    before any trial runs (a sweep that cannot write its rows must not start)."""
+    before any trial runs (a sweep that cannot write its rows must not start). True when this
+    made the directory (nothing was in it)."""
     import tempfile
 
+    made = not output.exists()
     try:
         output.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=output, prefix=".reb-ray-write-check-"):
             pass
     except OSError as exc:
         raise RebRayError(f"--output {output}: cannot write results there ({exc.strerror or exc})") from None
+    return made
 
 
 def sweep_log(config: SweepConfig, sweep_id: str) -> Path:

@@ -140,7 +140,7 @@ def test_settle_applies_the_budget_after_a_keep(docker_client, tiny_kept, monkey
     from tests.test_repo_state import _recorder
 
     real_list = keep.list_kept
-    monkeypatch.setattr(keep, "list_kept", lambda client, sweep_id=None: real_list(client, tiny_kept.sweep))
+    monkeypatch.setattr(keep, "list_kept", lambda client, sweep_id=None, only=None: real_list(client, tiny_kept.sweep, only))
 
     def settle(image_id: str, budget: int) -> dict:
         rec = _recorder()
@@ -183,3 +183,24 @@ def test_trial_show_says_when_the_budget_removed_a_kept_image(tmp_path):
     assert "kept as image reb-ray/env:old" in shown
     assert "; since removed by the node's disk budget (at heuristic/t2/0 attempt 1 of sweep syn)" in shown
     assert "since removed" not in show_trial(tmp_path, "heuristic/t2/0")
+
+
+def test_gc_and_list_with_an_output_touch_only_the_images_its_rows_record(docker_client, tiny_kept, tmp_path):
+    """Two users' sweeps of one configuration share a sweep id: `--output` narrows `env gc` and
+    `env list` to the images the directory's own trials rows name, and the other user's stays."""
+    from reb_ray.testing import synthetic
+    from tests.cli.in_process import run_cli
+
+    mine, theirs = tiny_kept(100_000, "heuristic/t/0"), tiny_kept(100_000, "heuristic/t/0-other")
+    row, stages = synthetic.trial("heuristic", "t", 0, "SF--", sweep=tiny_kept.sweep)
+    synthetic.write(tmp_path / "runs", [({**row, "env_image_id": mine}, stages)])
+
+    listed = run_cli("env", "list", "--sweep", tiny_kept.sweep, "--output", str(tmp_path / "runs"))
+    assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 1, listed.stdout + listed.stderr
+    assert "heuristic/t/0 " in listed.stdout
+    done = run_cli("env", "gc", "--budget", "0", "--sweep", tiny_kept.sweep, "--output", str(tmp_path / "runs"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("removed reb-ray/env:") == 1 and "removed 1 image(s)" in done.stdout, done.stdout
+    assert {i.id for i in keep.list_kept(docker_client, tiny_kept.sweep)} == {theirs}  # the other user's stays
+    missing = run_cli("env", "gc", "--output", str(tmp_path / "nothing"))
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1, missing.stderr

@@ -43,6 +43,14 @@ def test_without_a_setting_the_first_existing_default_socket_is_used(monkeypatch
     (tmp_path / "podman").mkdir()
     (tmp_path / "podman" / "podman.sock").touch()
     assert pm.podman_socket() == f"unix://{tmp_path}/podman/podman.sock"
+    # unset (a root shell, a batch job): Podman's own default, spelled out in the fix
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    if Path(f"/run/user/{os.getuid()}/podman/podman.sock").exists():
+        return
+    with pytest.raises(DockerUnavailable) as err:
+        pm.podman_socket()
+    assert f"unix:///run/user/{os.getuid()}/podman/podman.sock &`" in str(err.value)
+    assert "$XDG_RUNTIME_DIR" not in str(err.value)
 
 
 def test_create_body_keeps_the_docker_providers_rules_and_gives_gpus_as_cdi_devices(tmp_path, monkeypatch):

@@ -53,10 +53,21 @@ GPU_CDI_KIND = "nvidia.com/gpu"
 #: The variable that names another CDI kind for a node's GPUs (another vendor's, e.g. amd.com/gpu).
 CDI_KIND_ENV = "REB_RAY_CDI_GPU_KIND"
 
-HOW_TO_START = (
-    "start the user's Podman service with `podman system service --time=0 unix://$XDG_RUNTIME_DIR/podman/podman.sock &` "
-    f"(or `systemctl --user start podman.socket`) and point {SOCKET_ENV} at it"
-)
+
+
+def rootless_socket() -> str:
+    """This user's rootless Podman socket path: `$XDG_RUNTIME_DIR/podman/podman.sock`, or under
+    `/run/user/<uid>` when the variable is unset (a root shell, a batch job), as Podman does."""
+    runtime_dir = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+    return f"{runtime_dir}/podman/podman.sock"
+
+
+def how_to_start() -> str:
+    """The fix for a missing Podman service, with this user's socket path spelled out (a
+    `$XDG_RUNTIME_DIR` left in the command would name `/podman/podman.sock` where it is unset)."""
+    path = rootless_socket()
+    return (f"start the user's Podman service with `mkdir -p {Path(path).parent} && podman system service --time=0 "
+            f"unix://{path} &` (or `systemctl --user start podman.socket`) and point {SOCKET_ENV} at it")
 
 #: Capabilities of a Podman sandbox before its engine is asked (`capabilities_of("podman")`):
 #: limits not assumed enforced (a rootless engine on cgroup v1 drops them); each sandbox
@@ -89,8 +100,7 @@ def socket_candidates(setting: str | None = None) -> list[tuple[str, str]]:
     for name in (SOCKET_ENV, CONTAINER_HOST_ENV):
         if os.environ.get(name):
             found.append((name, _as_url(os.environ[name])))
-    runtime_dir = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
-    found.append(("rootless default", f"unix://{runtime_dir}/podman/podman.sock"))
+    found.append(("rootless default", f"unix://{rootless_socket()}"))
     found.append(("rootful default", f"unix://{ROOTFUL_SOCKET}"))
     return found
 
@@ -107,7 +117,7 @@ def podman_socket(setting: str | None = None) -> str:
         if Path(url.removeprefix("unix://")).exists():
             return url
     looked = ", ".join(url.removeprefix("unix://") for _o, url in candidates)
-    raise DockerUnavailable(f"no Podman socket ({looked} do not exist): {HOW_TO_START}")
+    raise DockerUnavailable(f"no Podman socket ({looked} do not exist): {how_to_start()}")
 
 
 def connect(timeout: float = 120.0, setting: str | None = None) -> docker.DockerClient:
@@ -119,7 +129,7 @@ def connect(timeout: float = 120.0, setting: str | None = None) -> docker.Docker
         client.ping()
     except (DockerException, requests.exceptions.RequestException) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise DockerUnavailable(f"Podman service at {url} not reachable ({reason[:160]}): {HOW_TO_START}") from None
+        raise DockerUnavailable(f"Podman service at {url} not reachable ({reason[:160]}): {how_to_start()}") from None
     return client
 
 
@@ -311,8 +321,8 @@ class PodmanSandbox(DockerSandbox):
                  "of the node (Ray's GCS and dashboard, sshd, the LLM proxy on loopback) is reachable from them"]
         try:
             facts = engine(connect(timeout=10))
-        except RebRayError as exc:
-            return [*lines, f"warning: {exc}"]
+        except RebRayError:
+            return lines  # the sweep's own engine check stops it with the reason, once
         if not facts.enforces_limits:
             lines.append(f"warning: the Podman engine is rootless on cgroup {facts.cgroup_version} (controllers: "
                          f"{', '.join(facts.controllers) or 'none'}): memory, pids and CPU limits are NOT enforced "
