@@ -57,8 +57,9 @@ class RebuiltEnvironment(Agent):
 
 
 def build(export_dir: Path, tag: str, no_cache: bool = True, timeout: float = BUILD_TIMEOUT_S) -> tuple[bool, float, str]:
-    """`docker build` the export as `tag`: (built, seconds, the build output's last 2,000 characters)."""
-    argv = ["docker", "build", "-t", tag, *(["--no-cache"] if no_cache else []), str(export_dir)]
+    """`docker build` the export as `tag`: (built, seconds, the build output's last 2,000 characters).
+    `--force-rm`: the classic builder otherwise leaves the container of a failed step behind."""
+    argv = ["docker", "build", "--force-rm", "-t", tag, *(["--no-cache"] if no_cache else []), str(export_dir)]
     started = time.monotonic()
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import uuid
 import os
 import subprocess
 
@@ -119,3 +120,14 @@ def test_verify_exports_rebuilds_each_success_once_and_trial_show_says_so(sandbo
     assert verify_exports(config.output.dir, "envart") == []  # each attempt is verified once
     shown = show_trial(config.output.dir, "heuristic/numpy-trainer/0")
     assert f"verify   reproducible: yes; rebuilt in {mine['build_s']:.1f} s (" in shown
+
+
+def test_a_recipe_that_fails_to_build_leaves_no_container(docker_client, sandbox_image, tmp_path):
+    from reb_ray.sweep.env_verify import build
+
+    (tmp_path / "Dockerfile").write_text(f"FROM {sandbox_image}\nRUN false\n")
+    exited = {"status": "exited", "ancestor": sandbox_image}
+    before = {c.id for c in docker_client.containers.list(all=True, filters=exited)}
+    built, _seconds, output = build(tmp_path, f"reb-ray/env-verify-test:{uuid.uuid4().hex[:8]}")
+    assert built is False and "false" in output
+    assert {c.id for c in docker_client.containers.list(all=True, filters=exited)} == before
