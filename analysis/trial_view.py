@@ -98,6 +98,12 @@ def _llm_lines(row: dict) -> list[str]:
     ]
 
 
+def _command_text(command: str, limit: int = 300) -> str:
+    """A command on its own listing line: its first `limit` characters, a multi-line script's
+    line breaks shown as `\\n` so the listing's indentation holds."""
+    return command.strip()[:limit].replace("\r\n", "\\n").replace("\n", "\\n")
+
+
 def _atif_call(step: dict, call: dict) -> tuple[str, str, str]:
     """(what ran, its status, the start of its output) of one tool call of an ATIF step."""
     arguments = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
@@ -135,7 +141,7 @@ def _atif_lines(output_dir: Path, row: dict) -> list[str] | None:
              f"commands ({len(calls)}, from the trajectory):"]
     for i, (step, call) in enumerate(calls[:MAX_COMMANDS]):
         what, status, output = _atif_call(step, call)
-        lines.append(f"  [{i}] step {step.get('step_id')} $ {what.strip()[:300]}")
+        lines.append(f"  [{i}] step {step.get('step_id')} $ {_command_text(what)}")
         metrics = step.get("metrics") or {}
         cost = f"  (in {_fmt(metrics.get('prompt_tokens'))}, out {_fmt(metrics.get('completion_tokens'))}, " \
                f"{_usd(metrics.get('cost_usd'))})" if metrics and call is step["tool_calls"][0] else ""
@@ -156,7 +162,7 @@ def _command_lines(output_dir: Path, row: dict) -> list[str]:
         for i, cmd in enumerate(found[:MAX_COMMANDS]):
             status = (f"exit {cmd.exit_code}" if cmd.exit_code is not None
                       else "failed" if cmd.failed else "ok" if cmd.failed is False else "exit ?")
-            lines.append(f"  [{i}] $ {cmd.command.strip()[:300]}")
+            lines.append(f"  [{i}] $ {_command_text(cmd.command)}")
             output = " | ".join(line for line in cmd.output.strip().splitlines()[:3])
             lines.append(f"      {status}" + (f"  {output[:200]}" if output else ""))
         if len(found) > MAX_COMMANDS:
@@ -171,7 +177,7 @@ def _command_lines(output_dir: Path, row: dict) -> list[str]:
         lines = [f"commands ({len(listed)}; {why}; from the environment manifest {row['env_manifest_path']}, "
                  f"its `commands` list):"]
         for i, cmd in enumerate(listed[:MAX_COMMANDS]):
-            lines.append(f"  [{i}] $ {str(cmd.get('command') or '').strip()[:300]}")
+            lines.append(f"  [{i}] $ {_command_text(str(cmd.get('command') or ''))}")
             lines.append(f"      exit {_fmt(cmd.get('exit_code'))}")
         if len(listed) > MAX_COMMANDS:
             lines.append(f"  ... {len(listed) - MAX_COMMANDS} more")

@@ -98,7 +98,8 @@ def test_trial_show_names_the_environment_and_reads_commands_from_its_manifest(t
     rel = f"{artifact_dir('s1', 'heuristic/t1/0', 1)}/env_manifest.json.gz"
     manifest = {"commands": {"source": "agent_log", "list": [
         {"command": "/usr/bin/python3 -m venv /opt/envs/heuristic", "exit_code": 0},
-        {"command": "/opt/envs/heuristic/bin/python -m pip install numpy", "exit_code": 1}]}}
+        {"command": "/opt/envs/heuristic/bin/python -m pip install numpy", "exit_code": 1},
+        {"command": "set -e\nmkdir -p /opt/x\nprintf '%s' '{\"a\": 1}' > r.json", "exit_code": 0}]}}
     (tmp_path / rel).parent.mkdir(parents=True)
     (tmp_path / rel).write_bytes(gzip.compress(json.dumps(manifest).encode()))
     kept = row("heuristic", "t1", 1, "scored", agent_kind="heuristic", env_manifest_path=rel, env_manifest_digest="ab" * 32,
@@ -110,9 +111,11 @@ def test_trial_show_names_the_environment_and_reads_commands_from_its_manifest(t
     sink.write([kept, dropped], [])
     sink.close()
     out = show_trial(tmp_path, "heuristic/t1/0")
-    assert (f"commands (2; no transcript stored: the agent kind heuristic keeps none; from the environment manifest "
+    assert (f"commands (3; no transcript stored: the agent kind heuristic keeps none; from the environment manifest "
             f"{rel}, its `commands` list):") in out
     assert "  [1] $ /opt/envs/heuristic/bin/python -m pip install numpy\n      exit 1" in out
+    # a script's line breaks stay on its listing line, so the status line below it still lines up
+    assert "  [2] $ set -e\\nmkdir -p /opt/x\\nprintf '%s' '{\"a\": 1}' > r.json\n      exit 0" in out
     assert (f"env      manifest {rel} (sha256 {'ab' * 32}, 190 bytes of JSON, gzipped on disk); kept as image reb-ray/env:s1-x "
             f"(sha256:cccccccccccc) on n1: its layer 3.0 MiB, whole image 200.0 MiB") in out
     assert f"env manifest   {rel} (" in out
