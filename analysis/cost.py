@@ -52,12 +52,14 @@ def _sum(values: list):
 
 @dataclass(frozen=True)
 class PerSuccess:
-    """Cost and tokens per success of one stage: successes among the stage's trials, cost
-    (USD) and tokens per success (None: unknown or no success)."""
+    """Cost and tokens per success of one stage: successes among the stage's trials (`trials`:
+    those whose task applies the stage), cost (USD) and tokens per success (None: unknown or no
+    success)."""
 
     successes: int
     cost_usd: float | None
     tokens: float | None
+    trials: int = 0
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,7 @@ def _per_success(run: RunOutcomes, rows: list[dict], stage: str) -> PerSuccess:
     success = [r[OUTCOME][stage] == "success" for r in applies]
     return PerSuccess(successes=sum(success),
                       cost_usd=per([(r.get("cost_usd"), ok) for r, ok in zip(applies, success)]),
-                      tokens=per([(trial_tokens(r), ok) for r, ok in zip(applies, success)]))
+                      tokens=per([(trial_tokens(r), ok) for r, ok in zip(applies, success)]), trials=len(applies))
 
 
 def agent_costs(run: RunOutcomes) -> list[AgentCost]:

@@ -148,7 +148,8 @@ def comparisons(a: Analysis, sweep_id, agents: list) -> Section | None:
 def _per_success(p, what: str) -> str:
     value = p.cost_usd if what == "cost" else p.tokens
     if value is None:
-        return "none ok" if p.successes == 0 else "-"
+        # no trial's task applies the stage: nothing to count, as the summary's `-`
+        return "none ok" if p.successes == 0 and p.trials else "-"
     return f"{value:.4f}" if what == "cost" else f"{value:,.0f}"
 
 
@@ -176,7 +177,8 @@ def costs(a: Analysis, sweep_id) -> Section:
     headers = ["agent", "tokens/trial", "$/trial", "agent s", UNIQUE_GIB,
                *(f"$/{LABELS[s]} ok" for s in COST_STAGES), *(f"tok/{LABELS[s]} ok" for s in COST_STAGES)]
     head = ("Cost and efficiency: means per scored trial over those that know the value ('-': unknown, never 0;\n"
-            "'(k/n)': k of n trials priced); per success: the stage's trials' cost / its successes ('none ok': no success).\n"
+            "'(k/n)': k of n trials priced); per success: the stage's trials' cost / its successes ('none ok': no success; '-' where no task\n"
+            "applies the stage).\n"
             f"{UNIQUE_GIB}: the environment's disk bytes, each hard-linked file once (env_size_bytes, the CSV's\n"
             "env_size_unique_avg_gb); the summary's `env GiB` is the release's measure, every path counted.")
     return Section("costs", head, headers, rows)

@@ -83,3 +83,14 @@ def test_an_agent_that_never_scored_shows_its_attempts(tmp_path):
 
     text = format_report(write_run(tmp_path / "run"))  # runs.ROWS: beta has only infra errors
     assert "  beta: never scored: infra_error infra_clone 2" in text.splitlines()
+
+
+def test_a_stage_no_task_applies_prints_dash_and_one_without_a_success_none_ok(tmp_path):
+    from reb_ray.testing.synthetic import trial
+
+    run = write(tmp_path / "run", [trial("cpu", f"t{n}", 0, "FF--", cost_usd=0.01, input_tokens=100, output_tokens=10)
+                                   for n in (1, 2)])
+    text = format_report(run)
+    (cells,) = [_cells(line) for line in _section(text, "Cost and efficiency")[1:]]
+    # $/C1 ok, $/C3 ok, $/C4 ok: C1 applies and nobody passed it; no task applies C3 or C4
+    assert cells[5:8] == ["none ok", "-", "-"], cells
