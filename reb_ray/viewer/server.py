@@ -142,7 +142,10 @@ async def _guard(request: web.Request, handler) -> web.StreamResponse:
     except (NotFound, Forbidden, RebRayError) as exc:
         status = 404 if isinstance(exc, NotFound) else 403 if isinstance(exc, Forbidden) else 400
         response = _render(request, "error.html.j2", status=status, title=f"{status}", message=str(exc))
-    except web.HTTPException as exc:  # aiohttp's own (no such route, a static file missing)
+    except web.HTTPNotFound:  # no such route: the same page as a trial that is not there
+        response = _render(request, "error.html.j2", status=404, title="404",
+                           message=f"no page at {request.path} (the overview is at /)")
+    except web.HTTPException as exc:  # aiohttp's other answers (a redirect, a method not allowed)
         _secure(exc.headers)
         raise
     _secure(response.headers)

@@ -182,6 +182,8 @@ def test_unknown_trial_and_missing_parameters(served):
     assert served.get(f"/trial?{q(sweep=SWEEP, id=CLAUDE_TRIAL, attempt=9)}")[0] == 404
     assert served.get("/trial?sweep=syn")[0] == 400
     assert served.get("/matrix?sweep=nope")[0] == 404
+    status, headers, body = served.get("/nope")  # no such page: the viewer's own error page, headers set
+    assert status == 404 and "no page at /nope" in body.decode() and "Content-Security-Policy" in headers
 
 
 def test_rows_written_while_it_runs_show_without_a_restart(served, run_dir):
