@@ -398,6 +398,29 @@ def _save_image(row: dict, dest: Path) -> str:
     return dest.name
 
 
+def _environment_text(manifest: dict, info: dict) -> str:
+    """What the recipe does for the environment, in the README's words: a venv or conda
+    environment is created at the same prefix; an interpreter of the image (a system python) is
+    installed into, not created; the locks are named only when they hold packages, the wheels
+    directory only when it was written."""
+    interp = manifest.get("interpreter") or {}
+    if manifest.get("conda") or interp.get("venv"):
+        parts = ["creates the environment at the same prefix"]
+    else:
+        parts = [f"uses the image's own interpreter `{_known(interp.get('path'))}` (the agent made no environment)"]
+    hashed, unhashed = info.get("locked_hashed") or 0, info.get("locked_unhashed") or 0
+    if hashed:
+        parts.append(f"installs {hashed} package(s) from `requirements.lock` by exact version and sha256"
+                     + (" (their wheels are in `wheels/`)" if info.get("wheels") else ""))
+    if unhashed:
+        parts.append(f"{'and ' if hashed else 'installs '}{unhashed}{'' if hashed else ' package(s)'} from "
+                     "`requirements.nohash.lock` (exact pins or "
+                     "direct references without a known hash)")
+    if not hashed and not unhashed:
+        parts.append("installs no package (the agent added none to it)")
+    return ", ".join(parts[:1]) + (" and " + " ".join(parts[1:]) if len(parts) > 1 else "")
+
+
 def readme(manifest: dict, info: dict) -> str:
     """README.md of an export."""
     interp = manifest.get("interpreter") or {}
@@ -426,11 +449,8 @@ prefix `{_known(interp.get('prefix'))}`). Stages of the source attempt: {', '.jo
 
 The build starts from the sandbox image the trial ran in (`FROM` line; it must be on the machine:
 `reb-ray image build`), installs the system packages the agent added at their versions, copies
-the repository to `{_known(manifest.get('repo_dir'))}`, creates the environment at the same prefix and
-installs {info['locked_hashed']} package(s) from `requirements.lock` by exact version and sha256
-(their wheels are in `wheels/`) and {info['locked_unhashed']} from `requirements.nohash.lock`
-(exact pins or direct references without a known hash), then redoes the editable install of the
-repository ({', '.join(info['editable']) or 'none'}). {report_text} `reb-ray env verify .` rebuilds it and runs the probes on it.
+the repository to `{_known(manifest.get('repo_dir'))}`, {_environment_text(manifest, info)}, then redoes the editable install
+of the repository ({', '.join(info['editable']) or 'none'}). {report_text} `reb-ray env verify .` rebuilds it and runs the probes on it.
 {image_part}
 ## What the recipe could not capture
 

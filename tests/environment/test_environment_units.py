@@ -257,6 +257,9 @@ def test_readme_leaves_out_the_harness_files_and_the_report_it_puts_back():
     assert ".reb-ray-agent" not in changed and "report.json" not in changed
     assert "None" not in text and "on node `unknown`" in text and "- nothing the manifest knows of" in text
     assert "report is put back at\n`/opt/scimlopsbench/report.json`" in text
+    # a system python with nothing installed: no prefix created, no lock, no wheels said
+    assert "uses the image's own interpreter" in text and "installs no package" in text
+    assert "wheels/" not in text and "creates the environment" not in text
     # No report stored: nothing puts it back, so the agent's report file is a change not rebuilt.
     bare = export.readme(SYSTEM, {**info, "report_put_back": None})
     assert "- /opt/scimlopsbench/report.json: 1 files, 520 bytes" in bare and "No report of the agent is put back" in bare
