@@ -123,7 +123,7 @@ def test_trial_page_of_an_agent_without_a_transcript(served):
     assert "pip install --no-deps fakepkg" in page.text and "x.pth" in page.text
     manifest = [link["href"] for link in page.links if link["text"].endswith("env_manifest.jsonl.gz")]
     assert manifest and json.loads(served.text(manifest[0]))["commands"]["list"] == MANIFEST_COMMANDS
-    assert f"(sha256 {'ab' * 32}, 123 bytes)" in page.text
+    assert f"(sha256 {'ab' * 32}, 123 bytes of JSON, gzipped on disk)" in page.text
     assert "yes, image reb-ray/env:syn-weak (sha256:" in page.text and "its layer 28672 bytes" in page.text
     other = parse(served.text(f"/trial?{q(sweep=SWEEP, id=CLAUDE_TRIAL)}"))
     assert "No transcript" not in other.text and "Environment" in other.text and "not recorded" in other.text
