@@ -121,7 +121,8 @@ def _trial(task, sandbox_image, mode: str):
 
     spec = {"kind": "command", "command": ["sh", "-c", _AGENT, "agent", "{report_path}"],
             "env": {"MODE": mode, "TC": TOOLCHAIN_SANDBOX_PATH}}
-    config = SweepConfig(agent_specs={"peek": spec}, agents=["peek"], wheelhouses=[])
+    # keep_environments none: a kept image would outlive the test (keeping is not its subject)
+    config = SweepConfig(agent_specs={"peek": spec}, agents=["peek"], wheelhouses=[], keep_environments="none")
     return run_trial(TrialSpec(sweep_id="test-toolchain", agent="peek", task=task, trial_index=0, config=config, image=sandbox_image))
 
 
@@ -158,7 +159,7 @@ def test_an_interpreter_from_the_toolchain_is_gone_in_the_probe_phase(installed_
 def test_agents_without_the_toolchain_get_no_mount(sandbox_image, peek_task, tmp_path):
     from reb_ray.trial.run import run_trial
 
-    config = SweepConfig(agents=["noop"], wheelhouses=[], toolchains_dir=tmp_path / "toolchains")
+    config = SweepConfig(agents=["noop"], wheelhouses=[], toolchains_dir=tmp_path / "toolchains", keep_environments="none")
     outcome = run_trial(TrialSpec(sweep_id="test-toolchain", agent="noop", task=peek_task, trial_index=0,
                                   config=config, image=sandbox_image))
     assert outcome.trial["status"] == "scored" and outcome.trial["agent_kind"] == "noop"
