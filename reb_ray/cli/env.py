@@ -71,9 +71,7 @@ def list_kept(
     from reb_ray.sandbox.ownership import ATTEMPT, SWEEP, TRIAL
 
     only = None if output is None else recorded_images(output)
-    for image in kept_images(connect(), sweep_id):
-        if only is not None and image.id not in only:
-            continue
+    for image in kept_images(connect(), sweep_id, only=only):
         labels = image.labels or {}
         tag = image.tags[0] if image.tags else image.id[:19]
         typer.echo(f"{tag}  {labels.get(SWEEP)}  {labels.get(TRIAL)}  attempt {labels.get(ATTEMPT)}  "

@@ -267,14 +267,11 @@ def _copy_repo(row: dict, dest: Path, tasks_root: Path | None, mirrors: list[Pat
     when the caller loaded it (else it is loaded from `tasks_root`)."""
     import tempfile
 
-    from reb_ray.suite.load import load_suite
+    from reb_ray.suite.load import find_task
     from reb_ray.suite.placement import place_repo
 
     if task is None:
-        tasks = {t.id: t for t in load_suite(row["suite"], tasks_root)}
-        if row["task_id"] not in tasks:
-            raise RebRayError(f"suite {row['suite']!r} has no task {row['task_id']!r} any more: cannot place its repository")
-        task = tasks[row["task_id"]]
+        task = find_task(row["suite"], row["task_id"], tasks_root, "place its repository")
     with tempfile.TemporaryDirectory(prefix="reb-ray-export-") as tmp:
         placed = place_repo(task, Path(tmp), mirrors)
         if row.get("repo_commit") and placed.commit != row["repo_commit"]:

@@ -123,8 +123,10 @@ def remove(client, image_id: str) -> str | None:
     return None
 
 
-def kept_images(client, sweep_id: str | None = None, trial_id: str | None = None, attempt: int | None = None) -> list:
-    """This node's kept-environment images, filtered by sweep, trial and attempt when given."""
+def kept_images(client, sweep_id: str | None = None, trial_id: str | None = None, attempt: int | None = None,
+                only: set[str] | None = None) -> list:
+    """This node's kept-environment images, filtered by sweep, trial and attempt when given, and
+    to the image ids in `only` when given (`recorded_images` of an output directory)."""
     from docker import errors as docker_errors
 
     from reb_ray.sandbox.ownership import ATTEMPT, SWEEP, TRIAL
@@ -140,6 +142,8 @@ def kept_images(client, sweep_id: str | None = None, trial_id: str | None = None
     # Listed, then fetched one by one: an image another process removes in between (the disk
     # budget of a concurrent sweep, `env gc`) is simply gone, never an error for the whole list.
     for listed in client.api.images(filters={"label": labels}):
+        if only is not None and listed["Id"] not in only:
+            continue
         try:
             found.append(client.images.get(listed["Id"]))
         except docker_errors.ImageNotFound:
@@ -230,9 +234,7 @@ def list_kept(client, sweep_id: str | None = None, only: set[str] | None = None)
     from reb_ray.sandbox.ownership import ATTEMPT, SWEEP, TRIAL
 
     out = []
-    for image in kept_images(client, sweep_id):
-        if only is not None and image.id not in only:
-            continue
+    for image in kept_images(client, sweep_id, only=only):
         labels = image.labels or {}
         out.append(KeptImage(id=image.id, tag=image.tags[0] if image.tags else image.id[:19],
                              created=parse_created(image.attrs["Created"]), layer_bytes=_layer_bytes(client, image.id),

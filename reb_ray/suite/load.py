@@ -143,6 +143,16 @@ def load_suite(suite: str, root: Path | None = None) -> list[TaskSpec]:
     return sorted(tasks, key=lambda t: t.id)
 
 
+def find_task(suite: str, task_id: str, root: Path | None = None, needed_for: str = "use it") -> TaskSpec:
+    """The task `task_id` of `suite` under `root`, as a stored row names them. Raises
+    TaskSpecError with one line when the suite no longer has it (saying what it was
+    `needed_for`), for an unknown suite or an invalid task file (load_suite)."""
+    task = next((t for t in load_suite(suite, root) if t.id == task_id), None)
+    if task is None:
+        raise TaskSpecError(f"suite {suite!r} has no task {task_id!r} any more: cannot {needed_for}")
+    return task
+
+
 def select_tasks(tasks: list[TaskSpec], pattern: str | None) -> list[TaskSpec]:
     """Tasks whose id matches any of the comma-separated fnmatch patterns, in input order.
 

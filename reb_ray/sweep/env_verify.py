@@ -91,7 +91,7 @@ def verify(export_dir: Path, output: Path | None = None, no_cache: bool = True, 
     False and its caller appends the record where the output is (that node may see a directory
     of the same path that is not the output). The rebuilt image is removed afterwards unless
     `keep_image`. Raises RebRayError when `export_dir` is not an export."""
-    from reb_ray.suite.load import load_suite
+    from reb_ray.suite.load import find_task
     from reb_ray.models.sweep import SweepConfig, TrialSpec
     from reb_ray.trial import run_trial
 
@@ -102,9 +102,7 @@ def verify(export_dir: Path, output: Path | None = None, no_cache: bool = True, 
     except (OSError, ValueError) as exc:
         raise RebRayError(f"{export_dir}: not an environment export (export.json / manifest.json: {exc})") from None
     if task is None:
-        task = next((t for t in load_suite(info["suite"], tasks_root) if t.id == info["task_id"]), None)
-        if task is None:
-            raise RebRayError(f"suite {info['suite']!r} has no task {info['task_id']!r} any more: cannot verify its export")
+        task = find_task(info["suite"], info["task_id"], tasks_root, "verify its export")
     digest = hashlib.sha256((export_dir / "Dockerfile").read_bytes()).hexdigest()[:12]
     tag = f"{VERIFY_REPOSITORY}:{digest}"
     record: dict = {"export": str(export_dir.resolve()), "sweep_id": info["sweep_id"], "trial_id": info["trial_id"],

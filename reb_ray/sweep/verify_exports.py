@@ -106,7 +106,6 @@ def verify_exports(output: Path, sweep_id: str, tasks_root: Path | None = None, 
     output = Path(output)
     done = verified_before(output)
     host = socket.gethostname()
-    suites: dict[str, dict] = {}
     records = []
     for row in successes(output, sweep_id):
         if (row["sweep_id"], row["trial_id"], row["attempt"]) in done:
@@ -120,7 +119,7 @@ def verify_exports(output: Path, sweep_id: str, tasks_root: Path | None = None, 
             record = _not_attempted(output, row, f"its environment was built on node {node}, not on this "
                                                  f"host {host}: export and verify it there")
         else:
-            record = _verify_on(node, run_on, output, row, out, tasks_root, mirrors, suites)
+            record = _verify_on(node, run_on, output, row, out, tasks_root, mirrors)
         record["verify_s"] = time.monotonic() - started
         records.append(record)
         if progress is not None:
@@ -151,20 +150,16 @@ def _verify_here(output: Path, row: dict, out: Path, tasks_root: Path | None, mi
 
 
 def _verify_on(node: str, run_on, output: Path, row: dict, out: Path, tasks_root: Path | None,
-               mirrors: list[Path] | None, suites: dict[str, dict]) -> dict:
+               mirrors: list[Path] | None) -> dict:
     """Export and verify on `node` through `run_on` (module docstring); the record, appended
     here to the dataset, its export directory written here under `out`."""
     from reb_ray.environment.export import read_source
-    from reb_ray.suite.load import load_suite
+    from reb_ray.suite.load import find_task
     from reb_ray.sweep.env_verify import append_record, write_record
 
     try:
         source = read_source(output, row["trial_id"], row["attempt"], row["sweep_id"])
-        if row["suite"] not in suites:
-            suites[row["suite"]] = {t.id: t for t in load_suite(row["suite"], tasks_root)}
-        task = suites[row["suite"]].get(row["task_id"])
-        if task is None:
-            raise RebRayError(f"suite {row['suite']!r} has no task {row['task_id']!r} any more: cannot place its repository")
+        task = find_task(row["suite"], row["task_id"], tasks_root, "place its repository")
     except RebRayError as exc:
         return _not_attempted(output, row, f"export failed: {exc}")
     try:
