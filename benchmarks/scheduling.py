@@ -155,10 +155,11 @@ def target(what: str, value: float, op: str, bound: float, how: str, unit: str =
 
 def run(tmp: Path, *, nodes: int, gpus: int, cpus: int, cpus_per_trial: float, needs: list[int], agents: list[str],
         trials: int, duration, history_noise: float = 0.15, share: bool = False, raylets: list[dict] | None = None,
-        slot_start_concurrency: int | None = None) -> dict:
+        slot_start_concurrency: int | None = None, slots_per_worker: int | None = 1) -> dict:
     """Run one simulated sweep; `duration(task index, gpus, rng) -> (agent_s, probe_s)`; `share`:
     with --share-gpus-in-agent-phase; `raylets`: the nodes' arguments (default: `nodes` alike);
-    `slot_start_concurrency`: as run_sweep's (None: every slot worker asked for at once, the product's default)."""
+    `slot_start_concurrency`: as run_sweep's (None: every slot worker asked for at once, the product's default);
+    `slots_per_worker`: as run_sweep's (1, the product's default: a process per slot)."""
     from reb_ray.sweep.run import run_sweep
 
     ids = write_suite(tmp / "suites", needs)
@@ -179,7 +180,8 @@ def run(tmp: Path, *, nodes: int, gpus: int, cpus: int, cpus_per_trial: float, n
                              sandbox="sleep", cpus_per_trial=cpus_per_trial, sweep_id="sim",
                              share_gpus_in_agent_phase=share)
         t0 = time.time()
-        result = run_sweep(config, show_progress=False, slot_start_concurrency=slot_start_concurrency)
+        result = run_sweep(config, show_progress=False, slot_start_concurrency=slot_start_concurrency,
+                           slots_per_worker=slots_per_worker)
         t1 = time.time()
     entries = [json.loads(line) for line in ledger.read_text().splitlines()]
     return {"planned": planned, "entries": entries, "result": result, "t0": t0, "t1": t1, "cluster_s": cluster_s,
@@ -234,7 +236,7 @@ def report_scale(r: dict, nodes: int, gpus: int) -> None:
     idle_per_trial = (makespan * r["gpus_total"] - gpu_seconds) / gpu_trials
     counts = {g: sum(1 for v in planned.values() if v["gpus"] == g) for g in (0, 1, 2)}
     print(f"cluster: {nodes} raylets x {gpus} fake GPUs on {os.cpu_count()} cores, up in {r['cluster_s']:.1f} s; "
-          f"{slots} slot workers")
+          f"{slots} slots in {result.slot_processes} worker processes")
     print(f"trials: {len(work)} ({counts[0]} CPU, {counts[1]} 1-GPU, {counts[2]} 2-GPU), "
           f"work {statistics.mean(work.values()):.1f} s mean, {max(work.values()):.1f} s longest; "
           f"{result.attempts} attempts, {result.infra_errors} infra errors")
@@ -242,10 +244,10 @@ def report_scale(r: dict, nodes: int, gpus: int) -> None:
     up = sorted(result.slot_up_s)
     if up:
         check = "?" if result.node_check_s is None else f"{result.node_check_s:.1f}"
-        print(f"slot start-up profile: node checks {check} s; {len(up)} slot workers up {up[0]:.1f} s (first), "
+        print(f"slot start-up profile: node checks {check} s; {len(up)} slots up {up[0]:.1f} s (first), "
               f"{statistics.median(up):.1f} s (median), {up[-1]:.1f} s (last) after the first was asked for")
         cpu = result.slot_up_cpu_s
-        print(f"slot start-up cost: a slot worker's process used {statistics.median(cpu):.2f} CPU-s (median; "
+        print(f"slot start-up cost: a slot worker process used {statistics.median(cpu):.2f} CPU-s (median; "
               f"{sum(cpu):.0f} CPU-s for all {len(cpu)}) until it was up; on {os.cpu_count()} cores that alone is "
               f">= {sum(cpu) / os.cpu_count():.0f} s of start-up, one node's {len(cpu) // max(1, len(r['raylet_gpus']))} "
               f"on its own cores in parallel ~{statistics.median(cpu):.1f} s")
@@ -300,7 +302,7 @@ def scale(args, tmp: Path) -> None:
     # CPU room per node: a GPU slot per GPU plus one CPU slot (cpus_per_trial 0.4 of 2 CPUs).
     r = run(tmp / "scale", nodes=args.nodes, gpus=args.gpus_per_node, cpus=2, cpus_per_trial=2 / (args.gpus_per_node + 1),
             needs=scale_needs(args.trials), agents=["noop"], trials=2, duration=scale_duration(args.mean_s),
-            slot_start_concurrency=args.slot_start_concurrency)
+            slot_start_concurrency=args.slot_start_concurrency, slots_per_worker=args.slots_per_worker)
     report_scale(r, args.nodes, args.gpus_per_node)
 
 
@@ -471,8 +473,15 @@ def main() -> None:
     # 82 s after the start at once, 68 s two at a time, 64 fake GPUs); a real cluster starts all (None).
     parser.add_argument("--slot-start-concurrency", type=int, default=os.cpu_count(),
                         help="slot workers starting at once (default: this machine's cores; 0: all, as on a real cluster)")
+    # A process per slot costs ~0.5 CPU-s to start; 80 of them on 2 shared cores take ~30 s before the
+    # last slot has work, however they are ordered. Sharing a process per node's slots is the product's
+    # knob for hosts with more slots than cores (reb_ray.orchestrators.slot_pool).
+    parser.add_argument("--slots-per-worker", type=int, default=1,
+                        help="slots of a node sharing one worker process (default 1, the product's default; 0: all "
+                             "of a node's)")
     args = parser.parse_args()
     args.slot_start_concurrency = args.slot_start_concurrency or None
+    args.slots_per_worker = args.slots_per_worker or None
     tmp = Path(tempfile.mkdtemp(prefix="reb-sched-"))
     if args.part in ("scale", "both"):
         scale(args, tmp)

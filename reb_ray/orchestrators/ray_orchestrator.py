@@ -80,12 +80,14 @@ class _Attempt:
 @dataclass(frozen=True)
 class SlotTiming:
     """How a run starts its slot workers and watches the cluster: the driver's knobs, not a
-    sweep's settings (benchmarks and tests set them). `start_concurrency`: slots starting at
+    sweep's settings (benchmarks and tests set them). `start_concurrency`: slot workers starting at
     once (None: all); `start_timeout_s`: seconds a slot may take to come up; `poll_s`: seconds
     between reads of the cluster's nodes; `autoscaler_config`: where `ray up` left the node types
-    an autoscaler may start (reb_ray.orchestrators.autoscaler)."""
+    an autoscaler may start (reb_ray.orchestrators.autoscaler); `slots_per_worker`: slots of a
+    node sharing one worker process (None: all of a node's; SlotPool)."""
 
     start_concurrency: int | None = None
+    slots_per_worker: int | None = 1
     start_timeout_s: float = 600.0
     poll_s: float = 5.0
     autoscaler_config: Path = BOOTSTRAP_CONFIG
@@ -129,9 +131,11 @@ class RayOrchestrator:
         self.budget = budget
         self.expected_s = expected_s
         self.slot_start_concurrency = timing.start_concurrency
+        self.slots_per_worker = timing.slots_per_worker
         self.slot_start_timeout_s = timing.start_timeout_s
         self.not_launched: list[TrialSpec] = []  # left by the sweep budget
         self.slots_created = 0
+        self.workers_created = 0  # slot worker processes (SlotTiming.slots_per_worker)
         self.slot_up_s: list[float] = []  # SlotPool.up_s of the run
         self.slot_up_cpu_s: list[float] = []  # SlotPool.up_cpu_s of the run
         self.docker = docker_image is not None
@@ -171,7 +175,7 @@ class RayOrchestrator:
         self.no_gpus_anywhere = next(iter(no_gpus.values())) if no_gpus and cap == 0 else None
         needs = [min(spec.task.gpus_needed, cap) for spec in specs]
         pool = SlotPool(self.nodes.plan(nodes, needs), self.cpus_per_trial, self.slot_start_concurrency,
-                        self.slot_start_timeout_s)
+                        self.slot_start_timeout_s, self.slots_per_worker)
         asked = bool(joinable) and any(needs)
         if asked:  # the slots are pinned to nodes that exist: ask the autoscaler for the GPU nodes itself
             limit = (self.max_concurrent or len(specs)) * max(needs)
@@ -268,6 +272,7 @@ class RayOrchestrator:
                 on_outcome(outcome, retry)
             busy = bool(inflight)
             self.slots_created, self.slot_up_s, self.slot_up_cpu_s = pool.created, list(pool.up_s), list(pool.up_cpu_s)
+            self.workers_created = pool.workers_created
             # After the head died, no Ray call: with no GCS, or no raylet to reach it, each would block.
             if self.head_lost is None:
                 pool.kill_all()
@@ -282,7 +287,8 @@ class RayOrchestrator:
             return ray.get(ref)
         except ray.exceptions.RayActorError as exc:
             dispatcher.remove_slot(attempt.slot.key)
-            pool.replace(attempt.slot.key)
+            for key in pool.replace(attempt.slot.key):  # its worker's other slots left with it
+                dispatcher.remove_slot(key)
             return self._dead_attempt(attempt, exc)
         except ray.exceptions.RayError as exc:  # the worker lives (e.g. a result that did not deserialise)
             return driver_outcome(attempt.spec, "infra_node", _first_line(exc), node=attempt.slot.where["node"],

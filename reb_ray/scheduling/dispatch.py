@@ -102,8 +102,11 @@ class Dispatcher:
 
     def remove_slot(self, key: Hashable) -> None:
         """A slot that is gone (its actor died); a job on it must still be `finish`ed by the caller
-        with its other slots, and re-`submit`ted if it is retried."""
-        slot = self._slots.pop(key)
+        with its other slots, and re-`submit`ted if it is retried. A slot already gone (it left
+        with the other slots of its worker) is ignored."""
+        slot = self._slots.pop(key, None)
+        if slot is None:
+            return
         free = self._free_gpu.get(slot.node, []) if slot.gpu else self._free_cpu
         if key in free:
             free.remove(key)

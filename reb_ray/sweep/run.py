@@ -53,10 +53,11 @@ class SweepResult:
     budget: SweepBudget | None = None
     not_launched: int = 0
     compaction: CompactionResult | None = None  # None: nothing written, or another sink still writes there
-    slot_workers: int = 0  # slot worker actors started (replacements included)
+    slot_workers: int = 0  # slots started (replacements included)
+    slot_processes: int = 0  # their worker processes (fewer when slots share one: SlotTiming.slots_per_worker)
     node_check_s: float | None = None  # seconds the start-up node checks took (None: no node was checked)
     slot_up_s: list[float] = field(default_factory=list)  # per slot worker up: seconds from the first slot asked for
-    slot_up_cpu_s: list[float] = field(default_factory=list)  # per slot worker up: its process's CPU seconds until then
+    slot_up_cpu_s: list[float] = field(default_factory=list)  # per slot worker process up: its CPU seconds until then
     reused: int = 0  # trials taken over from other sweeps' scored trials of the same identity
     reused_from: dict[str, int] = field(default_factory=dict)  # {source sweep id: trials reused from it}
 
@@ -89,11 +90,14 @@ def _key_names(config: SweepConfig) -> list[str]:
 
 
 def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_concurrency: int | None = None,
+              slots_per_worker: int | None = 1,
               wandb_extras: WandbExtras | None = None, exit_on_head_loss: bool = False) -> SweepResult:
     """Run every not-yet-scored trial of `config`; rows are written as each attempt finishes.
 
     `slot_start_concurrency`: slot workers started at once (None: all; a cluster simulated on
     one machine, whose raylets share its cores, starts them faster a few at a time).
+    `slots_per_worker`: slots of a node sharing one worker process (None: all of a node's;
+    reb_ray.orchestrators.slot_pool says what that trades).
     `wandb_extras(output, sweep_id, out_dir) -> (summary, {plot: png})`: what the W&B run's
     finish adds beyond the rows (the CLI passes analysis.wandb_extras.summary_and_plots).
 
@@ -145,7 +149,8 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
                                    expected_s=estimator(medians=table_medians(state.history)),
                                    requirements=NodeRequirements.for_sweep(config, image),
                                    on_node_line=lambda line: _node_line(config, result.sweep_id, line),
-                                   timing=SlotTiming(start_concurrency=slot_start_concurrency))
+                                   timing=SlotTiming(start_concurrency=slot_start_concurrency,
+                                                     slots_per_worker=slots_per_worker))
     sink = ParquetSink(config.output.dir)
     wandb = _open_wandb(config, result.sweep_id)
     counts = {"running": 0, "done": 0, "failed": 0}
@@ -216,6 +221,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
         _finish_wandb(wandb, config, result.sweep_id, wandb_extras)
     result.not_launched = len(orchestrator.not_launched)
     result.slot_workers = orchestrator.slots_created
+    result.slot_processes = orchestrator.workers_created
     result.node_check_s, result.slot_up_s = orchestrator.nodes.check_s, orchestrator.slot_up_s
     result.slot_up_cpu_s = orchestrator.slot_up_cpu_s
     result.wall_time_s = time.monotonic() - start

@@ -117,6 +117,42 @@ def test_a_killed_slot_worker_is_replaced_and_its_attempt_retried(tmp_path, two_
     assert entry["attempt"] == 2 and entry["pid"] != seen["pid"]
 
 
+def test_slots_sharing_one_worker_per_node_get_one_gpu_each_and_die_together(tmp_path, two_gpu_nodes, sleep_script):
+    """All of a node's slots in one worker process (threads): each GPU slot still gets its own
+    GPU, and when that process is killed mid-sweep every attempt it ran is retried elsewhere or
+    on its replacement, each trial scored exactly once."""
+    from reb_ray.sweep.run import run_sweep
+
+    sleep_script[0].write_text(json.dumps({"default": {"agent_s": 2.0, "probe_s": 0.2}, "ledger": str(sleep_script[1])}))
+    write_suite(tmp_path / "suites", {0: 1, 1: 2, 2: 1})
+    config = SweepConfig(output=tmp_path / "runs", suite="slots", tasks_root=tmp_path / "suites", agents=["noop"],
+                         trials=2, sandbox="sleep")
+    seen: dict = {}
+    killer = threading.Thread(target=_kill_busy_slot_worker, args=(two_gpu_nodes, seen), daemon=True)
+    killer.start()
+    result = run_sweep(config, show_progress=False, slots_per_worker=None)
+    killer.join(5)
+    assert seen.get("pid")
+    rows = read_trials(config.output.dir).to_pylist()
+    scored = [r["trial_id"] for r in rows if r["status"] == "scored"]
+    assert sorted(scored) == sorted(set(scored)) and len(scored) == 8  # every trial once
+    failed = [r for r in rows if r["status"] != "scored"]
+    assert failed and {(r["failure_owner"], r["failure_category"]) for r in failed} == {("infra", "infra_node")}
+    # Two processes of three slots each (2 GPU + 1 CPU), and the killed one's replacement.
+    assert (result.slot_processes, result.slot_workers) == (3, 9)
+    ledger = _ledger(sleep_script[1])
+    assert seen["pid"] not in {e["pid"] for e in ledger if e["attempt"] > 1}
+    for entry in ledger:
+        needed = int(entry["trial_id"].split("/")[1][1])
+        assert len(set(entry["gpus"])) == needed, entry
+        if needed:
+            assert any(set(entry["gpus"]) <= node for node in NODE_GPUS), entry
+    spans = [(e["agent_sleep"][0], e["probe_sleep"][1], set(e["gpus"])) for e in ledger]
+    for i, (s1, e1, g1) in enumerate(spans):
+        for s2, e2, g2 in spans[i + 1:]:
+            assert not (g1 & g2 and s1 < e2 and s2 < e1), (g1, g2)
+
+
 def test_f19_a_trial_no_node_can_hold_is_recorded_at_once_and_the_sweep_ends(tmp_path, two_gpu_nodes):
     from reb_ray.sweep.run import run_sweep
 
