@@ -46,7 +46,8 @@ both runs, full occupancy within 10 s.
 Usage: python benchmarks/scheduling.py [--part scale|rig|mixed|both] [--nodes 16] [--gpus-per-node 4]
        [--trials 1000] [--mean-s 55] [--rig-minute-s 0.03] [--rig-cpus 16] [--mixed-trials 240]
        [--mixed-mean-s 30] [--mixed-model] [--model-trials 1000] [--model-only]
-       [--slot-start-concurrency N (default: the cores; 0: all at once)]
+       [--slot-start-concurrency N (default: the cores; 0: all at once)] [--slots-per-worker N (scale part;
+       default 0: a worker process per node; 1: per slot, as the product does)]
 """
 
 from __future__ import annotations
@@ -236,7 +237,7 @@ def report_scale(r: dict, nodes: int, gpus: int) -> None:
     idle_per_trial = (makespan * r["gpus_total"] - gpu_seconds) / gpu_trials
     counts = {g: sum(1 for v in planned.values() if v["gpus"] == g) for g in (0, 1, 2)}
     print(f"cluster: {nodes} raylets x {gpus} fake GPUs on {os.cpu_count()} cores, up in {r['cluster_s']:.1f} s; "
-          f"{slots} slots in {result.slot_processes} worker processes")
+          f"{slots} slots in {result.slot_processes} worker processes (--slots-per-worker)")
     print(f"trials: {len(work)} ({counts[0]} CPU, {counts[1]} 1-GPU, {counts[2]} 2-GPU), "
           f"work {statistics.mean(work.values()):.1f} s mean, {max(work.values()):.1f} s longest; "
           f"{result.attempts} attempts, {result.infra_errors} infra errors")
@@ -249,8 +250,8 @@ def report_scale(r: dict, nodes: int, gpus: int) -> None:
         cpu = result.slot_up_cpu_s
         print(f"slot start-up cost: a slot worker process used {statistics.median(cpu):.2f} CPU-s (median; "
               f"{sum(cpu):.0f} CPU-s for all {len(cpu)}) until it was up; on {os.cpu_count()} cores that alone is "
-              f">= {sum(cpu) / os.cpu_count():.0f} s of start-up, one node's {len(cpu) // max(1, len(r['raylet_gpus']))} "
-              f"on its own cores in parallel ~{statistics.median(cpu):.1f} s")
+              f">= {sum(cpu) / os.cpu_count():.0f} s of start-up; a real node starts its "
+              f"{len(cpu) // max(1, len(r['raylet_gpus']))} on its own cores in parallel, ~{statistics.median(cpu):.1f} s")
     print(f"time to full occupancy: {all_busy - first:.1f} s from the first trial's work until every one of the "
           f"{r['gpus_total']} GPU slots has work")
     target("time to full occupancy", all_busy - first, "<=", 10, f"{r['gpus_total']} fake GPUs on raylets; timing on a "
@@ -473,12 +474,14 @@ def main() -> None:
     # 82 s after the start at once, 68 s two at a time, 64 fake GPUs); a real cluster starts all (None).
     parser.add_argument("--slot-start-concurrency", type=int, default=os.cpu_count(),
                         help="slot workers starting at once (default: this machine's cores; 0: all, as on a real cluster)")
-    # A process per slot costs ~0.5 CPU-s to start; 80 of them on 2 shared cores take ~30 s before the
-    # last slot has work, however they are ordered. Sharing a process per node's slots is the product's
-    # knob for hosts with more slots than cores (reb_ray.orchestrators.slot_pool).
-    parser.add_argument("--slots-per-worker", type=int, default=1,
-                        help="slots of a node sharing one worker process (default 1, the product's default; 0: all "
-                             "of a node's)")
+    # A process per slot costs ~0.5 CPU-s to start: 80 of them on 2 shared cores take 25-55 s before
+    # the last slot has work, however they are ordered. The `scale` part's 16 simulated nodes share
+    # these cores, so by default each node's slots share one worker process (the product's knob for
+    # more slots than cores, reb_ray.orchestrators.slot_pool); 1 is the product's default, a process
+    # per slot, which a real node starts on its own cores.
+    parser.add_argument("--slots-per-worker", type=int, default=0,
+                        help="`scale` part: slots of a node sharing one worker process (default 0: all of a "
+                             "node's; 1: a process per slot, the product's default)")
     args = parser.parse_args()
     args.slot_start_concurrency = args.slot_start_concurrency or None
     args.slots_per_worker = args.slots_per_worker or None
