@@ -1,4 +1,4 @@
-"""The LLM runners' agent-phase overhead beyond the model session (issue 10, "Measure").
+"""The LLM runners' agent-phase overhead beyond the model session.
 
 For each kind (codex, claude_code), N times (default 10), as a trial does it: a fresh Docker
 sandbox with the toolchain slot and the demo repository numpy-trainer, then the agent run

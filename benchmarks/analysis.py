@@ -1,4 +1,4 @@
-"""Analysis time for a synthetic run (issue 14, "Measure"): load + statistics.
+"""Analysis time for a synthetic run: load + statistics.
 
 Writes a synthetic run through the real ParquetSink (reb_ray/testing/synthetic.py: every trial
 with its stage rows, each C1..C4 row with a LOG_CHARS-character log head and tail, one shard
@@ -19,8 +19,8 @@ per attempt as workers write them), then times, best of REPEATS, in seconds:
 The layout is the sink's (one write per attempt, rolled into parts by size or time) unless
 --one-shard, which writes the whole run in one write call (what a compacted sweep reads like).
 
---stats-only stops after the terminal report (no plots, no HTML): the issue's 100,000-trial
-figure is load + statistics (e.g. 44 6 379: 100,056 trials).
+--stats-only stops after the terminal report (no plots, no HTML): the figure for the
+100,000-trial target is load + statistics (e.g. 44 6 379: 100,056 trials).
 
 Usage: python benchmarks/analysis.py [TASKS AGENTS TRIALS] [--one-shard] [--stats-only]
 (default 44 6 5: 1,320 trials)

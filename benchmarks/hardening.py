@@ -1,4 +1,4 @@
-"""Issue 11: per-trial overhead of the sandbox hardening, and the package cache's speed.
+"""Per-trial overhead of the sandbox hardening, and the package cache's speed.
 
 1. Container start (create + first exec + remove) with today's options vs the hardened ones
    (no-new-privileges, capabilities, pids and memory limits) plus one pass of the limit

@@ -1,4 +1,4 @@
-"""What the host guard costs a trial start (issue 11, item 4).
+"""What the host guard costs a trial start.
 
 On this node (root, real iptables, real Docker): N times each (default 10), the steady-state
 `ensure_guard` of each reb-ray network (the chain already made: what every trial start after

@@ -1,4 +1,4 @@
-"""What the `registries` network policy costs a download (issue 11, item 4).
+"""What the `registries` network policy costs a download.
 
 One sandbox per policy, created as trials create theirs (the host CA bundle mounted; `open` on
 reb-ray-open behind the host guard, `registries` on the node's internal network with the

@@ -1,4 +1,4 @@
-"""Time the per-node check a sweep runs at start (issue 13, item 3) on a simulated cluster of
+"""Time the per-node check a sweep runs at start on a simulated cluster of
 N raylets on this machine, with and without the docker sandbox's checks (reap, Docker, image),
 and the cost of one read of the cluster's nodes (the driver polls it every 5 s).
 

@@ -1,4 +1,4 @@
-"""The results store at scale (issue 12 item 7): sink, compaction, resume and four readers.
+"""The results store at scale: sink, compaction, resume and four readers.
 
 Writes N trials (default 100,000; each with 7 stage rows, realistic columns of schema.py) through
 ParquetSink in batches of 1,000 trials per write (the row dicts are built before the clock
@@ -6,7 +6,7 @@ starts; once with their stage rows, once trial rows alone), compacts the run, ru
 scored_trial_ids + last_attempts) in a fresh process for its time and peak RSS, and reads both
 datasets with pyarrow.dataset, pandas, polars and duckdb, each against the same library reading
 the same rows from one file written by one pyarrow write (also timed). Also times one write per
-trial (as a sweep calls it) over the first 5,000 trials. Targets (issue 12): sink >= 50,000
+trial (as a sweep calls it) over the first 5,000 trials. Targets: sink >= 50,000
 trial rows/s batched; resume < 2 s and < 500 MB; < 100 files per 100,000 trials after
 compaction; each reader within 3x of one file.
 

@@ -1,4 +1,4 @@
-"""Scheduling at scale (issue 12, items 4 and 6): a simulated cluster, the sleeping sandbox.
+"""Scheduling at scale: a simulated cluster, the sleeping sandbox.
 
 Part `scale`: NODES raylets on this machine (reb_ray/testing/ray_cluster.py; fake GPUs and small CPU counts),
 TRIALS trials mixing CPU, 1-GPU and 2-GPU needs (25/45/30%), each sleeping its scripted seconds
@@ -14,13 +14,13 @@ GPUs - GPU work) / GPU trials), slot start-up times and the driver's peak memory
 bound counts scripted sleep seconds only, so every second of harness, Ray and start-up is
 counted against us.
 
-Part `rig` (the paper's rig, item 6): 1 node with 2 GPUs, the 44 tasks' GPU needs of the
+Part `rig` (the paper's rig): 1 node with 2 GPUs, the 44 tasks' GPU needs of the
 researchenvbench suite (32 need 2 GPUs, 11 one, 1 none) x 4 agents, agent phases ~40 min and
 probe phases ~10 min, one real minute = RIG_MINUTE_S seconds here, on a node with RIG_CPUS CPUs
 (one per trial). Prints trials per hour (in real time: the run's makespan scaled back, its
 unscaled harness overhead included) against the paper's serial loop, one trial at a time with no
 overhead at all, twice on one line each: slots only (the agent phase holds its GPUs) and with
-agent-phase GPU sharing (item 5: agent phases on CPU slots, probe phases leasing the node's GPUs),
+agent-phase GPU sharing (agent phases on CPU slots, probe phases leasing the node's GPUs),
 and whether both runs scored every trial the same.
 
 Part `mixed`: a cluster of unequal GPU nodes (MIXED_NODES: 4 x 1 GPU, 2 x 2, 1 x 4, 1 x 8; each

@@ -1,4 +1,4 @@
-"""The harness's overhead inside one trial (issue 12 target: <= 1 s beyond `docker run --rm IMAGE true`).
+"""The harness's overhead inside one trial (target: <= 1 s beyond `docker run --rm IMAGE true`).
 
 Runs N (default 10) attempts of the noop agent on the demo task numpy-trainer in Docker
 sandboxes, in this process (`run_trial`, as a slot worker calls it; no Ray), alternating with

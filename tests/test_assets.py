@@ -13,21 +13,20 @@ from reb_ray.suite.assets import fetch_assets, missing_by_stage
 from reb_ray.errors import InfraError
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.suite.load import load_task
+from reb_ray.testing.suite import write_task
 from reb_ray.trial.prepare import preflight
 
-TASK = """
-id = "needs-assets"
-suite = "assets"
-category = "1_cpu"
-source = {{ bundled = "repo" }}
-assets = [
-  {{ name = "weights", kind = "model", path = "models/tiny.bin", source = "http://127.0.0.1:{port}/tiny.bin" }},
-  {{ name = "by-hand", kind = "dataset", path = "data/one.json" }},
-]
 
-[stages.cpu]
-command = "python main.py"
-"""
+def _write(tmp_path: Path, task_id: str, *assets: str) -> Path:
+    """A CPU-only task of suite `assets` that needs `assets`; the path of its task.toml."""
+    return write_task(tmp_path / "suites", "assets", task_id, category="1_cpu", cpu='command = "python main.py"',
+                      files={}, assets=assets) / "task.toml"
+
+
+def _needs_assets(tmp_path: Path, port: int, by_hand: str = "") -> Path:
+    return _write(tmp_path, "needs-assets",
+                  f'name = "weights", kind = "model", path = "models/tiny.bin", source = "http://127.0.0.1:{port}/tiny.bin"',
+                  f'name = "by-hand", kind = "dataset", path = "data/one.json"{by_hand}')
 
 
 @pytest.fixture
@@ -44,10 +43,7 @@ def server(tmp_path):
 
 @pytest.fixture
 def task(tmp_path, server):
-    task_dir = tmp_path / "suites" / "assets" / "needs-assets"
-    (task_dir / "repo").mkdir(parents=True)
-    (task_dir / "task.toml").write_text(TASK.format(port=server))
-    return load_task(task_dir / "task.toml")
+    return load_task(_needs_assets(tmp_path, server))
 
 
 def test_fetch_downloads_once_and_reports_what_it_cannot(tmp_path, task):
@@ -76,21 +72,6 @@ def test_a_missing_asset_fails_fast_as_infra_naming_it(tmp_path, task):
     preflight(spec)  # everything present: no error
 
 
-HF_TASK = """
-id = "by-id"
-suite = "assets"
-category = "1_cpu"
-source = { bundled = "repo" }
-assets = [
-  { name = "model", kind = "model", source = "hf://org/tiny-model", layout = "hf_cache", include = ["*.json"] },
-  { name = "data", kind = "dataset", source = "hf://datasets/org/tiny-data", layout = "hf_cache" },
-  { name = "files", kind = "dataset", path = "by-id/tiny-data", source = "hf://datasets/org/tiny-data" },
-]
-
-[stages.cpu]
-command = "python main.py"
-"""
-
 # What a repository does with HF_HOME pointing into the cache and the network off: load by id,
 # file by file as transformers' from_pretrained does (the model was fetched with include=["*.json"]),
 # or the whole snapshot as datasets does.
@@ -113,9 +94,10 @@ def test_hf_assets_land_where_offline_loading_by_id_finds_them(tmp_path):
 
     from tests.helpers.hub_endpoint import COMMIT, HubEndpoint
 
-    task_dir = tmp_path / "suites" / "assets" / "by-id"
-    (task_dir / "repo").mkdir(parents=True)
-    (task_dir / "task.toml").write_text(HF_TASK)
+    toml = _write(tmp_path, "by-id",
+                  'name = "model", kind = "model", source = "hf://org/tiny-model", layout = "hf_cache", include = ["*.json"]',
+                  'name = "data", kind = "dataset", source = "hf://datasets/org/tiny-data", layout = "hf_cache"',
+                  'name = "files", kind = "dataset", path = "by-id/tiny-data", source = "hf://datasets/org/tiny-data"')
     cache = tmp_path / "cache"
     cli = [str(Path(sys.executable).with_name("reb-ray")), "assets", "fetch", "--dir", str(cache),
            "--suite", "assets", "--tasks-root", str(tmp_path / "suites")]
@@ -136,17 +118,14 @@ def test_hf_assets_land_where_offline_loading_by_id_finds_them(tmp_path):
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == [str(cache / f"huggingface/hub/{kind}s--org--tiny-{name}/snapshots/{COMMIT}")
                                   for kind, name in (("model", "model"), ("dataset", "data"))]
-    task = load_task(task_dir / "task.toml")
+    task = load_task(toml)
     preflight(TrialSpec(sweep_id="s", agent="noop", task=task, trial_index=0, config=SweepConfig(assets_dir=cache)))
 
 
 @pytest.mark.integration
 def test_an_asset_only_a_stage_that_does_not_apply_needs_is_never_missing(tmp_path):
     """The default `stages` names c1, c3 and c4; a CPU-only task needs its assets for c1 alone."""
-    task_dir = tmp_path / "suites" / "assets" / "needs-assets"
-    (task_dir / "repo").mkdir(parents=True)
-    (task_dir / "task.toml").write_text(TASK.format(port=9).replace('path = "data/one.json"', 'path = "data/one.json", stages = ["c1"]'))
-    task = load_task(task_dir / "task.toml")
+    task = load_task(_needs_assets(tmp_path, 9, by_hand=', stages = ["c1"]'))
     assert sorted(missing_by_stage(task, tmp_path / "empty")) == ["c1"]
     cpu_off = task.model_copy(update={"stages": task.stages.model_copy(update={"cpu": task.stages.single_gpu})})
     assert missing_by_stage(cpu_off, None) == {}  # no applicable command stage: nothing is missing

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from reb_ray.testing.suite import off, write_task
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "compare_release.py"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -43,20 +45,17 @@ def write_release(root: Path) -> Path:
     return root
 
 
-def write_task(tasks: Path, command: str, timeout_s: int = 600, deviation: str | None = None,
+def write_spec(tasks: Path, command: str, timeout_s: int = 600, deviation: str | None = None,
                env: str = "") -> None:
-    task = tasks / "acme--widget"
-    task.mkdir(parents=True, exist_ok=True)
-    lines = ['id = "acme--widget"', 'suite = "s"', 'category = "1_cpu"',
-             f'source = {{ git = "https://github.com/Acme/Widget", commit = "{COMMIT}" }}', "",
-             "[stages.cpu]", f"command = {json.dumps(command)}", f"timeout_s = {timeout_s}"]
+    """The suite directory `tasks` with one task, acme--widget: Acme/Widget with this CPU stage and
+    the release's skipped GPU stages."""
+    cpu = [f"command = {json.dumps(command)}", f"timeout_s = {timeout_s}"]
     if env:
-        lines.append(f"env = {{ {env} }}")
+        cpu.append(f"env = {{ {env} }}")
     if deviation is not None:
-        lines.append(f"deviation = {json.dumps(deviation)}")
-    lines += ["", "[stages.single_gpu]", "applicable = false", 'skip_reason = "repo_not_supported"',
-              "", "[stages.multi_gpu]", "applicable = false", 'skip_reason = "repo_not_supported"']
-    (task / "task.toml").write_text("\n".join(lines) + "\n")
+        cpu.append(f"deviation = {json.dumps(deviation)}")
+    write_task(tasks.parent, tasks.name, "acme--widget", category="1_cpu", git=("https://github.com/Acme/Widget", COMMIT),
+               cpu="\n".join(cpu), single_gpu=off("repo_not_supported"), multi_gpu=off("repo_not_supported"))
 
 
 def compare(release: Path, tasks: Path) -> tuple[int, dict]:
@@ -74,7 +73,7 @@ def differences(report: dict) -> dict[str, bool]:
 
 def test_an_undocumented_difference_is_reported_and_fails(tmp_path):
     release = write_release(tmp_path / "release")
-    write_task(tmp_path / "tasks", "python train.py --steps 1 --precision fp16", timeout_s=900)
+    write_spec(tmp_path / "tasks", "python train.py --steps 1 --precision fp16", timeout_s=900)
     rc, report = compare(release, tmp_path / "tasks")
     found = differences(report)
     assert rc == 1
@@ -91,7 +90,7 @@ def test_an_undocumented_difference_is_reported_and_fails(tmp_path):
 
 def test_a_deviation_covers_only_the_elements_it_names(tmp_path):
     release = write_release(tmp_path / "release")
-    write_task(tmp_path / "tasks", "python train.py --steps 1 --precision fp32",
+    write_spec(tmp_path / "tasks", "python train.py --steps 1 --precision fp32",
                deviation="--input-size is left at the default (the checkpoint was trained at 518)")
     rc, report = compare(release, tmp_path / "tasks")
     assert rc == 1
@@ -101,13 +100,13 @@ def test_a_deviation_covers_only_the_elements_it_names(tmp_path):
 
 def test_a_stage_whose_differences_are_all_named_passes(tmp_path):
     release = write_release(tmp_path / "release")
-    write_task(tmp_path / "tasks", "python train.py --steps 1 --precision fp32", env='PYTHONPATH = "."',
+    write_spec(tmp_path / "tasks", "python train.py --steps 1 --precision fp32", env='PYTHONPATH = "."',
                deviation="--input-size is left at the default (the checkpoint was trained at 518)")
     rc, report = compare(release, tmp_path / "tasks")
     assert rc == 0, report
     assert report["counts"]["covered"] == 1 and report["counts"]["undocumented"] == 0
     # and the same spec without the deviation is caught again
-    write_task(tmp_path / "tasks", "python train.py --steps 1 --precision fp32", env='PYTHONPATH = "."')
+    write_spec(tmp_path / "tasks", "python train.py --steps 1 --precision fp32", env='PYTHONPATH = "."')
     assert compare(release, tmp_path / "tasks")[0] == 1
 
 
@@ -120,7 +119,7 @@ def test_a_bare_git_directory_is_read_without_writing_into_it(tmp_path):
     bare = tmp_path / "release.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(work), str(bare)], check=True)
     before = sorted(p.relative_to(bare) for p in bare.rglob("*"))
-    write_task(tmp_path / "tasks", "PYTHONPATH=$PWD python train.py --steps 1 --input-size 224 --precision fp32")
+    write_spec(tmp_path / "tasks", "PYTHONPATH=$PWD python train.py --steps 1 --input-size 224 --precision fp32")
     rc, report = compare(bare, tmp_path / "tasks")
     head = subprocess.run(["git", "--git-dir", str(bare), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     assert rc == 0 and report["release_commit"] == head.strip()
@@ -130,7 +129,7 @@ def test_a_bare_git_directory_is_read_without_writing_into_it(tmp_path):
 
 def test_text_output_prints_both_sides_and_the_counts(tmp_path):
     release = write_release(tmp_path / "release")
-    write_task(tmp_path / "tasks", "python train.py --steps 1 --precision fp32")
+    write_spec(tmp_path / "tasks", "python train.py --steps 1 --precision fp32")
     res = subprocess.run([sys.executable, str(SCRIPT), str(release), "--tasks", str(tmp_path / "tasks")],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 1

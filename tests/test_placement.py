@@ -10,42 +10,22 @@ import pytest
 from reb_ray.errors import InfraError
 from reb_ray.suite.load import load_suite, load_task
 from reb_ray.suite.placement import find_mirror, place_repo
-from tests.helpers.git import git as _git
+from reb_ray.testing.suite import write_task
+from tests.helpers.git import git as _git, mirrored_repo
 
-TASK = """
-id = "tiny"
-suite = "mirrored"
-category = "1_cpu"
-source = {{ git = "https://github.com/someone/tiny", commit = "{commit}" }}
-
-[stages.cpu]
-command = "python main.py"
-"""
+URL = "https://github.com/someone/tiny"
 
 
 @pytest.fixture
 def mirror(tmp_path) -> tuple[Path, str, str]:
     """A bare mirror at DIR/someone/tiny.git with two commits; returns (DIR, first, second)."""
-    work = tmp_path / "work"
-    work.mkdir()
-    _git("init", "-q", "-b", "main", cwd=work)
-    (work / "main.py").write_text("print(1)\n")
-    _git("add", "-A", cwd=work)
-    _git("commit", "-q", "-m", "one", cwd=work)
-    first = _git("rev-parse", "HEAD", cwd=work)
-    (work / "main.py").write_text("print(2)\n")
-    _git("commit", "-q", "-am", "two", cwd=work)
-    second = _git("rev-parse", "HEAD", cwd=work)
-    mirrors = tmp_path / "mirrors"
-    (mirrors / "someone").mkdir(parents=True)
-    _git("clone", "-q", "--bare", str(work), str(mirrors / "someone" / "tiny.git"), cwd=tmp_path)
+    mirrors, (first, second) = mirrored_repo(tmp_path, {"main.py": "print(1)\n"}, {"main.py": "print(2)\n"})
     return mirrors, first, second
 
 
-def _task(tmp_path: Path, commit: str):
-    task_dir = tmp_path / "suites" / "mirrored" / "tiny"
-    task_dir.mkdir(parents=True, exist_ok=True)
-    (task_dir / "task.toml").write_text(TASK.format(commit=commit))
+def _task(tmp_path: Path, commit: str, url: str = URL):
+    task_dir = write_task(tmp_path / "suites", "mirrored", "tiny", category="1_cpu", cpu='command = "python main.py"',
+                          git=(url, commit))
     return load_task(task_dir / "task.toml")
 
 
@@ -72,12 +52,9 @@ def test_missing_commit_in_mirror_is_an_infra_clone_error(tmp_path, mirror):
 
 
 def test_unreachable_url_is_an_infra_clone_error(tmp_path):
-    task_dir = tmp_path / "suites" / "mirrored" / "tiny"
-    task_dir.mkdir(parents=True)
     # Port 9 on loopback refuses at once: a clone failure without leaving this machine.
-    (task_dir / "task.toml").write_text(TASK.format(commit="1" * 40).replace("https://github.com", "https://127.0.0.1:9"))
     with pytest.raises(InfraError) as err:
-        place_repo(load_task(task_dir / "task.toml"), tmp_path / "ws", [])
+        place_repo(_task(tmp_path, "1" * 40, url="https://127.0.0.1:9/someone/tiny"), tmp_path / "ws", [])
     assert err.value.category == "infra_clone"
 
 
@@ -88,17 +65,6 @@ def test_bundled_source_gives_the_same_commit_every_time(tmp_path):
     assert a.commit == b.commit and len(a.commit) == 40 and a.origin == f"bundled:demo/{task.id}"
 
 
-BUNDLED = """
-id = "tiny-bundled"
-suite = "mine"
-category = "1_cpu"
-source = { bundled = "repo" }
-
-[stages.cpu]
-command = "python main.py"
-"""
-
-
 def test_bundled_source_is_committed_once_per_content_and_old_copies_are_pruned(tmp_path, monkeypatch):
     """Issue 12, item 2: trials reuse one committed copy; an edit gives a new one; unused ones go."""
     import os
@@ -106,10 +72,8 @@ def test_bundled_source_is_committed_once_per_content_and_old_copies_are_pruned(
     from reb_ray.suite.placement import BUNDLED_KEEP_S
 
     monkeypatch.setenv("REB_RAY_CACHE_DIR", str(tmp_path / "cache"))
-    task_dir = tmp_path / "suites" / "mine" / "tiny-bundled"
-    (task_dir / "repo").mkdir(parents=True)
-    (task_dir / "repo" / "main.py").write_text("print(1)\n")
-    (task_dir / "task.toml").write_text(BUNDLED)
+    task_dir = write_task(tmp_path / "suites", "mine", "tiny-bundled", category="1_cpu", cpu='command = "python main.py"',
+                          files={"main.py": "print(1)\n"})
     task = load_task(task_dir / "task.toml")
     first = place_repo(task, tmp_path / "a")
     again = place_repo(task, tmp_path / "b")

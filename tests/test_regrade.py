@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from reb_ray.trial.artifacts import TrialArtifacts
 from reb_ray.suite.load import load_suite
 from reb_ray.sweep.regrade import regrade, regrade_trial
 from reb_ray.results.parquet_sink import ParquetSink
+from reb_ray.testing.suite import off, write_task
 
 STAGE_KEYS = ("sweep_id", "trial_id", "attempt", "task_id", "agent", "stage", "status", "reason", "exit_code", "timed_out",
               "failure_category", "duration_s", "command", "log_head", "log_tail", "raw", "started_at")
@@ -108,28 +108,13 @@ def test_an_old_missing_interpreter_row_is_judged_once():
 
 
 PATTERN = "^Starting training on cpu$"
-TASK = f"""
-id = "chatty"
-suite = "ev"
-category = "1_cpu"
-c0_baseline_total = 0
-source = {{ bundled = "." }}
-
-[stages.cpu]
-command = "python train.py"
-success = {{ exit_code = 0, log_pattern = "{PATTERN}" }}
-
-[stages.cuda]
-applicable = false
-skip_reason = "cpu only"
-"""
 HEAD, TAIL = "noise\n" * 1300, "more noise\n" * 700  # ~8 KiB each; the pattern's line lay between them
 
 
 def _suite(tmp_path):
-    task_dir = tmp_path / "tasks" / "ev" / "chatty"
-    task_dir.mkdir(parents=True)
-    (task_dir / "task.toml").write_text(textwrap.dedent(TASK))
+    write_task(tmp_path / "tasks", "ev", "chatty", category="1_cpu", header="c0_baseline_total = 0", files={},
+               cpu=f'command = "python train.py"\nsuccess = {{ exit_code = 0, log_pattern = "{PATTERN}" }}',
+               cuda=off("cpu only"))
     return tmp_path / "tasks"
 
 

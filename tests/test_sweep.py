@@ -10,7 +10,7 @@ import pytest
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_stages, read_trials
 from reb_ray.sandbox.ownership import MANAGED, SWEEP
-from reb_ray.testing.suite import write_task
+from reb_ray.testing.suite import off, write_task
 
 WHEELS = [Path("/opt/wheels")] if Path("/opt/wheels").is_dir() else []
 
@@ -225,34 +225,16 @@ def test_pip_cache_is_not_environment_size(tmp_path, docker_client, sandbox_imag
     assert sizes["noop"] > 0 and sizes["tests.helpers.scripted_agents:CacheHogAgent"] == sizes["noop"]
 
 
-GHOST_TASK = """
-id = "ghost"
-suite = "ghost"
-category = "3_cpu+multi_gpu"
-c0_baseline_total = 3
-source = { bundled = "repo" }
-
-[stages.cpu]
-command = "python main.py"
-timeout_s = 60
-
-[stages.multi_gpu]
-command = "python main.py"
-launcher = "torchrun"
-timeout_s = 60
-"""
-
-
 def test_a_missing_interpreter_is_judged_once(tmp_path, docker_client, sandbox_image, ray_local):
     """Issue 9 item 13: the report names an interpreter that does not exist. Nothing that needs it
     runs (C4 used to run, exit 127 and make the DDP claim a second lie; C2 made the CUDA claim
     one): C0..C4 fail for that one reason, C5 counts the path once, env size is not run."""
     from reb_ray.sweep.run import run_sweep
 
-    task_dir = tmp_path / "suites" / "ghost" / "ghost"
-    (task_dir / "repo").mkdir(parents=True)
-    (task_dir / "repo" / "main.py").write_text("import json, os, sys\nprint('hi')\n")
-    (task_dir / "task.toml").write_text(GHOST_TASK)
+    write_task(tmp_path / "suites", "ghost", "ghost", category="3_cpu+multi_gpu", header="c0_baseline_total = 3",
+               cpu='command = "python main.py"\ntimeout_s = 60',
+               multi_gpu='command = "python main.py"\nlauncher = "torchrun"\ntimeout_s = 60',
+               files={"main.py": "import json, os, sys\nprint('hi')\n"})
     config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", suite="ghost", tasks_root=tmp_path / "suites",
                          agents=["tests.helpers.scripted_agents:GhostInterpreterAgent"], c4_cpu_gloo=True)
     run_sweep(config, show_progress=False)
@@ -271,24 +253,6 @@ def test_a_missing_interpreter_is_judged_once(tmp_path, docker_client, sandbox_i
     _assert_regrades_to_itself(_regraded(config.output.dir, tmp_path / "suites")[row["trial_id"]], row)
 
 
-ASSET_TASK = """
-id = "needs-weights"
-suite = "weights"
-category = "1_cpu"
-c0_baseline_total = 2
-source = {{ bundled = "repo" }}
-assets = [{{ name = "weights", kind = "model", path = "needs-weights/tiny.bin"{stages} }}]
-
-[stages.cpu]
-command = "python main.py $REB_RAY_ASSETS/needs-weights/tiny.bin"
-timeout_s = 60
-
-[stages.cuda]
-applicable = false
-skip_reason = "CPU-only test task"
-"""
-
-
 def test_a_missing_asset_fails_fast_or_is_skipped_by_flag(tmp_path, docker_client, sandbox_image, ray_local):
     """Issue 9 item 7. Without the flag: an infra row before the agent runs, naming the asset and
     its stage. With --skip-missing-assets: the agent runs, C0 is measured, C1 (which needs the
@@ -296,10 +260,10 @@ def test_a_missing_asset_fails_fast_or_is_skipped_by_flag(tmp_path, docker_clien
     scored on the rest, not retried."""
     from reb_ray.sweep.run import run_sweep
 
-    task_dir = tmp_path / "suites" / "weights" / "needs-weights"
-    (task_dir / "repo").mkdir(parents=True)
-    (task_dir / "repo" / "main.py").write_text("import os, sys\nprint(os.path.getsize(sys.argv[1]))\n")
-    (task_dir / "task.toml").write_text(ASSET_TASK.format(stages=', stages = ["c1"]'))
+    write_task(tmp_path / "suites", "weights", "needs-weights", category="1_cpu", header="c0_baseline_total = 2",
+               cpu='command = "python main.py $REB_RAY_ASSETS/needs-weights/tiny.bin"\ntimeout_s = 60',
+               cuda=off("CPU-only test task"), files={"main.py": "import os, sys\nprint(os.path.getsize(sys.argv[1]))\n"},
+               assets=['name = "weights", kind = "model", path = "needs-weights/tiny.bin", stages = ["c1"]'])
     cache = tmp_path / "cache"
     cache.mkdir()
     base = dict(output=tmp_path / "runs", suite="weights", tasks_root=tmp_path / "suites", agents=["noop"],
@@ -327,17 +291,6 @@ def test_a_missing_asset_fails_fast_or_is_skipped_by_flag(tmp_path, docker_clien
     _assert_regrades_to_itself(_regraded(tmp_path / "runs", tmp_path / "suites")[row["trial_id"]], row)
 
 
-SMALL_TASK = """
-id = "{id}"
-suite = "small"
-category = "1_cpu_only"
-source = {{ bundled = "repo" }}
-
-[stages.cpu]
-command = "echo cpu-ok"
-"""
-
-
 def test_a_sweep_ends_compacted_and_resumes_from_the_index(tmp_path, ray_local):
     """Issue 12: the sweep's rows end in a few files (trials, stages, index), and the resume
     that skips the scored trials reads the index."""
@@ -345,9 +298,7 @@ def test_a_sweep_ends_compacted_and_resumes_from_the_index(tmp_path, ray_local):
     from reb_ray.sweep.run import run_sweep
 
     for n in range(4):
-        task_dir = tmp_path / "suites" / "small" / f"t{n}"
-        (task_dir / "repo").mkdir(parents=True)
-        (task_dir / "task.toml").write_text(SMALL_TASK.format(id=f"t{n}"))
+        write_task(tmp_path / "suites", "small", f"t{n}", cpu='command = "echo cpu-ok"', files={})
     config = SweepConfig(output=tmp_path / "runs", suite="small", tasks_root=tmp_path / "suites", agents=["noop"],
                          sandbox="local", max_concurrent=2, sweep_id=_unique(), wheelhouses=[])
     result = run_sweep(config, show_progress=False)

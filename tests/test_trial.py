@@ -7,6 +7,7 @@ import pytest
 
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.suite.load import load_suite
+from reb_ray.testing.suite import off, write_task
 from reb_ray.trial.prepare import PIP_CACHE_MOUNT, sandbox_config
 
 
@@ -110,31 +111,16 @@ def test_between_phases_records_what_the_agent_left_running(slow_process, provid
 
 # -- evidence: whole-output success rules, truncation, side logs, full-log artifacts (real sandboxes)
 
-EVIDENCE_TASK = """
-id = "chatty"
-suite = "ev"
-category = "1_cpu"
-c0_baseline_total = 0
-source = { bundled = "repo" }
-
-# 150 KiB before the line the rule needs, 100 KiB after: it is in neither the kept head nor tail.
-[stages.cpu]
-command = "echo 'helper: cannot bind 127.0.0.1:29510' > helper.log; python train.py"
+# C1: 150 KiB before the line the rule needs, 100 KiB after: it is in neither the kept head nor tail.
+EVIDENCE_CPU = """command = "echo 'helper: cannot bind 127.0.0.1:29510' > helper.log; python train.py"
 side_logs = ["helper.log", "never-written.log"]
 timeout_s = 120
-success = { exit_code = 0, log_pattern = "^Starting training on cpu$" }
-
-[stages.cuda]
-applicable = false
-skip_reason = "cpu only"
-
-# 50 MiB of output, then the line the rule needs (C4 runs on CPU with --c4-cpu-gloo).
-[stages.multi_gpu]
-command = "python c4.py"
+success = { exit_code = 0, log_pattern = "^Starting training on cpu$" }"""
+# C4: 50 MiB of output, then the line the rule needs (C4 runs on CPU with --c4-cpu-gloo).
+EVIDENCE_MULTI_GPU = """command = "python c4.py"
 launcher = "python"
 timeout_s = 120
-success = { exit_code = 0, log_pattern = "^rank 1 done$" }
-"""
+success = { exit_code = 0, log_pattern = "^rank 1 done$" }"""
 C4 = """
 import sys
 data = (b"rank 0: step loss 0.25\\n" * (52428800 // 23 + 1))[:52428800]
@@ -159,11 +145,9 @@ def test_rows_keep_all_evidence_of_a_chatty_trial(slow_process, provider, tmp_pa
     from reb_ray.results.read import read_stages, read_trials
     from reb_ray.trial.run import run_trial
 
-    task_dir = tmp_path / "tasks" / "ev" / "chatty"
-    (task_dir / "repo").mkdir(parents=True)
-    (task_dir / "repo" / "train.py").write_text(TRAIN)
-    (task_dir / "repo" / "c4.py").write_text(C4)
-    (task_dir / "task.toml").write_text(EVIDENCE_TASK)
+    task_dir = write_task(tmp_path / "tasks", "ev", "chatty", category="1_cpu", header="c0_baseline_total = 0",
+                          cpu=EVIDENCE_CPU, multi_gpu=EVIDENCE_MULTI_GPU, cuda=off("cpu only"),
+                          files={"train.py": TRAIN, "c4.py": C4})
     image = request.getfixturevalue("sandbox_image") if provider == "docker" else None
     config = SweepConfig(sandbox=provider, output=tmp_path / "runs", wheelhouses=[], pip_cache=False, c4_cpu_gloo=True)
     key = "sk-chatty-0123456789"

@@ -12,6 +12,7 @@ from reb_ray.agents.prompt import REPORT_FIELDS, render_prompt
 from reb_ray.models.report import REPORT_KEYS
 from reb_ray.suite.load import load_suite
 from reb_ray.paths import bundled_dir
+from reb_ray.testing.suite import write_task
 
 
 @pytest.fixture(scope="module")
@@ -63,16 +64,11 @@ def test_a_task_appendix_is_appended_and_changes_the_hash():
 
 
 def test_prompt_appendix_is_a_task_toml_field(tmp_path):
-    import shutil
-
     from reb_ray.models.task import TaskSpecError
 
-    suite = tmp_path / "mine"
-    shutil.copytree(bundled_dir("tasks") / "demo" / "numpy-trainer", suite / "numpy-trainer")
-    toml = suite / "numpy-trainer" / "task.toml"
-    toml.write_text(toml.read_text().replace('suite = "demo"', 'suite = "mine"\nprompt_appendix = "Prefer pip."'))
+    write_task(tmp_path, "mine", "numpy-trainer", header='prompt_appendix = "Prefer pip."')
     (task,) = load_suite("mine", tmp_path)
     assert task.prompt_appendix == "Prefer pip." and "Prefer pip." in render_prompt(task, REPORT_PATH).text
-    toml.write_text(toml.read_text().replace('prompt_appendix = "Prefer pip."', 'prompt_appendix = ""'))
+    write_task(tmp_path, "mine", "numpy-trainer", header='prompt_appendix = ""')
     with pytest.raises(TaskSpecError, match="prompt_appendix"):
         load_suite("mine", tmp_path)

@@ -14,6 +14,7 @@ from reb_ray.agents.toolchain_mount import ToolchainSlot, _mount, reap_slots
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.suite.load import load_suite
 from reb_ray.sandbox import SandboxConfig, open_sandbox
+from reb_ray.testing.suite import off, write_task
 
 pytestmark = pytest.mark.docker
 
@@ -89,29 +90,12 @@ _PEEK = ('echo "probe: entries=$(ls -A ' + TOOLCHAIN_SANDBOX_PATH + ' | wc -l)";
 
 @pytest.fixture
 def peek_task(tmp_path):
-    task_dir = tmp_path / "tasks" / "peek" / "toolchain-peek"
-    (task_dir / "repo").mkdir(parents=True)
-    (task_dir / "repo" / "main.py").write_text("import json\nprint(json.dumps({'final': 'ok'}))\n")
-    (task_dir / "task.toml").write_text(f'''
-id = "toolchain-peek"
-suite = "peek"
-category = "1_cpu"
-c0_baseline_total = 0
-source = {{ bundled = "repo" }}
-[stages.cpu]
-command = {json.dumps(_PEEK)}
-timeout_s = 120
-success = {{ exit_code = 0, log_pattern = "probe: entries=0" }}
-[stages.single_gpu]
-applicable = false
-skip_reason = "CPU only"
-[stages.multi_gpu]
-applicable = false
-skip_reason = "CPU only"
-[stages.cuda]
-applicable = false
-skip_reason = "CPU only"
-''')
+    cpu = "\n".join([f"command = {json.dumps(_PEEK)}", "timeout_s = 120",
+                     'success = { exit_code = 0, log_pattern = "probe: entries=0" }'])
+    cpu_only = off("CPU only")
+    write_task(tmp_path / "tasks", "peek", "toolchain-peek", category="1_cpu", header="c0_baseline_total = 0",
+               cpu=cpu, single_gpu=cpu_only, multi_gpu=cpu_only, cuda=cpu_only,
+               files={"main.py": "import json\nprint(json.dumps({'final': 'ok'}))\n"})
     (task,) = load_suite("peek", tmp_path / "tasks")
     return task
 

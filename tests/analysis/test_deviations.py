@@ -12,38 +12,28 @@ from pathlib import Path
 from analysis.report_html import write_html
 from reb_ray.suite.load import load_suite
 from reb_ray.sweep.identity import check_identity, task_digest
+from reb_ray.testing.suite import off, write_task
 from tests.analysis.runs import row, write_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
-_TASK = """id = "{id}"
-suite = "tiny"
-category = "1_cpu"
-source = {{ bundled = "repo" }}
 
-[stages.cpu]
-command = "python train.py"
-{cpu_extra}
+def _task(root: Path, task_id: str, cpu_deviation: str = "", gpu_deviation: str = "") -> Path:
+    """Task `task_id` of suite `tiny`: C1 and C3 with the given deviations (none when empty), no C4."""
 
-[stages.single_gpu]
-command = "python train.py --cuda"
-{gpu_extra}
+    def stage(command: str, deviation: str) -> str:
+        return f'command = "{command}"' + (f'\ndeviation = "{deviation}"' if deviation else "")
 
-[stages.multi_gpu]
-applicable = false
-skip_reason = "one GPU is enough"
-"""
+    return write_task(root, "tiny", task_id, category="1_cpu", files={}, cpu=stage("python train.py", cpu_deviation),
+                      single_gpu=stage("python train.py --cuda", gpu_deviation), multi_gpu=off("one GPU is enough"))
 
 
 def _suite(root: Path) -> Path:
     """tasks root with suite `tiny`: t1 deviates on C1 only (its C3 follows the release), t2 on
     nothing, t3 on C3 but its spec changes after the sweep ran."""
-    extras = {"t1": ('deviation = "writes its own config (the release ran a prepare step)"', ""),
-              "t2": ("", ""), "t3": ("", 'deviation = "runs on one GPU of two"')}
-    for task_id, (cpu, gpu) in extras.items():
-        task_dir = root / "tiny" / task_id
-        (task_dir / "repo").mkdir(parents=True)
-        (task_dir / "task.toml").write_text(_TASK.format(id=task_id, cpu_extra=cpu, gpu_extra=gpu))
+    _task(root, "t1", cpu_deviation="writes its own config (the release ran a prepare step)")
+    _task(root, "t2")
+    _task(root, "t3", gpu_deviation="runs on one GPU of two")
     return root
 
 
@@ -56,8 +46,7 @@ def _run(tmp_path: Path) -> tuple[Path, Path]:
     run_dir = write_run(tmp_path / "run", rows)
     identity = {f"task.{task_id}": task_digest(spec) for task_id, spec in specs.items()}
     check_identity(run_dir, "s1", identity, allow_drift=False)
-    toml = tasks_root / "tiny" / "t3" / "task.toml"  # edited after the sweep: its deviation is not the one that ran
-    toml.write_text(toml.read_text().replace("one GPU of two", "one GPU of four"))
+    _task(tasks_root, "t3", gpu_deviation="runs on one GPU of four")  # edited after the sweep: not the deviation that ran
     return run_dir, tasks_root
 
 

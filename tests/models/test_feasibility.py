@@ -7,6 +7,7 @@ import pytest
 from reb_ray.models.feasibility import impossible_stages, stage_gpus
 from reb_ray.suite.load import load_suite
 from reb_ray.models.task import TaskSpec
+from reb_ray.testing.suite import write_task
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 OFF = {"applicable": False, "skip_reason": "not in this task"}
@@ -118,16 +119,15 @@ def test_tasks_validate_names_an_impossible_stage(tmp_path):
     declares for C1 is named, and the exit code is 1."""
     from tests.cli.in_process import run_cli
 
-    task_dir = tmp_path / "s1" / "t"
-    task_dir.mkdir(parents=True)
-    (task_dir / "task.toml").write_text(
-        'id = "t"\nsuite = "s1"\ncategory = "c"\nsource = { bundled = "." }\n'
-        '[stages.cpu]\ncommand = "python x.py --ckpt $REB_RAY_ASSETS/t/ckpt.pt"\n'
-        '[[assets]]\nname = "ckpt"\nkind = "model"\npath = "t/ckpt.pt"\nstages = ["c1"]\n')
+    def write(ckpt: str) -> None:
+        write_task(tmp_path, "s1", "t", category="c", cpu='command = "python x.py --ckpt $REB_RAY_ASSETS/t/ckpt.pt"',
+                   files={}, assets=[f'name = "ckpt", kind = "model", path = "{ckpt}", stages = ["c1"]'])
+
+    write("t/ckpt.pt")
     run = ("tasks", "validate", "--root", str(tmp_path))
     ok = run_cli(*run)
     assert ok.returncode == 0 and ok.stdout.strip() == "s1: 1 task(s) ok", ok.stderr
-    (task_dir / "task.toml").write_text((task_dir / "task.toml").read_text().replace('path = "t/ckpt.pt"', 'path = "t/other.pt"'))
+    write("t/other.pt")
     bad = run_cli(*run)
     assert bad.returncode == 1
     assert bad.stdout.strip() == "s1: 1 task(s) loaded, 1 stage(s) impossible by construction"

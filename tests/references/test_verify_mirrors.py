@@ -11,19 +11,8 @@ from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.results.parquet_sink import ParquetSink
 from reb_ray.suite.load import load_suite
 from reb_ray.trial import run_trial
-from tests.helpers.git import git as _git
-
-#: A task fetched from a remote this node cannot reach (`.invalid` never resolves): only a mirror
-#: places its repository. Its CPU stage needs nothing beyond the image's Python.
-TASK = """
-id = "tiny"
-suite = "mirrored"
-category = "1_cpu"
-source = {{ git = "https://git.example.invalid/someone/tiny", commit = "{commit}" }}
-
-[stages.cpu]
-command = "python main.py"
-"""
+from reb_ray.testing.suite import write_task
+from tests.helpers.git import mirrored_repo
 
 
 @pytest.mark.timeout(900)  # a trial, then two exports with a --no-cache rebuild each: minutes on a busy node
@@ -31,19 +20,12 @@ def test_verify_exports_places_a_fetched_repository_from_the_mirrors(sandbox_ima
     from reb_ray.sweep.env_verify import verify
     from reb_ray.sweep.verify_exports import verify_exports
 
-    work = tmp_path / "work"
-    work.mkdir()
-    _git("init", "-q", "-b", "main", cwd=work)
-    (work / "main.py").write_text("print('tiny ran')\n")
-    _git("add", "-A", cwd=work)
-    _git("commit", "-q", "-m", "one", cwd=work)
-    commit = _git("rev-parse", "HEAD", cwd=work)
-    mirrors = tmp_path / "mirrors"
-    (mirrors / "someone").mkdir(parents=True)
-    _git("clone", "-q", "--bare", str(work), str(mirrors / "someone" / "tiny.git"), cwd=tmp_path)
+    mirrors, (commit,) = mirrored_repo(tmp_path, {"main.py": "print('tiny ran')\n"})
     root = tmp_path / "suites"
-    (root / "mirrored" / "tiny").mkdir(parents=True)
-    (root / "mirrored" / "tiny" / "task.toml").write_text(TASK.format(commit=commit))
+    # Fetched from a remote this node cannot reach (`.invalid` never resolves): only a mirror
+    # places its repository. Its CPU stage needs nothing beyond the image's Python.
+    write_task(root, "mirrored", "tiny", category="1_cpu", cpu='command = "python main.py"',
+               git=("https://git.example.invalid/someone/tiny", commit))
     task = load_suite("mirrored", root)[0]
 
     config = SweepConfig(suite="mirrored", tasks_root=root, output=tmp_path / "out", repo_mirrors=[mirrors],
