@@ -1,4 +1,5 @@
-"""User-facing errors: each carries one line that names what is wrong and how to fix it."""
+"""User-facing errors: each carries one line that names what is wrong and how to fix it; and
+`first_line`, any exception's message cut to one line."""
 
 from __future__ import annotations
 
@@ -39,3 +40,11 @@ class InfraError(RebRayError):
 
     def __reduce__(self):  # picklable with its category (it may cross a Ray call)
         return type(self), (self.category, str(self))
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """`exc`'s message cut to one line for a row, a log line or a progress line: the first line
+    of its text once surrounding blank space is dropped, at most `limit` characters; its type
+    name when it has no text. (A multi-line error, e.g. one raised inside a Ray task, would
+    otherwise spill its traceback into a one-line field.)"""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:limit]

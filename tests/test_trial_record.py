@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from reb_ray.trial.record import settle_rows
+from reb_ray.trial.result import StageRow
 
 
-def _stage(stage: str, status: str, category: str | None = None, reason: str | None = None) -> dict:
-    return {"stage": stage, "status": status, "failure_category": category, "reason": reason}
+def _stage(stage: str, status: str, category: str | None = None, reason: str | None = None) -> StageRow:
+    return StageRow(stage=stage, status=status, failure_category=category, reason=reason)
 
 
 AGENT_TIMED_OUT = _stage("agent", "failure", "timeout", "agent_timeout_s=600")
@@ -74,7 +75,7 @@ def test_not_run_keeps_the_spec_skips():
     task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
     rec = TrialRecorder(TrialSpec(sweep_id="s", agent="noop", task=task, trial_index=0, config=SweepConfig()))
     rec.not_run(["c0", "c1", "c2", "c3", "c4"], "toolbox missing", "infra_toolbox")
-    assert {s["stage"]: s["status"] for s in rec.stages} == {"c0": "not_run", "c1": "not_run", "c2": "skipped",
-                                                             "c3": "skipped", "c4": "skipped"}
-    assert rec.row["c3_status"] == "skipped" and rec.stages[3]["reason"] == "demo suite is CPU-only"
-    assert rec.stages[3]["failure_category"] is None
+    assert {s.stage: s.status for s in rec.stages} == {"c0": "not_run", "c1": "not_run", "c2": "skipped",
+                                                       "c3": "skipped", "c4": "skipped"}
+    assert rec.row["c3_status"] == "skipped" and rec.stages[3].reason == "demo suite is CPU-only"
+    assert rec.stages[3].failure_category is None

@@ -43,6 +43,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Any, Iterable, Mapping
 
 KEEP_POLICIES = ("none", "successes", "scored", "all")
 KEPT_REPOSITORY = "reb-ray/env"
@@ -74,19 +75,22 @@ def image_tag(sweep_id: str, trial_id: str, attempt: int, run: str | None = None
     return f"{safe(sweep_id, 40)}-{safe(trial_id, 60)}-a{attempt}-{digest}"
 
 
-def is_success(row: dict, stages: list[dict]) -> bool:
-    """A scored attempt whose environment ran the repository's code: a command stage succeeded."""
-    return row.get("status") == "scored" and any(s["stage"] in COMMAND_STAGES and s["status"] == "success" for s in stages)
+def is_success(row: Mapping[str, Any], statuses: Iterable[tuple[str, str | None]]) -> bool:
+    """A scored attempt whose environment ran the repository's code: a command stage succeeded.
+    `statuses`: (stage, status) of each of the attempt's stage rows."""
+    return row.get("status") == "scored" and any(stage in COMMAND_STAGES and status == "success"
+                                                 for stage, status in statuses)
 
 
-def wanted(policy: str, row: dict, stages: list[dict]) -> bool:
-    """Whether `policy` keeps the attempt of `row` (its settled status) and `stages`."""
+def wanted(policy: str, row: Mapping[str, Any], statuses: Iterable[tuple[str, str | None]]) -> bool:
+    """Whether `policy` keeps the attempt of `row` (its settled status) and its stage rows'
+    (stage, status) pairs `statuses`."""
     if policy == "all":
         return True
     if policy == "scored":
         return row.get("status") == "scored"
     if policy == "successes":
-        return is_success(row, stages)
+        return is_success(row, statuses)
     return False
 
 

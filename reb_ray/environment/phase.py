@@ -53,7 +53,7 @@ class EnvironmentPhase:
             if self.env.capture_tried:
                 self.env.env_kept = False
             return
-        if keep.wanted(self.policy, self.rec.row, self.rec.stages):
+        if keep.wanted(self.policy, self.rec.row, [(s.stage, s.status) for s in self.rec.stages]):
             self.env.env_kept = True
             self._apply_budget()
             return

@@ -23,7 +23,7 @@ from __future__ import annotations
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from reb_ray.errors import InfraError
+from reb_ray.errors import InfraError, first_line
 from reb_ray.llm.failures import PROXY
 from reb_ray.llm.meter import TrialLimits
 
@@ -128,10 +128,6 @@ class ProxyActor:
         return server.url if server is not None else None
 
 
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-
-
 class NodeProxies:
     """The driver's side: makes each node's proxy and hands it the keys, sealed.
 
@@ -173,7 +169,7 @@ class NodeProxies:
             try:
                 actors[node_id] = _create(node_id, self._args, self._runtime_env)
             except (ValueError, ray.exceptions.RayError) as exc:
-                failed[node_id] = _first_line(exc)
+                failed[node_id] = first_line(exc)
         from reb_ray.llm.keys import seal
 
         stage = {n: a.public_key.remote() for n, a in actors.items()}
@@ -183,7 +179,7 @@ class NodeProxies:
                 try:
                     answers[node_id] = ray.get(ref, timeout=CALL_TIMEOUT_S)
                 except (ray.exceptions.RayError, TimeoutError) as exc:
-                    failed[node_id] = f"the node's LLM proxy did not answer {phase}: {_first_line(exc)}"
+                    failed[node_id] = f"the node's LLM proxy did not answer {phase}: {first_line(exc)}"
             if phase == "public_key":
                 stage = {n: actors[n].accept_keys.remote(seal(public, self._keys)) for n, public in answers.items()}
             else:
@@ -238,7 +234,7 @@ class RayProxyClient:
         try:
             answer = ray.get(getattr(handle, method).remote(*args), timeout=timeout_s)
         except (ray.exceptions.RayError, TimeoutError) as exc:
-            raise InfraError(PROXY, f"the node's LLM proxy did not answer {method}: {_first_line(exc)}") from None
+            raise InfraError(PROXY, f"the node's LLM proxy did not answer {method}: {first_line(exc)}") from None
         if "error" in answer:
             raise InfraError(*answer["error"])
         return answer

@@ -9,15 +9,12 @@ from __future__ import annotations
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from reb_ray.errors import first_line
 from reb_ray.models.sweep import TrialSpec
 
 
 def _on(node_id: str) -> NodeAffinitySchedulingStrategy:
     return NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 @ray.remote(num_cpus=0)
@@ -79,7 +76,7 @@ def remove_dead_attempt(node_id: str, spec: TrialSpec, timeout_s: float = 120.0,
         removed = ray.get(ref, timeout=timeout_s)
     except (ray.exceptions.RayError, TimeoutError) as exc:
         return _remove_on_this_host(host, spec) or (
-            f"removing its container failed ({_first_line(exc)}); the node's next reap takes it")
+            f"removing its container failed ({first_line(exc)}); the node's next reap takes it")
     return _removed(removed)
 
 
@@ -102,7 +99,7 @@ def _remove_on_this_host(host: str | None, spec: TrialSpec) -> str | None:
     try:
         return f"its node's Ray is gone; {_removed(remove_attempt(spec.sweep_id, spec.trial_id, spec.attempt, run_id=spec.run_id))} on this host"
     except (RebRayError, DockerException) as exc:
-        return f"its node's Ray is gone, and removing its container on this host failed ({_first_line(exc)})"
+        return f"its node's Ray is gone, and removing its container on this host failed ({first_line(exc)})"
 
 
 @ray.remote(num_cpus=0)

@@ -49,6 +49,7 @@ from typing import Callable
 
 import ray
 
+from reb_ray.errors import first_line
 from reb_ray.scheduling.budget import RetryBackoff, SweepBudget
 from reb_ray.llm.failures import NOT_RETRIED, PROXY, RETRYABLE
 from reb_ray.models.sweep import SweepConfig, TrialSpec
@@ -291,14 +292,14 @@ class RayOrchestrator:
                 dispatcher.remove_slot(key)
             return self._dead_attempt(attempt, exc)
         except ray.exceptions.RayError as exc:  # the worker lives (e.g. a result that did not deserialise)
-            return driver_outcome(attempt.spec, "infra_node", _first_line(exc), node=attempt.slot.where["node"],
+            return driver_outcome(attempt.spec, "infra_node", first_line(exc, 500), node=attempt.slot.where["node"],
                                   started_at=attempt.launched_at)
 
     def _dead_attempt(self, attempt: _Attempt, exc: ray.exceptions.RayError) -> TrialOutcome:
         """The infra row of an attempt whose slot worker died; its container is removed on its
         node first (before the retry is queued), so the agent left running in it stops at once."""
         where = attempt.slot.where
-        message = _first_line(exc)
+        message = first_line(exc, 500)
         if self.docker:
             message += f"; {remove_dead_attempt(where['node_id'], attempt.spec, host=where['node'])}"
             reap_on(where["node_id"])  # whatever else the dead worker's process left on its node
@@ -338,10 +339,6 @@ class RayOrchestrator:
         elif retry:
             submit(spec.next_attempt())
         return retry
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
 
 
 def _node_proxies(specs: list[TrialSpec]) -> NodeProxies | None:

@@ -33,6 +33,7 @@ from reb_ray.suite.load import load_suite
 from reb_ray.results.read import latest_attempts, read_stages, read_trials
 from reb_ray.sweep.reprobe import GRADING_SUFFIXES
 from reb_ray.trial.record import LOG_KEEP, TrialOutcome, settle_rows
+from reb_ray.trial.result import StageRow
 
 
 def _log(stage: dict) -> str:
@@ -129,16 +130,15 @@ def regrade_trial(trial: dict, stages: dict[str, dict], task: TaskSpec, new_swee
     re-grade of a fresh run changes nothing.
     `run_dir` is where the rows' log artifacts lie (their log_path is relative to it)."""
     row = dict(trial, sweep_id=new_sweep_id)
-    out: list[dict] = []
-    template = {key: None for key in next(iter(stages.values()), {})}
+    out: list[StageRow] = []
     context = GradeContext(gpus_assigned=trial.get("gpus_assigned"), repo_modified_files=trial.get("repo_modified_files"))
 
-    def keep(name: str, **update) -> dict:
-        base = stages.get(name) or dict(template, **{k: trial.get(k) for k in ("trial_id", "attempt", "task_id", "agent")},
-                                        stage=name)
-        stage = dict(base, sweep_id=new_sweep_id, **update)
-        out.append(stage)
-        return stage
+    def keep(name: str, **update) -> None:
+        """The stored row of stage `name` (a new one, null but for the attempt's identity, when
+        none was stored) under the new sweep id, with `update`'s columns."""
+        base = stages.get(name) or {**{k: trial.get(k) for k in ("trial_id", "attempt", "task_id", "agent")},
+                                    "stage": name}
+        out.append(StageRow(**{**base, "sweep_id": new_sweep_id, **update}))
 
     def apply(verdicts: list[StageVerdict]) -> None:
         for verdict in verdicts:
@@ -169,10 +169,10 @@ def regrade_trial(trial: dict, stages: dict[str, dict], task: TaskSpec, new_swee
         _regrade_env_size(stages, grade)
     _regrade_startup(stages, grade)
     for name in stages:
-        if name not in {s["stage"] for s in out}:
+        if name not in {s.stage for s in out}:
             keep(name)
     row.update(settle_rows(out))
-    return TrialOutcome(row, out)
+    return TrialOutcome(row, [stage.columns() for stage in out])
 
 
 def _measured(stage: dict | None) -> bool:

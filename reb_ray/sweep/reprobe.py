@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING
 from reb_ray.errors import ImageMissing, InfraError, RebRayError
 from reb_ray.grading.unmeasured import PROBE_STAGES, STAGE_COLUMNS
 from reb_ray.grading.verdict import differences
+from reb_ray.grading.vocabulary import Stage
 from reb_ray.models.report import parse_report
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.models.task import TaskSpec
@@ -55,7 +56,7 @@ from reb_ray.results.read import GRADING_SUFFIXES, REPROBE_SUFFIX, latest_attemp
 from reb_ray.sandbox.scratch import make_scratch
 from reb_ray.suite.load import load_suite
 from reb_ray.sweep.identity import SCORED_SETTINGS, identity_path
-from reb_ray.trial.result import HardwareFingerprint
+from reb_ray.trial.result import HardwareFingerprint, StageRow
 
 if TYPE_CHECKING:  # the sandbox and trial modules load the Docker SDK: imported where a re-probe runs
     from reb_ray.trial.egress import TrialEgress
@@ -195,7 +196,7 @@ def reprobe_trial(source: dict, stages: dict[str, dict], task: TaskSpec, config:
     result.setup.repo_commit = source.get("repo_commit")
     result.setup.sandbox_limits_enforced = source.get("sandbox_limits_enforced")
     result.between.set(**{c: source.get(c) for c in ("report_status", "report_python_path", "repo_modified_files")})
-    rec.stages = [dict(s, sweep_id=new_sweep) for name, s in stages.items() if name not in PROBE_ROWS]
+    rec.stages = [StageRow(**dict(s, sweep_id=new_sweep)) for name, s in stages.items() if name not in PROBE_ROWS]
     startup = json.loads((stages.get("startup") or {}).get("raw") or "{}")
     rec.trajectory_hits = list(startup.get("trajectory_hits") or [])
     report = _report(rec, stages.get("report"))
@@ -267,8 +268,8 @@ def _report(rec: TrialRecorder, stage: dict | None):
     status, report, reason = parse_report(stage["raw"].encode())
     between = rec.result.between
     between.report_status, between.report_python_path = status, report.python_path if report else None
-    for row in (s for s in rec.stages if s["stage"] == "report"):
-        row.update(status="success" if report else "failure", reason=reason, failure_category=None if report else status)
+    for row in (s for s in rec.stages if s.stage is Stage.REPORT):
+        row.set(status="success" if report else "failure", reason=reason, failure_category=None if report else status)
     return report
 
 

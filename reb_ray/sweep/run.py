@@ -15,7 +15,7 @@ from typing import Callable
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from reb_ray.errors import RebRayError
+from reb_ray.errors import RebRayError, first_line
 from reb_ray.scheduling.budget import SweepBudget
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.scheduling.durations import estimator, table_medians
@@ -199,7 +199,7 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
                 stopped.append(line)
                 sink.close()  # every row handed to the sink is on disk
             except Exception as exc:  # noqa: BLE001 - said in the line, which must still go out
-                line += f" (the last rows could not be written: {_first_line(exc)})"
+                line += f" (the last rows could not be written: {first_line(exc)})"
             finally:
                 if got:
                     recording.release()
@@ -257,10 +257,6 @@ def _node_line(config: SweepConfig, sweep_id: str, line: str) -> None:
     print(line, file=sys.stderr, flush=True)
     log.warning("%s", line)
     _log_line(config, sweep_id, line)
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 def _log_line(config: SweepConfig, sweep_id: str, line: str) -> None:

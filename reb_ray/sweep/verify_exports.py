@@ -78,8 +78,7 @@ def successes(output: Path, sweep_id: str) -> list[dict]:
     rows = latest_attempts(read_trials(output, sweep_id)).to_pylist()
     out = []
     for row in rows:
-        stages = [{"stage": s, "status": row.get(f"{s}_status")} for s in STAGES]
-        if is_success(row, stages):
+        if is_success(row, [(s, row.get(f"{s}_status")) for s in STAGES]):
             out.append(row)
     return sorted(out, key=lambda r: r["trial_id"])
 

@@ -38,6 +38,7 @@ from reb_ray.trial.llm import DRAIN_S, register_on, unregister_on
 from reb_ray.trial.prepare import Prepared, prepare
 from reb_ray.trial.probe_phase import run_probe_phase
 from reb_ray.trial.record import TrialRecorder
+from reb_ray.trial.result import flatten
 
 WHEELS = [Path("/opt/wheels")] if Path("/opt/wheels").is_dir() else []
 #: The variable the runner tests' "real" LLM key lives in (the `real_key` fixture sets it).
@@ -169,7 +170,7 @@ class LlmSession:
     def probe(self) -> dict:
         """The probes' verdict on what the agent left: stop its leftovers, detach the toolchain,
         run C0..C5 (and the env size) as the trial does, settle; the trials row (`rec.stages`
-        holds the stage rows)."""
+        holds the typed stage rows)."""
         status, report, _reason = parse_report(self.report())
         self.rec.result.between.report_status = status
         self.sandbox.kill_leftovers()
@@ -238,7 +239,7 @@ def run_session(docker_client, image: str, kind: str, model: str, script: dict, 
                           env_seen.decode() if env_seen is not None else None, hits.output.strip())
         if probes:
             session.row = s.probe()
-            session.stages = s.rec.stages
+            session.stages = flatten(s.rec.result)[1]
     return session
 
 

@@ -26,6 +26,7 @@ from typing import Callable
 
 from reb_ray.suite.assets import missing_by_stage
 from reb_ray.errors import RebRayError
+from reb_ray.grading.vocabulary import Stage
 from reb_ray.grading.stage import AuditRecord, CommandRecord, GradeContext, StartupRecord, c5_observed, grade_stage
 from reb_ray.grading.unmeasured import (INVALID_REPORT, PROBE_STAGES, SANDBOX_BROKEN, agent_failed, assets_missing,
                                         interpreter_fault, skipped)
@@ -117,11 +118,12 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
     rec.result.probe.gpus_assigned = len(gpus)
     task = spec.task
     if report is None:
-        stage = next((s for s in rec.stages if s["stage"] == "report"), {})
+        stage = next((s for s in rec.stages if s.stage is Stage.REPORT), None)
         report_status = rec.result.between.report_status
-        why = stage.get("reason") or report_status
+        why = (stage.reason if stage else None) or report_status
         # A JSON object without a usable python_path is still audited (C5), on its own words.
-        written, _ = load_report_object(stage.get("raw")) if report_status == INVALID_REPORT else (None, None)
+        raw = stage.raw if stage else None
+        written, _ = load_report_object(raw) if report_status == INVALID_REPORT else (None, None)
         gated = PROBE_STAGES if written is None else tuple(s for s in PROBE_STAGES if s != "c5")
         rec.apply(agent_failed(task, gated, report_status, f"no usable report: {why}"))
         if written is not None:

@@ -1,7 +1,8 @@
 """The rows one trial attempt produces: a `trials` row and its `stages` rows.
 
-`TrialRecorder` collects them as the attempt's `AttemptResult` (reb_ray.trial.result), whose
-`flatten` makes the trials row; `TrialOutcome` is what reaches the driver."""
+`TrialRecorder` collects them as the attempt's `AttemptResult` (reb_ray.trial.result), the
+stage rows as typed `StageRow`s; its `flatten` makes the rows' dicts; `TrialOutcome`, those
+dicts, is what reaches the driver."""
 
 from __future__ import annotations
 
@@ -14,14 +15,14 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from reb_ray.agents.base import REPORT_PATH
 from reb_ray.agents.prompt import render_prompt
-from reb_ray.grading.vocabulary import Stage, Status, category, owner_of
+from reb_ray.grading.vocabulary import Category, Stage, Status, category, owner_of, plain
 from reb_ray.grading.unmeasured import ASSETS_MISSING, STAGE_COLUMNS, skipped
 from reb_ray.grading.verdict import StageVerdict
 from reb_ray.models.sweep import TrialSpec
 from reb_ray.redact import Redactor
 from reb_ray.sandbox import ExecResult
 from reb_ray.sandbox.output import TRUNCATION_MARK_RE
-from reb_ray.trial.result import AttemptIdentity, AttemptResult, flatten
+from reb_ray.trial.result import AttemptIdentity, AttemptResult, StageRow, flatten
 
 if TYPE_CHECKING:
     from reb_ray.trial.artifacts import LogArtifact, TrialArtifacts
@@ -84,12 +85,12 @@ class TrialRecorder:
         return MappingProxyType(self.result.trials_row())
 
     @property
-    def stages(self) -> list[dict]:
+    def stages(self) -> list[StageRow]:
         """The stage rows recorded so far, in order."""
         return self.result.stages
 
     @stages.setter
-    def stages(self, rows: list[dict]) -> None:
+    def stages(self, rows: list[StageRow]) -> None:
         self.result.stages = rows
 
     @contextmanager
@@ -112,33 +113,34 @@ class TrialRecorder:
     def stage(self, stage: str, status: str, *, result: ExecResult | None = None, reason: str | None = None,
               failure_category: str | None = None, command: str | None = None, raw: str | None = None,
               duration_s: float | None = None, log_pattern: str | None = None, log: LogArtifact | None = None,
-              side_logs: list[dict] | None = None, total_bytes: int | None = None) -> None:
-        """Add a stage row. With `result`: its kept output, whether that is the whole output
-        (`total_bytes` overrides result.total_bytes, e.g. summed over the agent's execs), and
-        the streamed verdict on `log_pattern`; `log`: the closed full-log artifact."""
+              side_logs: list[dict] | None = None, total_bytes: int | None = None) -> StageRow:
+        """Add a stage row and return it. With `result`: its kept output, whether that is the
+        whole output (`total_bytes` overrides result.total_bytes, e.g. summed over the agent's
+        execs), and the streamed verdict on `log_pattern`; `log`: the closed full-log artifact.
+        Raises ValueError for a stage or status that is no member of the grading vocabulary
+        (`Stage`, `Status`), UnknownCategory for such a failure category."""
         output = result.output if result is not None else ""
         head = output[:LOG_KEEP] if result else None
         tail = output[max(LOG_KEEP, len(output) - LOG_KEEP):] or None if result else None
-        evidence = _evidence(head, tail, result.total_bytes if total_bytes is None else total_bytes) if result else {}
-        self.stages.append({
-            **evidence,
-            "log_pattern": log_pattern,
-            "log_pattern_matched": result.pattern_matches.get(log_pattern) if result and log_pattern else None,
-            "side_logs": side_logs,
-            "log_path": log.path if log is not None and log.error is None else None,
-            "log_cut_bytes": log.dropped_bytes if log is not None and log.error is None else None,
-            "sweep_id": self.spec.sweep_id, "trial_id": self.spec.trial_id, "attempt": self.spec.attempt,
-            "task_id": self.spec.task.id, "agent": self.spec.agent, "stage": stage, "status": status,
-            "reason": reason, "failure_category": failure_category, "command": command,
-            "raw": raw[:RAW_KEEP] if raw else None,
-            "exit_code": result.exit_code if result else None, "timed_out": result.timed_out if result else None,
-            "duration_s": result.duration_s if result and duration_s is None else duration_s,
-            "log_head": head,
-            "log_tail": tail,
+        truncated, dropped = (_evidence(head, tail, result.total_bytes if total_bytes is None else total_bytes)
+                              if result else (None, None))
+        kept_log = log is not None and log.error is None
+        duration = result.duration_s if result and duration_s is None else duration_s
+        row = StageRow(
+            sweep_id=self.spec.sweep_id, trial_id=self.spec.trial_id, attempt=self.spec.attempt,
+            task_id=self.spec.task.id, agent=self.spec.agent, stage=stage, status=status, reason=reason,
+            exit_code=result.exit_code if result else None, timed_out=result.timed_out if result else None,
+            failure_category=failure_category, duration_s=duration, command=command,
+            log_head=head, log_tail=tail, raw=raw[:RAW_KEEP] if raw else None,
             # Rows are made when a stage ends: its start is that moment minus its duration.
-            "started_at": now() - dt.timedelta(seconds=duration) if (duration := (
-                result.duration_s if result and duration_s is None else duration_s)) else now(),
-        })
+            started_at=now() - dt.timedelta(seconds=duration) if duration else now(),
+            output_truncated=truncated, output_dropped_bytes=dropped, log_pattern=log_pattern,
+            log_pattern_matched=result.pattern_matches.get(log_pattern) if result and log_pattern else None,
+            side_logs=side_logs, log_path=log.path if kept_log else None,
+            log_cut_bytes=log.dropped_bytes if kept_log else None,
+        )
+        self.stages.append(row)
+        return row
 
     def not_run(self, stages: list[str], reason: str, failure_category: str | None = None) -> None:
         """Record `stages` as not_run for `reason`; those the task spec does not apply to are
@@ -162,9 +164,9 @@ class TrialRecorder:
         extra = {k: v for k, v in decided.items() if k not in ("status", "reason", "failure_category", "raw")}
         if "raw" in decided:
             fields["raw"] = decided["raw"]
-        self.stage(str(verdict.stage), decided["status"], reason=decided["reason"],
-                   failure_category=decided["failure_category"], **fields)
-        self.stages[-1].update(extra)
+        row = self.stage(verdict.stage, decided["status"], reason=decided["reason"],
+                         failure_category=decided["failure_category"], **fields)
+        row.set(**extra)
 
     def apply(self, verdicts: list[StageVerdict]) -> None:
         """Record stages that were not measured (reb_ray.grading.unmeasured verdicts)."""
@@ -175,8 +177,8 @@ class TrialRecorder:
         """Append `why` (e.g. the node's Docker cannot give containers GPUs) to the reason of
         every stage failed as `insufficient_hardware`."""
         for stage in self.stages:
-            if stage["failure_category"] == "insufficient_hardware":
-                stage["reason"] = f"{stage['reason']}: {why}" if stage["reason"] else why
+            if stage.failure_category is Category.INSUFFICIENT_HARDWARE:
+                stage.reason = f"{stage.reason}: {why}" if stage.reason else why
 
     def infra(self, category: str, message: str) -> None:
         """Settle the attempt as an infra error of `category` (retried, never scored)."""
@@ -199,16 +201,16 @@ class TrialRecorder:
 _RANK = {"c4": 6, "c3": 5, "c2": 4, "c1": 3, "c0": 2, "report": 1}
 
 
-def _evidence(head: str | None, tail: str | None, total_bytes: int) -> dict:
-    """output_truncated / output_dropped_bytes of a row keeping `head` and `tail` of an output of
-    `total_bytes` bytes (a sandbox truncation mark inside them is not output). Invalid UTF-8
+def _evidence(head: str | None, tail: str | None, total_bytes: int) -> tuple[bool, int]:
+    """(output_truncated, output_dropped_bytes) of a row keeping `head` and `tail` of an output
+    of `total_bytes` bytes (a sandbox truncation mark inside them is not output). Invalid UTF-8
     is counted as its replacement characters, so the count may be off by a few bytes then."""
     kept = TRUNCATION_MARK_RE.sub("", (head or "") + (tail or ""))
     dropped = max(0, total_bytes - len(kept.encode()))
-    return {"output_truncated": dropped > 0, "output_dropped_bytes": dropped}
+    return dropped > 0, dropped
 
 
-def settle_rows(stages: list[dict]) -> dict:
+def settle_rows(stages: list[StageRow]) -> dict:
     """The trial-level verdict of an attempt's stage rows (pure; used by re-grading too).
 
     Any infra category makes the attempt `infra_error` (retried, never scored), except a stage
@@ -221,22 +223,22 @@ def settle_rows(stages: list[dict]) -> dict:
     e.g. agent_timeout_s=600). Returns status, failure_owner, failure_category, failure_reason,
     stages_missing_assets (int, 0 when none).
     """
-    def unmeasured(stage: dict) -> bool:
-        return stage["status"] == "not_run" and stage["failure_category"] == ASSETS_MISSING
+    def unmeasured(stage: StageRow) -> bool:
+        return stage.status is Status.NOT_RUN and stage.failure_category == ASSETS_MISSING
 
     missing_assets = sum(1 for s in stages if unmeasured(s))
-    limit = next((s["reason"] for s in stages if s["stage"] == "agent" and s["reason"]), None)
-    failing = [s for s in stages if s["stage"] != "agent" and s["failure_category"] and not unmeasured(s)]
-    by_owner: dict[str, list[dict]] = {}
+    limit = next((s.reason for s in stages if s.stage is Stage.AGENT and s.reason), None)
+    failing = [s for s in stages if s.stage is not Stage.AGENT and s.failure_category and not unmeasured(s)]
+    by_owner: dict[str, list[StageRow]] = {}
     for stage in failing:
-        by_owner.setdefault(owner_of(stage["failure_category"]), []).append(stage)
+        by_owner.setdefault(owner_of(stage.failure_category), []).append(stage)
     for owner, status in (("infra", "infra_error"), ("agent", "scored"), ("hardware", "scored")):
         if owner in by_owner:
-            named = by_owner[owner][0] if owner == "infra" else max(by_owner[owner], key=lambda s: _RANK.get(s["stage"], 0))
-            reason = f"{named['failure_category']}: {named['stage']}: {named['reason']}"
+            named = by_owner[owner][0] if owner == "infra" else max(by_owner[owner], key=lambda s: _RANK.get(s.stage, 0))
+            reason = f"{named.failure_category}: {named.stage}: {named.reason}"
             if limit and owner != "infra":
                 reason += f" [agent limit {limit} fired]"
-            return {"status": status, "failure_owner": owner, "failure_category": named["failure_category"],
+            return {"status": status, "failure_owner": owner, "failure_category": plain(named.failure_category),
                     "failure_reason": reason[:2000], "stages_missing_assets": missing_assets}
     return {"status": "scored", "failure_owner": None, "failure_category": None, "failure_reason": None,
             "stages_missing_assets": missing_assets}

@@ -15,6 +15,10 @@ spelling: a typo is an AttributeError at the phase, never a silently extra colum
 where a part holds something that is no column (the verdicts, the agent's own account of its
 report). Every field is None until its phase knows it: unknown stays null, never 0.
 
+A stage row is a typed `StageRow` (made by `TrialRecorder.stage`, or from a stored row by a
+re-grade or a re-probe) until `StageRow.columns` makes it a dict: the only place a stage row
+becomes one, for `flatten` and for a re-grade's rows.
+
 The trials row `flatten` makes holds every TRIALS_SCHEMA column but `DRIVER_COLUMNS`, the
 columns the sweep's driver or a copied row sets after the attempt returned.
 """
@@ -26,6 +30,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from reb_ray.grading.verdict import StageVerdict
+from reb_ray.grading.vocabulary import Category, Stage, Status, category, plain
 
 #: Trials-row columns no live attempt fills; who sets them instead:
 #: - schema_version: the Parquet sink, on every row it writes (reb_ray.results.rows);
@@ -35,10 +40,11 @@ DRIVER_COLUMNS = ("schema_version", "config_drift", "trial_identity", "reused_fr
 
 
 class _Part:
-    """A part of an attempt's result: a dataclass whose column fields are named as their columns."""
+    """A part of an attempt's result (or a `StageRow`): a dataclass whose column fields are
+    named as their columns."""
 
     __slots__ = ()  # with the parts' own slots: setting a name no field has raises AttributeError
-    #: Fields that are no trials-row column (a part's own bookkeeping).
+    #: Fields that are no column (a part's own bookkeeping).
     _NOT_COLUMNS: tuple[str, ...] = ()
 
     def set(self, **columns: Any) -> None:
@@ -55,7 +61,7 @@ class _Part:
         return tuple(f.name for f in fields(cls) if f.name not in cls._NOT_COLUMNS)  # type: ignore[arg-type]
 
     def columns(self) -> dict[str, Any]:
-        """This part's trials-row columns."""
+        """This part's columns."""
         return {name: getattr(self, name) for name in self.column_names()}
 
 
@@ -276,6 +282,62 @@ class Settlement(_Part):
         self.failure_reason = (self.failure_reason or "") + text
 
 
+@dataclass(slots=True, kw_only=True)
+class StageRow(_Part):
+    """One `stages` row: a field per STAGES_SCHEMA column, in the schema's order, null where
+    unknown. `stage`, `status` and `failure_category` are the grading vocabulary's enums (a
+    value that is no member raises ValueError, an unknown category UnknownCategory, where the
+    row is made); `columns` hands them on as plain strings, so pyarrow never sees an enum.
+
+    `schema_version` is the Parquet sink's: null on a live attempt's row (the sink writes its
+    own version), the stored one on a row read back (a re-grade, a re-probe). Sizes are bytes,
+    durations seconds; the evidence columns are `TrialRecorder.stage`'s."""
+
+    schema_version: int | None = None
+    sweep_id: str | None = None
+    trial_id: str | None = None
+    attempt: int | None = None
+    task_id: str | None = None
+    agent: str | None = None
+    stage: Stage
+    status: Status
+    reason: str | None = None
+    exit_code: int | None = None
+    timed_out: bool | None = None
+    failure_category: Category | None = None
+    duration_s: float | None = None
+    command: str | None = None
+    log_head: str | None = None
+    log_tail: str | None = None
+    raw: str | None = None
+    started_at: dt.datetime | None = None
+    output_truncated: bool | None = None
+    output_dropped_bytes: int | None = None
+    log_pattern: str | None = None
+    log_pattern_matched: bool | None = None
+    side_logs: list[dict] | None = None
+    log_path: str | None = None
+    log_cut_bytes: int | None = None
+    witness_status: str | None = None
+    witness_interpreters: int | None = None
+    witness_interpreter: str | None = None
+    witness_repo_files: int | None = None
+
+    def __post_init__(self) -> None:
+        self.stage, self.status = Stage(self.stage), Status(self.status)
+        if self.failure_category is not None:
+            self.failure_category = category(self.failure_category)
+
+    def set(self, **columns: Any) -> None:
+        """Set columns by name (`_Part.set`), the enums checked again."""
+        _Part.set(self, **columns)
+        self.__post_init__()
+
+    def columns(self) -> dict[str, Any]:
+        """The row as the sink takes it: every column, enums as their plain strings."""
+        return {name: plain(getattr(self, name)) for name in self.column_names()}
+
+
 @dataclass
 class AttemptResult:
     """An attempt's result, one part per phase (module docstring), and its stage rows (made by
@@ -291,7 +353,7 @@ class AttemptResult:
     hardware: HardwareFingerprint = field(default_factory=HardwareFingerprint)
     probe: ProbePhaseResult = field(default_factory=ProbePhaseResult)
     settlement: Settlement = field(default_factory=Settlement)
-    stages: list[dict] = field(default_factory=list)
+    stages: list[StageRow] = field(default_factory=list)
 
     def parts(self) -> tuple[_Part, ...]:
         return (self.identity, self.setup, self.agent, self.llm, self.between, self.network, self.environment,
@@ -310,11 +372,11 @@ class AttemptResult:
 
 def flatten(result: AttemptResult) -> tuple[dict[str, Any], list[dict]]:
     """(the `trials` row, the `stages` rows) of `result`: every TRIALS_SCHEMA column but
-    DRIVER_COLUMNS, null where unknown, and the stage rows as recorded (new dicts and lists,
-    so changing them leaves `result` as it was)."""
-    return result.trials_row(), [dict(stage) for stage in result.stages]
+    DRIVER_COLUMNS, null where unknown, and every STAGES_SCHEMA column of each stage row in
+    the order recorded (`StageRow.columns`; new dicts, so changing them leaves `result` as it was)."""
+    return result.trials_row(), [stage.columns() for stage in result.stages]
 
 
 __all__ = ["DRIVER_COLUMNS", "AgentPhaseResult", "AttemptIdentity", "AttemptResult", "BetweenPhasesResult",
            "EnvironmentCapture", "HardwareFingerprint", "LlmUsage", "NetworkUse", "ProbePhaseResult", "SandboxSetup",
-           "Settlement", "flatten"]
+           "Settlement", "StageRow", "flatten"]

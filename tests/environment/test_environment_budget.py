@@ -137,6 +137,7 @@ def test_settle_applies_the_budget_after_a_keep(docker_client, tiny_kept, monkey
     images go and are named in env_evicted; its own image, when larger than the whole budget,
     is not kept. (list_kept is held to this test's sweep: the node is shared.)"""
     from reb_ray.environment.phase import EnvironmentPhase
+    from reb_ray.trial.result import StageRow
     from tests.test_repo_state import _recorder
 
     real_list = keep.list_kept
@@ -144,7 +145,7 @@ def test_settle_applies_the_budget_after_a_keep(docker_client, tiny_kept, monkey
 
     def settle(image_id: str, budget: int) -> dict:
         rec = _recorder()
-        rec.result.settlement.status, rec.stages = "scored", [{"stage": "c1", "status": "success"}]
+        rec.result.settlement.status, rec.stages = "scored", [StageRow(stage="c1", status="success")]
         config = SweepConfig(keep_environments="successes", env_disk_budget_bytes=budget)
         phase = EnvironmentPhase(rec, SimpleNamespace(config=config), [])
         phase.client, phase.image_id = docker_client, image_id

@@ -140,8 +140,8 @@ def test_capture_runs_in_a_host_process_sandbox_too(tmp_path):
 
 
 def test_keep_policies():
-    ok = [{"stage": "c0", "status": "success"}, {"stage": "c1", "status": "success"}]
-    c0_only = [{"stage": "c0", "status": "success"}, {"stage": "c1", "status": "failure"}]
+    ok = [("c0", "success"), ("c1", "success")]
+    c0_only = [("c0", "success"), ("c1", "failure")]
     scored, infra = {"status": "scored"}, {"status": "infra_error"}
     assert keep.wanted("successes", scored, ok) and not keep.wanted("successes", scored, c0_only)
     assert not keep.wanted("successes", infra, ok)
@@ -273,10 +273,11 @@ def test_an_image_removed_at_settle_leaves_its_columns_null(docker_client):
 
     from reb_ray.environment.phase import EnvironmentPhase
     from reb_ray.models.sweep import SweepConfig
+    from reb_ray.trial.result import StageRow
     from tests.test_repo_state import _recorder
 
     rec = _recorder()
-    rec.result.settlement.status, rec.stages = "scored", [{"stage": "c1", "status": "failure"}]
+    rec.result.settlement.status, rec.stages = "scored", [StageRow(stage="c1", status="failure")]
     phase = EnvironmentPhase(rec, SimpleNamespace(config=SweepConfig(keep_environments="successes")), [])
     phase.client, phase.image_id = docker_client, "sha256:" + "0" * 64
     rec.result.environment.set(env_image_id=phase.image_id, env_image_tag="reb-ray/env:x", env_image_bytes=28_672,

@@ -93,12 +93,12 @@ def test_the_stored_report_is_read_under_todays_rules():
     from types import SimpleNamespace
 
     from reb_ray.sweep.reprobe import _report
-    from reb_ray.trial.result import AttemptResult, BetweenPhasesResult
+    from reb_ray.trial.result import AttemptResult, BetweenPhasesResult, StageRow
 
     def recorder(raw):
         stage = {"stage": "report", "status": "success", "reason": None, "failure_category": None, "raw": raw}
         stored = AttemptResult(between=BetweenPhasesResult(report_status="ok"))  # as carried from the source row
-        return SimpleNamespace(result=stored, stages=[stage]), stage
+        return SimpleNamespace(result=stored, stages=[StageRow(**stage)]), stage
 
     def columns(rec):
         return rec.result.between.report_status, rec.result.between.report_python_path
@@ -109,7 +109,7 @@ def test_the_stored_report_is_read_under_todays_rules():
     assert columns(rec) == ("ok", "/opt/env/bin/python")
     rec, stage = recorder(json.dumps({"python_path": "bin/python"}))  # relative: no usable path
     assert _report(rec, stage) is None
-    assert columns(rec)[0] == "invalid_report" and rec.stages[0]["failure_category"] == "invalid_report"
+    assert columns(rec)[0] == "invalid_report" and rec.stages[0].failure_category == "invalid_report"
     rec, stage = recorder(None)
     assert _report(rec, dict(stage, status="failure")) is None and columns(rec) == ("ok", None)
 

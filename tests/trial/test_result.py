@@ -21,11 +21,11 @@ from reb_ray.grading.unmeasured import PROBE_STAGES, agent_failed
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.redact import Redactor
 from reb_ray.results.rows import rows_to_table
-from reb_ray.results.schema import TRIALS_SCHEMA
+from reb_ray.results.schema import STAGES_SCHEMA, TRIALS_SCHEMA
 from reb_ray.sandbox import ExecResult
 from reb_ray.suite.load import load_suite
 from reb_ray.trial.record import TrialRecorder, settle_rows
-from reb_ray.trial.result import DRIVER_COLUMNS, AttemptResult, flatten
+from reb_ray.trial.result import DRIVER_COLUMNS, AttemptResult, StageRow, flatten
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -101,6 +101,35 @@ def test_each_column_belongs_to_one_part_and_every_part_value_reaches_the_row():
         assert row[name] is not None, name
 
 
+def test_the_stage_row_covers_the_stages_schema_exactly():
+    """StageRow has a field per STAGES_SCHEMA column, in the schema's order, and no other; the
+    stage rows `flatten` makes hold exactly those columns and convert to the schema's types."""
+    assert [f.name for f in dataclasses.fields(StageRow)] == STAGES_SCHEMA.names
+    row = StageRow(stage="c1", status="failure", failure_category="deps", sweep_id="s", trial_id="a/t/0", attempt=1)
+    result = AttemptResult(stages=[row])
+    stages = flatten(result)[1]
+    assert list(stages[0]) == STAGES_SCHEMA.names
+    assert (stages[0]["stage"], stages[0]["status"], stages[0]["failure_category"]) == ("c1", "failure", "deps")
+    table = rows_to_table(stages, STAGES_SCHEMA)
+    assert table.column("schema_version")[0].as_py() == 1  # the sink's own version, never a stored null
+    stages[0]["reason"] = "changed"
+    assert row.reason is None  # a new dict: the result is as it was
+
+
+def test_a_stage_row_refuses_what_the_vocabulary_lacks():
+    with pytest.raises(ValueError):
+        StageRow(stage="c9", status="success")
+    with pytest.raises(ValueError):
+        StageRow(stage="c1", status="passed")
+    with pytest.raises(ValueError, match="unknown failure category"):
+        StageRow(stage="c1", status="failure", failure_category="depz")
+    row = StageRow(stage="c1", status="success")
+    with pytest.raises(KeyError, match="StageRow has no column 'witness'"):
+        row.set(witness="valid")
+    with pytest.raises(AttributeError):
+        row.witness = "valid"  # type: ignore[attr-defined]
+
+
 def test_an_empty_result_is_all_unknown_never_zero():
     row, _ = flatten(AttemptResult())
     assert row and all(value is None for value in row.values()), {k: v for k, v in row.items() if v is not None}
@@ -133,12 +162,15 @@ def test_the_recorders_row_is_flatten_and_read_only():
     rec.settle()
     outcome = rec.outcome(Redactor([]))
     assert outcome.trial == {**flatten(rec.result)[0], "finished_at": outcome.trial["finished_at"]}
-    settled = settle_rows(outcome.stages)  # C0 without a record: infra_toolbox, so infra_error
+    settled = settle_rows(rec.stages)  # C0 without a record: infra_toolbox, so infra_error
     assert outcome.trial["finished_at"] is not None and outcome.trial["status"] == settled["status"] == "infra_error"
     c1 = next(v for v in _verdicts(spec.task) if v.stage == "c1").trial_columns()
     assert {k: outcome.trial[k] for k in c1} == c1 and outcome.trial["sweep_id"] == "s"
     assert [s["stage"] for s in outcome.stages] == [str(v.stage) for v in _verdicts(spec.task)]
+    assert outcome.stages == flatten(rec.result)[1]  # the stage rows are flatten's too
+    assert all(type(s["stage"]) is str and type(s["status"]) is str for s in outcome.stages)  # never an enum
     rows_to_table([outcome.trial], TRIALS_SCHEMA)
+    rows_to_table(outcome.stages, STAGES_SCHEMA)
 
 
 def test_a_later_verdict_of_a_stage_wins():

@@ -37,7 +37,7 @@ def docker_gpu_problem(client: docker.DockerClient, image: str | None, timeout_s
     try:
         info = client.info()
     except DockerException as exc:
-        return f"Docker did not answer `info`: {_first_line(exc)}"
+        return f"Docker did not answer `info`: {_daemon_line(exc)}"
     runtimes = ", ".join(sorted(info.get("Runtimes") or {})) or "none"
     try:
         if image is None:
@@ -57,7 +57,7 @@ def docker_gpu_problem(client: docker.DockerClient, image: str | None, timeout_s
         code = container.wait(timeout=timeout_s).get("StatusCode")
         return None if code == 0 else f"a GPU container on this node exited {code} (runtimes: {runtimes})"
     except DockerException as exc:
-        return f"this node's Docker cannot give containers GPUs: {_first_line(exc)[:240]} (runtimes: {runtimes})"
+        return f"this node's Docker cannot give containers GPUs: {_daemon_line(exc)[:240]} (runtimes: {runtimes})"
     except Exception as exc:  # noqa: BLE001 - a timeout of the wait (requests' ReadTimeout)
         return f"the GPU probe container did not finish: {type(exc).__name__} (runtimes: {runtimes})"
     finally:
@@ -67,7 +67,10 @@ def docker_gpu_problem(client: docker.DockerClient, image: str | None, timeout_s
             pass
 
 
-def _first_line(exc: BaseException) -> str:
+def _daemon_line(exc: BaseException) -> str:
+    """The first line of what the Docker daemon said (an API error's `explanation`, the daemon's
+    own words, rather than the HTTP status and URL its text leads with), else of `exc`'s text.
+    Not `reb_ray.errors.first_line`: that one reads only the exception's text."""
     explanation = getattr(exc, "explanation", None)
     text = str(explanation or exc) or type(exc).__name__
     return text.splitlines()[0]
