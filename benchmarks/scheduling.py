@@ -46,8 +46,8 @@ both runs, full occupancy within 10 s.
 Usage: python benchmarks/scheduling.py [--part scale|rig|mixed|both] [--nodes 16] [--gpus-per-node 4]
        [--trials 1000] [--mean-s 55] [--rig-minute-s 0.03] [--rig-cpus 16] [--mixed-trials 240]
        [--mixed-mean-s 30] [--mixed-model] [--model-trials 1000] [--model-only]
-       [--slot-start-concurrency N (default: the cores; 0: all at once)] [--slots-per-worker N (scale part;
-       default 0: a worker process per node; 1: per slot, as the product does)]
+       [--slot-start-concurrency N (default: the cores; 0: all at once)] [--slots-per-worker N (default 0:
+       a worker process per simulated node; 1: per slot, as the product does)]
 """
 
 from __future__ import annotations
@@ -362,7 +362,8 @@ def rig(args, tmp: Path) -> None:
     minute = args.rig_minute_s
     runs = {share: run(tmp / f"rig-{'shared' if share else 'slots'}", nodes=1, gpus=2, cpus=args.rig_cpus,
                        cpus_per_trial=1.0, needs=RIG_NEEDS, agents=RIG_AGENTS, trials=1, duration=rig_duration(minute),
-                       share=share, slot_start_concurrency=args.slot_start_concurrency) for share in (False, True)}
+                       share=share, slot_start_concurrency=args.slot_start_concurrency,
+                       slots_per_worker=args.slots_per_worker) for share in (False, True)}
     work = [v["agent_s"] + v["probe_s"] for v in runs[False]["planned"].values()]
     to_real = 60.0 / minute
     serial_per_hour = len(work) / (sum(work) * to_real / 3600)
@@ -444,7 +445,8 @@ def mixed(args, tmp: Path) -> None:
     for share in (False, True):
         r = run(tmp / f"mixed-{'shared' if share else 'slots'}", nodes=0, gpus=0, cpus=0, cpus_per_trial=1.0, needs=needs,
                 agents=["noop"], trials=1, duration=lambda i, g, rng: tasks[i][1:], share=share,
-                raylets=mixed_cluster_nodes(MIXED_NODES, cpus), slot_start_concurrency=args.slot_start_concurrency)
+                raylets=mixed_cluster_nodes(MIXED_NODES, cpus), slot_start_concurrency=args.slot_start_concurrency,
+                slots_per_worker=args.slots_per_worker)
         planned = r["planned"]
         trials = [Trial(k, v["gpus"], v["agent_s"], v["probe_s"], 0.0, 0.0) for k, v in planned.items()]
         waits = {e["trial_id"]: e["agent_sleep"][0] - r["t0"] for e in r["entries"]}
@@ -475,13 +477,13 @@ def main() -> None:
     parser.add_argument("--slot-start-concurrency", type=int, default=os.cpu_count(),
                         help="slot workers starting at once (default: this machine's cores; 0: all, as on a real cluster)")
     # A process per slot costs ~0.5 CPU-s to start: 80 of them on 2 shared cores take 25-55 s before
-    # the last slot has work, however they are ordered. The `scale` part's 16 simulated nodes share
-    # these cores, so by default each node's slots share one worker process (the product's knob for
-    # more slots than cores, reb_ray.orchestrators.slot_pool); 1 is the product's default, a process
-    # per slot, which a real node starts on its own cores.
+    # the last slot has work, however they are ordered, and the rig's 16 take 5-8 s of a 50 s run
+    # (hours of its scaled real time). The simulated nodes share these cores where a real node starts
+    # its own on its own, so by default each node's slots share one worker process (the product's
+    # knob for more slots than cores, reb_ray.orchestrators.slot_pool); 1 is the product's default.
     parser.add_argument("--slots-per-worker", type=int, default=0,
-                        help="`scale` part: slots of a node sharing one worker process (default 0: all of a "
-                             "node's; 1: a process per slot, the product's default)")
+                        help="slots of a node sharing one worker process (default 0: all of a node's; 1: a "
+                             "process per slot, the product's default)")
     args = parser.parse_args()
     args.slot_start_concurrency = args.slot_start_concurrency or None
     args.slots_per_worker = args.slots_per_worker or None
