@@ -26,6 +26,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -56,15 +57,26 @@ class RebuiltEnvironment(Agent):
         return AgentRun.from_exec(result, ctx.timeout_s, started)
 
 
+#: The classic builder's line for each finished step: " ---> <image id>".
+_STEP_IMAGE = re.compile(r"^ ---> ([0-9a-f]{12})\s*$", re.MULTILINE)
+
+
 def build(export_dir: Path, tag: str, no_cache: bool = True, timeout: float = BUILD_TIMEOUT_S) -> tuple[bool, float, str]:
     """`docker build` the export as `tag`: (built, seconds, the build output's last 2,000 characters).
-    `--force-rm`: the classic builder otherwise leaves the container of a failed step behind."""
+    `--force-rm`: the classic builder otherwise leaves the container of a failed step behind.
+    A failed build leaves no image either: the classic builder keeps an untagged image per step
+    that succeeded (a gigabyte once the interpreter is installed), so the last of them is
+    removed, and with it the untagged ones below it, down to the `FROM` image, which stays."""
     argv = ["docker", "build", "--force-rm", "-t", tag, *(["--no-cache"] if no_cache else []), str(export_dir)]
     started = time.monotonic()
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return False, time.monotonic() - started, f"the build ran past {timeout:.0f} s"
+    if proc.returncode != 0:
+        steps = _STEP_IMAGE.findall(proc.stdout)
+        if len(steps) > 1:  # the first is the FROM image itself
+            subprocess.run(["docker", "rmi", steps[-1]], capture_output=True)
     return proc.returncode == 0, time.monotonic() - started, (proc.stdout + proc.stderr)[-2000:]
 
 

@@ -78,8 +78,11 @@ def test_heuristic_environment_is_captured_kept_exported_and_rebuilt(sandbox_ima
         # A recipe that does not build is reported as such.
         dockerfile = tmp_path / "export" / "Dockerfile"
         dockerfile.write_text(dockerfile.read_text() + "RUN false\n")
+        dangling = set(docker_client.images.list(filters={"dangling": True}))
         broken = verify(tmp_path / "export")
         assert broken["built"] is False and broken["verdict"].startswith("reproducible: not attempted")
+        # The steps that did build (the interpreter, the wheels: ~1 GB) leave no untagged image behind.
+        assert set(docker_client.images.list(filters={"dangling": True})) <= dangling
     finally:
         if heuristic.get("env_image_id"):
             subprocess.run(["docker", "rmi", "-f", heuristic["env_image_id"]], capture_output=True)
