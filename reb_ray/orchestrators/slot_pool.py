@@ -13,7 +13,9 @@ its GPUs). One by default: a worker that dies then takes one attempt with it. A 
 costs about 0.5 CPU-seconds to start (Python, Ray, reb-ray's imports), so where many slots share
 few cores (a cluster simulated on one machine, or nodes whose trials get a fraction of a CPU),
 fewer processes fill the slots sooner; the slots of one worker live and die together (a dead
-worker's attempts are all retried, its idle slots leave the dispatcher with it). A slot whose actor died is replaced by
+worker's attempts are all retried, its idle slots leave the dispatcher with it).
+
+A slot whose actor died is replaced by
 a new actor of the same shape on the same node while the node lives, and on whichever node Ray
 finds room for it when the node died (node loss retries the attempt on another node; the
 slot takes the node it lands on), except a sharing slot: its trials lease the GPUs of its node,
@@ -115,7 +117,6 @@ class SlotPool:
     up_cpu_s: list[float] = field(default_factory=list)
     _started: float | None = None
     _keys: count = field(default_factory=count)
-    _workers: count = field(default_factory=count)
     _counted: set = field(default_factory=set)  # workers whose start-up CPU is in up_cpu_s
     _waiting: deque = field(default_factory=deque)  # (shape, failures, pinned) not started yet
 
@@ -238,7 +239,7 @@ class SlotPool:
                                        resources={SLOT_RESOURCE: capped} if capped else None,
                                        max_concurrency=len(group) + 1 if len(group) > 1 else 1,
                                        scheduling_strategy=where).remote()
-            worker = next(self._workers)
+            worker = self.workers_created  # the worker's number: how many were created before it
             self.workers_created += 1
             for i, (shape, failures, _) in enumerate(group):
                 key = next(self._keys)
