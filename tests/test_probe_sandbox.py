@@ -8,6 +8,8 @@ on the config it would be created with."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import docker
 import pytest
 
@@ -82,9 +84,11 @@ SCORES = ("status", "failure_owner", "failure_category", "report_status", "c0_st
 
 @pytest.mark.parametrize("task", ["numpy-trainer", "pyproject-extra"])
 def test_a_shared_trial_scores_as_the_default_one_and_leaves_no_image(docker_client, sandbox_image, task):
-    plain = _run(task, f"plain-{task}", sandbox_image)
     lease = StaticLease(agent_gpus=[], gpus=[])
-    shared = _run(task, f"shared-{task}", sandbox_image, lease)
+    with ThreadPoolExecutor(2) as pool:  # side by side, as a sweep runs two trials on this machine
+        plain_run = pool.submit(_run, task, f"plain-{task}", sandbox_image)
+        shared = _run(task, f"shared-{task}", sandbox_image, lease)
+        plain = plain_run.result()
     assert plain["status"] == "scored" and plain["c1_status"] == "success", plain  # the agent installed what C1 needs
     assert {k: shared.get(k) for k in SCORES} == {k: plain.get(k) for k in SCORES}
     assert (plain["gpu_sharing"], shared["gpu_sharing"]) == (False, True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -75,21 +76,29 @@ def _trial(tmp_path: Path, name: str, spec: dict | str, image: str):
 
     specs = {name: spec} if isinstance(spec, dict) else {}
     agent = name if isinstance(spec, dict) else spec
-    config = SweepConfig(agent_specs=specs, agents=[agent], wheelhouses=WHEELS, output=tmp_path / "runs")
+    # keep_environments none: nothing here is about keeping, and a kept image would outlive the test
+    config = SweepConfig(agent_specs=specs, agents=[agent], wheelhouses=WHEELS, output=tmp_path / "runs",
+                         keep_environments="none")
     t = time.monotonic()
     out = run_trial(TrialSpec(sweep_id="shortcuts", agent=agent, task=TASK, trial_index=0, config=config, image=image))
-    ParquetSink(tmp_path / "runs").write([out.trial], out.stages)
     print(f"{name}: {time.monotonic() - t:.1f} s")
-    return out.trial, {s["stage"]: s for s in out.stages}
+    return out
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, sandbox_image):
     """The five trials, run once for the module: {name: (row, stages by name)}, and the output dir."""
     tmp = tmp_path_factory.mktemp("shortcuts")
-    found = {name: _trial(tmp, name, spec, sandbox_image) for name, spec in (
-        ("stub", STUB), ("wrapper", WRAPPER), ("hooks", HOOKS),
-        ("transcript", "tests.test_shortcut_records:TranscriptWrapperAgent"), ("heuristic", "heuristic"))}
+    agents = (("stub", STUB), ("wrapper", WRAPPER), ("hooks", HOOKS),
+              ("transcript", "tests.test_shortcut_records:TranscriptWrapperAgent"), ("heuristic", "heuristic"))
+    # Two at a time, as a sweep on this 2-core machine would run them: a trial waits on its
+    # containers and pip for much of its time.
+    with ThreadPoolExecutor(2) as pool:
+        outs = list(pool.map(lambda agent: _trial(tmp, agent[0], agent[1], sandbox_image), agents))
+    sink = ParquetSink(tmp / "runs")
+    sink.write([out.trial for out in outs], [stage for out in outs for stage in out.stages])
+    sink.close()
+    found = {name: (out.trial, {s["stage"]: s for s in out.stages}) for (name, _), out in zip(agents, outs)}
     return found, tmp / "runs"
 
 

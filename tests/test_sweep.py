@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -77,6 +78,18 @@ def test_demo_sweep_end_to_end_and_resume(tmp_path, docker_client, sandbox_image
     assert by_key[("noop", "numpy-trainer")]["report_python_path"] == "/usr/bin/python3"
     stages = read_stages(config.output.dir)
     assert set(pc.unique(stages["stage"]).to_pylist()) >= {"agent", "report", "c0", "c1", "env_size"}
+    # Honest environments pass C1 with a valid witness on every demo task: the pinned
+    # repository's own files ran under the reported interpreter (a venv's python resolves to its
+    # base), and nothing in the repository had to be put back.
+    c1 = {(s["agent"], s["task_id"]): s for s in stages.to_pylist() if s["stage"] == "c1"}
+    for key, row in by_key.items():
+        assert row["repo_restored"] is True and row["repo_restored_files"] == [], key
+        if key[0] != "heuristic":
+            continue
+        assert c1[key]["witness_status"] == "valid" == row["c1_witness"], (key, c1[key]["reason"])
+        assert c1[key]["witness_repo_files"] >= 1 and c1[key]["witness_interpreter"] == "/usr/bin/python3.11", key
+        witness = json.loads(c1[key]["raw"])["witness"]
+        assert witness["expected_prefix"] == row["report_python_path"].rsplit("/bin/", 1)[0], key
     assert _our_containers(docker_client, config.resolved_sweep_id()) == []
 
     again = run_sweep(config, show_progress=False)

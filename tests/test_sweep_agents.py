@@ -177,10 +177,10 @@ def test_a_hanging_endpoint_hits_the_agent_timeout_and_the_row_says_so(
     from reb_ray.sweep.run import run_sweep
 
     hang = endpoints({"model": CLAUDE, "turns": [{"kind": "hang"}]})
-    config = _config(tmp_path, {"hang": _spec("claude_code", CLAUDE, hang)}, agent_timeout_s=15)
+    config = _config(tmp_path, {"hang": _spec("claude_code", CLAUDE, hang)}, agent_timeout_s=8)
     run_sweep(config, show_progress=False)
     [row] = _rows(config)["hang"]
-    assert (row["status"], row["failure_owner"], row["agent_limit"]) == ("scored", "agent", "agent_timeout_s=15")
+    assert (row["status"], row["failure_owner"], row["agent_limit"]) == ("scored", "agent", "agent_timeout_s=8")
     assert row["agent_timed_out"] is True and row["report_status"] == "missing_report"
     assert row["llm_requests"] >= 1 and row["input_tokens"] is None and row["cost_usd"] is None
     assert real_key not in _stored_text(config.output.dir)

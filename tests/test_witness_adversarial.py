@@ -1,7 +1,8 @@
 """Shortcut-taking agents against the witness and the pinned repository (real Docker, the
 `command` agent on the demo task numpy-trainer): each scores no better than `noop` on C1, and
-its row says why; honest environments (the `heuristic` baseline) still pass C1 with a valid
-witness on every demo task."""
+its row says why. That honest environments (the `heuristic` baseline) still pass C1 with a valid
+witness on every demo task is checked on the demo sweep's own rows (tests/test_sweep.py), which
+runs exactly those trials."""
 
 from __future__ import annotations
 
@@ -125,16 +126,3 @@ def test_shortcuts_score_no_better_than_noop_on_c1(sandbox_image):
         c1_again = next(s for s in again.stages if s["stage"] == "c1")
         assert {k: c1_again[k] for k in keys} == {k: c1[name][k] for k in keys}, name
         assert (again.trial["c1_witness"], again.trial["failure_category"]) == (rows[name]["c1_witness"], rows[name]["failure_category"])
-
-
-@pytest.mark.docker
-@pytest.mark.parametrize("task_id", ["numpy-trainer", "import-name-mismatch", "pyproject-extra", "torch-tiny"])
-def test_honest_environments_pass_c1_with_a_valid_witness(sandbox_image, task_id):
-    outcome = _trial("heuristic", task_id, sandbox_image)
-    row, c1 = outcome.trial, next(s for s in outcome.stages if s["stage"] == "c1")
-    assert row["c1_status"] == "success", (c1["reason"], c1["log_head"])
-    assert c1["witness_status"] == "valid" and row["c1_witness"] == "valid" and c1["witness_repo_files"] >= 1
-    assert c1["witness_interpreter"] == "/usr/bin/python3.11"  # the venv's python resolves to its base
-    witness = json.loads(c1["raw"])["witness"]
-    assert witness["expected_prefix"] == row["report_python_path"].rsplit("/bin/", 1)[0]
-    assert row["repo_restored"] is True and row["repo_restored_files"] == []
