@@ -97,6 +97,9 @@ def test_the_heads_death_mid_sweep_one_line_no_row_lost_and_the_same_command_res
     assert sorted(r["trial_id"] for r in rows) == ["noop/f0/0", "noop/f1/0"]
     assert int(match["running"]) == 2, line
 
+    # The two attempts that run again need not wait 40 s: the restarted cluster's workers read
+    # the script anew (the same file, so `env` is unchanged) and the ledger goes on.
+    assert sleep_env(tmp_path, {f"noop/f{i}/0": 0.5 for i in range(4)}) == (env, ledger)
     with ray_cluster(head, {"num_cpus": 4}, env=env, connect=False) as again_cluster:
         assert again_cluster.address == address  # the same address: literally the same command
         again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=150)
