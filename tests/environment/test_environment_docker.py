@@ -9,6 +9,7 @@ import json
 import uuid
 import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -35,8 +36,10 @@ def _run(agent: str, config: SweepConfig, image: str) -> dict:
 def test_heuristic_environment_is_captured_kept_exported_and_rebuilt(sandbox_image, docker_client, tmp_path):
     assert SweepConfig().output.keep_environments == "successes"  # the per-node disk budget bounds what is kept
     config = SweepConfig(output=tmp_path / "out", keep_environments="successes")
-    heuristic = _run("heuristic", config, sandbox_image)
-    noop = _run("noop", config, sandbox_image)
+    with ThreadPoolExecutor(2) as pool:  # side by side, as a sweep runs two trials on this machine
+        noop_run = pool.submit(_run, "noop", config, sandbox_image)
+        heuristic = _run("heuristic", config, sandbox_image)
+        noop = noop_run.result()
     try:
         assert heuristic["status"] == "scored" and heuristic["c1_status"] == "success", heuristic["failure_reason"]
         # Capture: the manifest beside the artifacts, its digest that of the stored bytes.
