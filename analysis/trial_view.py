@@ -207,8 +207,11 @@ def _manifest_commands(output_dir: Path, row: dict) -> list[dict]:
     return [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
 
 
-def _mib(value: int | None) -> str:
-    return "-" if value is None else f"{value / 2**20:.1f} MiB"
+def _size(value: int | None) -> str:
+    """Bytes in the units `reb-ray env list` and `env gc` print the same images in."""
+    from reb_ray.environment.keep import size_text
+
+    return "-" if value is None else size_text(value)
 
 
 def _env_lines(row: dict, evicted_by: str | None = None) -> list[str]:
@@ -226,8 +229,8 @@ def _env_lines(row: dict, evicted_by: str | None = None) -> list[str]:
         text = f"env      no manifest ({_fmt(row.get('env_capture_error'))})"
     if row.get("env_kept"):
         text += (f"; kept as image {_fmt(row.get('env_image_tag'))} ({str(row.get('env_image_id') or '-')[:19]}) on "
-                 f"{_fmt(row.get('node'))}: its layer {_mib(row.get('env_image_bytes'))}, whole image "
-                 f"{_mib(row.get('env_image_total_bytes'))}")
+                 f"{_fmt(row.get('node'))}: its layer {_size(row.get('env_image_bytes'))}, whole image "
+                 f"{_size(row.get('env_image_total_bytes'))}")
         if evicted_by:
             text += f"; since removed by the node's disk budget (at {evicted_by})"
     else:
@@ -385,7 +388,9 @@ def _file_lines(output_dir: Path, row: dict, stages: list[dict]) -> list[str]:
                   if f.is_file() and not f.name.startswith(".") and f.relative_to(output_dir).as_posix() not in known]
     if not named:
         return ["files    none stored"]
-    lines = [f"files    {len(named)} log(s) of attempt {row['attempt']}:"]
+    # "files", not "logs": the trajectory and the environment manifest are among them; the paths
+    # are the output directory's, which the header names (the shell may be elsewhere).
+    lines = [f"files    {len(named)} file(s) of attempt {row['attempt']}, paths under {output_dir}:"]
     for name, path in named:
         try:
             size = f"{(output_dir / path).stat().st_size} bytes"

@@ -154,6 +154,12 @@ def pytest_xdist_auto_num_workers(config):
     return max(2, os.cpu_count() or 1)
 
 
+def pytest_addoption(parser):
+    parser.addoption("--lanes", action="store_true", default=False,
+                     help="with -n 2: run the suite as two lanes side by side, the Ray-cluster tests of "
+                          "tests/orchestrators/ (which mostly wait) on one worker, everything else on the other")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "integration: uses Docker, Ray, a CLI agent or a private "
                             "daemon (set automatically from markers and fixtures); `-m 'not integration'` "
@@ -233,12 +239,24 @@ def _alone_or_beside(request, tmp_path_factory):
         yield
 
 
-def _group_of(item) -> str:
+#: `--lanes`: the lane of the tests that mostly wait. The Ray-cluster tests of tests/orchestrators/
+#: spend most of their time in sleeping sandboxes, dead nodes and timeouts that must elapse, and
+#: so use little of the CPU that the other lane (containers, pip, pyright, browsers) is bound by.
+#: Their daemon-wide files stay in the other lane, with the rest of their group.
+WAITING_LANE, WORKING_LANE = "lane-waiting", "lane-working"
+WAITING_DIR = "orchestrators/"
+
+
+def _group_of(item, lanes: bool = False) -> str:
     path = _relative(item)
     params = getattr(getattr(item, "callspec", None), "params", {})
     if "podman_service" in getattr(item, "fixturenames", ()) or params.get("provider") == "podman":
-        return PODMAN_GROUP
-    return next((group for group, files in SHARED_STATE_GROUPS.items() if path in files), path)
+        group = PODMAN_GROUP
+    else:
+        group = next((group for group, files in SHARED_STATE_GROUPS.items() if path in files), path)
+    if not lanes:
+        return group
+    return WAITING_LANE if path.startswith(WAITING_DIR) and group != "daemon-wide" else WORKING_LANE
 
 
 #: Seconds each test file took in a full side-by-side run (`scripts/test_seconds.py` writes it
@@ -247,15 +265,15 @@ FILE_SECONDS = Path(__file__).resolve().parent / "file_seconds.json"
 UNLISTED_S = 5
 
 
-def _group_for_workers(items) -> None:
-    """Give each test its group, then put the longest groups first (stable: a file's tests keep
-    their order), so a side-by-side run hands out its long files at the start and does not end
-    waiting on one worker's (longest-processing-time-first). A serial run needs neither, and
-    keeps the files' order."""
+def _group_for_workers(items, lanes: bool = False) -> None:
+    """Give each test its group (with `lanes`, one of the two lanes), then put the longest groups
+    first (stable: a file's tests keep their order), so a side-by-side run hands out its long
+    files at the start and does not end waiting on one worker's (longest-processing-time-first).
+    A serial run needs neither, and keeps the files' order."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     seconds = json.loads(FILE_SECONDS.read_text()) if FILE_SECONDS.is_file() else {}
-    groups = {id(item): _group_of(item) for item in items}
+    groups = {id(item): _group_of(item, lanes) for item in items}
     weight: dict[str, float] = {}
     for group, path in {(groups[id(item)], _relative(item)) for item in items}:
         weight[group] = weight.get(group, 0) + seconds.get(path, UNLISTED_S)
@@ -266,7 +284,7 @@ def _group_for_workers(items) -> None:
 
 def pytest_collection_modifyitems(config, items):
     _mark_integration(items)
-    _group_for_workers(items)
+    _group_for_workers(items, config.getoption("--lanes"))
     if os.environ.get(NEXAU_SRC_ENV):
         return
     keep = [item for item in items if item.get_closest_marker("nexau_src") is None]

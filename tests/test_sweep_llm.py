@@ -138,7 +138,7 @@ def test_tokens_cost_and_the_real_key_stays_out_of_the_sandbox(tmp_path, sandbox
     assert f"${by_hand:.6f} (price_table" in text and '"python_path": "/usr/bin/python3"' in text
     assert "c1         failure   deps" in text  # stage results with their category
     listing = text[text.index("files    "):]  # every log of the attempt, the stages' too
-    assert "log(s) of attempt 1:" in listing and f"{spy['llm_log_path']} (" in listing and "(missing)" not in listing
+    assert f"file(s) of attempt 1, paths under {config.output.dir}:" in listing and f"{spy['llm_log_path']} (" in listing and "(missing)" not in listing
     assert "c1 log" in listing and f"{spy['trajectory_path']} (" in listing
 
 

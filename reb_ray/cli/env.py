@@ -66,7 +66,7 @@ def list_kept(
     output: Optional[Path] = typer.Option(None, "--output", help="Only the images this output directory's trials rows record (another user's sweep of the same configuration has the same sweep id)."),
 ) -> None:
     """The kept-environment images on this node: tag, sweep, trial, attempt, size."""
-    from reb_ray.environment.keep import kept_images, recorded_images
+    from reb_ray.environment.keep import kept_images, recorded_images, size_text
     from reb_ray.sandbox.docker.docker_client import connect
     from reb_ray.sandbox.ownership import ATTEMPT, SWEEP, TRIAL
 
@@ -75,7 +75,7 @@ def list_kept(
         labels = image.labels or {}
         tag = image.tags[0] if image.tags else image.id[:19]
         typer.echo(f"{tag}  {labels.get(SWEEP)}  {labels.get(TRIAL)}  attempt {labels.get(ATTEMPT)}  "
-                   f"{image.attrs.get('Size', 0) / 1e9:.2f} GB")
+                   f"{size_text(image.attrs.get('Size'))}")
 
 
 @app.command("gc")

@@ -158,7 +158,10 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
     recording = threading.Lock()
     stopped: list[str] = []  # the head's death, once seen: later outcomes are not written
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TextColumn("running {task.fields[running]}  agent-failed {task.fields[failed]}  infra-retried {task.fields[infra]}"), TimeElapsedColumn(),
+                  # `failed`: scored trials with at least one stage the agent failed (any stage,
+                  # not only C1), so the count is of trials, as the bar's total is.
+                  TextColumn("running {task.fields[running]}  with a failed stage {task.fields[failed]}  "
+                             "infra-retried {task.fields[infra]}"), TimeElapsedColumn(),
                   disable=not show_progress, console=_progress_console()) as progress:
         bar = progress.add_task(f"sweep {result.sweep_id}", total=len(specs), running=0, failed=0, infra=0)
 

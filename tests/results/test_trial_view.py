@@ -76,7 +76,7 @@ def test_trial_show_lists_every_log_of_the_attempt(tmp_path):
     sink.close()
     out = show_trial(tmp_path, "a/t1/0")
     listing = out[out.index("files    "):]
-    assert listing.splitlines()[0] == "files    5 log(s) of attempt 2:"
+    assert listing.splitlines()[0] == f"files    5 file(s) of attempt 2, paths under {tmp_path}:"
     assert f"agent log      {base}/agent.log.gz (1 bytes)" in listing
     assert f"request log    {base}/llm_requests.jsonl.gz (3 bytes)" in listing
     assert f"network log    {base}/network.jsonl.gz (missing)" in listing
@@ -104,7 +104,7 @@ def test_trial_show_names_the_environment_and_reads_commands_from_its_manifest(t
     (tmp_path / rel).write_bytes(gzip.compress(json.dumps(manifest).encode()))
     kept = row("heuristic", "t1", 1, "scored", agent_kind="heuristic", env_manifest_path=rel, env_manifest_digest="ab" * 32,
                env_manifest_bytes=190, env_keep_policy="successes", env_kept=True, env_image_id="sha256:" + "c" * 64,
-               env_image_tag="reb-ray/env:s1-x", env_image_bytes=3 * 2**20, env_image_total_bytes=200 * 2**20, node="n1")
+               env_image_tag="reb-ray/env:s1-x", env_image_bytes=3_000_000, env_image_total_bytes=200_000_000, node="n1")
     dropped = row("noop", "t1", 1, "scored", agent_kind="noop", env_manifest_path=None, env_capture_error="boom",
                   env_keep_policy="successes", env_kept=False)
     sink = ParquetSink(tmp_path)
@@ -117,7 +117,7 @@ def test_trial_show_names_the_environment_and_reads_commands_from_its_manifest(t
     # a script's line breaks stay on its listing line, so the status line below it still lines up
     assert "  [2] $ set -e\\nmkdir -p /opt/x\\nprintf '%s' '{\"a\": 1}' > r.json\n      exit 0" in out
     assert (f"env      manifest {rel} (sha256 {'ab' * 32}, 190 bytes of JSON, gzipped on disk); kept as image reb-ray/env:s1-x "
-            f"(sha256:cccccccccccc) on n1: its layer 3.0 MiB, whole image 200.0 MiB") in out
+            f"(sha256:cccccccccccc) on n1: its layer 3.0 MB, whole image 200.0 MB") in out
     assert f"env manifest   {rel} (" in out
     out = show_trial(tmp_path, "noop/t1/0")
     assert "env      no manifest (boom); kept: no (policy successes)" in out and "MiB" not in out
