@@ -29,6 +29,7 @@ from reb_ray.grading.verdict import differences, verdicts
 from reb_ray.llm.transcript import commands
 from reb_ray.results.read import REPROBE_SUFFIX, graded_copies, latest_attempts, read_stages, read_trials
 from reb_ray.results.verifications import attempt_key, read_verifications
+from reb_ray.sizes import size_text
 from reb_ray.terminal import printable
 
 MAX_COMMANDS = 200  # commands shown (the first ones; the rest are counted)
@@ -209,8 +210,6 @@ def _manifest_commands(output_dir: Path, row: dict) -> list[dict]:
 
 def _size(value: int | None) -> str:
     """Bytes in the units `reb-ray env list` and `env gc` print the same images in."""
-    from reb_ray.environment.keep import size_text
-
     return "-" if value is None else size_text(value)
 
 

@@ -40,7 +40,7 @@ LAYERS: list[set[str]] = [
     {"grading"},                    # pure graders of probe records
     {"models"},                     # schemas: task, agent, sweep, report
     {"netpolicy", "results", "sandbox"},  # network policy; the results store; sandbox providers
-    {"background", "jsonl", "paths", "redact", "terminal"},  # small shared utilities
+    {"background", "jsonl", "paths", "redact", "sizes", "terminal"},  # small shared utilities
     {"errors"},
 ]
 

@@ -66,7 +66,8 @@ def list_kept(
     output: Optional[Path] = typer.Option(None, "--output", help="Only the images this output directory's trials rows record (another user's sweep of the same configuration has the same sweep id)."),
 ) -> None:
     """The kept-environment images on this node: tag, sweep, trial, attempt, size."""
-    from reb_ray.environment.keep import kept_images, recorded_images, size_text
+    from reb_ray.environment.keep import kept_images, recorded_images
+    from reb_ray.sizes import size_text
     from reb_ray.sandbox.docker.docker_client import connect
     from reb_ray.sandbox.ownership import ATTEMPT, SWEEP, TRIAL
 
@@ -87,7 +88,8 @@ def gc(
     """Apply the disk budget to this node's kept environments by hand: the oldest are removed
     until the rest fits (any larger than the whole budget first); prints each removed and kept
     image with its size."""
-    from reb_ray.environment.keep import apply_budget, recorded_images, size_text
+    from reb_ray.environment.keep import apply_budget, recorded_images
+    from reb_ray.sizes import size_text
     from reb_ray.errors import RebRayError
     from reb_ray.sandbox.docker.docker_client import connect
 

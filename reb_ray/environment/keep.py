@@ -155,15 +155,6 @@ def kept_images(client, sweep_id: str | None = None, trial_id: str | None = None
     return found
 
 
-def size_text(n: int | None) -> str:
-    """Bytes for people: GB (2 decimals) from 1 GB, MB (1 decimal) from 1 MB, else kB; decimal units."""
-    if n is None:
-        return "size unknown"
-    if n >= 1e9:
-        return f"{n / 1e9:.2f} GB"
-    return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.0f} kB"
-
-
 @dataclass(frozen=True)
 class KeptImage:
     """One kept-environment image on the node: its id, tag, creation time (UTC), its own

@@ -18,6 +18,7 @@ from __future__ import annotations
 from reb_ray.environment import capture as capture_mod
 from reb_ray.environment import keep
 from reb_ray.environment.keep import KEPT_DIGEST, KEPT_NODE
+from reb_ray.sizes import size_text
 
 
 class EnvironmentPhase:
@@ -77,6 +78,6 @@ class EnvironmentPhase:
         self.env.env_evicted = [i.tag for i in result.removed if i.id != self.image_id]
         if own is not None:
             self.env.set(env_kept=False, **{column: None for column in keep.IMAGE_COLUMNS})
-            self.env.env_keep_error = (f"not kept: its layer of {keep.size_text(own.layer_bytes)} exceeds the node's "
-                                       f"env disk budget of {keep.size_text(result.budget_bytes)}")
+            self.env.env_keep_error = (f"not kept: its layer of {size_text(own.layer_bytes)} exceeds the node's "
+                                       f"env disk budget of {size_text(result.budget_bytes)}")
             self.image_id = None
