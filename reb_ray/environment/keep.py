@@ -130,9 +130,10 @@ def remove(client, image_id: str) -> str | None:
 def kept_images(client, sweep_id: str | None = None, trial_id: str | None = None, attempt: int | None = None,
                 only: set[str] | None = None) -> list:
     """This node's kept-environment images, filtered by sweep, trial and attempt when given, and
-    to the image ids in `only` when given (`recorded_images` of an output directory)."""
-    from docker import errors as docker_errors
-
+    to the image ids in `only` when given (`recorded_images` of an output directory). An image
+    another process removes while they are listed (the disk budget of a concurrent sweep, `env
+    gc`) is simply not among them."""
+    from reb_ray.sandbox.docker.docker_client import labelled_images
     from reb_ray.sandbox.ownership import ATTEMPT, SWEEP, TRIAL
 
     labels = [f"{KEPT}=true"]
@@ -142,17 +143,7 @@ def kept_images(client, sweep_id: str | None = None, trial_id: str | None = None
         labels.append(f"{TRIAL}={trial_id}")
     if attempt is not None:
         labels.append(f"{ATTEMPT}={attempt}")
-    found = []
-    # Listed, then fetched one by one: an image another process removes in between (the disk
-    # budget of a concurrent sweep, `env gc`) is simply gone, never an error for the whole list.
-    for listed in client.api.images(filters={"label": labels}):
-        if only is not None and listed["Id"] not in only:
-            continue
-        try:
-            found.append(client.images.get(listed["Id"]))
-        except docker_errors.ImageNotFound:
-            continue
-    return found
+    return labelled_images(client, labels, only)
 
 
 @dataclass(frozen=True)

@@ -137,7 +137,7 @@ class LlmSession:
 
     def containers(self) -> list:
         """This session's containers still there (none after exit)."""
-        return self.docker_client.containers.list(all=True, filters={"label": f"reb-ray.sweep={self.sweep_id}"})
+        return self.docker_client.containers.list(all=True, ignore_removed=True, filters={"label": f"reb-ray.sweep={self.sweep_id}"})
 
     def run(self) -> AgentRun:
         return self.agent.run(self.sandbox, self.ctx)

@@ -202,3 +202,45 @@ def test_removing_a_dead_attempt_spares_the_same_attempt_of_another_sweep_run(do
     finally:
         for box in boxes.values():
             box.close()
+
+
+def test_an_image_removed_while_the_reaper_lists_is_skipped_not_an_error(docker_client, sandbox_image):
+    """Two sweeps on one daemon: sweep B's start-up reaper listed the attempt images, then sweep
+    A removed one of them (its own close or reaper) before B inspected it. B's listing is
+    replayed here as it was (taken before the removal, every image on it real); B reaps the rest
+    and starts, where the SDK's `images.list` raised ImageNotFound and ended B's sweep."""
+    from reb_ray.sandbox.docker.reaper import orphaned_images, reap_images
+    from reb_ray.sandbox.ownership import ATTEMPT_IMAGE, TRIAL
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    box = DockerSandbox(SandboxConfig(image=sandbox_image, sweep_id="stale-list", trial_id="t"), docker_client)
+    labels = [f"LABEL {ATTEMPT_IMAGE}=true", f"LABEL {MANAGED}=true", f"LABEL {TRIAL}=stale/t/0",
+              f"LABEL {OWNER_PID}={gone.pid}", f"LABEL {OWNER_HOST}={os.uname().nodename}"]
+    try:
+        ids = [docker_client.api.commit(box.id, repository="reb-ray/attempt", tag=f"stale-{i}",
+                                        changes=[*labels, f"LABEL stale.index={i}"])["Id"] for i in range(2)]
+        listing = [i for i in docker_client.api.images(filters={"label": [f"{MANAGED}=true", TRIAL]})
+                   if i["Id"] in ids]
+        assert sorted(i["Id"] for i in listing) == sorted(ids)
+        docker_client.images.remove(ids[0], force=True)  # the other sweep got there first
+
+        class ListedBefore(docker.APIClient):
+            """The daemon's API, but its image listing is the one taken before the removal."""
+
+            def images(self, *args, **kwargs):
+                return listing
+
+        stale = docker.from_env()
+        stale.api = ListedBefore(**docker.utils.kwargs_from_env())
+        with pytest.raises(docker.errors.ImageNotFound):  # what the SDK's own listing does
+            stale.images.list(filters={"label": [f"{MANAGED}=true", TRIAL]})
+        assert [i.id for i in orphaned_images(stale)] == [ids[1]]
+        assert reap_images(stale) == [ids[1]]
+    finally:
+        box.close()
+        for i in range(2):
+            try:
+                docker_client.images.remove(f"reb-ray/attempt:stale-{i}", force=True)
+            except docker.errors.NotFound:
+                pass

@@ -105,3 +105,20 @@ def network_gateway(client: docker.DockerClient, network: str) -> str | None:
         if subnet and ipaddress.ip_network(subnet).version == 4:
             return str(next(ipaddress.ip_network(subnet).hosts()))
     raise DockerUnavailable(f"Docker network {network!r} has no IPv4 gateway or subnet for the node's LLM proxy")
+
+
+def labelled_images(client: docker.DockerClient, labels: list[str], only: set[str] | None = None) -> list:
+    """The images carrying every one of `labels` ("key=value" or "key"), as image objects (to
+    the ids in `only` when given). Listed, then fetched one by one: on a daemon shared by
+    several sweeps an image can be removed between the two (another sweep's reaper or
+    attempt close, its disk budget, `env gc`); such an image is simply gone, never an error for
+    the whole list, as the SDK's `images.list` (which inspects every listed image) makes it."""
+    found = []
+    for listed in client.api.images(filters={"label": labels}):
+        if only is not None and listed["Id"] not in only:
+            continue
+        try:
+            found.append(client.images.get(listed["Id"]))
+        except docker.errors.ImageNotFound:
+            continue
+    return found

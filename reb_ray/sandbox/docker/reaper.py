@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import docker
 
-from reb_ray.sandbox.docker.docker_client import connect
+from reb_ray.sandbox.docker.docker_client import connect, labelled_images
 from reb_ray.sandbox.ownership import ATTEMPT, ATTEMPT_IMAGE, KEPT_ENV, MANAGED, RUN, SWEEP, TRIAL, Owner
 
 
@@ -42,9 +42,10 @@ def reap(client: docker.DockerClient | None = None) -> list[str]:
 
 def orphaned_images(client: docker.DockerClient) -> list:
     """Images labelled as one of our attempts' (`reb-ray.managed=true` and a trial label) whose
-    owner on this host is gone."""
+    owner on this host is gone. One removed while they are listed (another sweep's reaper on a
+    shared daemon) is not among them."""
     orphans = []
-    for image in client.images.list(filters={"label": [f"{MANAGED}=true", TRIAL]}):
+    for image in labelled_images(client, [f"{MANAGED}=true", TRIAL]):
         if (image.labels or {}).get(KEPT_ENV) == "true":
             continue  # a kept environment (reb_ray.environment.keep) outlives its owner
         owner = Owner.from_labels(image.labels or {})
@@ -82,7 +83,7 @@ def remove_attempt(sweep_id: str, trial_id: str, attempt: int, client: docker.Do
     if run_id:
         labels.append(f"{RUN}={run_id}")
     removed = _remove(client.containers.list(all=True, ignore_removed=True, filters={"label": labels}))
-    return removed + _remove_images(client, client.images.list(filters={"label": [*labels, f"{ATTEMPT_IMAGE}=true"]}))
+    return removed + _remove_images(client, labelled_images(client, [*labels, f"{ATTEMPT_IMAGE}=true"]))
 
 
 def _remove_images(client: docker.DockerClient, images) -> list[str]:
