@@ -312,37 +312,14 @@ def slow_process():
     return None
 
 
-@pytest.fixture(scope="session")
-def _local_ray_head():
-    """One local Ray head (3 CPUs, no dashboard) for the whole run, started by this process
-    (never a cluster that happens to run on this machine). Starting a Ray costs about 5 s of this
-    2-core machine's time and stopping it up to 8 s; a driver connects in well under one. The
-    checkout is on its workers' PYTHONPATH (set only while the head starts, which its raylet
-    inherits), so a worker imports the test helpers' agents as `ray_cluster`'s workers do."""
-    from ray.cluster_utils import Cluster
-
-    from reb_ray.testing.ray_cluster import ROOT
-
-    saved = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), saved) if p)
-    try:
-        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 3, "include_dashboard": False})
-    finally:
-        os.environ.pop("PYTHONPATH") if saved is None else os.environ.update(PYTHONPATH=saved)
-    try:
-        cluster.wait_for_nodes()
-        yield cluster
-    finally:
-        cluster.shutdown()
-
-
 @pytest.fixture(scope="module")
-def ray_local(_local_ray_head):
-    """This module's driver, connected to the run's local Ray head: each module is a Ray job of
-    its own (its actors end with it), on a head started once."""
+def ray_local():
+    """A local Ray for one test module (never a cluster that happens to run on this machine).
+    Not one head for the whole run: the orchestrator tests that run between two such modules
+    kill nodes and raylets, and a head shared across them was found lost by the next module."""
     import ray
 
-    ray.init(address=_local_ray_head.address, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", num_cpus=3, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield
     ray.shutdown()
 
