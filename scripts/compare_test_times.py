@@ -71,17 +71,18 @@ def match(earlier: list[Case], later: list[Case]) -> Comparison:
     names_left = Counter(case.name for case in left)
     names_unmatched = Counter(case.name for case in unmatched)
     by_name = {case.name: case for case in left if names_left[case.name] == 1}
-    only_later = []
+    only_later, paired = [], set()
     for case in unmatched:
         if names_unmatched[case.name] == 1 and case.name in by_name:
-            both.append((by_name.pop(case.name), case))
+            both.append((by_name[case.name], case))
+            paired.add(case.name)
         else:
             only_later.append(case)
-    taken = {id(old) for old, _ in both}
-    return Comparison(both, [case for case in left if id(case) not in taken], only_later)
+    return Comparison(both, [case for case in left if case.name not in paired], only_later)
 
 
 def seconds(cases) -> float:
+    """The cases' seconds summed."""
     return sum(case.seconds for case in cases)
 
 
