@@ -23,6 +23,17 @@ sys.dont_write_bytecode = False
 from reb_ray.sandbox import SandboxConfig, open_sandbox  # noqa: E402
 
 
+@pytest.fixture(scope="session", autouse=True)
+def keep_no_environments_unless_asked():
+    """Trials this test process runs keep no environment image unless their test names a keep
+    policy (tests.helpers.keep_default says why); the product's default is back at the end."""
+    from tests.helpers.keep_default import PRODUCT_DEFAULT, TEST_DEFAULT, set_default
+
+    set_default(TEST_DEFAULT)
+    yield
+    set_default(PRODUCT_DEFAULT)
+
+
 @pytest.fixture(scope="session")
 def docker_client(tmp_path_factory):
     """A client of the real daemon. Fails (never skips) when Docker is unavailable.

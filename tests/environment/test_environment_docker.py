@@ -20,6 +20,7 @@ from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.results.parquet_sink import ParquetSink
 from reb_ray.results.read import read_trials
 from reb_ray.trial import run_trial
+from tests.helpers.keep_default import product_default
 
 pytestmark = pytest.mark.docker
 
@@ -34,7 +35,8 @@ def _run(agent: str, config: SweepConfig, image: str) -> dict:
 
 @pytest.mark.timeout(900)  # a heuristic trial, a noop trial, an export and its rebuild: minutes on a busy node
 def test_heuristic_environment_is_captured_kept_exported_and_rebuilt(sandbox_image, docker_client, tmp_path):
-    assert SweepConfig().output.keep_environments == "successes"  # the per-node disk budget bounds what is kept
+    with product_default():  # the product keeps successes: the per-node disk budget bounds what is kept
+        assert SweepConfig().output.keep_environments == "successes"
     config = SweepConfig(output=tmp_path / "out", keep_environments="successes")
     with ThreadPoolExecutor(2) as pool:  # side by side, as a sweep runs two trials on this machine
         noop_run = pool.submit(_run, "noop", config, sandbox_image)

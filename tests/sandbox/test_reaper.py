@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import docker
 import pytest
@@ -84,6 +85,31 @@ def test_concurrent_removals_of_one_container_are_not_errors(docker_client, sand
             assert errors == [] and removed
         finally:
             for leftover in docker_client.containers.list(all=True, filters={"label": "reb-ray.test=reaper-race"}):
+                leftover.remove(force=True)
+
+
+def test_a_sandbox_closed_while_a_reaper_removes_it_is_gone_when_close_returns(docker_client, sandbox_image):
+    """A trial's close that finds its container's removal already begun by someone else (a
+    sweep's start-up reaper) waits for that removal: once close returns, the container is gone."""
+    import threading
+
+    from docker.errors import NotFound
+
+    from reb_ray.sandbox.docker.reaper import _remove
+
+    for _ in range(2):
+        sandbox = DockerSandbox(SandboxConfig(image=sandbox_image, trial_id="close-race", labels={"reb-ray.test": "close-race"}))
+        try:
+            sandbox.exec(["sh", "-c", "head -c 300000000 /dev/urandom > /big"], timeout=120)  # a slower removal
+            foreign = threading.Thread(target=_remove, args=([docker_client.containers.get(sandbox.id)],))
+            foreign.start()
+            time.sleep(0.05)  # the other removal is under way
+            sandbox.close()
+            with pytest.raises(NotFound):
+                docker_client.api.inspect_container(sandbox.id)
+            foreign.join()
+        finally:
+            for leftover in docker_client.containers.list(all=True, filters={"label": "reb-ray.test=close-race"}):
                 leftover.remove(force=True)
 
 

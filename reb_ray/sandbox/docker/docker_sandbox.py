@@ -280,6 +280,10 @@ class DockerSandbox(Sandbox):
             self.wait_for_engine()
             self._remove()
 
+    #: Seconds `close` waits for a removal someone else started (a sweep's start-up reaper) to
+    #: finish, so that no container of the attempt exists once it returns.
+    OTHERS_REMOVAL_WAIT_S = 60.0
+
     def _remove(self) -> None:
         try:
             self._client.api.remove_container(self.id, force=True, v=True)
@@ -288,6 +292,15 @@ class DockerSandbox(Sandbox):
         except APIError as exc:
             if "already in progress" not in str(exc):
                 raise
+            deadline = time.monotonic() + self.OTHERS_REMOVAL_WAIT_S
+            while time.monotonic() < deadline:
+                try:
+                    self._client.api.inspect_container(self.id)
+                except NotFound:
+                    return
+                time.sleep(0.2)
+            raise RebRayError(f"container {self.id[:12]} still exists {self.OTHERS_REMOVAL_WAIT_S:g} s "
+                              "after another removal of it began") from None
 
     # -- exec --------------------------------------------------------------------------------
     def exec(
