@@ -235,9 +235,11 @@ def test_the_real_key_is_only_in_the_drivers_environment_and_the_proxys_memory(t
     # The memory search finds what is there: the proxy holds the key it swaps in.
     assert proxies, f"the used key was not found in the proxy's memory (found in {memory})"
     # The sandbox saw neither key: the spy searched its files and every process's environment.
-    from reb_ray.results.read import read_trials
+    from reb_ray.results.read import read_stages, read_trials
 
     [row] = read_trials(out).to_pylist()
     assert row["status"] == "scored" and row["report_status"] == "ok", row["failure_reason"]
+    assert row["agent_log_path"], ([s["log_path"] for s in read_stages(out).to_pylist() if s["stage"] == "agent"],
+                                   row["agent_output_tail"])
     log = gzip.decompress((out / row["agent_log_path"]).read_bytes()).decode()
     assert "--- spy done" in log and "spy: FOUND" not in log

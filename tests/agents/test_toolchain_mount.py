@@ -128,7 +128,8 @@ def test_the_agent_runs_the_clis_and_the_probes_see_nothing_of_them(installed_to
     assert row["env_size_bytes"] > 0 and row["env_size_bytes"] < 100e6  # the venv only, not the 1.7 GB toolchain
     mine = [p for p in (installed_toolchain.path.parent / ".slots").iterdir() if p.name.startswith(f"{os.getpid()}-")]
     assert _slot_mounts() == [] and mine == []
-    assert docker_client.containers.list(all=True, filters={"label": "reb-ray.sweep=test-toolchain"}) == [], row["failure_reason"]
+    left = docker_client.containers.list(all=True, filters={"label": "reb-ray.sweep=test-toolchain"})
+    assert left == [], ([(c.name, c.status, c.attrs.get("Created"), c.attrs.get("State")) for c in left], row["failure_reason"])
 
 
 def test_an_interpreter_from_the_toolchain_is_gone_in_the_probe_phase(installed_toolchain, sandbox_image, peek_task):
