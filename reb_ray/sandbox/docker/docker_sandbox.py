@@ -292,15 +292,13 @@ class DockerSandbox(Sandbox):
         except APIError as exc:
             if "already in progress" not in str(exc):
                 raise
-            deadline = time.monotonic() + self.OTHERS_REMOVAL_WAIT_S
-            while time.monotonic() < deadline:
-                try:
-                    self._client.api.inspect_container(self.id)
-                except NotFound:
-                    return
-                time.sleep(0.2)
-            raise RebRayError(f"container {self.id[:12]} still exists {self.OTHERS_REMOVAL_WAIT_S:g} s "
-                              "after another removal of it began") from None
+            try:  # the engine answers once the container is gone (404: gone already)
+                self._client.api.wait(self.id, timeout=self.OTHERS_REMOVAL_WAIT_S, condition="removed")
+            except NotFound:
+                pass
+            except requests.exceptions.ReadTimeout:
+                raise RebRayError(f"container {self.id[:12]} still exists {self.OTHERS_REMOVAL_WAIT_S:g} s "
+                                  "after another removal of it began") from None
 
     # -- exec --------------------------------------------------------------------------------
     def exec(
