@@ -5,17 +5,26 @@ logs, a local sandbox's root; a re-probe and an export verified on its node, the
 removes them on every path it controls. A slot worker killed
 with SIGKILL, or cancelled between making one and entering its `try`, cannot: its directories
 stay for ever and fill the node's /tmp over a long campaign. So each such directory carries
-its owner in its name, `<prefix><pid>.<start ticks>-<random>`, the same pid and start time as
-the owner labels of our containers (`Owner`, so a recycled pid is never mistaken for the
-owner), and `reap_scratch` removes those whose owner no longer runs. Writing no file inside
+its owner in its name, `<prefix><pid>.<start ticks>.<place>-<random>`, the same pid and start
+time as the owner labels of our containers (`Owner`, so a recycled pid is never mistaken for
+the owner), and `reap_scratch` removes those whose owner no longer runs. Writing no file inside
 keeps the directory exactly as its user sees it (a workspace is copied into a sandbox).
 
-Directories of live owners and names that do not parse (another tool's, an older reb-ray's)
-are never touched.
+A pid means something only in the PID namespace it was read in, and the temporary directory is
+often shared beyond one: a node in a container or `unshare`d namespace with the host's /tmp sees
+the host's directories, whose pids are absent or someone else there. `<place>` (8 hex digits of
+the host name and the PID namespace) names where the pid was read, and a reaper judges only the
+directories of its own place: without it, such a node's sweep removed the live staging of an
+attempt running beside it on the host.
+
+Directories of live owners, of other places, and names that do not parse (another tool's, an
+older reb-ray's) are never touched.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import shutil
 import tempfile
@@ -26,7 +35,18 @@ from reb_ray.sandbox.ownership import Owner
 #: The prefixes of every scratch directory an attempt makes on its node.
 PREFIXES = ("reb-ray-trial-", "reb-ray-artifacts-", "reb-ray-local-", "reb-ray-reprobe-",
             "reb-ray-verify-export-")
-_NAME = re.compile(r"^(?P<prefix>" + "|".join(map(re.escape, PREFIXES)) + r")(?P<pid>\d+)\.(?P<ticks>\d+|x)-[^/]+$")
+_NAME = re.compile(r"^(?P<prefix>" + "|".join(map(re.escape, PREFIXES))
+                   + r")(?P<pid>\d+)\.(?P<ticks>\d+|x)\.(?P<place>[0-9a-f]{8})-[^/]+$")
+
+
+def place() -> str:
+    """Where this process's pids mean something: 8 hex digits of the host name and the PID
+    namespace (its inode; "?" where /proc does not say)."""
+    try:
+        pid_ns = str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        pid_ns = "?"
+    return hashlib.sha256(f"{Owner.current().host}\0{pid_ns}".encode()).hexdigest()[:8]
 
 
 def make_scratch(prefix: str, root: Path | None = None) -> Path:
@@ -36,13 +56,14 @@ def make_scratch(prefix: str, root: Path | None = None) -> Path:
         raise ValueError(f"scratch prefix {prefix!r} is not one of {PREFIXES}")
     owner = Owner.current()
     ticks = "x" if owner.start_ticks is None else str(owner.start_ticks)
-    return Path(tempfile.mkdtemp(prefix=f"{prefix}{owner.pid}.{ticks}-", dir=root))
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{owner.pid}.{ticks}.{place()}-", dir=root))
 
 
 def owner_of(path: Path) -> Owner | None:
-    """The owner a scratch directory's name gives (this host's process), or None."""
+    """The owner a scratch directory's name gives, or None: a name that does not parse, or one
+    made in another place (`place`), whose pid says nothing here."""
     match = _NAME.match(path.name)
-    if match is None:
+    if match is None or match["place"] != place():
         return None
     ticks = match["ticks"]
     return Owner(Owner.current().host, int(match["pid"]), None if ticks == "x" else int(ticks))

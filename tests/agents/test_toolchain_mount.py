@@ -12,6 +12,7 @@ import pytest
 from reb_ray.agents.toolchain import AGENT_MOUNT, TOOLCHAIN_SANDBOX_PATH, Toolchain
 from reb_ray.agents.toolchain_mount import ToolchainSlot, _mount, reap_slots
 from reb_ray.models.sweep import SweepConfig, TrialSpec
+from reb_ray.sandbox.ownership import OWNER_PID
 from reb_ray.suite.load import load_suite
 from reb_ray.sandbox import SandboxConfig, open_sandbox
 from reb_ray.testing.suite import off, write_task
@@ -128,7 +129,10 @@ def test_the_agent_runs_the_clis_and_the_probes_see_nothing_of_them(installed_to
     assert row["env_size_bytes"] > 0 and row["env_size_bytes"] < 100e6  # the venv only, not the 1.7 GB toolchain
     mine = [p for p in (installed_toolchain.path.parent / ".slots").iterdir() if p.name.startswith(f"{os.getpid()}-")]
     assert _slot_mounts() == [] and mine == []
-    left = docker_client.containers.list(all=True, filters={"label": "reb-ray.sweep=test-toolchain"})
+    # this process's containers of the sweep: a run killed earlier may have left its own behind
+    # (run_trial reaps nothing; a sweep's start does)
+    left = docker_client.containers.list(all=True, filters={"label": ["reb-ray.sweep=test-toolchain",
+                                                                      f"{OWNER_PID}={os.getpid()}"]})
     assert left == [], ([(c.name, c.status, c.attrs.get("Created"), c.attrs.get("State")) for c in left], row["failure_reason"])
 
 
