@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import sys
-import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
+
+from compare_test_times import read_cases  # this directory is on the path of a script run from it
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,15 +20,15 @@ ROOT = Path(__file__).resolve().parents[1]
 def file_seconds(report: Path) -> dict[str, int]:
     """{path relative to tests/: whole seconds} over every test case of `report`."""
     seconds: Counter[str] = Counter()
-    for case in ET.parse(report).iter("testcase"):
-        parts = case.get("classname", "").split(".")
+    for case in read_cases(report):
+        parts = case.module.split(".")
         if parts[0] != "tests":
             continue
         # classname is the module's dotted path, then a class name when there is one
         for end in range(len(parts), 1, -1):
             path = "/".join(parts[1:end]) + ".py"
             if (ROOT / "tests" / path).is_file():
-                seconds[path] += float(case.get("time") or 0)
+                seconds[path] += case.seconds
                 break
     return {path: round(s) for path, s in sorted(seconds.items())}
 
