@@ -59,11 +59,11 @@ def make_scratch(prefix: str, root: Path | None = None) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{prefix}{owner.pid}.{ticks}.{place()}-", dir=root))
 
 
-def owner_of(path: Path) -> Owner | None:
+def owner_of(path: Path, here: str | None = None) -> Owner | None:
     """The owner a scratch directory's name gives, or None: a name that does not parse, or one
-    made in another place (`place`), whose pid says nothing here."""
+    made in another place than `here` (default: `place()`), whose pid says nothing here."""
     match = _NAME.match(path.name)
-    if match is None or match["place"] != place():
+    if match is None or match["place"] != (here or place()):
         return None
     ticks = match["ticks"]
     return Owner(Owner.current().host, int(match["pid"]), None if ticks == "x" else int(ticks))
@@ -73,9 +73,9 @@ def reap_scratch(root: Path | None = None) -> list[Path]:
     """Remove the scratch directories under `root` (default: the temporary directory) whose
     owner no longer runs; returns them. A directory that vanishes meanwhile is skipped."""
     root = Path(root or tempfile.gettempdir())
-    removed = []
+    removed, here = [], place()  # read once: /tmp may hold thousands of entries
     for path in root.iterdir() if root.is_dir() else ():
-        owner = owner_of(path)
+        owner = owner_of(path, here)
         if owner is None or owner.is_alive() or not path.is_dir() or path.is_symlink():
             continue
         shutil.rmtree(path, ignore_errors=True)
