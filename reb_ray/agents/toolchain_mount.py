@@ -9,8 +9,11 @@ find an empty directory: nothing of the toolchain on their PATH, in pyright's se
 under the environment's prefix. Docker accepts `rslave` only on a shared or slave mount, so the
 slot is first bound onto itself and made shared.
 
-Slots live under `<toolchains_root>/.slots/<pid>-<start ticks>-<id>`, named by their owner
-process, so `reap_slots()` can unmount and remove those of dead owners (a killed driver).
+Slots live under `<toolchains_root>/.slots/<pid>-<start ticks>-<place>-<id>`, named by their
+owner process and where its pid means something (`reb_ray.sandbox.scratch.place`: host name and
+PID namespace), so `reap_slots()` can unmount and remove those of dead owners (a killed driver)
+and leaves alone those made in another PID namespace sharing the directory, whose pids say
+nothing here.
 Needs root (mount(8)) and a Docker daemon in the harness's mount namespace; otherwise the trial
 is an infra error naming the cause.
 """
@@ -26,6 +29,7 @@ from reb_ray.agents.toolchain import AGENT_MOUNT, TOOLCHAIN_SANDBOX_PATH, Toolch
 from reb_ray.errors import InfraError
 from reb_ray.sandbox import capabilities_of
 from reb_ray.sandbox.ownership import process_start_ticks
+from reb_ray.sandbox.scratch import place
 
 MOUNT_TIMEOUT_S = 30.0
 
@@ -60,7 +64,8 @@ class ToolchainSlot:
     def __init__(self, toolchain: Toolchain) -> None:
         self.toolchain = toolchain
         pid = os.getpid()
-        self.slot = toolchain.path.parent / ".slots" / f"{pid}-{process_start_ticks(pid)}-{uuid.uuid4().hex[:8]}"
+        name = f"{pid}-{process_start_ticks(pid)}-{place()}-{uuid.uuid4().hex[:8]}"
+        self.slot = toolchain.path.parent / ".slots" / name
         self.mounts: dict[str, str] = {}
         self._attached = False
 
@@ -146,11 +151,17 @@ def _release(slot: Path) -> None:
 
 
 def reap_slots(toolchains_root: Path) -> list[Path]:
-    """Release the slots under `toolchains_root/.slots` whose owner process is gone; return them."""
-    released = []
+    """Release the slots under `toolchains_root/.slots` whose owner process is gone; return them.
+
+    Only slots made here are judged; a name without a place (`<pid>-<ticks>-<id>`, made before
+    names carried one) is judged as made here, as it always was."""
+    released, here = [], place()
     slots = toolchains_root / ".slots"
     for slot in slots.glob("*-*-*") if slots.is_dir() else []:
-        pid, ticks, _ = slot.name.split("-", 2)
+        parts = slot.name.split("-")
+        if len(parts) == 4 and parts[2] != here:
+            continue
+        pid, ticks = parts[0], parts[1]
         try:
             now = process_start_ticks(int(pid))
             alive = now is not None and (ticks == "None" or now == int(ticks))

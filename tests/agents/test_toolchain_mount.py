@@ -13,6 +13,7 @@ from reb_ray.agents.toolchain import AGENT_MOUNT, TOOLCHAIN_SANDBOX_PATH, Toolch
 from reb_ray.agents.toolchain_mount import ToolchainSlot, _mount, reap_slots
 from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.sandbox.ownership import OWNER_PID
+from reb_ray.sandbox.scratch import place
 from reb_ray.suite.load import load_suite
 from reb_ray.sandbox import SandboxConfig, open_sandbox
 from reb_ray.testing.suite import off, write_task
@@ -55,8 +56,16 @@ def test_slots_of_dead_owners_are_released(tmp_path):
     (slot / "toolchain").mkdir(parents=True)
     _mount("mount", "--bind", str(slot), str(slot))
     _mount("mount", "--bind", "-o", "ro", str(toolchain.path), str(slot / "toolchain"))
-    assert reap_slots(tmp_path) == [slot]
+    here = place()
+    elsewhere = tmp_path / ".slots" / f"{dead.pid}-1-{'0' * 8 if here != '0' * 8 else '1' * 8}-feedbeef"
+    (elsewhere / "toolchain").mkdir(parents=True)  # made in another PID namespace: its pid says nothing here
+    dead_here = tmp_path / ".slots" / f"{dead.pid}-1-{here}-cafebabe"
+    (dead_here / "toolchain").mkdir(parents=True)
+    assert sorted(reap_slots(tmp_path)) == sorted([slot, dead_here])  # the old name without a place too
     assert not slot.exists() and _slot_mounts(tmp_path) == [] and (toolchain.path / "bin" / "node").is_file()
+    assert not dead_here.exists() and elsewhere.is_dir()
+    elsewhere.joinpath("toolchain").rmdir()
+    elsewhere.rmdir()
     mine = ToolchainSlot(toolchain).open()
     try:
         assert reap_slots(tmp_path) == [] and mine.slot.exists()  # a live owner's slot stays
