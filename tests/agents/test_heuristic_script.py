@@ -247,6 +247,29 @@ def test_failed_venv_still_writes_an_honest_report(hs, tmp_path):
     assert data["ddp_expected_ok"] is None and "failed" in data["notes"]
 
 
+needs_system_wheels = pytest.mark.skipif(
+    not any(Path("/usr/share/python-wheels").glob("pip-*.whl")), reason="no distribution pip wheel here")
+
+
+@needs_system_wheels
+def test_venv_gets_the_systems_pip_without_ensurepip(hs, tmp_path, slow_process):
+    venv = tmp_path / "v"
+    assert hs.create_venv(venv, str(venv / "bin" / "python"))
+    wheel = next(Path("/usr/share/python-wheels").glob("pip-*.whl")).name.split("-")[1]
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    assert (site / ("pip-%s.dist-info" % wheel)).is_dir() and (venv / "bin" / "pip").exists()
+    assert not (site / "pip" / "__pycache__").exists(), "installed without byte-compiling, not by ensurepip"
+    assert hs.run([str(venv / "bin" / "python"), "-m", "pip", "--version"])[0] == 0
+
+
+def test_venv_falls_back_to_ensurepip_without_the_wheels(hs, tmp_path, slow_process):
+    venv = tmp_path / "v"
+    assert hs.create_venv(venv, str(venv / "bin" / "python"), wheels=tmp_path / "no-wheels")
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    assert (site / "pip" / "__pycache__").is_dir(), "ensurepip byte-compiles what it installs"
+    assert hs.run([str(venv / "bin" / "python"), "-m", "pip", "--version"])[0] == 0
+
+
 def test_measure_reports_only_what_it_reached(hs, tmp_path, monkeypatch):
     assert hs.measure(sys.executable)["python_version"] == "%d.%d.%d" % sys.version_info[:3]
     write(tmp_path / "torch" / "__init__.py", "__version__ = '9.9'\n"
