@@ -38,6 +38,17 @@ def tables(directory: Path, key: str) -> tuple[list[str], list[list]]:
     return columns, rows
 
 
+def _first_table(directory: Path, key: str, within_s: float) -> Path | None:
+    """The first increment of table `key` W&B writes under `directory`, waited for up to `within_s`."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        found = sorted((directory / "wandb").glob(f"offline-run-*/files/media/table/{key}_*.table.json"))
+        if found:
+            return found[0]
+        time.sleep(0.2)
+    return None
+
+
 @pytest.fixture
 def offline(monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
@@ -55,6 +66,10 @@ def test_250000_rows_offline_are_split_and_the_finish_is_bounded(tmp_path, offli
              "leftover_commands": ["sleep 1"] if i == 7 else None} for i in range(n)]
     wb = WandbLog("reb-ray-test", tmp_path, "s", {"suite": "demo"}, TRIALS_SCHEMA.names, STAGES_SCHEMA.names)
     wb.rows(rows, [])
+    # The bound is the subject, not how fast W&B starts: on a loaded machine its service takes
+    # most of a 40 s bound to come up, and the run would be abandoned before any table.
+    first = _first_table(tmp_path, "trials", within_s=180)
+    assert first is not None, "W&B wrote no table of 250,000 rows in 180 s"
     started = time.monotonic()
     finished = wb.finish({"a/c1_success": 3}, timeout_s=40)
     assert time.monotonic() - started < 60 and not wb._process.is_alive()
