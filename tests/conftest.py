@@ -323,73 +323,14 @@ def slow_process():
     return None
 
 
-class _SharedHead:
-    """One local Ray head for this process's `ray_local` modules, started on first use.
-
-    Its GCS and raylet are children of this process but not of a driver: a module joins it as a
-    driver of its own (`ray.init(address=...)`) and leaves with `ray.shutdown()`, which then only
-    disconnects, where a driver that started a local Ray takes it down with it. The tests between
-    two such modules (raylets and GCS servers killed, clusters of their own started and stopped)
-    touch only their own clusters; should the head be gone all the same, the next module starts a
-    new one instead of failing. Starting and stopping a local Ray takes 5-14 s of wall time here;
-    joining a running head and leaving it, 0.1-0.3 s."""
-
-    def __init__(self) -> None:
-        self.cluster = None
-
-    def address(self) -> str:
-        """The head's address, started (again) when there is none or its processes are gone."""
-        if self.cluster is not None and not self._alive():
-            self.stop()
-        if self.cluster is None:
-            from ray.cluster_utils import Cluster
-
-            from reb_ray.testing.ray_cluster import ROOT
-
-            path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-            saved = os.environ.get("PYTHONPATH")
-            os.environ["PYTHONPATH"] = path  # the raylet's workers import this checkout's reb_ray
-            try:
-                self.cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 3, "include_dashboard": False})
-            finally:
-                os.environ.pop("PYTHONPATH") if saved is None else os.environ.__setitem__("PYTHONPATH", saved)
-        return self.cluster.address
-
-    def _alive(self) -> bool:
-        node = self.cluster.head_node
-        return all(p.process.poll() is None for procs in node.all_processes.values() for p in procs)
-
-    def stop(self) -> None:
-        if self.cluster is not None:
-            self.cluster.shutdown()
-            self.cluster = None
-
-
-_SHARED_HEAD = _SharedHead()
-
-
-@pytest.fixture(scope="session")
-def _shared_ray_head():
-    """The process's shared head (`_SharedHead`), stopped at the end of the run."""
-    yield _SHARED_HEAD
-    _SHARED_HEAD.stop()
-
-
 @pytest.fixture(scope="module")
-def ray_local(_shared_ray_head):
-    """A local Ray for one test module, joined as a driver of its own (never a cluster that happens
-    to run on this machine): the head is shared by the process's modules (`_SharedHead`), and
-    each module's driver, with its actors and named actors, ends with the module."""
+def ray_local():
+    """A local Ray for one test module (never a cluster that happens to run on this machine).
+    Not one head for the whole run: the orchestrator tests that run between two such modules
+    kill nodes and raylets, and a head shared across them was found lost by the next module."""
     import ray
 
-    ray.init(address=_shared_ray_head.address(), log_to_driver=False, configure_logging=False)
-    try:
-        if not any(node["Alive"] for node in ray.nodes()):
-            raise RuntimeError("the shared Ray head has no alive node")
-    except Exception:
-        ray.shutdown()
-        _shared_ray_head.stop()
-        ray.init(address=_shared_ray_head.address(), log_to_driver=False, configure_logging=False)
+    ray.init(address="local", num_cpus=3, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield
     ray.shutdown()
 
