@@ -75,7 +75,7 @@ def create_venv(venv: Path, python: str, wheels: Path = SYSTEM_WHEELS) -> bool:
     `python3 -m venv` runs ensurepip, which installs pip and setuptools and byte-compiles them:
     about 5 s of CPU in the sandbox image, over half of a small trial's agent phase. The same two
     wheels installed by the image's own pip without compiling (`--no-compile`, bytecode is
-    written on first import instead) take about 1.3 s and give the same pip in the venv. That
+    written on first import instead) take about 2 s and give the same pip in the venv. That
     path needs the image's pip (22.3+, for `--python`) and the wheels ensurepip would use; where
     either is missing, or it fails, the venv is made again the plain way.
     """
