@@ -79,22 +79,26 @@ def create_venv(venv: Path, python: str, wheels: Path = SYSTEM_WHEELS) -> bool:
     path needs the image's pip (22.3+, for `--python`) and the wheels ensurepip would use; where
     either is missing, or it fails, the venv is made again the plain way.
     """
-    have = sorted(p.name for p in wheels.glob("*.whl")) if wheels.is_dir() else []
+    have = [p.name for p in wheels.glob("*.whl")] if wheels.is_dir() else []
     if any(n.startswith("pip-") for n in have) and pip_can_target_python():
         wanted = ["pip"] + (["setuptools"] if any(n.startswith("setuptools-") for n in have) else [])
         if (run([sys.executable, "-m", "venv", "--without-pip", str(venv)])[0] == 0
                 and run([sys.executable, "-m", "pip", "--python", python, "install", "--disable-pip-version-check",
-                         "--no-input", "--no-compile", "--no-index", "--find-links", str(wheels)] + wanted)[0] == 0
-                and run([python, "-m", "pip", "--version"])[0] == 0):
+                         "--no-input", "--no-compile", "--no-index", "--find-links", str(wheels)] + wanted)[0] == 0):
             return True
         log("venv without ensurepip failed; making it with ensurepip")
     return run([sys.executable, "-m", "venv", "--clear", str(venv)])[0] == 0 and Path(python).exists()
 
 
 def pip_can_target_python() -> bool:
-    """Whether this interpreter's pip exists and has `--python` (pip 22.3 or later)."""
-    code, out = run([sys.executable, "-c", "import pip; print(pip.__version__)"], capture=True, timeout=60)
-    parts = re.findall(r"\d+", out)[:2] if code == 0 else []
+    """Whether this interpreter's pip exists and has `--python` (pip 22.3 or later). Read from
+    its installed metadata, not by running it: a command run here would be listed among the
+    agent's commands."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+        parts = re.findall(r"\d+", version("pip"))[:2]
+    except (ImportError, PackageNotFoundError):
+        return False
     return len(parts) == 2 and (int(parts[0]), int(parts[1])) >= (22, 3)
 
 
