@@ -10,8 +10,14 @@ The generic kind, like the paper's runners.json: no Python needed to plug in an 
 
 The prompt (reb_ray.agents.prompt) is written to `{prompt_file}` in the sandbox; the
 command runs in the repository root with the toolchain's bin/ first on PATH (the agent phase
-only), the spec's `env`, its key variable passed through from the driver's environment, and
-the agent timeout; `extra_args` are appended. In `output` mode the report is the last JSON
+only), the spec's `env`, and the agent timeout; `extra_args` are appended.
+
+With `base_url` the agent is an LLM agent: the trial registers it with the node's metering
+proxy, which relays its requests to `base_url` with the real key (tokens, cost and failures
+are metered as for the CLI kinds). The sandbox sees the proxy's URL as `{llm_base_url}` (with
+`/v1` when `base_url` ends in it, so the agent's client is configured as it would be for the
+vendor), in the argv and in `env` values, and the trial's stand-in key in `key_env`. A
+`command` spec without `base_url` has no key at all (AgentSpec refuses `key_env` there). In `output` mode the report is the last JSON
 object the agent printed (its last line that is a JSON object, else the last complete object
 in its output), which the runner writes to the report path: the row's `report_source` is then
 `forced_from_output`.
@@ -37,14 +43,23 @@ class CommandAgent(Agent):
     name = "command"
     uses_toolchain = True
 
+    @property
+    def uses_llm(self) -> bool:  # type: ignore[override]
+        """An LLM agent (metered through the node's proxy) exactly when its spec names `base_url`."""
+        return self.spec is not None and self.spec.base_url is not None
+
     def run(self, sandbox: Sandbox, ctx: AgentContext) -> AgentRun:
         assert self.spec is not None and ctx.prompt is not None, "get_agent sets the spec; run_trial the prompt"
         started = time.monotonic()
         prompt_file = posixpath.normpath(f"{ctx.repo_dir}/../.reb-ray-agent/prompt.md")
         sandbox.write_bytes(prompt_file, ctx.prompt.text.encode())
-        argv = self.spec.render_command(prompt_file, ctx.repo_dir, ctx.report_path) + list(self.spec.extra_args)
+        llm_url, llm_env = None, {}
+        if ctx.llm is not None:
+            llm_url = ctx.llm.base_url + ("/v1" if (self.spec.base_url or "").rstrip("/").endswith("/v1") else "")
+            llm_env = {self.spec.key_env: ctx.llm.api_key} if self.spec.key_env else {}
+        argv = self.spec.render_command(prompt_file, ctx.repo_dir, ctx.report_path, llm_url) + list(self.spec.extra_args)
         path = f"{ctx.toolchain}/bin:{SYSTEM_PATH}" if ctx.toolchain else SYSTEM_PATH
-        env = {**self.spec.env, **ctx.env, "PATH": path}
+        env = {**self.spec.render_env(llm_url), **ctx.env, **llm_env, "PATH": path}
         result = sandbox.exec(argv, timeout=ctx.timeout_s, env=env, workdir=ctx.repo_dir)
         run = AgentRun.from_exec(result, ctx.timeout_s, started)
         if self.spec.report_mode == "output":

@@ -11,7 +11,9 @@
     kind = "command"
     command = ["my-agent", "--prompt", "{prompt_file}", "--repo", "{repo_root}", "--out", "{report_path}"]
     report_mode = "file"          # or "output": the report is the agent's last JSON output line
-    key_env = "MY_AGENT_KEY"      # passed through from the driver's environment
+    base_url = "https://api.openai.com/v1"   # its requests go through the node's metering proxy
+    key_env = "MY_AGENT_KEY"      # the real key stays with the proxy; the sandbox gets a stand-in
+    env = { OPENAI_BASE_URL = "{llm_base_url}" }
 
 A spec's NAME is what the trials' `agent` column holds. Its identity (kind, model, arguments,
 limits: `identity()`) goes into the sweep id, so a changed model is a different sweep; the
@@ -46,8 +48,10 @@ KNOWN_KEY_VARS: tuple[str, ...] = tuple(sorted({k for _, k in KIND_DEFAULTS.valu
     "OPENROUTER_API_KEY", "TOGETHER_API_KEY", "TOGETHERAI_API_KEY", "GROQ_API_KEY", "XAI_API_KEY",
     "FIREWORKS_API_KEY", "COHERE_API_KEY", "HUGGINGFACE_API_KEY", "DASHSCOPE_API_KEY", "MOONSHOT_API_KEY",
     "LITELLM_API_KEY", "LLM_API_KEY"}))
-#: Placeholders a `command` argv template may use.
-PLACEHOLDERS = ("prompt_file", "repo_root", "report_path")
+#: Placeholders a `command` argv template may use. `llm_base_url` (also in `env` values) is the
+#: node's metering proxy as the sandbox reaches it; it needs `base_url`.
+PLACEHOLDERS = ("prompt_file", "repo_root", "report_path", "llm_base_url")
+LLM_PLACEHOLDER = "{llm_base_url}"
 ReportMode = Literal["file", "output"]
 
 _CLASS_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -66,6 +70,12 @@ class AgentSpec(BaseModel):
     `command` only) is an argv template with `{prompt_file}`, `{repo_root}`, `{report_path}`;
     `report_mode` says whether the agent writes the report file (`file`) or prints the report
     as its last JSON line (`output`). `env` holds plain (non-secret) variables for the agent.
+
+    A `command` agent with `base_url` is an LLM agent like the CLI kinds: the node's metering
+    proxy relays its requests to `base_url` with the real key, and the sandbox sees the proxy as
+    `{llm_base_url}` (in `command` and `env` values) and only a per-trial stand-in key in
+    `key_env`. A `command` agent's `key_env` therefore needs `base_url`: no real key is ever
+    passed into a sandbox.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -143,6 +153,15 @@ class AgentSpec(BaseModel):
             raise PydanticCustomError("command", "kind 'command' needs a command (an argv template)")
         if self.kind != "command" and self.command is not None:
             raise PydanticCustomError("command", "only kind 'command' takes a command (this is {kind})", {"kind": repr(self.kind)})
+        if self.kind == "command" and self.base_url is None:
+            if self.key_env is not None:
+                raise PydanticCustomError(
+                    "key_env", "a command agent's key_env {key} needs base_url: the real key is held by the node's "
+                    "metering proxy, which relays to base_url, and never enters the sandbox", {"key": self.key_env})
+            uses = [v for v in (*(self.command or []), *self.env.values()) if LLM_PLACEHOLDER in v]
+            if uses:
+                raise PydanticCustomError("placeholder", "{placeholder} in {arg} needs base_url (the endpoint the "
+                                          "proxy relays to)", {"placeholder": LLM_PLACEHOLDER, "arg": repr(uses[0])})
         return self
 
     @classmethod
@@ -160,7 +179,16 @@ class AgentSpec(BaseModel):
         """The fields that define what a trial of this agent does (for the sweep id)."""
         return self.model_dump(include=set(IDENTITY_FIELDS))
 
-    def render_command(self, prompt_file: str, repo_root: str, report_path: str) -> list[str]:
-        """The `command` argv with its placeholders filled (only those three; other braces stay)."""
+    def render_command(self, prompt_file: str, repo_root: str, report_path: str,
+                       llm_base_url: str | None = None) -> list[str]:
+        """The `command` argv with its placeholders filled (only PLACEHOLDERS; other braces stay)."""
         values = {"prompt_file": prompt_file, "repo_root": repo_root, "report_path": report_path}
+        if llm_base_url is not None:
+            values["llm_base_url"] = llm_base_url
         return [_PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), arg) for arg in self.command or []]
+
+    def render_env(self, llm_base_url: str | None = None) -> dict[str, str]:
+        """`env` with `{llm_base_url}` filled in its values (no other placeholder is read there)."""
+        if llm_base_url is None:
+            return dict(self.env)
+        return {k: v.replace(LLM_PLACEHOLDER, llm_base_url) for k, v in self.env.items()}

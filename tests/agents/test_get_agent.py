@@ -18,9 +18,13 @@ def test_builtin_command_and_class_path_kinds():
     assert isinstance(get_agent("heuristic"), HeuristicAgent) and isinstance(get_agent("noop"), NoopAgent)
     agent = get_agent("tests.helpers.scripted_agents:SilentAgent")
     assert agent.name == "tests.helpers.scripted_agents:SilentAgent" and agent.spec.kind == agent.name
-    cmd = get_agent(AgentSpec(name="mine", kind="command", command=["true"], key_env="MINE_KEY"))
+    cmd = get_agent(AgentSpec(name="mine", kind="command", command=["true"], base_url="http://127.0.0.1:9", key_env="MINE_KEY"))
     assert isinstance(cmd, CommandAgent) and cmd.name == "mine" and cmd.uses_toolchain
     assert cmd.credential_names() == ("MINE_KEY",) and not cmd.trusted
+    # with an endpoint it is an LLM agent, metered through the proxy; without one it calls no known model
+    assert cmd.uses_llm and not cmd.calls_no_model
+    plain = get_agent(AgentSpec(name="plain", kind="command", command=["true"]))
+    assert not plain.uses_llm and not plain.calls_no_model and plain.credential_names() == ()
 
 
 def test_every_llm_kind_gets_its_runner():
@@ -43,16 +47,20 @@ def test_bad_names_fail_in_one_line():
         get_agent("no_such_module:Agent")
 
 
-def test_the_key_variable_is_passed_from_the_driver_environment(monkeypatch, tmp_path):
+def test_a_command_agents_key_is_read_on_the_driver_and_never_given_to_its_trials(monkeypatch, tmp_path):
     monkeypatch.setenv("MINE_KEY", "sk-test-1234")
     monkeypatch.delenv("OTHER_KEY", raising=False)
-    config = SweepConfig(agent_specs={"mine": {"kind": "command", "command": ["true"], "key_env": "MINE_KEY"},
-                                      "other": {"kind": "command", "command": ["true"], "key_env": "OTHER_KEY"}},
-                         agents=["mine", "other", "noop"], tasks="numpy-trainer", output=tmp_path)
+    endpoint = {"kind": "command", "command": ["true"], "base_url": "http://127.0.0.1:9/v1"}
+    config = SweepConfig(agent_specs={"mine": {**endpoint, "key_env": "MINE_KEY"}, "plain": {"kind": "command", "command": ["true"]}},
+                         agents=["mine", "plain", "noop"], tasks="numpy-trainer", output=tmp_path)
     specs, _skipped = expand(config, image=None)
-    credentials = {s.agent: s.credentials for s in specs}
-    assert credentials == {"mine": {"MINE_KEY": "sk-test-1234"}, "other": {}, "noop": {}}
-    assert "sk-test-1234" not in specs[0].model_dump_json()  # never serialised
+    # the key goes to the node's proxy (from the driver's environment), not with the trial's spec
+    assert {s.agent: s.credentials for s in specs} == {"mine": {}, "plain": {}, "noop": {}}
+    assert "sk-test-1234" not in "".join(s.model_dump_json() for s in specs)
+    config = SweepConfig(agent_specs={"other": {**endpoint, "key_env": "OTHER_KEY"}}, agents=["other"],
+                         tasks="numpy-trainer", output=tmp_path)
+    with pytest.raises(RebRayError, match="agent 'other': its key variable OTHER_KEY is not set"):
+        expand(config, image=None)
 
 
 def test_a_sweep_with_an_agent_that_cannot_run_fails_before_any_trial(tmp_path, monkeypatch):

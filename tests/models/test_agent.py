@@ -49,6 +49,24 @@ def test_command_kind_needs_an_argv_template_with_known_placeholders():
     assert spec.render_command("/p.md", "/work/repo", "/r.json") == ["agent", "--p=/p.md", "/work/repo", "/r.json", '{"k": 1}']
 
 
+def test_a_command_agents_key_and_proxy_url_need_its_base_url():
+    with pytest.raises(ValidationError, match="key_env MY_KEY needs base_url: the real key is held by the node's metering proxy"):
+        AgentSpec(name="c", kind="command", command=["agent"], key_env="MY_KEY")
+    with pytest.raises(ValidationError, match=r"\{llm_base_url\} in '--url=\{llm_base_url\}' needs base_url"):
+        AgentSpec(name="c", kind="command", command=["agent", "--url={llm_base_url}"])
+    with pytest.raises(ValidationError, match=r"\{llm_base_url\} in '\{llm_base_url\}/v1' needs base_url"):
+        AgentSpec(name="c", kind="command", command=["agent"], env={"OPENAI_BASE_URL": "{llm_base_url}/v1"})
+    spec = AgentSpec(name="c", kind="command", command=["agent", "--url={llm_base_url}", "{report_path}"],
+                     base_url="https://api.example.com/v1", key_env="MY_KEY",
+                     env={"OPENAI_BASE_URL": "{llm_base_url}", "OTHER": "{not_a_placeholder}"})
+    assert spec.render_command("/p.md", "/work/repo", "/r.json", "http://172.17.0.1:9000/v1") == [
+        "agent", "--url=http://172.17.0.1:9000/v1", "/r.json"]
+    assert spec.render_command("/p.md", "/work/repo", "/r.json") == ["agent", "--url={llm_base_url}", "/r.json"]
+    assert spec.render_env("http://172.17.0.1:9000/v1") == {"OPENAI_BASE_URL": "http://172.17.0.1:9000/v1",
+                                                             "OTHER": "{not_a_placeholder}"}
+    assert AgentSpec(name="c", kind="command", command=["agent"], key_env="").key_env is None  # no key at all
+
+
 def test_toml_agent_tables_are_named_specs_in_file_order(tmp_path):
     path = tmp_path / "sweep.toml"
     path.write_text('''
@@ -63,6 +81,7 @@ max_concurrent = 4
 kind = "command"
 command = ["my-agent", "{prompt_file}"]
 report_mode = "output"
+base_url = "https://api.example.com/v1"
 key_env = "MY_KEY"
 ''')
     config = load_config(path, {})
