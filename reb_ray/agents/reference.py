@@ -18,8 +18,9 @@ The recipe's Dockerfile is replayed in order, with the grammar `reb-ray env expo
   no wheels: pip takes the lock's exact versions, hashes checked, from the node's package cache,
   a wheelhouse or the index);
 - `RUN CMD`: `sh -c CMD` in the current `WORKDIR`, with the agent's environment (the node's
-  find-links) under the recipe's `ENV`; the first one that fails ends the phase with its exit
-  code (a lock naming a version that does not exist fails here, as it would in `docker build`);
+  find-links) and REPLAY_ENV under the recipe's `ENV`; the first one that fails ends the phase
+  with its exit code (a lock naming a version that does not exist fails here, as it would in
+  `docker build`);
 - `FROM`, `USER`: noted only (the sandbox image is the sweep's; sandbox commands run as its user).
 
 When every step succeeded, the stored report is written to the trial's report path. When one
@@ -44,6 +45,11 @@ REFERENCE_DIR = "reference"
 #: The recipe files `reb-ray tasks reference` stores (reference.toml and README.md besides).
 RECIPE_FILES = ("Dockerfile", "requirements.lock", "requirements.nohash.lock", "manifest.json", "report.json")
 _MAX_OUTPUT = 200_000  # characters of the steps' output kept for the agent's log
+#: Under the recipe's own `ENV`: pip installs without byte-compiling (`PIP_COMPILE=0`, pip's
+#: variable for `--compile`; `PIP_NO_COMPILE=1` would turn compiling on). Bytecode is no part
+#: of an environment (Python writes what a run imports on first import), and compiling what a
+#: torch lock installs is about 30 s of one core of the replay's 45.
+REPLAY_ENV = {"PIP_COMPILE": "0"}
 
 
 def reference_dir(task) -> Path:
@@ -165,7 +171,7 @@ class ReferenceAgent(Agent):
             steps = parse_dockerfile((where / "Dockerfile").read_text())
         except ValueError as exc:
             return fail(f"{where}/Dockerfile: {exc}")
-        env: dict[str, str] = {}
+        env: dict[str, str] = dict(REPLAY_ENV)
         workdir = ctx.repo_dir
         for word, args in steps:
             remaining = ctx.timeout_s - (time.monotonic() - started)

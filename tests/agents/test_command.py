@@ -67,10 +67,11 @@ def test_command_agents_in_a_real_sweep(tmp_path, monkeypatch, docker_client, sa
     usage = {"input_tokens": 1200, "output_tokens": 30}
     endpoint = ScriptedEndpoint(script_from({"model": "gpt-5-mini", "turns": [
         {"kind": "message", "text": "use-a-venv", "usage": usage}]})).start()
+    endpoint_url = endpoint.url
     specs = {
         "cmd-file": {"kind": "command", "command": ["sh", "-c", _BUILD + _WRITE, "agent", "{prompt_file}", "{report_path}",
                                                     report, _ASK],
-                     "model": "gpt-5-mini", "base_url": endpoint.url + "/v1", "key_env": "CMD_AGENT_KEY",
+                     "model": "gpt-5-mini", "base_url": endpoint_url + "/v1", "key_env": "CMD_AGENT_KEY",
                      "env": {"AGENT_MODE": "file", "AGENT_BASE": "{llm_base_url}"}},
         "cmd-output": {"kind": "command", "command": ["sh", "-c", _BUILD + _PRINT, "agent", "{prompt_file}", "{report_path}", report],
                        "report_mode": "output", "env": {"AGENT_MODE": "output"}},
@@ -101,7 +102,7 @@ def test_command_agents_in_a_real_sweep(tmp_path, monkeypatch, docker_client, sa
     assert "key=set" in tail and "agent: model says use-a-venv" in tail
     seen = re.search(r"key sha ([0-9a-f]{64})", tail).group(1)
     assert seen != hashlib.sha256(real_key.encode()).hexdigest(), "the sandbox was given the real key"
-    assert re.search(r"base=http://[0-9.]+:\d+/v1", tail) and endpoint.url not in tail  # the proxy, not the endpoint
+    assert re.search(r"base=http://[0-9.]+:\d+/v1", tail) and endpoint_url not in tail  # the proxy, not the endpoint
     assert (endpoint.session(real_key) or {}).get("position") == 1
     llm = rows["cmd-file"]
     assert (llm["llm_requests"], llm["input_tokens"], llm["output_tokens"]) == (1, 1200, 30)
