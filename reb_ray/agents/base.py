@@ -119,8 +119,8 @@ class Agent(abc.ABC):
     #: Whether the agent is known to call no model at all (the built-in baselines `heuristic` and
     #: `noop`, whose code is ours): its trials record 0 LLM requests, tokens and USD, a known
     #: spend, so cost comparisons place it at $0 instead of leaving it out as unknown. Any other
-    #: agent without `uses_llm` (a `command` without `base_url`, a class path) may call a model behind the proxy's
-    #: back: its spend stays unknown (null).
+    #: agent without `uses_llm` (a `command` without `base_url`, a class path) may call a model
+    #: behind the proxy's back: its spend stays unknown (null).
     calls_no_model: bool = False
     #: Whether the spec must name a model (the CLI has no default of its own).
     requires_model: bool = False

@@ -17,10 +17,11 @@ proxy, which relays its requests to `base_url` with the real key (tokens, cost a
 are metered as for the CLI kinds). The sandbox sees the proxy's URL as `{llm_base_url}` (with
 `/v1` when `base_url` ends in it, so the agent's client is configured as it would be for the
 vendor), in the argv and in `env` values, and the trial's stand-in key in `key_env`. A
-`command` spec without `base_url` has no key at all (AgentSpec refuses `key_env` there). In `output` mode the report is the last JSON
-object the agent printed (its last line that is a JSON object, else the last complete object
-in its output), which the runner writes to the report path: the row's `report_source` is then
-`forced_from_output`.
+`command` spec without `base_url` has no key at all (AgentSpec refuses `key_env` there).
+
+In `output` mode the report is the last JSON object the agent printed (its last line that is a
+JSON object, else the last complete object in its output), which the runner writes to the
+report path: the row's `report_source` is then `forced_from_output`.
 """
 
 from __future__ import annotations
