@@ -86,8 +86,8 @@ def create_venv(venv: Path, python: str, wheels: Path = SYSTEM_WHEELS) -> bool:
     if any(n.startswith("pip-") for n in have) and pip_can_target_python():
         wanted = ["pip"] + (["setuptools"] if any(n.startswith("setuptools-") for n in have) else [])
         if (run([sys.executable, "-m", "venv", "--without-pip", str(venv)])[0] == 0
-                and run([sys.executable, "-m", "pip", "--python", python, "install", "--disable-pip-version-check",
-                         "--no-input", "--no-compile", "--no-index", "--find-links", str(wheels)] + wanted)[0] == 0):
+                and run([sys.executable, "-m", "pip", "--python", python, *PIP[2:], "--no-index", "--find-links",
+                         str(wheels)] + wanted)[0] == 0):
             return True
         log("venv without ensurepip failed; making it with ensurepip")
     return run([sys.executable, "-m", "venv", "--clear", str(venv)])[0] == 0 and Path(python).exists()
