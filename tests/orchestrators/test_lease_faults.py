@@ -9,9 +9,11 @@ scored once (no attempt lost to the fault), and no GPU was ever held by two prob
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import signal
+import tempfile
 import threading
 import time
 
@@ -26,16 +28,28 @@ pytestmark = pytest.mark.integration
 
 
 def _kill_lease_actor_while_probes_run(cluster, seen: dict) -> None:
-    """SIGKILL the lease actor 2 s after the first trial started (agent phases take 1 s)."""
+    """SIGKILL the lease actor 0.5 s after its book (the file it writes on every change) first
+    shows a probe phase holding GPUs while another waits (probe phases take 2.5 s)."""
+    started = time.time()
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not actor_pids(cluster, "ray::SlotWorker.run"):
-        time.sleep(0.1)
-    time.sleep(2.0)
-    pids = list(actor_pids(cluster, "ray::NodeGpuLease"))
-    if pids:
-        seen["at"] = time.time()
-        seen["pid"] = pids[0]
-        os.kill(pids[0], signal.SIGKILL)
+    while time.monotonic() < deadline:
+        for path in glob.glob(os.path.join(tempfile.gettempdir(), "reb-ray-lease-*.json")):
+            try:
+                if os.path.getmtime(path) < started:
+                    continue
+                with open(path) as f:
+                    book = json.load(f)
+            except (OSError, ValueError):
+                continue
+            if book["held"] and book["waiting"]:
+                time.sleep(0.5)
+                pids = list(actor_pids(cluster, "ray::NodeGpuLease"))
+                if pids:
+                    seen["at"] = time.time()
+                    seen["pid"] = pids[0]
+                    os.kill(pids[0], signal.SIGKILL)
+                return
+        time.sleep(0.05)
 
 
 def test_a_killed_lease_actor_heals_every_trial_scored_once_no_gpu_held_twice(tmp_path, monkeypatch):
