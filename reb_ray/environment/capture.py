@@ -319,7 +319,7 @@ def capture(rec, sandbox, spec, repo_dir: str, report, secrets: list[str]) -> di
         # The engine lists the files changed since the image (and holds that image, whose
         # packages the manifest compares with): docker, podman.
         engine_diff = sandbox.capabilities.filesystem_diff
-        entries = sandbox.client.api.diff(sandbox.id) if engine_diff else None
+        entries = sandbox.filesystem_changes() if engine_diff else None
         from reb_ray.agents import REPORT_PATH
 
         diff, to_size = summarise_diff(entries, repo_dir, ignore=(SANDBOX_DIR, "/tmp/reb-ray-out"))

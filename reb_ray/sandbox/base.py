@@ -354,6 +354,12 @@ class Sandbox(abc.ABC):
         when the sandbox could not be asked (it is gone). Never raises for a gone sandbox.
         """
 
+    def filesystem_changes(self) -> list[dict] | None:
+        """The paths changed since the image, as the engine's API lists them
+        ([{"Path": "/a", "Kind": 0 changed | 1 added | 2 deleted}]); None where the provider
+        cannot list them (`capabilities.filesystem_diff` False). Raises what the engine raises."""
+        return None
+
     def lease_gpus(self, gpus: list[str]) -> None:
         """The probe phase of a GPU-sharing sweep now holds physical GPUs `gpus`
         (reb_ray.trial.phase_split). Only a provider that cannot commit (`capabilities.commit`

@@ -29,6 +29,7 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest, Mount
 
 from reb_ray.errors import ImageMissing, RebRayError
+from reb_ray.sandbox.docker.layer_changes import container_changes
 from reb_ray.sandbox.base import (
     DEFAULT_READ_LIMIT,
     EXEC_MARKER_ENV,
@@ -479,6 +480,11 @@ class DockerSandbox(Sandbox):
             raise RebRayError(f"sandbox {self.id[:12]}: {' '.join(argv)} failed: {result.output.strip()[:200]}")
 
     # -- size --------------------------------------------------------------------------------
+    def filesystem_changes(self) -> list[dict] | None:
+        """What `docker diff` lists, read from the container's overlay layers on this host where
+        it can (a second of the daemon's CPU saved per call), from the daemon otherwise."""
+        return container_changes(self._client, self.id)
+
     def size(self, timeout: float = 60.0) -> SandboxSize:
         """Writable-layer bytes from the daemon (`SizeRw`); after `timeout` seconds (0: at once),
         or if the daemon does not report it, the host walks the overlay upper directory instead."""

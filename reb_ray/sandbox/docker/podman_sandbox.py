@@ -334,6 +334,11 @@ class PodmanSandbox(DockerSandbox):
         """This process's client of the Podman service (`podman_socket`), reused once made."""
         return shared_client()
 
+    def filesystem_changes(self) -> list[dict] | None:
+        """Podman's own list (its compatible `diff` endpoint): its storage is not Docker's
+        overlay2, and a rootless one's layers are not this process's to read."""
+        return self._client.api.diff(self.id) or []
+
     def _start(self, name: str) -> None:
         """Create the container through Podman's own endpoint (CDI GPUs), start it, then read
         its limits back (`limits_enforced`, `capabilities.enforces_limits`)."""
