@@ -316,8 +316,8 @@ def capture(rec, sandbox, spec, repo_dir: str, report, secrets: list[str]) -> di
     part only). Returns the manifest, or None when it could not be taken (the row says why)."""
     started = time.monotonic()
     try:
-        # The engine lists the files changed since the image (and holds that image, whose
-        # packages the manifest compares with): docker, podman.
+        # A container sandbox lists the files changed since its image (and its engine holds that
+        # image, whose packages the manifest compares with): docker, podman.
         engine_diff = sandbox.capabilities.filesystem_diff
         entries = sandbox.filesystem_changes() if engine_diff else None
         from reb_ray.agents import REPORT_PATH
