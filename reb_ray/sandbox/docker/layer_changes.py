@@ -84,15 +84,16 @@ def overlay_changes(upper: str, lowers: list[str]) -> list[dict]:
                 continue  # the image's own entry: nothing under it changed
             child = f"{path}/{name}"
             new_stat = os.lstat(new_paths[0])
+            old_stat = os.lstat(old_paths[0]) if old_paths is not None else None
             child_added = True
-            if old_paths is None:
+            if old_stat is None:
                 changes.append({"Path": child, "Kind": ADDED})
-            elif _differs(os.lstat(old_paths[0]), new_stat, old_paths[0], new_paths[0]):
+            elif _differs(old_stat, new_stat, old_paths[0], new_paths[0]):
                 changes.append({"Path": child, "Kind": CHANGED})
             else:
                 child_added = False
             if stat.S_ISDIR(new_stat.st_mode):
-                old_is_dir = old_paths is not None and stat.S_ISDIR(os.lstat(old_paths[0]).st_mode)
+                old_is_dir = old_stat is not None and stat.S_ISDIR(old_stat.st_mode)
                 walk(child, new_paths, old_paths if old_is_dir else None, child_added)
         for name in old_children:
             changes.append({"Path": f"{path}/{name}", "Kind": DELETED})
