@@ -22,6 +22,9 @@ sys.dont_write_bytecode = False
 
 from reb_ray.sandbox import SandboxConfig, open_sandbox  # noqa: E402
 
+#: The per-file time budgets (tests/budgets.json), checked at the end of every run.
+pytest_plugins = ("tests.helpers.budget",)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def keep_no_environments_unless_asked():
