@@ -149,7 +149,7 @@ INTEGRATION_FIXTURES = frozenset({
     "docker_client", "sandbox_image", "make_sandbox", "ray_local", "private_dockerd", "second_docker",
     "raylets", "two_gpu_nodes", "two_single_gpu_nodes", "one_gpu_node", "ray_with_two_fake_gpus",
     "docker_sandbox", "torch_sandbox", "toolbox_ready", "installed_toolchain", "nexau_toolchain",
-    "mini_bin", "cli_bin", "mixed_nodes", "slow_process", "podman_service",
+    "mini_bin", "cli_bin", "mixed_nodes", "slow_process", "podman_service", "demo_sweep",
 })
 #: Where the unit tier points Docker: a socket that does not exist, so a test that reaches for the
 #: daemon without being marked fails at once instead of silently slowing the tier down.
@@ -336,6 +336,18 @@ def ray_local():
     ray.init(address="local", num_cpus=3, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def demo_sweep(tmp_path_factory, docker_client, sandbox_image):
+    """The demo sweep (`heuristic` and `noop` on the four demo tasks, real Docker and Ray), run
+    once per test process and read by every file whose trials it already runs
+    (tests/helpers/shared_runs.py): a `DemoSweep` of its config, result and rows. Its output is
+    read, never written; a test that resumes or writes works on `demo_sweep.copy(tmp_path)`. It
+    joins the Ray of a module that started one, else starts its own for the sweep alone."""
+    from tests.helpers.shared_runs import run_demo_sweep
+
+    return run_demo_sweep(tmp_path_factory.mktemp("demo-sweep"))
 
 
 @pytest.fixture

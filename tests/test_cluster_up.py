@@ -1,17 +1,23 @@
-"""`ray up` with the top-level cluster.yaml, for real (issue 13, item 2).
+"""`ray up` with the top-level cluster.yaml, for real.
 
 A node on this machine (tests/helpers/ssh_node.py: sshd on 127.0.0.1, a fresh key, its own PID and host
-namespace) is the head. The test renders cluster.yaml with the values this machine needs (head
-IP, key, proxy command, free ports; every command unchanged), runs `ray up -y`, runs a sweep of
-one demo task on the head with `--address auto` (docker sandbox, heuristic and noop agents), reads the
-rows back, runs `ray down -y`, and checks that no Ray process and no container of the node is
-left. Then once more with the node already set up (warm). It measures `ray up` to the first
-trial's sandbox running, cold and warm, and prints the seconds.
+namespace, this machine's pip settings) is the head. The test renders cluster.yaml with the values
+this machine needs (head IP, key, proxy command, free ports; every command unchanged), runs
+`ray up -y` on the bare node (cold: scripts/setup.sh installs reb-ray into the node's home), runs
+a sweep of one demo task on the head with `--address auto` (docker sandbox, heuristic and noop
+agents), reads the rows back and checks `reb-ray cluster status` there. Then `ray up -y` once
+more on the node already set up (warm: setup.sh finds its steps done, Ray is restarted), the
+node's status line again, `ray down -y`, and checks that no Ray process and no container of the
+node is left. It measures `ray up` to the first trial's sandbox running and the warm `ray up`,
+and prints the seconds.
 
-The sweep on the head is one demo task (heuristic and noop): what is under test is that `ray up`
-leaves a node on which the README's `ray exec ... reb-ray sweep --address auto` scores trials; the
-whole demo suite's verdicts are tests/test_sweep.py's subject, and its torch task alone would
-double this test's time.
+The sweep on the head is one demo task (heuristic and noop), keeping no environment: what is
+under test is that `ray up` leaves a node on which the README's `ray exec ... reb-ray sweep
+--address auto` scores trials; the whole demo suite's verdicts are tests/test_sweep.py's
+subject, and its torch task alone would double this test's time. The warm `ray up` is followed
+by the status check, not by a second sweep: the cold sweep already proved that a node `ray up`
+started scores trials, and the status line proves the restarted node is ready (its slots, its
+image, its Docker, nothing running).
 """
 
 from __future__ import annotations
@@ -75,35 +81,47 @@ def test_ray_up_runs_a_sweep_and_ray_down_leaves_nothing(node, tmp_path, docker_
     config_path = tmp_path / "cluster.yaml"
     config_path.write_text(yaml.safe_dump(render_cluster_config(node, name)))
     # `ray up`'s own lock and state files go here, not to this machine's shared /tmp/ray.
-    client_env = {**_env(), "RAY_TMPDIR": str(tmp_path / "client-ray")}
+    env = {**_env(), "RAY_TMPDIR": str(tmp_path / "client-ray")}
+    logs = tmp_path / "logs"
+    logs.mkdir()
 
-    cold = _up_sweep_down(node, config_path, client_env, docker_client, f"--tasks {TASK}", "reb-runs",
-                          tmp_path / "cold")
+    up_s = _up(node, config_path, env, logs / "up.log")
+    first_trial_s, sweep_s = _sweep(node, config_path, env, docker_client, f"--tasks {TASK} --keep-environments none",
+                                    "reb-runs", logs / "sweep.log")
+    first_trial_s += up_s
     trials = latest_attempts(read_trials(node.home / "reb-runs"))
     rows = trials.select(["agent", "task_id", "status", "c1_status"]).to_pylist()
     assert sorted((r["agent"], r["task_id"], r["status"], r["c1_status"]) for r in rows) == [
         ("heuristic", TASK, "scored", "success"), ("noop", TASK, "scored", "failure")], rows
+    _status(node, config_path, env, logs / "status.log")
 
-    warm = _up_sweep_down(node, config_path, client_env, docker_client, f"--agents noop --tasks {TASK}",
-                          "reb-runs-warm", tmp_path / "warm")
-    warm_rows = latest_attempts(read_trials(node.home / "reb-runs-warm")).select(["agent", "status"]).to_pylist()
-    assert warm_rows == [{"agent": "noop", "status": "scored"}]
-    print(f"\nray up to first trial running: cold {cold['first_trial_s']:.1f} s (ray up {cold['up_s']:.1f} s), "
-          f"warm {warm['first_trial_s']:.1f} s (ray up {warm['up_s']:.1f} s); "
-          f"sweep {cold['sweep_s']:.1f} s; ray down {cold['down_s']:.1f} s")
+    warm_up_s = _up(node, config_path, env, logs / "up-warm.log")  # the node set up already, its Ray running
+    _status(node, config_path, env, logs / "status-warm.log")
+
+    down = time.monotonic()
+    _run([RAY, "down", "-y", str(config_path)], env, logs / "down.log", timeout=300)
+    down_s = time.monotonic() - down
+    left = {pid: cmd for pid, cmd in node.processes().items() if not cmd.startswith("sshd")}
+    assert not left, f"ray down left processes on the node: {left}"
+    assert not _containers_of(node, docker_client), "containers of the node left after ray down"
+    print(f"\nray up to first trial running: cold {first_trial_s:.1f} s (ray up {up_s:.1f} s); warm ray up "
+          f"{warm_up_s:.1f} s; sweep {sweep_s:.1f} s; ray down {down_s:.1f} s")
 
 
-def _up_sweep_down(node: SshNode, config_path: Path, env: dict, docker_client, sweep_args: str, output: str,
-                   logs: Path) -> dict[str, float]:
-    """`ray up`, a sweep on the head, `ray down`, and the checks that nothing is left.
-    Returns seconds: `up_s`, `first_trial_s` (from `ray up`'s start), `sweep_s`, `down_s`."""
-    logs.mkdir()
+def _up(node: SshNode, config_path: Path, env: dict, log: Path) -> float:
+    """`ray up`; a raylet runs on the node after it. Returns its seconds."""
     start = time.monotonic()
-    _run([RAY, "up", "-y", "--no-config-cache", str(config_path)], env, logs / "up.log", timeout=420)
-    up_s = time.monotonic() - start
+    _run([RAY, "up", "-y", "--no-config-cache", str(config_path)], env, log, timeout=420)
     assert any("raylet" in c for c in node.processes().values()), "ray up finished but no raylet runs on the node"
+    return time.monotonic() - start
 
-    with open(logs / "sweep.log", "wb") as sweep_log:
+
+def _sweep(node: SshNode, config_path: Path, env: dict, docker_client, sweep_args: str, output: str,
+           log: Path) -> tuple[float, float]:
+    """A sweep on the head through `ray exec`: (seconds to its first trial's sandbox running,
+    seconds it took)."""
+    start = time.monotonic()
+    with open(log, "wb") as sweep_log:
         sweep = subprocess.Popen(
             [RAY, "exec", "--no-config-cache", str(config_path),
              f"reb-ray sweep --address auto --output ~/{output} {sweep_args}"],
@@ -118,26 +136,20 @@ def _up_sweep_down(node: SshNode, config_path: Path, env: dict, docker_client, s
         finally:
             if sweep.poll() is None:
                 sweep.kill()
-    sweep_s = time.monotonic() - start - up_s
-    assert rc == 0, (logs / "sweep.log").read_text()[-3000:]
+    assert rc == 0, log.read_text()[-3000:]
     assert first_trial_s is not None, "the sweep ended before any trial's sandbox was seen running"
+    return first_trial_s, time.monotonic() - start
 
-    # reb-ray cluster status on the head: the node's line (slots from cluster.yaml's start command).
+
+def _status(node: SshNode, config_path: Path, env: dict, log: Path) -> None:
+    """reb-ray cluster status on the head: the node's line (slots from cluster.yaml's start command)."""
     status = subprocess.run([RAY, "exec", "--no-config-cache", str(config_path), "reb-ray cluster status"], env=env,
                             capture_output=True, text=True, timeout=300)
-    (logs / "status.log").write_text(status.stdout + status.stderr)
+    log.write_text(status.stdout + status.stderr)
     lines = [line for line in status.stdout.splitlines() if f"  {node.hostname}  " in line]
     assert status.returncode == 0 and len(lines) == 1, status.stdout[-3000:] + status.stderr[-2000:]
     for part in ("  ok  ", "slots 16", "image ok", "docker ok", "trials running 0"):
         assert part in lines[0], lines[0]
-
-    down = time.monotonic()
-    _run([RAY, "down", "-y", str(config_path)], env, logs / "down.log", timeout=300)
-    down_s = time.monotonic() - down
-    left = {pid: cmd for pid, cmd in node.processes().items() if not cmd.startswith("sshd")}
-    assert not left, f"ray down left processes on the node: {left}"
-    assert not _containers_of(node, docker_client), "containers of the node left after ray down"
-    return {"up_s": up_s, "first_trial_s": first_trial_s, "sweep_s": sweep_s, "down_s": down_s}
 
 
 def _run(argv: list[str], env: dict, log: Path, timeout: float) -> None:

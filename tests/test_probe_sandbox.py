@@ -1,6 +1,7 @@
 """The phase split of a GPU-sharing sweep on real Docker (issue 12, item 5): the agent's container
 committed to a per-attempt image, the probes in new containers from it, C1 with no GPU device,
-the image removed on every path, and the same scores as without sharing.
+the image removed on every path, and the same scores as without sharing (the shared demo sweep's
+heuristic trials, tests/helpers/shared_runs.py, with the same settings).
 
 This machine's Docker has no NVIDIA runtime, so no container here can hold a GPU: the probe
 container is made with the (empty) leased GPUs, and its device request for real ids is checked
@@ -68,11 +69,11 @@ def test_the_probe_containers_hold_the_agents_files_and_c1s_has_no_gpu_device(do
     assert containers == [] and images == []
 
 
-def _run(task: str, sweep_id: str, image: str, lease=None) -> dict:
+def _run(base: SweepConfig, task: str, sweep_id: str, image: str, lease) -> dict:
     from reb_ray.trial.run import run_trial
 
-    # keep_environments none: keeping is not what is compared, and a kept image would outlive the test
-    config = SweepConfig(pip_cache=False, share_gpus_in_agent_phase=lease is not None, keep_environments="none")
+    # The demo sweep's settings with the agent phase's GPUs shared: only the sharing differs
+    config = base.updated(share_gpus_in_agent_phase=True)
     spec = TrialSpec(sweep_id=sweep_id, agent="heuristic", task=DEMO[task], trial_index=0, config=config, image=image)
     return run_trial(spec, [], gpu_lease=lease).trial
 
@@ -80,21 +81,7 @@ def _run(task: str, sweep_id: str, image: str, lease=None) -> dict:
 SCORES = ("status", "failure_owner", "failure_category", "report_status", "c0_status", "c0_resolved", "c0_missing",
           "c1_status", "c1_exit_code", "c2_status", "c3_status", "c4_status", "c5_path", "c5_version", "c5_capability",
           "env_size_status", "repo_modified", "gpus_assigned")
-
-
-@pytest.mark.parametrize("task", ["numpy-trainer", "pyproject-extra"])
-def test_a_shared_trial_scores_as_the_default_one_and_leaves_no_image(docker_client, sandbox_image, task):
-    lease = StaticLease(agent_gpus=[], gpus=[])
-    with ThreadPoolExecutor(2) as pool:  # side by side, as a sweep runs two trials on this machine
-        plain_run = pool.submit(_run, task, f"plain-{task}", sandbox_image)
-        shared = _run(task, f"shared-{task}", sandbox_image, lease)
-        plain = plain_run.result()
-    assert plain["status"] == "scored" and plain["c1_status"] == "success", plain  # the agent installed what C1 needs
-    assert {k: shared.get(k) for k in SCORES} == {k: plain.get(k) for k in SCORES}
-    assert (plain["gpu_sharing"], shared["gpu_sharing"]) == (False, True)
-    assert plain.get("probe_image_commit_s") is None and shared["probe_image_commit_s"] > 0
-    assert shared["probe_image_bytes"] > 0 and lease.acquired == 1 and lease.released >= 1
-    assert _leftovers(docker_client, f"shared-{task}") == ([], [])
+SHARED_TASKS = ("numpy-trainer", "pyproject-extra")
 
 
 class LostLease(StaticLease):
@@ -104,8 +91,34 @@ class LostLease(StaticLease):
         raise InfraError("infra_node", "the node's GPU lease is gone: actor died")
 
 
-def test_a_failure_after_the_commit_removes_the_image_and_every_container(docker_client, sandbox_image):
-    row = _run("numpy-trainer", "shared-lost", sandbox_image, LostLease(agent_gpus=[], gpus=[]))
+@pytest.fixture(scope="module")
+def shared_runs(demo_sweep, sandbox_image, tmp_path_factory):
+    """Heuristic trials with the agent phase's GPUs shared, with the demo sweep's settings
+    (tests/helpers/shared_runs.py), whose own heuristic trials are the default ones they are
+    compared with: one per task of SHARED_TASKS, and one on numpy-trainer whose lease is lost after
+    the commit. Two at a time, as a sweep runs trials on this machine. {name: (row, lease)}."""
+    runs = {task: (f"shared-{task}", task, StaticLease(agent_gpus=[], gpus=[])) for task in SHARED_TASKS}
+    runs["lost"] = ("shared-lost", "numpy-trainer", LostLease(agent_gpus=[], gpus=[]))
+    base = demo_sweep.config.updated(output={"dir": tmp_path_factory.mktemp("shared-gpus") / "runs"})  # never the shared output
+    with ThreadPoolExecutor(2) as pool:
+        rows = pool.map(lambda run: _run(base, run[1], run[0], sandbox_image, run[2]), runs.values())
+        return {name: (row, run[2]) for (name, run), row in zip(runs.items(), rows)}
+
+
+@pytest.mark.parametrize("task", SHARED_TASKS)
+def test_a_shared_trial_scores_as_the_default_one_and_leaves_no_image(docker_client, demo_sweep, shared_runs, task):
+    plain = demo_sweep.row("heuristic", task)
+    shared, lease = shared_runs[task]
+    assert plain["status"] == "scored" and plain["c1_status"] == "success", plain  # the agent installed what C1 needs
+    assert {k: shared.get(k) for k in SCORES} == {k: plain.get(k) for k in SCORES}
+    assert (plain["gpu_sharing"], shared["gpu_sharing"]) == (False, True)
+    assert plain.get("probe_image_commit_s") is None and shared["probe_image_commit_s"] > 0
+    assert shared["probe_image_bytes"] > 0 and lease.acquired == 1 and lease.released >= 1
+    assert _leftovers(docker_client, f"shared-{task}") == ([], [])
+
+
+def test_a_failure_after_the_commit_removes_the_image_and_every_container(docker_client, shared_runs):
+    row, _ = shared_runs["lost"]
     assert (row["status"], row["failure_owner"], row["failure_category"]) == ("infra_error", "infra", "infra_node")
     assert row["probe_image_commit_s"] > 0  # it failed after the commit
     assert _leftovers(docker_client, "shared-lost") == ([], [])

@@ -179,9 +179,11 @@ COMMAND_AGENTS = {
     "pathless": ("true", {"python_version": "3.11", "cuda_available": True, "gpu_count": 4}),
 }
 #: (agent, demo task) pairs covering the grader's paths, all cheap to run: C0, C1 (witnessed) and
-#: C2 failures, an unverified run, an unparsable report, an interpreter that does not exist (one
-#: verdict for every stage, C5 on the facts), a report audited unprobed.
-LIVE = [("noop", "torch-tiny"), ("wrapper", "numpy-trainer"), ("tests.helpers.scripted_agents:GarbageReportAgent", "numpy-trainer"),
+#: C2 failures (noop on torch-tiny: the shared demo sweep's trial, tests/helpers/shared_runs.py),
+#: an unverified run, an unparsable report, an interpreter that does not exist (one verdict for
+#: every stage, C5 on the facts), a report audited unprobed.
+SHARED = ("noop", "torch-tiny")
+LIVE = [SHARED, ("wrapper", "numpy-trainer"), ("tests.helpers.scripted_agents:GarbageReportAgent", "numpy-trainer"),
         ("tests.helpers.scripted_agents:GhostInterpreterAgent", "numpy-trainer"), ("pathless", "numpy-trainer")]
 #: Trials-row columns the grader decides (blanked before the re-grade, so it must recompute them;
 #: c0_total is the task's denominator, written when the attempt starts, not a grade).
@@ -214,7 +216,7 @@ def _blank(trial: dict, stages: list[dict]) -> tuple[dict, dict[str, dict]]:
     return trial, blanked
 
 
-def test_regrading_a_live_runs_stored_records_reproduces_every_graded_column(tmp_path, sandbox_image):
+def test_regrading_a_live_runs_stored_records_reproduces_every_graded_column(tmp_path, sandbox_image, demo_sweep):
     """Real trials (real Docker, pyright, witness), stored in Parquet and read back; every graded
     column blanked; the re-grade from the raw records gives every column of both rows again."""
     from reb_ray.trial.run import run_trial
@@ -228,13 +230,17 @@ def test_regrading_a_live_runs_stored_records_reproduces_every_graded_column(tmp
                                    image=sandbox_image))
 
     with ThreadPoolExecutor(2) as pool:
-        outcomes = list(pool.map(trial, LIVE))
+        outcomes = list(pool.map(trial, [pair for pair in LIVE if pair != SHARED]))
     run = tmp_path / "runs"
     ParquetSink(run).write([o.trial for o in outcomes], [s for o in outcomes for s in o.stages])
     stored = {t["agent"]: t for t in read_trials(run).to_pylist()}
     stored_stages: dict[str, list[dict]] = {}
     for stage in read_stages(run).to_pylist():
         stored_stages.setdefault(stage["agent"], []).append(stage)
+    # The shared trial, as the demo sweep stored it; its artifacts are under that sweep's output
+    stored[SHARED[0]] = demo_sweep.row(*SHARED)
+    stored_stages[SHARED[0]] = list(demo_sweep.stages_of(*SHARED).values())
+    run_dirs = {agent: demo_sweep.output if (agent, task_id) == SHARED else run for agent, task_id in LIVE}
 
     rows = {agent: stored[agent] for agent, _ in LIVE}
     assert all(row["status"] == "scored" for row in rows.values()), {a: r["failure_reason"] for a, r in rows.items()}
@@ -252,7 +258,7 @@ def test_regrading_a_live_runs_stored_records_reproduces_every_graded_column(tmp
 
     for agent, task_id in LIVE:
         trial_row, stages = _blank(stored[agent], stored_stages[agent])
-        again = regrade_trial(trial_row, stages, demo[task_id], "live-regrade", run)
+        again = regrade_trial(trial_row, stages, demo[task_id], "live-regrade", run_dirs[agent])
         assert {k: v for k, v in again.trial.items() if k != "sweep_id"} == \
             {k: v for k, v in stored[agent].items() if k != "sweep_id"}, agent
         before = {s["stage"]: s for s in stored_stages[agent]}

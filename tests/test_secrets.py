@@ -163,7 +163,9 @@ def test_the_real_key_is_only_in_the_drivers_environment_and_the_proxys_memory(t
     endpoint = ScriptedEndpoint(script_from({"model": "claude-sonnet-4-5", "turns": TURNS})).start()
     out = tmp_path / "runs"
     config = tmp_path / "sweep.toml"
+    # keep_environments none: no kept environment is looked at here (and a kept image would outlive the test)
     config.write_text(f'tasks = "numpy-trainer"\nmax_concurrent = 1\nmax_attempts = 1\nagent_timeout_s = 300\n'
+                      f'keep_environments = "none"\n'
                       f'wheelhouses = {[str(p) for p in [Path("/opt/wheels")] if p.is_dir()]!r}\n'
                       f'sweep_id = "secrets-{uuid.uuid4().hex[:8]}"\n\n[agents.llm]\n'
                       f'kind = "tests.helpers.scripted_agents:LlmSpyAgent"\nmodel = "claude-sonnet-4-5"\n'

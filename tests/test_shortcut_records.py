@@ -1,7 +1,8 @@
 """Shortcuts recorded on real trials (real Docker, real pyright, real pip) on the demo task
 numpy-trainer: an empty numpy package (`stub`), a wrapper script reported as the interpreter, start-up
 hooks, a trajectory that writes a python file; against an honest environment (the heuristic
-baseline). The rows are written with the real Parquet sink, read back by `trial show`, and
+baseline's trial in the shared demo sweep, tests/helpers/shared_runs.py, with the same
+settings). The rows are written with the real Parquet sink, read back by `trial show`, and
 re-graded from their stored raw records."""
 
 from __future__ import annotations
@@ -87,10 +88,12 @@ def _trial(tmp_path: Path, name: str, spec: dict | str, image: str):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, sandbox_image):
-    """The five trials, run once for the module: {name: (row, stages by name)}, and the output dir."""
+    """The four shortcut trials, run once for the module: {name: (row, stages by name)}, and the
+    output dir. The honest environment is the demo sweep's heuristic trial on the same task, with
+    the same settings (`honest`)."""
     tmp = tmp_path_factory.mktemp("shortcuts")
     agents = (("stub", STUB), ("wrapper", WRAPPER), ("hooks", HOOKS),
-              ("transcript", "tests.test_shortcut_records:TranscriptWrapperAgent"), ("heuristic", "heuristic"))
+              ("transcript", "tests.test_shortcut_records:TranscriptWrapperAgent"))
     # Two at a time, as a sweep on this 2-core machine would run them: a trial waits on its
     # containers and pip for much of its time.
     with ThreadPoolExecutor(2) as pool:
@@ -100,6 +103,13 @@ def runs(tmp_path_factory, sandbox_image):
     sink.close()
     found = {name: (out.trial, {s["stage"]: s for s in out.stages}) for (name, _), out in zip(agents, outs)}
     return found, tmp / "runs"
+
+
+@pytest.fixture(scope="module")
+def honest(demo_sweep):
+    """The `heuristic` baseline's trial on numpy-trainer, as the shared demo sweep
+    (tests/helpers/shared_runs.py) stored it: (row, the sweep's output dir)."""
+    return demo_sweep.row("heuristic", TASK.id), demo_sweep.output
 
 
 @pytest.mark.docker
@@ -116,8 +126,8 @@ def test_stub_numpy_is_a_perfect_c0_with_one_unowned_module(runs):
 
 
 @pytest.mark.docker
-def test_an_honest_environment_has_nothing_unowned_and_nothing_suspicious(runs):
-    row, _ = runs[0]["heuristic"]
+def test_an_honest_environment_has_nothing_unowned_and_nothing_suspicious(honest):
+    row, _ = honest
     assert (row["status"], row["c0_missing"], row["c1_status"]) == ("scored", 0, "success"), row["failure_reason"]
     assert (row["c0_unowned"], row["c0_unowned_modules"]) == (0, [])
     assert row["python_path_kind"] == "symlink_to_elf"
@@ -143,7 +153,7 @@ def test_startup_hooks_are_listed(runs):
 
 
 @pytest.mark.docker
-def test_trajectory_commands_are_flagged_and_trial_show_prints_it_all(runs):
+def test_trajectory_commands_are_flagged_and_trial_show_prints_it_all(runs, honest):
     row, _ = runs[0]["transcript"]
     actions = row["suspicious_actions"]
     assert actions[0] == "python_path /opt/w/bin/python is a script (#!/bin/sh)"
@@ -155,16 +165,19 @@ def test_trajectory_commands_are_flagged_and_trial_show_prints_it_all(runs):
     assert "suspicious actions (4):" in text and "  ! trajectory [1] writes a file named python*: cat > /opt/w/bin/python" in text
     stub = show_trial(runs[1], runs[0]["stub"][0]["trial_id"])
     assert "C0 unowned 1 (numpy)" in stub and "is symlink_to_elf" in stub
-    honest = show_trial(runs[1], runs[0]["heuristic"][0]["trial_id"])
-    assert "C0 unowned 0;" in honest and "suspicious actions (0): none" in honest
+    text = show_trial(honest[1], honest[0]["trial_id"])
+    assert "C0 unowned 0;" in text and "suspicious actions (0): none" in text
 
 
 @pytest.mark.docker
-def test_regrade_reproduces_the_columns_from_the_stored_records(runs):
+def test_regrade_reproduces_the_columns_from_the_stored_records(runs, honest):
     columns = ("c0_missing", "c0_unowned", "c0_unowned_modules", "python_path_kind", "startup_hooks", "suspicious_actions")
     regraded = {o.trial["agent"]: o.trial for o in regrade(runs[1])}
     for name, (row, _) in runs[0].items():
         assert {c: regraded[row["agent"]][c] for c in columns} == {c: row[c] for c in columns}, name
+    row, output = honest
+    again = next(o.trial for o in regrade(output) if o.trial["trial_id"] == row["trial_id"])
+    assert {c: again[c] for c in columns} == {c: row[c] for c in columns}
 
 
 def test_trajectory_hits_name_python_writes_and_hand_made_site_packages():

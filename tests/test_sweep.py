@@ -1,4 +1,9 @@
-"""End-to-end demo sweeps: real Docker, real Ray, real pyright, real Parquet."""
+"""End-to-end demo sweeps: real Docker, real Ray, real pyright, real Parquet.
+
+The demo sweep is the one the test process shares (tests/helpers/shared_runs.py), and the
+scripted agents on numpy-trainer run as one sweep for the module (`scripted`): each test reads
+its own rows. A test whose subject is a sweep-wide setting (a retry limit, a suite, a flag) runs
+a sweep of its own."""
 
 from __future__ import annotations
 
@@ -12,8 +17,6 @@ from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_stages, read_trials
 from reb_ray.sandbox.ownership import MANAGED, SWEEP
 from reb_ray.testing.suite import off, write_task
-
-WHEELS = [Path("/opt/wheels")] if Path("/opt/wheels").is_dir() else []
 
 # Expected per (agent, task): (c0_missing, c1_status). noop reports the bare image python.
 # pyright ships stubs for yaml, so a missing PyYAML is reportMissingModuleSource, not C0.
@@ -44,12 +47,14 @@ def _our_containers(docker_client, sweep_id: str) -> list:
     return docker_client.containers.list(all=True, filters={"label": [f"{MANAGED}=true", f"{SWEEP}={sweep_id}"]})
 
 
-def test_demo_sweep_end_to_end_and_resume(tmp_path, docker_client, sandbox_image, ray_local):
+@pytest.mark.timeout(600)  # the first test of a run to ask for it runs the shared demo sweep
+def test_demo_sweep_end_to_end_and_resume(tmp_path, docker_client, demo_sweep, ray_local):
+    """The demo sweep (tests/helpers/shared_runs.py: run once, read by other files too): every
+    trial's verdicts, then a resume and a re-grade on a copy of its output."""
     from reb_ray.sweep.run import run_sweep
 
-    config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", wheelhouses=WHEELS, max_concurrent=2)
-    result = run_sweep(config, show_progress=False)
-    rows = _rows(config.output.dir)
+    result, output = demo_sweep.result, demo_sweep.output
+    rows = _rows(output)
     assert len(rows) == 8 and result.attempts == 8
     by_key = {(r["agent"], r["task_id"]): r for r in rows}
     for key, (c0_missing, c1_status) in EXPECTED.items():
@@ -76,7 +81,7 @@ def test_demo_sweep_end_to_end_and_resume(tmp_path, docker_client, sandbox_image
     assert by_key[("noop", "import-name-mismatch")]["c0_missing_source_modules"] == ["yaml"]
     assert by_key[("noop", "numpy-trainer")]["c1_failure_category"] == "deps"
     assert by_key[("noop", "numpy-trainer")]["report_python_path"] == "/usr/bin/python3"
-    stages = read_stages(config.output.dir)
+    stages = read_stages(output)
     assert set(pc.unique(stages["stage"]).to_pylist()) >= {"agent", "report", "c0", "c1", "env_size"}
     # Honest environments pass C1 with a valid witness on every demo task: the pinned
     # repository's own files ran under the reported interpreter (a venv's python resolves to its
@@ -90,8 +95,9 @@ def test_demo_sweep_end_to_end_and_resume(tmp_path, docker_client, sandbox_image
         assert c1[key]["witness_repo_files"] >= 1 and c1[key]["witness_interpreter"] == "/usr/bin/python3.11", key
         witness = json.loads(c1[key]["raw"])["witness"]
         assert witness["expected_prefix"] == row["report_python_path"].rsplit("/bin/", 1)[0], key
-    assert _our_containers(docker_client, config.resolved_sweep_id()) == []
+    assert _our_containers(docker_client, demo_sweep.config.resolved_sweep_id()) == []
 
+    config = demo_sweep.copy(tmp_path)  # the resume's and the re-grade's own copy of the output
     again = run_sweep(config, show_progress=False)
     assert again.attempts == 0 and again.skipped == 8
     assert len(_rows(config.output.dir)) == 8
@@ -121,14 +127,40 @@ def _regraded(output: Path, tasks_root: Path | None = None) -> dict[str, dict]:
     return {o.trial["trial_id"]: o.trial for o in regrade(output, tasks_root=tasks_root)}
 
 
-def test_crashing_and_silent_agents_are_recorded_not_fatal(tmp_path, docker_client, sandbox_image, ray_local):
+#: The scripted agents on numpy-trainer, one sweep for the module: each test below reads its
+#: agent's rows. They share every sweep-wide setting, the defaults (the node's package cache is
+#: mounted read-only at its own path, never at ~/.cache/pip, where CacheHogAgent writes).
+SCRIPTED = {name: f"tests.helpers.scripted_agents:{name}" for name in (
+    "CrashAgent", "SilentAgent", "GarbageReportAgent", "KillInitAgent", "SpyAgent", "FlakyInfraAgent", "CacheHogAgent")}
+SPY_SECRET, HOST_SECRET = "sk-test-9f8e7d6c5b4a", "host-only-0a1b2c3d"
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory, docker_client, sandbox_image, ray_local):
+    """The scripted agents' sweep (SCRIPTED, and `noop` as CacheHogAgent's reference): (config,
+    result, {agent: rows by attempt}). SpyAgent's credential and a harness secret it must not see
+    are in the driver's environment while it runs; FlakyInfraAgent's flag file is new."""
     from reb_ray.sweep.run import run_sweep
 
-    agents = ["tests.helpers.scripted_agents:CrashAgent", "tests.helpers.scripted_agents:SilentAgent", "tests.helpers.scripted_agents:GarbageReportAgent"]
-    config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", agents=agents, tasks="numpy-trainer")
-    run_sweep(config, show_progress=False)
-    rows = {r["agent"].split(":")[1]: r for r in _rows(config.output.dir)}
-    assert set(rows) == {"CrashAgent", "SilentAgent", "GarbageReportAgent"}
+    tmp = tmp_path_factory.mktemp("scripted")
+    config = SweepConfig(sweep_id=_unique(), output=tmp / "runs", agents=[*SCRIPTED.values(), "noop"],
+                         tasks="numpy-trainer", max_concurrent=2)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("REB_TEST_AGENT_KEY", SPY_SECRET)
+        env.setenv("REB_TEST_HOST_SECRET", HOST_SECRET)
+        env.setenv("FLAKY_FLAG", str(tmp / "flag"))
+        result = run_sweep(config, show_progress=False)
+    rows: dict[str, list[dict]] = {}
+    for row in sorted(_rows(config.output.dir), key=lambda r: r["attempt"]):
+        rows.setdefault(row["agent"].rsplit(":", 1)[-1], []).append(row)
+    return config, result, rows
+
+
+@pytest.mark.docker
+def test_crashing_and_silent_agents_are_recorded_not_fatal(scripted, docker_client):
+    config, _, by_agent = scripted
+    rows = {name: by_agent[name][-1] for name in ("CrashAgent", "SilentAgent", "GarbageReportAgent")}
+    assert [len(by_agent[name]) for name in rows] == [1, 1, 1]  # scored at once, never retried
     stages = read_stages(config.output.dir).to_pylist()
     for name, row in rows.items():
         # Issue 9: no report is no free C0 (0/1 would beat noop's 1/1): every baseline import is
@@ -151,21 +183,18 @@ def test_crashing_and_silent_agents_are_recorded_not_fatal(tmp_path, docker_clie
         _assert_regrades_to_itself(regraded[row["trial_id"]], row)
 
 
-def test_agent_that_kills_init_is_sandbox_broken_by_agent(tmp_path, docker_client, sandbox_image, ray_local):
+@pytest.mark.docker
+def test_agent_that_kills_init_is_sandbox_broken_by_agent(scripted, docker_client):
     """F15a: a health check before the probes; probes not_run; the agent's failure, not infra."""
-    from reb_ray.sweep.run import run_sweep
-
-    config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", agents=["tests.helpers.scripted_agents:KillInitAgent"], tasks="numpy-trainer")
-    run_sweep(config, show_progress=False)
-    (row,) = _rows(config.output.dir)
+    config, _, by_agent = scripted
+    (row,) = by_agent["KillInitAgent"]
     assert row["status"] == "scored" and row["failure_owner"] == "agent"
     # no probe ran; the applicable stages are the agent's failures (issue 9), the others skipped
     assert (row["c0_status"], row["c0_missing"], row["c1_status"], row["c2_status"]) == ("failure", 1, "failure", "skipped")
-    categories = {s["stage"]: s["failure_category"] for s in read_stages(config.output.dir).to_pylist()}
+    categories = {s["stage"]: s["failure_category"] for s in read_stages(config.output.dir).to_pylist()
+                  if s["agent"] == row["agent"]}
     assert categories["c0"] == categories["c1"] == "sandbox_broken_by_agent"
     assert _our_containers(docker_client, config.resolved_sweep_id()) == []
-
-
 
 
 def test_a_hanging_probe_times_out_and_the_other_trials_finish(tmp_path, docker_client, sandbox_image, ray_local):
@@ -184,42 +213,37 @@ def test_a_hanging_probe_times_out_and_the_other_trials_finish(tmp_path, docker_
     assert c1["timed_out"] and c1["duration_s"] < 3 + 10
 
 
-def test_probes_are_hidden_and_secrets_never_reach_the_outputs(tmp_path, docker_client, sandbox_image, ray_local, monkeypatch):
+@pytest.mark.docker
+def test_probes_are_hidden_and_secrets_never_reach_the_outputs(scripted):
     """During the agent phase: no probe code, no task spec, no secret but the agent's own; its
     credential is masked everywhere we write (Parquet rows, console)."""
-    from reb_ray.sweep.run import run_sweep
-
-    secret = "sk-test-9f8e7d6c5b4a"
-    monkeypatch.setenv("REB_TEST_AGENT_KEY", secret)
-    monkeypatch.setenv("REB_TEST_HOST_SECRET", "host-only-0a1b2c3d")
-    config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", agents=["tests.helpers.scripted_agents:SpyAgent"], tasks="numpy-trainer")
-    result = run_sweep(config, show_progress=False)
-    (row,) = _rows(config.output.dir)
+    config, result, by_agent = scripted
+    (row,) = by_agent["SpyAgent"]
     spy = row["agent_output_tail"]
     assert "spy: done" in spy and "FOUND" not in spy, spy
     assert "harness secret is [absent]" in spy and "my key is ***" in spy
     assert row["repo_modified"] is True and row["repo_modified_files"] == ["train.py"]
     everything = repr(read_trials(config.output.dir).to_pylist()) + repr(read_stages(config.output.dir).to_pylist())
-    assert secret not in everything and "key=***" in everything
-    assert result.scored == 1
+    assert SPY_SECRET not in everything and "key=***" in everything
+    assert row["status"] == "scored"
+    assert result.scored == sum(r["status"] == "scored" for rows in by_agent.values() for r in rows)
     for path in config.output.dir.rglob("*"):
         if path.is_file():
-            assert secret.encode() not in path.read_bytes(), path
+            assert SPY_SECRET.encode() not in path.read_bytes(), path
 
 
-def test_infra_failures_are_retried_as_new_attempts_and_never_overwritten(tmp_path, docker_client, sandbox_image, ray_local, monkeypatch):
+@pytest.mark.docker
+def test_infra_failures_are_retried_as_new_attempts_and_never_overwritten(scripted, tmp_path, ray_local, monkeypatch):
     from reb_ray.sweep.run import run_sweep
 
-    monkeypatch.setenv("FLAKY_FLAG", str(tmp_path / "flag"))
-    base = dict(sweep_id=_unique(), output=tmp_path / "runs", agents=["tests.helpers.scripted_agents:FlakyInfraAgent"], tasks="numpy-trainer")
-    run_sweep(SweepConfig(**base), show_progress=False)
-    rows = sorted(_rows(tmp_path / "runs"), key=lambda r: r["attempt"])
+    rows = scripted[2]["FlakyInfraAgent"]
     assert [(r["attempt"], r["status"], r["failure_owner"]) for r in rows] == [(1, "infra_error", "infra"), (2, "scored", "agent")]
     assert rows[0]["failure_category"] == "infra_daemon"
 
     # With no retries allowed, a failed attempt stays; a later run resumes with attempt 2.
-    (tmp_path / "flag").unlink()
-    one = dict(base, sweep_id=_unique(), output=tmp_path / "runs2", max_attempts=1)
+    monkeypatch.setenv("FLAKY_FLAG", str(tmp_path / "flag"))
+    one = dict(sweep_id=_unique(), output=tmp_path / "runs2", agents=[SCRIPTED["FlakyInfraAgent"]], tasks="numpy-trainer",
+               max_attempts=1)
     run_sweep(SweepConfig(**one), show_progress=False)
     assert [(r["attempt"], r["status"]) for r in _rows(tmp_path / "runs2")] == [(1, "infra_error")]
     run_sweep(SweepConfig(**one), show_progress=False)
@@ -227,15 +251,12 @@ def test_infra_failures_are_retried_as_new_attempts_and_never_overwritten(tmp_pa
     assert [(r["attempt"], r["status"]) for r in rows] == [(1, "infra_error"), (2, "scored")]
 
 
-def test_pip_cache_is_not_environment_size(tmp_path, docker_client, sandbox_image, ray_local):
+@pytest.mark.docker
+def test_pip_cache_is_not_environment_size(scripted):
     """F13: 200 MB written to ~/.cache/pip leaves the env size of the same interpreter unchanged."""
-    from reb_ray.sweep.run import run_sweep
-
-    config = SweepConfig(sweep_id=_unique(), output=tmp_path / "runs", agents=["noop", "tests.helpers.scripted_agents:CacheHogAgent"],
-                         tasks="numpy-trainer", pip_cache=False)
-    run_sweep(config, show_progress=False)
-    sizes = {r["agent"]: r["env_size_bytes"] for r in _rows(config.output.dir)}
-    assert sizes["noop"] > 0 and sizes["tests.helpers.scripted_agents:CacheHogAgent"] == sizes["noop"]
+    by_agent = scripted[2]
+    sizes = {name: by_agent[name][-1]["env_size_bytes"] for name in ("noop", "CacheHogAgent")}
+    assert sizes["noop"] > 0 and sizes["CacheHogAgent"] == sizes["noop"]
 
 
 def test_a_missing_interpreter_is_judged_once(tmp_path, docker_client, sandbox_image, ray_local):
@@ -304,22 +325,20 @@ def test_a_missing_asset_fails_fast_or_is_skipped_by_flag(tmp_path, docker_clien
     _assert_regrades_to_itself(_regraded(tmp_path / "runs", tmp_path / "suites")[row["trial_id"]], row)
 
 
-def test_a_sweep_ends_compacted_and_resumes_from_the_index(tmp_path, ray_local):
-    """Issue 12: the sweep's rows end in a few files (trials, stages, index), and the resume
-    that skips the scored trials reads the index."""
+def test_a_sweep_ends_compacted_and_resumes_from_the_index(tmp_path, demo_sweep, ray_local):
+    """A sweep's rows end in a few files (trials, stages, index), and the resume that skips the
+    scored trials reads the index. The sweep is the shared demo sweep
+    (tests/helpers/shared_runs.py); the resume runs on a copy of its output."""
     from reb_ray.results.index import read_index
     from reb_ray.sweep.run import run_sweep
 
-    for n in range(4):
-        write_task(tmp_path / "suites", "small", f"t{n}", cpu='command = "echo cpu-ok"', files={})
-    config = SweepConfig(output=tmp_path / "runs", suite="small", tasks_root=tmp_path / "suites", agents=["noop"],
-                         sandbox="local", max_concurrent=2, sweep_id=_unique(), wheelhouses=[])
-    result = run_sweep(config, show_progress=False)
-    assert result.attempts == 4 and result.compaction is not None
+    result, output = demo_sweep.result, demo_sweep.output
+    assert result.attempts == 8 and result.compaction is not None
     (sweep,) = result.compaction.sweeps
     assert sweep.files_after == 3
-    files = sorted(p.relative_to(config.output.dir).parts[0] for p in config.output.dir.glob("*/sweep-*/*.parquet"))
+    files = sorted(p.relative_to(output).parts[0] for p in output.glob("*/sweep-*/*.parquet"))
     assert files == ["index", "stages", "trials"]
-    assert sorted(read_index(config.output.dir, result.sweep_id)["trial_id"].to_pylist()) == [f"noop/t{n}/0" for n in range(4)]
-    again = run_sweep(config, show_progress=False)
-    assert (again.skipped, again.attempts, again.compaction) == (4, 0, None)
+    assert sorted(read_index(output, result.sweep_id)["trial_id"].to_pylist()) == sorted(
+        f"{agent}/{task}/0" for agent, task in EXPECTED)
+    again = run_sweep(demo_sweep.copy(tmp_path), show_progress=False)
+    assert (again.skipped, again.attempts, again.compaction) == (8, 0, None)

@@ -22,11 +22,26 @@ def _config(output, **fields) -> SweepConfig:
     return SweepConfig(**{**base, **fields})
 
 
-def test_volatile_fields_rerun_nothing_and_scoring_fields_refuse_in_one_line(tmp_path, ray_local):
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory, ray_local) -> Path:
+    """The first run of `_config` that the tests below start from, run once: each test works on
+    its own copy (`_copy`)."""
     from reb_ray.sweep.run import run_sweep
 
-    first = tmp_path / "a"
-    assert run_sweep(_config(first), show_progress=False).attempts == 1
+    output = tmp_path_factory.mktemp("ident-first") / "out"
+    assert run_sweep(_config(output), show_progress=False).attempts == 1
+    return output
+
+
+def _copy(first_run: Path, to: Path) -> Path:
+    shutil.copytree(first_run, to)
+    return to
+
+
+def test_volatile_fields_rerun_nothing_and_scoring_fields_refuse_in_one_line(tmp_path, first_run, ray_local):
+    from reb_ray.sweep.run import run_sweep
+
+    first = _copy(first_run, tmp_path / "a")
     # F18: a moved output directory, another endpoint port, another Ray concurrency: nothing runs again.
     moved = tmp_path / "b"
     shutil.move(first, moved)
@@ -43,18 +58,18 @@ def test_volatile_fields_rerun_nothing_and_scoring_fields_refuse_in_one_line(tmp
     assert len(read_trials(moved, "ident")) == 1
 
 
-def test_a_new_task_adds_trials_and_allowed_drift_is_recorded(tmp_path, ray_local):
+def test_a_new_task_adds_trials_and_allowed_drift_is_recorded(tmp_path, first_run, ray_local):
     from reb_ray.sweep.run import run_sweep
 
-    run_sweep(_config(tmp_path), show_progress=False)
-    grown = run_sweep(_config(tmp_path, tasks="numpy-trainer,torch-tiny"), show_progress=False)
+    out = _copy(first_run, tmp_path / "out")
+    grown = run_sweep(_config(out, tasks="numpy-trainer,torch-tiny"), show_progress=False)
     assert (grown.attempts, grown.skipped) == (1, 1)  # the new task's trial only
-    drifted = run_sweep(_config(tmp_path, tasks="numpy-trainer,torch-tiny", agent_timeout_s=99, allow_drift=True,
+    drifted = run_sweep(_config(out, tasks="numpy-trainer,torch-tiny", agent_timeout_s=99, allow_drift=True,
                                 rerun=True), show_progress=False)
     assert drifted.attempts == 2
-    rows = read_trials(tmp_path, "ident").to_pylist()
+    rows = read_trials(out, "ident").to_pylist()
     assert sorted(r["config_drift"] == ["agent_timeout_s"] for r in rows) == [False, False, True, True]
-    record = json.loads(identity_path(tmp_path, "ident").read_text())
+    record = json.loads(identity_path(out, "ident").read_text())
     assert record["identity"]["agent_timeout_s"] == 1800.0  # the first run stays the reference
     assert record["history"][-1]["allowed_drift"] == ["agent_timeout_s"]
 

@@ -80,21 +80,63 @@ def _stored_text(output: Path) -> str:
     return "\n".join(parts)
 
 
-def test_tokens_cost_and_the_real_key_stays_out_of_the_sandbox(tmp_path, sandbox_image, ray_local, real_key,
-                                                                endpoints):
+#: Endpoint scripts of the agents that share one sweep (`shared`): the spy's priced session, the
+#: same session through Chat Completions with a model the price table lacks, a 429 storm, a
+#: 402 budget refusal, a key refused with 401 on every request, a trial that reaches its own
+#: cost limit. Their sweep-wide settings are the same; max_attempts is the storm's (four attempts).
+#: The agent timeout, the sweep's cost budget and the network policy are sweep-wide: those tests
+#: run sweeps of their own.
+SHARED_ENDPOINTS = {
+    "spy": (SESSION, "claude-sonnet-4-5", "LlmSpyAgent", {}),
+    "chat": (SESSION, "no-such-model-7", "LlmChatAgent", {}),
+    "storm": ([{"kind": "error", "status": 429, "retry_after_s": 1, "repeat": 3}, *SESSION], "claude-sonnet-4-5",
+              "LlmScriptAgent", {}),
+    "broke": ([{"kind": "error", "status": 402, "message": "budget exceeded for this key"}, *SESSION],
+              "claude-sonnet-4-5", "LlmScriptAgent", {}),
+    "refused": ([{"kind": "error", "status": 401, "message": "invalid x-api-key", "repeat": 100}], "claude-sonnet-4-5",
+                "LlmPersistentAgent", {}),
+    "costly": ([{"kind": "tool", "command": "true", "usage": {"input_tokens": 10000, "output_tokens": 10}}, *SESSION],
+               "claude-sonnet-4-5", "LlmScriptAgent", {"max_cost_usd": 0.01}),
+}
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory, sandbox_image, ray_local):
+    """One sweep of the SHARED_ENDPOINTS agents on numpy-trainer, each against its own scripted
+    endpoint, the real key in the driver's environment while it runs (as `real_key` puts it):
+    (config, result, {agent: rows by attempt}, {agent: endpoint})."""
+    from reb_ray.sweep.run import run_sweep
+    from reb_ray.testing.llm_session import REAL_KEY
+
+    started = {}
+    try:
+        for name, (turns, model, _, _) in SHARED_ENDPOINTS.items():
+            started[name] = ScriptedEndpoint(script_from({"model": model, "turns": turns})).start()
+        agents = {name: _agent(cls, started[name], model=model, **extra)
+                  for name, (_, model, cls, extra) in SHARED_ENDPOINTS.items()}
+        config = _config(tmp_path_factory.mktemp("llm-shared"), agents, max_attempts=4)
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv(KEY_ENV, REAL_KEY)
+            result = run_sweep(config, show_progress=False)
+        rows: dict[str, list[dict]] = {}
+        for row in _rows(config):
+            rows.setdefault(row["agent"], []).append(row)
+        yield config, result, rows, started
+    finally:
+        for endpoint in started.values():
+            endpoint.stop()
+
+
+def test_tokens_cost_and_the_real_key_stays_out_of_the_sandbox(shared, real_key):
     """The proxy's token columns equal the script's sums and cost the price table's arithmetic;
     the CLI's own figures agree; the same session through another API with a model the table
     lacks fills the same token columns and leaves cost null (F17). The real key reaches the
     endpoint (the proxy swapped it in) and never the sandbox (its files, every process's
-    environment) nor any row or artifact."""
-    from reb_ray.sweep.run import run_sweep
-
-    priced = endpoints(SESSION)
-    unpriced = endpoints(SESSION, model="no-such-model-7")
-    config = _config(tmp_path, {"spy": _agent("LlmSpyAgent", priced),
-                                "chat": _agent("LlmChatAgent", unpriced, model="no-such-model-7")})
-    run_sweep(config, show_progress=False)
-    spy, chat = (next(r for r in _rows(config) if r["agent"] == name) for name in ("spy", "chat"))
+    environment) nor any row or artifact (of any agent of the shared sweep)."""
+    config, result, rows, endpoints = shared
+    (spy,), (chat,) = rows["spy"], rows["chat"]
+    priced = endpoints["spy"]
+    assert result.attempts == sum(len(attempts) for attempts in rows.values())
 
     total = script_from({"turns": SESSION}).total_usage()
     assert (total.input_tokens, total.cached_input_tokens, total.cache_write_tokens) == (4800, 3700, 500)
@@ -142,16 +184,11 @@ def test_tokens_cost_and_the_real_key_stays_out_of_the_sandbox(tmp_path, sandbox
     assert "c1 log" in listing and f"{spy['trajectory_path']} (" in listing
 
 
-def test_a_429_storm_ends_as_infra_rows_then_one_scored_row(tmp_path, sandbox_image, ray_local, real_key, endpoints):
+def test_a_429_storm_ends_as_infra_rows_then_one_scored_row(shared):
     """F16: the endpoint answers 429 to the first 3 requests of the session; the agent gives up
     at each. Three `infra_llm_rate_limit` rows (never scored), retried after a backoff, then one
     scored row."""
-    from reb_ray.sweep.run import run_sweep
-
-    storm = endpoints([{"kind": "error", "status": 429, "retry_after_s": 1, "repeat": 3}, *SESSION])
-    config = _config(tmp_path, {"llm": _agent("LlmScriptAgent", storm)}, max_attempts=4)
-    run_sweep(config, show_progress=False)
-    rows = _rows(config)
+    rows = shared[2]["storm"]
     assert [(r["attempt"], r["status"], r["failure_category"]) for r in rows[:3]] == [
         (n, "infra_error", "infra_llm_rate_limit") for n in (1, 2, 3)]
     for r in rows[:3]:
@@ -167,38 +204,26 @@ def test_a_429_storm_ends_as_infra_rows_then_one_scored_row(tmp_path, sandbox_im
         assert (after["started_at"] - before["finished_at"]).total_seconds() >= wait * 0.95
 
 
-def test_an_exhausted_budget_is_infra_never_retried_never_scored(tmp_path, sandbox_image, ray_local, real_key,
-                                                                  endpoints):
-    """F16: a 402 "budget exceeded" from the upstream is `infra_llm_budget`: one attempt, no retry."""
-    from reb_ray.sweep.run import run_sweep
-
-    broke = endpoints([{"kind": "error", "status": 402, "message": "budget exceeded for this key"}, *SESSION])
-    config = _config(tmp_path, {"llm": _agent("LlmScriptAgent", broke)}, max_attempts=3)
-    result = run_sweep(config, show_progress=False)
-    rows = _rows(config)
-    assert len(rows) == 1 and result.attempts == 1
+def test_an_exhausted_budget_is_infra_never_retried_never_scored(shared):
+    """F16: a 402 "budget exceeded" from the upstream is `infra_llm_budget`: one attempt of the
+    sweep's four, no retry."""
+    rows = shared[2]["broke"]
+    assert len(rows) == 1
     assert (rows[0]["status"], rows[0]["failure_owner"], rows[0]["failure_category"]) == (
         "infra_error", "infra", "infra_llm_budget")
     assert rows[0]["llm_budget_failures"] == 1 and "budget exceeded" in rows[0]["llm_last_error"]
 
 
-def test_a_refused_key_ends_the_agent_phase_in_seconds_never_retried(tmp_path, sandbox_image, ray_local, real_key,
-                                                                     endpoints):
+def test_a_refused_key_ends_the_agent_phase_in_seconds_never_retried(shared, real_key):
     """F16: the endpoint answers 401 to every request and the agent would keep retrying for about
     3 minutes. The first refusal ends the agent phase within seconds (the proxy answers the
     agent's later requests itself, the trial kills the agent): one `infra_llm_auth` row, never
     retried, and the endpoint saw one request."""
-    from reb_ray.sweep.run import run_sweep
-
-    refused = endpoints([{"kind": "error", "status": 401, "message": "invalid x-api-key", "repeat": 100}])
-    config = _config(tmp_path, {"llm": _agent("LlmPersistentAgent", refused)}, max_attempts=3)
-    result = run_sweep(config, show_progress=False)
-    [row] = _rows(config)
-    assert result.attempts == 1
+    [row] = shared[2]["refused"]
     assert (row["status"], row["failure_owner"], row["failure_category"]) == ("infra_error", "infra", "infra_llm_auth")
     assert "refused the trial's key (HTTP 401: invalid x-api-key)" in row["failure_reason"]
     assert row["agent_wall_time_s"] < 20, row["agent_wall_time_s"]  # one retry is 15 s: at most the first
-    assert refused.session(real_key)["position"] == 1  # the later requests never left the proxy
+    assert shared[3]["refused"].session(real_key)["position"] == 1  # the later requests never left the proxy
     assert row["llm_auth_failures"] == row["llm_requests"] >= 1
 
 
@@ -219,17 +244,11 @@ def test_a_hanging_endpoint_hits_the_agent_timeout_and_the_row_says_so(tmp_path,
     assert "agent limit agent_timeout_s=4 fired" in row["failure_reason"]
 
 
-def test_the_per_trial_cost_limit_is_the_agents_limit(tmp_path, sandbox_image, ray_local, real_key, endpoints):
+def test_the_per_trial_cost_limit_is_the_agents_limit(shared):
     """The spec's max_cost_usd: once the trial's cost reaches it the proxy refuses further
     requests (402); the agent stops without a report. That is the agent's own limit (scored,
     agent_limit=max_cost_usd=0.01), not an infra budget failure."""
-    from reb_ray.sweep.run import run_sweep
-
-    costly = endpoints([{"kind": "tool", "command": "true", "usage": {"input_tokens": 10000, "output_tokens": 10}},
-                        *SESSION])
-    config = _config(tmp_path, {"llm": _agent("LlmScriptAgent", costly, max_cost_usd=0.01)}, max_attempts=2)
-    run_sweep(config, show_progress=False)
-    [row] = _rows(config)
+    [row] = shared[2]["costly"]
     assert (row["status"], row["failure_owner"], row["agent_limit"]) == ("scored", "agent", "max_cost_usd=0.01")
     assert row["llm_requests"] == 2 and row["llm_budget_failures"] == 0  # refused by the proxy, not the upstream
     assert row["cost_usd"] == pytest.approx((10000 * 3.00 + 10 * 15.00) / 1e6)

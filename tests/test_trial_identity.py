@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 
 import pyarrow.compute as pc
+import pytest
 from typer.testing import CliRunner
 
 from reb_ray.cli import app
@@ -53,11 +54,22 @@ def test_the_identity_counts_what_decides_the_score_and_nothing_volatile(tmp_pat
     assert set(_identities(_config(tmp_path), trial_index=1).values()).isdisjoint(base.values())
 
 
-def test_a_changed_agent_reruns_only_its_trials_and_fresh_reruns_all(tmp_path, ray_local):
+@pytest.fixture(scope="module")
+def four(tmp_path_factory, ray_local):
+    """The first sweep of the FOUR agents that the tests below start from, run once: (its
+    output, what run_sweep returned). Each test works on its own copy of the output."""
+    from reb_ray.sweep import run_sweep
+
+    out = tmp_path_factory.mktemp("four") / "out"
+    return out, run_sweep(_config(out), show_progress=False)
+
+
+def test_a_changed_agent_reruns_only_its_trials_and_fresh_reruns_all(tmp_path, four, ray_local):
     from reb_ray.sweep import run_sweep
 
     out = tmp_path / "out"
-    first = run_sweep(_config(out), show_progress=False)
+    shutil.copytree(four[0], out)
+    first = four[1]
     assert (first.attempts, first.scored, first.reused) == (4, 4, 0)
     # d's model changes: the derived sweep id changes with it; a, b and c are what they were.
     second = run_sweep(_config(out, agent_specs=_with("d", model="m-e")), show_progress=False)
@@ -87,19 +99,19 @@ def test_a_changed_agent_reruns_only_its_trials_and_fresh_reruns_all(tmp_path, r
     assert read_trials(out, fresh.sweep_id)["reused_from"].null_count == 4
 
 
-def test_a_moved_output_and_another_ray_address_run_nothing(tmp_path, ray_local):
+def test_a_moved_output_and_another_ray_address_run_nothing(tmp_path, four, ray_local):
     import ray
 
     from reb_ray.sweep import run_sweep
 
-    two = {k: FOUR[k] for k in "ab"}
-    first = run_sweep(_config(tmp_path / "a", agent_specs=two), show_progress=False)
-    assert first.attempts == 2
+    shutil.copytree(four[0], tmp_path / "a")
+    first = four[1]
+    assert first.attempts == 4
     moved = tmp_path / "b"
     shutil.move(tmp_path / "a", moved)
     address = ray.get_runtime_context().gcs_address  # the same cluster, named by an address this time
-    same = run_sweep(_config(moved, agent_specs=two, address=address), show_progress=False)
-    assert (same.sweep_id, same.attempts, same.skipped) == (first.sweep_id, 0, 2)
+    same = run_sweep(_config(moved, address=address), show_progress=False)
+    assert (same.sweep_id, same.attempts, same.skipped) == (first.sweep_id, 0, 4)
     # Another sweep id, a renamed agent table and another endpoint port: still the same trials.
     # Through the command line, as a user runs it: the summary says what was reused and from where.
     config = tmp_path / "sweep.toml"

@@ -1,6 +1,7 @@
 """Shortcut-taking agents against the witness and the pinned repository (real Docker, the
 `command` agent on the demo task numpy-trainer): each scores no better than `noop` on C1, and
-its row says why. That honest environments (the `heuristic` baseline) still pass C1 with a valid
+its row says why. `noop`'s own trial is the shared demo sweep's (tests/helpers/shared_runs.py).
+That honest environments (the `heuristic` baseline) still pass C1 with a valid
 witness on every demo task is checked on the demo sweep's own rows (tests/test_sweep.py), which
 runs exactly those trials."""
 
@@ -78,12 +79,15 @@ def _trial(agent: str, task_id: str, image: str):
 
 
 @pytest.mark.docker
-def test_shortcuts_score_no_better_than_noop_on_c1(sandbox_image):
-    names = ["noop", *ADVERSARIES]
+def test_shortcuts_score_no_better_than_noop_on_c1(sandbox_image, demo_sweep):
+    names = list(ADVERSARIES)
     with ThreadPoolExecutor(2) as pool:
         outcomes = dict(zip(names, pool.map(lambda n: _trial(n, "numpy-trainer", sandbox_image), names)))
+    stages = {n: {s["stage"]: s for s in o.stages} for n, o in outcomes.items()}
     rows = {n: o.trial for n, o in outcomes.items()}
-    c1 = {n: next(s for s in o.stages if s["stage"] == "c1") for n, o in outcomes.items()}
+    # noop's trial on the same task is the shared demo sweep's (tests/helpers/shared_runs.py)
+    rows["noop"], stages["noop"] = demo_sweep.row("noop", "numpy-trainer"), demo_sweep.stages_of("noop", "numpy-trainer")
+    c1 = {n: by_stage["c1"] for n, by_stage in stages.items()}
     for name, row in rows.items():
         assert row["status"] == "scored" and row["report_status"] == "ok", (name, row["failure_reason"])
         assert row["c1_status"] == "failure" == rows["noop"]["c1_status"], (name, c1[name]["reason"], c1[name]["log_head"])
@@ -121,8 +125,8 @@ def test_shortcuts_score_no_better_than_noop_on_c1(sandbox_image):
     task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
     keys = ("status", "failure_category", "reason", "witness_status", "witness_interpreters", "witness_interpreter",
             "witness_repo_files")
-    for name, outcome in outcomes.items():
-        again = regrade_trial(rows[name], {s["stage"]: s for s in outcome.stages}, task, "witness-regrade")
+    for name in rows:
+        again = regrade_trial(rows[name], stages[name], task, "witness-regrade")
         c1_again = next(s for s in again.stages if s["stage"] == "c1")
         assert {k: c1_again[k] for k in keys} == {k: c1[name][k] for k in keys}, name
         assert (again.trial["c1_witness"], again.trial["failure_category"]) == (rows[name]["c1_witness"], rows[name]["failure_category"])

@@ -9,6 +9,12 @@ PYTHONPATH always leads with this checkout, so workers import its reb_ray (not a
 With `connect`, this process joins the cluster (`ray.init`) and leaves it at the end; without,
 a driver in a subprocess can join at `cluster.address`.
 
+`health_checks`: the GCS's checks of its raylets (`FAST_HEALTH_CHECKS` for tests whose subject is
+a node's death or partition). Left out, Ray's own defaults hold, as on a user's cluster: a check
+every 3 s, each given 10 s, dead after 5 failures in a row (a SIGKILLed raylet is seen dead about
+15 s later, a silent one about 65 s later). A test of what happens after a node is declared dead
+need not wait those out; a test of when Ray declares it would use the defaults.
+
 `kill_raylet(node)` SIGKILLs a node's raylet (a node death) and reaps it, `kill_gcs(cluster)`
 the head's GCS server, and
 `actor_pids(cluster, title)` the pids of this cluster's worker processes whose title starts
@@ -25,9 +31,17 @@ from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
 
+#: The GCS's checks of its raylets made fast: a check every second, each given 2 s, dead after 3
+#: failures in a row (a refused check fails at once, so a SIGKILLed raylet is seen dead in about
+#: 3 s; a silent, cut-off one in about 9 s). The 2 s answer time and the 3 failures in a row are
+#: what keeps a raylet that is only slow on this loaded 2-core machine alive.
+FAST_HEALTH_CHECKS = {"health_check_initial_delay_ms": 1000, "health_check_period_ms": 1000,
+                      "health_check_timeout_ms": 2000, "health_check_failure_threshold": 3}
+
 
 @contextmanager
-def ray_cluster(*nodes: dict, env: dict[str, str] | None = None, connect: bool = True, **init) -> Iterator:
+def ray_cluster(*nodes: dict, env: dict[str, str] | None = None, connect: bool = True,
+                health_checks: dict[str, int] | None = None, **init) -> Iterator:
     """The started cluster (a `ray.cluster_utils.Cluster`); see the module docstring. `init`:
     more `ray.init` arguments (e.g. `runtime_env`). Shuts the cluster down on exit."""
     import ray
@@ -39,7 +53,8 @@ def ray_cluster(*nodes: dict, env: dict[str, str] | None = None, connect: bool =
     cluster = None
     try:
         head, *workers = nodes or ({"num_cpus": 1},)
-        cluster = Cluster(initialize_head=True, head_node_args={"include_dashboard": False, **head})
+        system = {"_system_config": dict(health_checks)} if health_checks else {}
+        cluster = Cluster(initialize_head=True, head_node_args={"include_dashboard": False, **system, **head})
         for node in workers:
             cluster.add_node(**node)
         cluster.wait_for_nodes()

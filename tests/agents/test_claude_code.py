@@ -12,9 +12,13 @@ from reb_ray.agents.toolchain import PINS
 from reb_ray.llm.apis import ANTHROPIC
 from reb_ray.llm.scripted import script_from
 from reb_ray.llm.usage import REPORTED_FIELDS
-from reb_ray.testing.llm_session import NO_BUILD, REPORT, build_script, run_session, transcript_events
+from reb_ray.testing.llm_session import NO_BUILD, REPORT, VENV, build_script, run_session, transcript_events
 
 MODEL = "claude-sonnet-4-5"
+#: The venv with numpy that the probes then find, built by the image's pip into a venv made without
+#: one (no ensurepip, no byte-compiling: seconds that are the agent's business, not the runner's).
+BUILD = (f"python3 -m venv --without-pip {VENV} && python3 -m pip --python {VENV}/bin/python install -q --no-compile "
+         f"numpy && {VENV}/bin/python -c 'import numpy'")
 #: The report contract's shape, enough for claude's --json-schema (what is checked is the mechanism).
 SCHEMA = {"type": "object", "required": list(REPORT), "properties": {
     "python_path": {"type": "string"}, "python_version": {"type": ["string", "null"]},
@@ -54,7 +58,7 @@ def test_the_report_comes_from_structured_output_then_the_result_text_then_the_l
 @pytest.mark.agent_cli
 def test_a_scripted_session_builds_the_environment_and_passes_c1(docker_client, sandbox_image, installed_toolchain,
                                                                    real_key):
-    script = build_script(MODEL)
+    script = build_script(MODEL, build=BUILD)
     s = run_session(docker_client, sandbox_image, "claude_code", MODEL, script)
     run = s.run
     assert run.exit_code == 0 and not run.timed_out and run.limit is None, run.output[-3000:]

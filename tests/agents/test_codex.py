@@ -18,6 +18,10 @@ from reb_ray.llm.usage import REPORTED_FIELDS
 from reb_ray.testing.llm_session import NO_BUILD, REPORT, VENV, build_script, run_session, transcript_events
 
 MODEL = "gpt-5.1-codex"
+#: The venv with numpy that the probes then find, built by the image's pip into a venv made without
+#: one (no ensurepip, no byte-compiling: seconds that are the agent's business, not the runner's).
+BUILD = (f"python3 -m venv --without-pip {VENV} && python3 -m pip --python {VENV}/bin/python install -q --no-compile "
+         f"numpy && {VENV}/bin/python -c 'import numpy'")
 
 
 def expected_usage(script: dict) -> dict:
@@ -51,7 +55,7 @@ def test_usage_is_summed_over_turns_and_unknown_when_a_turn_lacks_a_field():
 @pytest.mark.agent_cli
 def test_a_scripted_session_builds_the_environment_and_passes_c1(docker_client, sandbox_image, installed_toolchain,
                                                                    real_key):
-    script = build_script(MODEL)
+    script = build_script(MODEL, build=BUILD)
     s = run_session(docker_client, sandbox_image, "codex", MODEL, script)
     run = s.run
     assert run.exit_code == 0 and not run.timed_out and run.limit is None, run.output[-3000:]
@@ -64,7 +68,7 @@ def test_a_scripted_session_builds_the_environment_and_passes_c1(docker_client, 
     # The transcript is codex's JSON events: both commands ran, and succeeded, in the sandbox.
     events = transcript_events(run)
     commands = [e["item"] for e in events if e["type"] == "item.completed" and e["item"]["type"] == "command_execution"]
-    assert [c["exit_code"] for c in commands] == [0, 0] and f"{VENV}/bin/pip install" in commands[0]["command"]
+    assert [c["exit_code"] for c in commands] == [0, 0] and f"--python {VENV}/bin/python install" in commands[0]["command"]
     assert events[-1]["type"] == "turn.completed"
     assert "exec_command" in s.endpoint["requests"][0]["tools"]
     # The real key: with the proxy only. Not in the agent's commands' environment, nowhere on disk.

@@ -32,8 +32,10 @@ def test_the_report_is_the_last_json_line_or_the_last_complete_object():
     assert last_json_object("") is None
 
 
-# Both agents build a real venv with numpy and check it; the first writes the report file, the
-# second prints the report as its last line. Each records the prompt file's hash and its env.
+# Both agents build a real venv with numpy and check it (the image's pip installs into it, without
+# the seconds of ensurepip and byte-compiling: what is under test is the `command` kind, not how
+# an agent builds); the first writes the report file, the second prints the report as its last
+# line. Each records the prompt file's hash and its env.
 # The first has an endpoint: it asks its model once, through the URL and key the trial gave it.
 _ASK = r"""
 import hashlib, json, os, urllib.request
@@ -49,8 +51,8 @@ set -e
 echo "agent: prompt $(sha256sum "$1" | cut -d' ' -f1)"
 echo "agent: cwd $(pwd) mode=$AGENT_MODE key=${CMD_AGENT_KEY:+set} base=${AGENT_BASE:-none}"
 if [ -n "${AGENT_BASE:-}" ]; then python3 -c "$4"; fi
-python3 -m venv /opt/envs/cmd
-/opt/envs/cmd/bin/pip install -q numpy
+python3 -m venv --without-pip /opt/envs/cmd
+python3 -m pip --python /opt/envs/cmd/bin/python install -q --no-compile numpy
 /opt/envs/cmd/bin/python -c 'import numpy; print("agent: numpy", numpy.__version__)'
 """
 _WRITE = 'mkdir -p "$(dirname "$2")" && printf "%s" "$3" > "$2"'

@@ -31,8 +31,10 @@ def _turn(command: str, n: int) -> dict:
 
 
 def build_turns(final: list[str]) -> list[dict]:
-    """Create a venv, install numpy into it, then `final` (which writes the report, or not)."""
-    steps = [f"python3 -m venv {ENV}", f"{ENV}/bin/pip install -q -r requirements.txt",
+    """Create a venv, install numpy into it (the image's pip, without ensurepip's and
+    byte-compiling's seconds), then `final` (which writes the report, or not)."""
+    steps = [f"python3 -m venv --without-pip {ENV}",
+             f"python3 -m pip --python {ENV}/bin/python install -q --no-compile -r requirements.txt",
              f"{ENV}/bin/python -c 'import numpy; print(numpy.__version__)'; pwd; command -v mini || echo toolchain-not-on-path; "
              "echo key=$OPENAI_API_KEY", *final]
     return [_turn(command, n) for n, command in enumerate(steps)]
@@ -94,16 +96,19 @@ def test_a_scripted_session_builds_the_env_and_the_probes_pass(session):
 
 
 def test_the_report_is_forced_from_the_submission_when_no_file_was_written(session):
+    """The report read from the submission is the report file the probes read; that a forced
+    report drives the probes like the agent's own is the `command` kind's sweep's check
+    (tests/agents/test_command.py), so no environment is built here."""
     printed = f"printf 'COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\\n%s\\n' '{json.dumps(REPORT)}'"
-    s = session(build_turns([printed]))
+    s = session([_turn("echo building", 0), _turn(printed, 1)])
     run = s.run()
     assert run.exit_code == 0 and run.report_source == "forced_from_output", run.output[-3000:]
     assert json.loads(s.report()) == REPORT
-    assert s.probe()["c1_status"] == "success"
 
 
 def test_max_turns_stops_the_cli_and_says_so(session):
-    s = session(build_turns([WRITE_REPORT, SUBMIT]), max_turns=2)
+    # Two commands that run without a venv's or an install's seconds: only they run before the stop.
+    s = session([_turn("echo first", 0), _turn("echo second", 1), _turn(WRITE_REPORT, 2), _turn(SUBMIT, 3)], max_turns=2)
     run = s.run()
     assert run.limit == "max_turns=2" and not run.timed_out, run.output[-3000:]
     assert s.meter()["requests"] == 2 and s.report() is None
@@ -111,10 +116,10 @@ def test_max_turns_stops_the_cli_and_says_so(session):
 
 
 def test_a_hanging_endpoint_hits_the_agent_timeout(session):
-    s = session([_turn("true", 0), {"kind": "hang"}], timeout_s=15)
+    s = session([_turn("true", 0), {"kind": "hang"}], timeout_s=10)  # must really elapse: as short as the CLI allows
     run = s.run()
-    assert run.timed_out and run.limit == "agent_timeout_s=15", run.output[-3000:]
-    assert run.wall_time_s < 15 + 20
+    assert run.timed_out and run.limit == "agent_timeout_s=10", run.output[-3000:]
+    assert run.wall_time_s < 10 + 20
     # The trajectory saved before the hang is kept, with the first call's usage.
     assert run.reported_usage is not None and run.reported_usage["input_tokens"] == 1000
 

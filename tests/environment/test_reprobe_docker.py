@@ -1,54 +1,49 @@
 """`reb-ray regrade --rerun-probes` with real Docker on the demo suite: the heuristic's kept
 environment for numpy-trainer is probed again, with no agent, and gives the same stage
 verdicts; a re-probe under another probe toolbox records which toolbox graded it; a trial whose
-image was removed is reported as gone, in one line, and counted. The tests share one heuristic
-trial (a minute of agent work) and run in file order: the last one removes its image."""
+image was removed is reported as gone, in one line, and counted. The heuristic attempt is the
+environment tests' shared run (tests/environment/conftest.py: `kept_heuristic`), re-probed in
+this module's copy of its output, in file order; the test of a removed image removes an image
+of its own (a noop attempt kept under `scored`), never the shared one."""
 
 from __future__ import annotations
 
 import pytest
 
-from reb_ray.models.sweep import SweepConfig, TrialSpec
-from reb_ray.results.parquet_sink import ParquetSink
+from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_stages, read_trials
-from reb_ray.suite.load import load_suite
 from reb_ray.sweep.reprobe import PROBE_ROWS, reprobe
-from reb_ray.trial import run_trial
 from tests.cli.in_process import run_cli
+from tests.environment.conftest import SWEEP, run_demo_trial
 
 pytestmark = pytest.mark.docker
 
-SWEEP = "rp"
 TRIAL = "heuristic/numpy-trainer/0"
 #: What a stage's verdict is: these must come out the same from the kept image.
 VERDICT = ("status", "failure_category", "reason", "witness_status")
 
 
 @pytest.fixture(scope="module")
-def kept(sandbox_image, docker_client, tmp_path_factory):
-    """A sweep output holding the heuristic's scored success on numpy-trainer, its environment kept."""
-    out = tmp_path_factory.mktemp("reprobe") / "out"
-    config = SweepConfig(output=out, keep_environments="successes")
-    task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
-    outcome = run_trial(TrialSpec(sweep_id=SWEEP, agent="heuristic", task=task, trial_index=0, config=config,
-                                  image=sandbox_image))
-    with ParquetSink(out, flush_interval_s=0) as sink:
-        sink.write([outcome.trial], outcome.stages)
-    row = outcome.trial
+def kept(kept_heuristic, tmp_path_factory):
+    """A sweep output holding the heuristic's scored success on numpy-trainer, its environment
+    kept: this module's copy of the shared run's output (the re-probes write into it)."""
+    out = kept_heuristic.copy(tmp_path_factory.mktemp("reprobe"))
+    row = kept_heuristic.heuristic
     assert row["status"] == "scored" and row["c1_status"] == "success" and row["env_kept"], row["failure_reason"]
-    yield out, row
-    try:
-        docker_client.images.remove(row["env_image_id"], force=True)
-    except Exception:  # noqa: BLE001 - the last test removed it already
-        pass
+    return out, row
 
 
 def _containers(docker_client, sweep: str) -> list:
     return docker_client.containers.list(all=True, filters={"label": f"reb-ray.sweep={sweep}"})
 
 
+def _stages(out, sweep: str) -> dict[str, dict]:
+    """The heuristic attempt's stages in `sweep` (the shared run's output also holds noop's)."""
+    return {s["stage"]: s for s in read_stages(out, sweep).to_pylist() if s["trial_id"] == TRIAL}
+
+
 def _verdicts(out, sweep: str) -> dict[str, tuple]:
-    return {s["stage"]: tuple(s[k] for k in VERDICT) for s in read_stages(out, sweep).to_pylist() if s["stage"] in PROBE_ROWS}
+    return {name: tuple(s[k] for k in VERDICT) for name, s in _stages(out, sweep).items() if name in PROBE_ROWS}
 
 
 @pytest.mark.timeout(900)
@@ -73,9 +68,9 @@ def test_rerun_probes_reproduces_the_stage_verdicts(kept, docker_client):
     for column in ("status", "failure_owner", "c0_status", "c0_missing", "c1_status", "c1_exit_code", "c1_witness",
                    "c2_status", "c5_status", "c5_path", "c5_version", "python_path_kind", "env_size_status", "env_size_bytes"):
         assert row[column] == source[column], column
-    stages = {s["stage"]: s for s in read_stages(out, f"{SWEEP}-reprobe").to_pylist()}
-    assert stages["agent"]["log_path"] == next(s for s in read_stages(out, SWEEP).to_pylist() if s["stage"] == "agent")["log_path"]
-    assert stages["c1"]["log_path"].startswith("artifacts/sweep_id=rp-reprobe/") and (out / stages["c1"]["log_path"]).is_file()
+    stages = _stages(out, f"{SWEEP}-reprobe")
+    assert stages["agent"]["log_path"] == _stages(out, SWEEP)["agent"]["log_path"]
+    assert stages["c1"]["log_path"].startswith(f"artifacts/sweep_id={SWEEP}-reprobe/") and (out / stages["c1"]["log_path"]).is_file()
     assert _containers(docker_client, f"{SWEEP}-reprobe") == []  # its sandbox is gone
     # `trial show` finds the latest grading without --sweep-id and lists both.
     shown = run_cli("trial", "show", str(out), TRIAL).stdout
@@ -103,15 +98,17 @@ def test_a_reprobe_under_another_toolbox_records_it(kept, monkeypatch, tmp_path)
 
 
 @pytest.mark.timeout(300)
-def test_a_removed_image_is_reported_gone(kept, docker_client):
-    out, source = kept
-    before = read_trials(out, f"{SWEEP}-reprobe").num_rows
+def test_a_removed_image_is_reported_gone(sandbox_image, docker_client, tmp_path):
+    """An attempt of its own (noop, kept under `scored`: no agent work), its image removed."""
+    out, sweep, trial = tmp_path / "out", "rpgone", "noop/numpy-trainer/0"
+    source = run_demo_trial("noop", SweepConfig(output=out, keep_environments="scored"), sandbox_image, sweep_id=sweep)
+    assert source["status"] == "scored" and source["env_kept"], source["failure_reason"]
     docker_client.images.remove(source["env_image_id"], force=True)
-    res = run_cli("regrade", str(out), "--rerun-probes", "--sweep-id", SWEEP)
+    res = run_cli("regrade", str(out), "--rerun-probes", "--sweep-id", sweep)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.splitlines()[0] == (f"{TRIAL} attempt 1 of {SWEEP}: not re-probed: its kept image "
+    assert res.stdout.splitlines()[0] == (f"{trial} attempt 1 of {sweep}: not re-probed: its kept image "
                                           f"{source['env_image_tag']} is gone from this node")
     assert "1 trial(s) not re-probed: no kept image on this node" in res.stdout
     assert "re-probed 0 trial(s)" in res.stdout
-    assert read_trials(out, f"{SWEEP}-reprobe").num_rows == before  # nothing written for it
-    assert _containers(docker_client, f"{SWEEP}-reprobe") == []
+    assert {r["sweep_id"] for r in read_trials(out).to_pylist()} == {sweep}  # nothing written for it
+    assert _containers(docker_client, f"{sweep}-reprobe") == []

@@ -345,9 +345,25 @@ class DirectoryReportAgent(_Scripted):
 
 class SleepAgent(_Scripted):
     """Sleeps 8 s in the sandbox and writes nothing: a trial surely running while a test
-    restarts the Docker daemon (F20), and short enough to run again."""
+    restarts the Docker daemon (F20), and short enough to run again. With SLEEP_AGENT_FLAGS (a
+    host directory, named in the driver's environment) it sleeps in each task's first attempt
+    only (a flag file per task marks it): the retry's subject is that it runs and is scored once
+    the daemon answers, not another 8 s of sleep."""
 
+    credential_env = ("SLEEP_AGENT_FLAGS",)
     script = "sleep 8"
+
+    def run(self, sandbox, ctx: AgentContext) -> AgentRun:
+        import os
+
+        flags = ctx.env.get("SLEEP_AGENT_FLAGS")
+        if flags and ctx.task is not None:
+            flag = os.path.join(flags, ctx.task.id)
+            if os.path.exists(flag):
+                started = time.monotonic()
+                return AgentRun.from_exec(sandbox.exec(["true"], timeout=ctx.timeout_s), ctx.timeout_s, started)
+            open(flag, "w").close()
+        return super().run(sandbox, ctx)
 
 
 class DieOnceAgent(_Scripted):
@@ -370,8 +386,26 @@ class DieOnceAgent(_Scripted):
 
 
 class PauseAgent(_Scripted):
-    """Sleeps 40 s in the sandbox, then writes a plausible report: a trial that is surely still
-    running while another sweep starts and while a fault is injected beside it."""
+    """Holds its trial in the agent phase, its sandbox up, until the host file named by
+    PAUSE_RELEASE (in the driver's environment) exists, then writes a plausible report: a trial
+    that is surely still running while another sweep starts and while a fault is injected beside
+    it, for exactly as long as the test needs (an attempt that starts after the release, a retry,
+    does not wait). The wait is on the host, polling the file (no exec per poll: four such
+    trials at once would keep the daemon busy); it ends at the agent's timeout at the latest."""
 
-    script = ('sleep 40 && mkdir -p "$(dirname "$1")" && printf \'{"python_path": "/usr/bin/python3", '
+    credential_env = ("PAUSE_RELEASE",)
+    script = ('mkdir -p "$(dirname "$1")" && printf \'{"python_path": "/usr/bin/python3", '
               '"env_tool": "system"}\' > "$1"')
+
+    def run(self, sandbox, ctx: AgentContext) -> AgentRun:
+        import os
+
+        started = time.monotonic()
+        release = ctx.env["PAUSE_RELEASE"]
+        while not os.path.exists(release):
+            if time.monotonic() - started >= ctx.timeout_s:
+                return AgentRun(exit_code=None, timed_out=True, wall_time_s=time.monotonic() - started, output="",
+                                limit=f"agent_timeout_s={ctx.timeout_s:g}")
+            time.sleep(0.2)
+        result = sandbox.exec(["sh", "-c", self.script, "agent", ctx.report_path], timeout=ctx.timeout_s, env=ctx.env)
+        return AgentRun.from_exec(result, ctx.timeout_s, started)

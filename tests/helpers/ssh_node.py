@@ -10,6 +10,14 @@ node its own home (venv, ~/.bashrc, results) and Ray directory. Network, file sy
 Docker daemon are shared, as on a real node that runs one daemon. When the node stops, the
 kernel kills everything left in its namespace.
 
+pip on the node gets this machine's pip settings (`pip_settings`): the user's pip configuration
+copied into the node's home, and the `PIP_*` variables of this process (its package indexes and
+wheel directories, its cache). A node's fresh home would otherwise send `scripts/setup.sh`'s
+install of reb-ray's dependencies to the public index for every package again, which is the
+network's time, not what a test of setting a node up is about. It installs without
+byte-compiling (PIP_COMPILE=0, DECISIONS "Keeping the full suite's time down"): Python writes
+the bytecode of what the node's processes import as they first import it.
+
 Needs root, `/usr/sbin/sshd` (openssh-server), `ssh-keygen`, `nc` (netcat-openbsd: the SSH
 proxy command, since Ray's cluster config has no SSH port) and `unshare` (util-linux).
 """
@@ -89,12 +97,31 @@ class SshNode:
         shutil.rmtree(self.ray_tmpdir, ignore_errors=True)
 
 
+#: The user's pip configuration files, relative to the home directory (pip reads those that exist).
+PIP_USER_CONFIGS = (".config/pip/pip.conf", ".pip/pip.conf")
+
+
+def pip_settings(home: Path) -> dict[str, str]:
+    """This machine's pip settings for a node whose home is `home` (module docstring): copies
+    the user's pip configuration files there; returns the variables its sessions get."""
+    here = Path.home()
+    for rel in PIP_USER_CONFIGS:
+        if (here / rel).is_file():
+            (home / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(here / rel, home / rel)
+    env = {k: v for k, v in os.environ.items() if k.startswith("PIP_") and not any(c.isspace() or c == '"' for c in v)}
+    env.setdefault("PIP_CACHE_DIR", str(here / ".cache" / "pip"))
+    env["PIP_COMPILE"] = "0"
+    return env
+
+
 def start_node(workdir: Path, hostname: str, ip: str = "127.0.0.1", timeout_s: float = 30) -> SshNode:
     """Start a node whose files live under `workdir`; returns once `ssh` logs in. Raises
     RuntimeError (with sshd's log) when it does not within `timeout_s` seconds."""
     workdir.mkdir(parents=True, exist_ok=True)
     home = workdir / "home"
     home.mkdir(exist_ok=True)
+    pip = " ".join(f'"{k}={v}"' for k, v in sorted(pip_settings(home).items()))
     # Short: Ray's socket paths under it must stay below the 107-byte limit of AF_UNIX.
     ray_tmpdir = Path(tempfile.mkdtemp(prefix="rebct-", dir="/tmp"))
     key, host_key = workdir / "id_ed25519", workdir / "ssh_host_ed25519_key"
@@ -116,7 +143,7 @@ def start_node(workdir: Path, hostname: str, ip: str = "127.0.0.1", timeout_s: f
         "StrictModes no",  # pytest's temp directories are not owner-only
         "MaxSessions 64",
         "MaxStartups 64",
-        f"SetEnv HOME={home} RAY_TMPDIR={ray_tmpdir}",
+        f"SetEnv HOME={home} RAY_TMPDIR={ray_tmpdir} {pip}",
         "Subsystem sftp internal-sftp",
         "",
     ]))

@@ -64,11 +64,14 @@ def cli_bin() -> Path:
 
 @pytest.fixture(scope="session")
 def mini_bin() -> Path:
-    """The bin/ of a venv holding mini-swe-agent (created on first use)."""
+    """The bin/ of a venv holding mini-swe-agent (created on first use). Installed without
+    byte-compiling: the venv serves one scripted session per run, whose imports compile only what
+    they use (pip compiling all of litellm and its dependencies was most of the install's CPU)."""
     venv = CACHE / MINI_SWE_AGENT.replace("==", "-")
     if not (venv / "bin" / "mini").exists():
-        for argv in ([sys.executable, "-m", "venv", str(venv)],
-                     [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", MINI_SWE_AGENT]):
+        for argv in ([sys.executable, "-m", "venv", "--without-pip", str(venv)],
+                     [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+                      "--no-compile", "--disable-pip-version-check", MINI_SWE_AGENT]):
             res = subprocess.run(argv, capture_output=True, text=True, timeout=900)
             if res.returncode != 0:
                 pytest.fail(f"{' '.join(argv)} failed: {res.stderr[-2000:]}")

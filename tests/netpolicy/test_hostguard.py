@@ -202,45 +202,53 @@ def _trial(tmp_path, image: str, port: int, **config) -> dict:
 
 
 def test_the_guard_holds_for_every_trial_and_is_never_doubled(sandbox_image, host_service, tmp_path, docker_client):
+    """A trial on a node whose guard an earlier trial installed (installed here first, as a
+    trial's start does): the trial is refused by the node's service, and its own start leaves
+    exactly one chain and one jump. (A first install is the sandbox tests' above; many starts at
+    once, `test_concurrent_installs...`.)"""
+    from reb_ray.netpolicy.network import REGISTRIES
+
     port, accepted = host_service
-    others, sweeps = _other_lines(), []
-    for _ in range(2):
-        row = _trial(tmp_path, sandbox_image, port)
-        sweeps.append(row["sweep_id"])
-        assert row["status"] == "scored" and row["report_status"] == "ok", row["failure_reason"]
-        out = row["agent_output_tail"]
-        assert "net: host-service failed: ConnectionRefusedError" in out and "net: pip-download ok" in out, out
-        assert "net: host-service-node-ip failed: ConnectionRefusedError" in out, out
-        assert (row["sandbox_network"], row["network_host_guard"]) == (NETWORK_NAME, True)
-        gateway = docker_client.networks.get(NETWORK_NAME).attrs["IPAM"]["Config"][0]["Gateway"]
-        assert _guard_lines() == _expected(gateway)  # one chain, one jump, after every trial
-        if hostguard._kernel_has_ipv6():
-            assert _guard_lines("ip6tables") == [f"-N {CHAIN}", JUMP, *hostguard.chain_rules6()]
+    gateway = ensure_network(docker_client, REGISTRIES)
+    ensure_guard(BRIDGE_NAME, gateway, sandbox_ports())  # what the previous trial's start left
+    assert _guard_lines() == _expected(gateway)
+    others = _other_lines()
+    row = _trial(tmp_path, sandbox_image, port)
+    assert row["status"] == "scored" and row["report_status"] == "ok", row["failure_reason"]
+    out = row["agent_output_tail"]
+    assert "net: host-service failed: ConnectionRefusedError" in out and "net: pip-download ok" in out, out
+    assert "net: host-service-node-ip failed: ConnectionRefusedError" in out, out
+    assert (row["sandbox_network"], row["network_host_guard"]) == (NETWORK_NAME, True)
+    assert docker_client.networks.get(NETWORK_NAME).attrs["IPAM"]["Config"][0]["Gateway"] == gateway
+    assert _guard_lines() == _expected(gateway)  # one chain, one jump, after the trial
+    if hostguard._kernel_has_ipv6():
+        assert _guard_lines("ip6tables") == [f"-N {CHAIN}", JUMP, *hostguard.chain_rules6()]
     assert accepted == []
     assert _other_lines() == others  # nothing else in the filter table changed
-    for sweep in sweeps:
-        assert docker_client.containers.list(all=True, filters={"label": f"reb-ray.sweep={sweep}"}) == []
+    assert docker_client.containers.list(all=True, filters={"label": f"reb-ray.sweep={row['sweep_id']}"}) == []
 
 
 def test_the_open_guard_holds_for_every_trial_and_leaves_docker0_alone(sandbox_image, host_service, tmp_path,
                                                                          docker_client):
+    """As above under `open`, on a node whose open guard an earlier trial installed."""
     port, accepted = host_service
-    ensure_network(docker_client, OPEN)  # Docker's own rules for the network exist before the snapshot
+    gateway = ensure_network(docker_client, OPEN)  # Docker's own rules for the network exist before the snapshot
+    ensure_guard(OPEN.bridge, gateway, sandbox_ports(), OPEN.chain)  # what the previous trial's start left
+    assert _guard_lines(chain=OPEN.chain) == _expected_open(gateway)
     others = _other_lines(chains=(OPEN.chain,))
-    for _ in range(2):
-        row = _trial(tmp_path, sandbox_image, port, network_policy="open")
-        assert row["status"] == "scored" and row["report_status"] == "ok", row["failure_reason"]
-        out = row["agent_output_tail"]
-        for name in ("host-service", "host-service-node-ip"):
-            assert f"net: {name} failed: ConnectionRefusedError" in out, out
-        assert "net: pip-download ok" in out, out  # directly from PyPI: no egress proxy under `open`
-        assert (row["network_policy"], row["sandbox_network"], row["network_host_guard"]) == ("open", OPEN.name, True)
-        assert row.get("network_denied_count") is None
-        gateway = docker_client.networks.get(OPEN.name).attrs["IPAM"]["Config"][0]["Gateway"]
-        assert _guard_lines(chain=OPEN.chain) == _expected_open(gateway)  # one chain, one jump
-        if hostguard._kernel_has_ipv6():
-            assert _guard_lines("ip6tables", OPEN.chain) == [f"-N {OPEN.chain}", OPEN_JUMP,
-                                                             *hostguard.chain_rules6(OPEN.chain)]
+    row = _trial(tmp_path, sandbox_image, port, network_policy="open")
+    assert row["status"] == "scored" and row["report_status"] == "ok", row["failure_reason"]
+    out = row["agent_output_tail"]
+    for name in ("host-service", "host-service-node-ip"):
+        assert f"net: {name} failed: ConnectionRefusedError" in out, out
+    assert "net: pip-download ok" in out, out  # directly from PyPI: no egress proxy under `open`
+    assert (row["network_policy"], row["sandbox_network"], row["network_host_guard"]) == ("open", OPEN.name, True)
+    assert row.get("network_denied_count") is None
+    assert docker_client.networks.get(OPEN.name).attrs["IPAM"]["Config"][0]["Gateway"] == gateway
+    assert _guard_lines(chain=OPEN.chain) == _expected_open(gateway)  # one chain, one jump
+    if hostguard._kernel_has_ipv6():
+        assert _guard_lines("ip6tables", OPEN.chain) == [f"-N {OPEN.chain}", OPEN_JUMP,
+                                                         *hostguard.chain_rules6(OPEN.chain)]
     assert accepted == []
     assert _other_lines(chains=(OPEN.chain,)) == others  # nothing else changed: no rule names docker0 anew
     assert not any("docker0" in line for line in _guard_lines(chain=OPEN.chain))

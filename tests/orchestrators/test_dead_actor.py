@@ -2,7 +2,9 @@
 once, before the retry's container is created, and its infra row says category, start and node.
 
 Real Ray, real Docker: the test SIGKILLs the actor's worker process (its pid is the owner pid
-the actor itself wrote on its container) while the agent sleeps inside the container.
+the actor itself wrote on its container) while the agent sleeps inside the container. The task
+is a small one of the test's own (a one-file repository whose C1 is `echo`): the subject is the
+dead attempt's container, not a task's stages.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_trials
 from reb_ray.sandbox.ownership import ATTEMPT, MANAGED, OWNER_PID, SWEEP
+from reb_ray.testing.suite import write_task
 
 
 @pytest.fixture
@@ -53,8 +56,9 @@ def test_dead_actor_container_is_removed_before_the_retry(tmp_path, docker_clien
 
     monkeypatch.setenv("SLEEP_ONCE_FLAG", str(tmp_path / "flag"))
     sweep_id = f"test-dead-{uuid.uuid4().hex[:8]}"
+    write_task(tmp_path / "suites", "dead", "small", cpu='command = "echo cpu-ok"')
     config = SweepConfig(sweep_id=sweep_id, output=tmp_path / "runs", agents=["tests.helpers.scripted_agents:SleepOnceAgent"],
-                         tasks="numpy-trainer", wheelhouses=[], pip_cache=False)
+                         suite="dead", tasks_root=tmp_path / "suites", wheelhouses=[], pip_cache=False)
     since = int(time.time()) - 1
     seen: dict = {}
     killer = threading.Thread(target=_kill_actor_when_agent_sleeps, args=(docker_client, sweep_id, seen), daemon=True)

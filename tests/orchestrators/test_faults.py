@@ -8,6 +8,11 @@ during a sweep. After each: every trial has exactly one scored row, as its last 
 attempts before it infra rows (the resume retries those); no scored trial ran twice (the
 sleeping sandbox's ledger: one closed sandbox per trial); none of our containers is left. Each
 test prints the seconds from the fault to the retried attempt's start (its row's `started_at`).
+
+(a) and (c) kill a slot worker and a driver, never a node: they share one two-node cluster
+(`two_nodes`), each with its own sweep, script and ledger. The node deaths (b) run on clusters of
+their own whose GCS checks its raylets fast (reb_ray.testing.ray_cluster.FAST_HEALTH_CHECKS): what
+they test is what follows the GCS's verdict, not how long Ray's defaults take to reach it.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import pytest
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.results.read import read_trials
 from reb_ray.sandbox.ownership import MANAGED, SWEEP
-from reb_ray.testing.ray_cluster import ROOT, actor_pids, kill_raylet, ray_cluster
+from reb_ray.testing.ray_cluster import FAST_HEALTH_CHECKS, ROOT, actor_pids, kill_raylet, ray_cluster
 from reb_ray.testing.suite import write_task
 
 pytestmark = pytest.mark.integration
@@ -43,10 +48,12 @@ def write_suite(root: Path, n: int) -> list[str]:
     return [f"noop/f{i}/0" for i in range(n)]
 
 
-def sleep_env(tmp_path: Path, agent_s: dict[str, float]) -> tuple[dict[str, str], Path]:
+def sleep_env(tmp_path: Path, agent_s: dict[str, float], ledger: Path | None = None) -> tuple[dict[str, str], Path]:
     """The sleeping sandbox's script ({trial_id: agent seconds}, probes 0.1 s) as the raylets'
-    environment, and its ledger (one line per sandbox that closed)."""
-    script, ledger = tmp_path / "script.json", tmp_path / "ledger.jsonl"
+    environment, and its ledger (one line per sandbox that closed; `tmp_path`/ledger.jsonl
+    unless named). The script is read once per worker process, so rewriting it changes what the
+    next sweep's (new) slot workers do on the same cluster."""
+    script, ledger = tmp_path / "script.json", ledger or tmp_path / "ledger.jsonl"
     script.write_text(json.dumps({"trials": {t: {"agent_s": s, "probe_s": 0.1} for t, s in agent_s.items()},
                                   "ledger": str(ledger)}))
     return {"REB_RAY_SLEEP_SCRIPT": str(script)}, ledger
@@ -124,18 +131,45 @@ def config_for(tmp_path: Path, **extra) -> SweepConfig:
                        sweep_id=f"faults-{uuid.uuid4().hex[:8]}", **extra)
 
 
-def test_a_slot_worker_killed_mid_trial(tmp_path):
+@pytest.fixture(scope="class")
+def two_nodes(tmp_path_factory):
+    """A two-node cluster (2 CPUs each) whose raylets read the sleeping sandbox's script from
+    one directory, `where` (each test writes its own there: `sleep_env(where, ..., ledger=...)`,
+    read by its sweep's new slot workers). Not connected: a test that drives in this process
+    connects itself. Yields (cluster, where)."""
+    where = tmp_path_factory.mktemp("two-nodes")
+    env, _ = sleep_env(where, {})
+    with ray_cluster({"num_cpus": 2}, {"num_cpus": 2}, env=env, connect=False) as cluster:
+        yield cluster, where
+
+
+class TestOnTwoNodes:
+    """(a) and (c): faults that leave every node alive, on one shared cluster."""
+
+    def test_a_slot_worker_killed_mid_trial(self, tmp_path, two_nodes):
+        _slot_worker_killed_mid_trial(tmp_path, *two_nodes)
+
+    def test_c_the_driver_killed_mid_sweep_then_the_same_command_again(self, tmp_path, two_nodes):
+        _driver_killed_mid_sweep_then_the_same_command_again(tmp_path, *two_nodes)
+
+
+def _slot_worker_killed_mid_trial(tmp_path, cluster, where: Path):
     """(a) The killed attempt is one infra_node row; the retry starts on a new worker and is
     the trial's only scored row; the other trials are untouched."""
+    import ray
+
     trial_ids = write_suite(tmp_path / "suites", 4)
-    env, ledger = sleep_env(tmp_path, {t: 3.0 for t in trial_ids})
-    with ray_cluster({"num_cpus": 2}, {"num_cpus": 2}, env=env) as cluster:
+    _, ledger = sleep_env(where, {t: 3.0 for t in trial_ids}, ledger=tmp_path / "ledger.jsonl")
+    ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+    try:
         thread, box = run_in_thread(config_for(tmp_path, sandbox="sleep"))
         pid = next(iter(wait_for(lambda: actor_pids(cluster, IN_TRIAL), 90, "a slot worker in a trial")))
         time.sleep(1.0)  # inside the agent's sleep
         fault_at = time.time()
         os.kill(pid, signal.SIGKILL)
         result = join(thread, box, 90)
+    finally:
+        ray.shutdown()
     rows = read_trials(tmp_path / "runs").to_pylist()
     by_trial = assert_exactly_once(rows, trial_ids)
     (killed,) = [t for t, attempts in by_trial.items() if len(attempts) > 1]
@@ -167,7 +201,7 @@ def test_b_a_worker_node_dies_mid_trial_sleeping_sandbox(tmp_path):
     no slot: it is never the node that dies.)"""
     trial_ids = write_suite(tmp_path / "suites", 2)
     env, ledger = sleep_env(tmp_path, {t: 6.0 for t in trial_ids})
-    with ray_cluster({"num_cpus": 0}, {"num_cpus": 2}, {"num_cpus": 2}, env=env) as cluster:
+    with ray_cluster({"num_cpus": 0}, {"num_cpus": 2}, {"num_cpus": 2}, env=env, health_checks=FAST_HEALTH_CHECKS) as cluster:
         thread, box = run_in_thread(config_for(tmp_path, sandbox="sleep"))
         fault_at = _kill_node_running_a_trial(cluster)
         result = join(thread, box, 110)
@@ -203,7 +237,7 @@ def test_b_a_worker_node_dies_mid_trial_docker(tmp_path, docker_client, sandbox_
                          sweep_id=f"faults-{uuid.uuid4().hex[:8]}", wheelhouses=[], pip_cache=False)
     # The head has no CPU for a slot: the trial starts on the worker node; after its death a
     # slot on the second worker takes the retry.
-    with ray_cluster({"num_cpus": 0}, {"num_cpus": 1}, {"num_cpus": 1}) as cluster:
+    with ray_cluster({"num_cpus": 0}, {"num_cpus": 1}, {"num_cpus": 1}, health_checks=FAST_HEALTH_CHECKS) as cluster:
         thread, box = run_in_thread(config)
         try:
             wait_for(lambda: (tmp_path / "flag").exists() and _our_containers(docker_client, config.resume.sweep_id), 120,
@@ -235,38 +269,41 @@ def _sweep_command(config: SweepConfig, address: str) -> list[str]:
             str(config.output.dir), "--address", address, "--sweep-id", config.resume.sweep_id, "--quiet"]
 
 
-def test_c_the_driver_killed_mid_sweep_then_the_same_command_again(tmp_path):
+def _driver_killed_mid_sweep_then_the_same_command_again(tmp_path, cluster, where: Path):
     """(c) SIGKILL `reb-ray sweep` while two trials run and two are scored: the killed attempts
     leave no row and their workers die with the driver; the same command again skips the two
     scored trials and runs the other two once each."""
     trial_ids = write_suite(tmp_path / "suites", 4)
-    env, ledger = sleep_env(tmp_path, {"noop/f0/0": 0.5, "noop/f1/0": 0.5, "noop/f2/0": 12.0, "noop/f3/0": 12.0})
+    ledger = tmp_path / "ledger.jsonl"
+    sleep_env(where, {"noop/f0/0": 0.5, "noop/f1/0": 0.5, "noop/f2/0": 12.0, "noop/f3/0": 12.0}, ledger=ledger)
     config = config_for(tmp_path, sandbox="sleep")
-    with ray_cluster({"num_cpus": 2}, {"num_cpus": 2}, env=env, connect=False) as cluster:
-        command = _sweep_command(config, cluster.address)
-        driver = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        try:
-            def two_scored_two_running():
-                if driver.poll() is not None:
-                    pytest.fail(f"the sweep ended before the fault: {driver.stdout.read()}")
-                try:
-                    scored = [r for r in read_trials(config.output.dir, config.resume.sweep_id).to_pylist() if r["status"] == "scored"]
-                except Exception:  # noqa: BLE001 - nothing written yet
-                    return False
-                return len(scored) == 2 and len(actor_pids(cluster, IN_TRIAL)) == 2
+    command = _sweep_command(config, cluster.address)
+    driver = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        def two_scored_two_running():
+            if driver.poll() is not None:
+                pytest.fail(f"the sweep ended before the fault: {driver.stdout.read()}")
+            try:
+                scored = [r for r in read_trials(config.output.dir, config.resume.sweep_id).to_pylist() if r["status"] == "scored"]
+            except Exception:  # noqa: BLE001 - nothing written yet
+                return False
+            return len(scored) == 2 and len(actor_pids(cluster, IN_TRIAL)) == 2
 
-            wait_for(two_scored_two_running, 90, "two trials scored and two running")
-            closed_before = ledger_attempts(ledger)
-            fault_at = time.time()
-            driver.send_signal(signal.SIGKILL)
-            driver.wait(10)
-        finally:
-            driver.kill()
-        # The driver owned the slot workers: Ray ends them, so nothing keeps running a trial.
-        wait_for(lambda: not actor_pids(cluster, "ray::SlotWorker"), 60, "the dead driver's slot workers to end")
-        workers_gone_s = time.time() - fault_at
-        again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=100)
-        assert again.returncode == 0, again.stdout + again.stderr
+        wait_for(two_scored_two_running, 90, "two trials scored and two running")
+        closed_before = ledger_attempts(ledger)
+        fault_at = time.time()
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(10)
+    finally:
+        driver.kill()
+    # The driver owned the slot workers: Ray ends them, so nothing keeps running a trial.
+    wait_for(lambda: not actor_pids(cluster, "ray::SlotWorker"), 60, "the dead driver's slot workers to end")
+    workers_gone_s = time.time() - fault_at
+    # The two attempts that run again need not sleep 12 s: the rerun's slot workers are new
+    # processes, and they read the script anew.
+    sleep_env(where, {f"noop/f{i}/0": 0.5 for i in range(4)}, ledger=ledger)
+    again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=100)
+    assert again.returncode == 0, again.stdout + again.stderr
     assert "2 attempt(s) run, 2 already scored" in again.stdout, again.stdout
     rows = read_trials(config.output.dir).to_pylist()
     by_trial = assert_exactly_once(rows, trial_ids)
@@ -307,12 +344,14 @@ def _running_agents(client, sweep_id: str) -> int:
 
 
 @pytest.mark.docker
-def test_d_the_docker_daemon_restarts_mid_sweep(tmp_path, private_dockerd):
+def test_d_the_docker_daemon_restarts_mid_sweep(tmp_path, private_dockerd, monkeypatch):
     """(d) F20: a graceful restart of the Docker daemon while two agents run: the in-flight
     attempts become infra rows, their retries run once the daemon answers and are scored once;
     no container is left. A private daemon with no bridge: the sweep sets network = "none"."""
     import docker
 
+    (tmp_path / "slept").mkdir()
+    monkeypatch.setenv("SLEEP_AGENT_FLAGS", str(tmp_path / "slept"))  # the agent sleeps 8 s in first attempts only
     agent = "tests.helpers.scripted_agents:SleepAgent"
     write_suite(tmp_path / "suites", 2)
     trial_ids = [f"{agent}/f{i}/0" for i in range(2)]

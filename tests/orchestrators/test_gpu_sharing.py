@@ -19,25 +19,24 @@ from tests.orchestrators.test_slot_workers import write_suite
 NODE = {"10", "11"}
 
 
-@pytest.fixture
-def ledger(tmp_path, monkeypatch):
-    path = tmp_path / "ledger.jsonl"
-    script = tmp_path / "script.json"
-    monkeypatch.setenv("REB_RAY_SLEEP_SCRIPT", str(script))  # the raylet, and so the slot workers, inherit it
-    return script, path
+@pytest.fixture(scope="module")
+def one_gpu_node(tmp_path_factory):
+    """The module's one-node cluster, shared by its tests (each runs its own sweep and kills
+    nothing). Its raylet, and so its slot workers, read the sleeping sandbox's script at one
+    path, which each test writes anew (`ledger`): a sweep's slot workers are new processes and
+    read it then. Yields (cluster, script path)."""
+    from reb_ray.testing.ray_cluster import ray_cluster
+
+    script = tmp_path_factory.mktemp("gpu-sharing") / "script.json"
+    with ray_cluster({"num_cpus": 8, "num_gpus": 2, "env_vars": {"CUDA_VISIBLE_DEVICES": "10,11"}},
+                     env={"REB_RAY_SLEEP_SCRIPT": str(script)}) as cluster:
+        yield cluster, script
 
 
 @pytest.fixture
-def one_gpu_node(ledger):
-    import ray
-    from ray.cluster_utils import Cluster
-
-    cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 8, "num_gpus": 2, "env_vars": {"CUDA_VISIBLE_DEVICES": "10,11"}})
-    ray.init(address=cluster.address, log_to_driver=False)
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
+def ledger(tmp_path, one_gpu_node):
+    """(the script to write, this test's own ledger)."""
+    return one_gpu_node[1], tmp_path / "ledger.jsonl"
 
 
 def _entries(path) -> list[dict]:

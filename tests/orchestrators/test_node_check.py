@@ -84,16 +84,6 @@ def raylets(sleep_script):
     stack.close()
 
 
-@pytest.fixture
-def small_tmp(tmp_path):
-    """A 64 MiB tmpfs: a node's temporary directory that is really nearly full for a sweep."""
-    mount = tmp_path / "small"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], check=True)
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
 def _ledger(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
@@ -108,37 +98,75 @@ def _max_overlap(ledger: list[dict]) -> int:
     return best
 
 
-def test_a_node_that_fails_its_check_gets_no_trials_and_is_named_once(tmp_path, raylets, small_tmp, capfd):
-    from reb_ray.sweep.run import run_sweep, sweep_log
+@pytest.fixture(scope="class")
+def nearly_full(tmp_path_factory):
+    """A head of 2 CPUs and a node of 2 CPUs whose temporary directory (TMPDIR, where trials'
+    workspaces go) is a 64 MiB tmpfs mounted here, shared by the tests that only run sweeps
+    on it (none kills or adds a node). Every trial 2 s of agent, 0.1 s of probes. Connected;
+    yields the tmpfs."""
+    from reb_ray.testing.ray_cluster import ray_cluster
 
-    raylets(head={"num_cpus": 2}, nodes=[{"num_cpus": 2, "env_vars": {"TMPDIR": str(small_tmp)}}])
-    write_suite(tmp_path / "suites", 4)
-    config = SweepConfig(output=tmp_path / "runs", suite="nodes", tasks_root=tmp_path / "suites", agents=["noop"],
-                         sandbox="sleep", min_free_bytes=1024**3)
-    result = run_sweep(config, show_progress=False)
-    rows = read_trials(config.output.dir).to_pylist()
-    assert result.attempts == 4 and all(r["status"] == "scored" for r in rows)
-    assert result.slot_workers == 2  # only the good node's two CPU slots
-    lines = [line for line in capfd.readouterr().err.splitlines() if "gets no trials" in line]
-    assert len(lines) == 1 and f"free in {small_tmp}" in lines[0] and "trials need >= 1.1 GB" in lines[0], lines
-    logged = sweep_log(config, result.sweep_id).read_text().splitlines()
-    assert len(logged) == 1 and logged[0].endswith(lines[0])
+    where = tmp_path_factory.mktemp("nearly-full")
+    mount = where / "small"
+    mount.mkdir()
+    script = where / "script.json"
+    script.write_text(json.dumps({"default": {"agent_s": 2.0, "probe_s": 0.1}}))
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], check=True)
+    try:
+        with ray_cluster({"num_cpus": 2}, {"num_cpus": 2, "env_vars": {"TMPDIR": str(mount)}},
+                         env={"REB_RAY_SLEEP_SCRIPT": str(script)}):
+            yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
-def test_no_node_passing_stops_the_sweep_with_one_line_and_no_rows(tmp_path, raylets):
-    from reb_ray.orchestrators.ray_orchestrator import NoUsableNode
-    from reb_ray.sweep.run import run_sweep
+@pytest.mark.integration
+class TestOnAHeadAndANearlyFullNode:
+    """Node checks and hardware refusals that only read the nodes: one cluster for all three."""
 
-    raylets(head={"num_cpus": 1}, nodes=[{"num_cpus": 1}])
-    write_suite(tmp_path / "suites", 2)
-    config = SweepConfig(output=tmp_path / "runs", suite="nodes", tasks_root=tmp_path / "suites", agents=["noop"],
-                         sandbox="sleep", min_free_bytes=1024**5, assets_dir=tmp_path / "nowhere")
-    with pytest.raises(NoUsableNode) as err:
-        run_sweep(config, show_progress=False)
-    message = str(err.value)
-    assert "\n" not in message and "no node of the cluster passed its check (2 failed;" in message
-    assert f"assets {tmp_path / 'nowhere'}: no such directory on this node" in message and "trials need" in message
-    assert not (config.output.dir / "trials").exists()
+    def test_a_node_that_fails_its_check_gets_no_trials_and_is_named_once(self, tmp_path, nearly_full, capfd):
+        from reb_ray.sweep.run import run_sweep, sweep_log
+
+        small_tmp = nearly_full
+        write_suite(tmp_path / "suites", 4)
+        config = SweepConfig(output=tmp_path / "runs", suite="nodes", tasks_root=tmp_path / "suites", agents=["noop"],
+                             sandbox="sleep", min_free_bytes=1024**3)
+        result = run_sweep(config, show_progress=False)
+        rows = read_trials(config.output.dir).to_pylist()
+        assert result.attempts == 4 and all(r["status"] == "scored" for r in rows)
+        assert result.slot_workers == 2  # only the good node's two CPU slots
+        lines = [line for line in capfd.readouterr().err.splitlines() if "gets no trials" in line]
+        assert len(lines) == 1 and f"free in {small_tmp}" in lines[0] and "trials need >= 1.1 GB" in lines[0], lines
+        logged = sweep_log(config, result.sweep_id).read_text().splitlines()
+        assert len(logged) == 1 and logged[0].endswith(lines[0])
+
+    def test_no_node_passing_stops_the_sweep_with_one_line_and_no_rows(self, tmp_path, nearly_full):
+        from reb_ray.orchestrators.ray_orchestrator import NoUsableNode
+        from reb_ray.sweep.run import run_sweep
+
+        write_suite(tmp_path / "suites", 2)
+        config = SweepConfig(output=tmp_path / "runs", suite="nodes", tasks_root=tmp_path / "suites", agents=["noop"],
+                             sandbox="sleep", min_free_bytes=1024**5, assets_dir=tmp_path / "nowhere")
+        with pytest.raises(NoUsableNode) as err:
+            run_sweep(config, show_progress=False)
+        message = str(err.value)
+        assert "\n" not in message and "no node of the cluster passed its check (2 failed;" in message
+        assert f"assets {tmp_path / 'nowhere'}: no such directory on this node" in message and "trials need" in message
+        assert not (config.output.dir / "trials").exists()
+
+    def test_sandbox_memory_no_node_has_is_insufficient_hardware_at_once(self, tmp_path, nearly_full):
+        from reb_ray.sweep.run import run_sweep
+
+        write_suite(tmp_path / "suites", 2)
+        config = SweepConfig(output=tmp_path / "runs", suite="nodes", tasks_root=tmp_path / "suites", agents=["noop"],
+                             sandbox="sleep", memory_bytes=1024**5)
+        start = time.monotonic()
+        result = run_sweep(config, show_progress=False)
+        assert time.monotonic() - start < 60 and result.attempts == 2 and result.slot_workers == 0
+        for row in read_trials(config.output.dir).to_pylist():
+            assert (row["status"], row["failure_owner"], row["failure_category"]) == ("infra_error", "hardware",
+                                                                                       "insufficient_hardware")
+            assert "needs 1.04858e+06 GiB of memory per sandbox (--memory-gb)" in row["failure_reason"]
 
 
 def test_a_node_joining_mid_sweep_gets_slots(tmp_path, raylets, sleep_script):
@@ -192,22 +220,6 @@ def test_reb_ray_slot_caps_concurrent_sandboxes_per_node(tmp_path, raylets, slee
     result = run_sweep(config, show_progress=False)
     assert result.scored == 3 and result.slot_workers == 1  # 4 CPUs, but a cap of one sandbox
     assert _max_overlap(_ledger(sleep_script)) == 1
-
-
-def test_sandbox_memory_no_node_has_is_insufficient_hardware_at_once(tmp_path, raylets):
-    from reb_ray.sweep.run import run_sweep
-
-    raylets(head={"num_cpus": 2})
-    write_suite(tmp_path / "suites", 2)
-    config = SweepConfig(output=tmp_path / "runs", suite="nodes", tasks_root=tmp_path / "suites", agents=["noop"],
-                         sandbox="sleep", memory_bytes=1024**5)
-    start = time.monotonic()
-    result = run_sweep(config, show_progress=False)
-    assert time.monotonic() - start < 60 and result.attempts == 2 and result.slot_workers == 0
-    for row in read_trials(config.output.dir).to_pylist():
-        assert (row["status"], row["failure_owner"], row["failure_category"]) == ("infra_error", "hardware",
-                                                                                   "insufficient_hardware")
-        assert "needs 1.04858e+06 GiB of memory per sandbox (--memory-gb)" in row["failure_reason"]
 
 
 def test_a_wrong_address_fails_in_seconds_naming_it(slow_process, tmp_path):

@@ -2,7 +2,10 @@
 
 Two raylets on this machine (reb_ray/testing/ray_cluster.py), each with two fake GPUs whose ids differ per
 node (the raylet's CUDA_VISIBLE_DEVICES: 10,11 and 20,21), and the sleeping sandbox, whose
-ledger records the GPU ids and the worker pid each trial's sandbox really got.
+ledger records the GPU ids and the worker pid each trial's sandbox really got. The tests share
+the cluster: each runs its own sweep, kills at most its own slot workers (never a node), and
+writes its own script and ledger (a sweep's slot workers are new processes and read the
+script anew).
 """
 
 from __future__ import annotations
@@ -36,20 +39,27 @@ def write_suite(root, counts: dict[int | str, int]) -> None:
                        multi_gpu=MULTI if key == 2 else OFF, cuda="applicable = true" if gpus else OFF)
 
 
-@pytest.fixture
-def sleep_script(tmp_path, monkeypatch):
-    """The sleeping sandbox's script (every trial 1 s of agent, 0.2 s of probes) and its ledger."""
-    script, ledger = tmp_path / "script.json", tmp_path / "ledger.jsonl"
-    script.write_text(json.dumps({"default": {"agent_s": 1.0, "probe_s": 0.2}, "ledger": str(ledger)}))
-    monkeypatch.setenv("REB_RAY_SLEEP_SCRIPT", str(script))  # raylets, and so slot workers, inherit it
-    return script, ledger
-
-
-@pytest.fixture
-def two_gpu_nodes(sleep_script):
+@pytest.fixture(scope="module")
+def two_gpu_nodes(tmp_path_factory):
+    """The module's cluster; its raylets, and so its slot workers, read the sleeping sandbox's
+    script at one path (REB_RAY_SLEEP_SCRIPT), which `sleep_script` writes for each test.
+    Yields (cluster, script path)."""
+    script = tmp_path_factory.mktemp("slot-workers") / "script.json"
+    script.write_text(json.dumps({"default": {"agent_s": 1.0, "probe_s": 0.2}}))
     with ray_cluster({"num_cpus": 3, "num_gpus": 2, "env_vars": {"CUDA_VISIBLE_DEVICES": "10,11"}},
-                     {"num_cpus": 3, "num_gpus": 2, "env_vars": {"CUDA_VISIBLE_DEVICES": "20,21"}}) as cluster:
-        yield cluster
+                     {"num_cpus": 3, "num_gpus": 2, "env_vars": {"CUDA_VISIBLE_DEVICES": "20,21"}},
+                     env={"REB_RAY_SLEEP_SCRIPT": str(script)}) as cluster:
+        yield cluster, script
+
+
+@pytest.fixture
+def sleep_script(tmp_path, two_gpu_nodes):
+    """The sleeping sandbox's script (every trial 1 s of agent, 0.2 s of probes) with this test's
+    own ledger; (script, ledger)."""
+    _, script = two_gpu_nodes
+    ledger = tmp_path / "ledger.jsonl"
+    script.write_text(json.dumps({"default": {"agent_s": 1.0, "probe_s": 0.2}, "ledger": str(ledger)}))
+    return script, ledger
 
 
 def _ledger(path) -> list[dict]:
@@ -104,7 +114,7 @@ def test_a_killed_slot_worker_is_replaced_and_its_attempt_retried(tmp_path, two_
     config = SweepConfig(output=tmp_path / "runs", suite="slots", tasks_root=tmp_path / "suites", agents=["noop"],
                          trials=1, sandbox="sleep")
     seen: dict = {}
-    killer = threading.Thread(target=_kill_busy_slot_worker, args=(two_gpu_nodes, seen), daemon=True)
+    killer = threading.Thread(target=_kill_busy_slot_worker, args=(two_gpu_nodes[0], seen), daemon=True)
     killer.start()
     result = run_sweep(config, show_progress=False)
     killer.join(5)
@@ -128,7 +138,7 @@ def test_slots_sharing_one_worker_per_node_get_one_gpu_each_and_die_together(tmp
     config = SweepConfig(output=tmp_path / "runs", suite="slots", tasks_root=tmp_path / "suites", agents=["noop"],
                          trials=2, sandbox="sleep")
     seen: dict = {}
-    killer = threading.Thread(target=_kill_busy_slot_worker, args=(two_gpu_nodes, seen), daemon=True)
+    killer = threading.Thread(target=_kill_busy_slot_worker, args=(two_gpu_nodes[0], seen), daemon=True)
     killer.start()
     result = run_sweep(config, show_progress=False, slots_per_worker=None)
     killer.join(5)

@@ -31,13 +31,13 @@ from tests.orchestrators.test_faults import IN_TRIAL, assert_exactly_once, wait_
 
 pytestmark = [pytest.mark.docker, pytest.mark.integration]
 
-AGENT = "tests.helpers.scripted_agents:PauseAgent"  # 40 s in the sandbox, then a report
+AGENT = "tests.helpers.scripted_agents:PauseAgent"  # in its agent phase until PAUSE_RELEASE exists, then a report
 
 
 def _command(tmp_path, output: str) -> list[str]:
     return [sys.executable, "-c", "from reb_ray.cli import main; main()", "sweep", "--suite", "faults",
             "--tasks-root", str(tmp_path / "suites"), "--agents", AGENT, "--output", str(tmp_path / output),
-            "--max-concurrent", "2", "--no-pip-cache", "--quiet"]
+            "--max-concurrent", "2", "--no-pip-cache", "--keep-environments", "none", "--quiet"]
 
 
 def _containers(client, sweep_id: str | None = None) -> list:
@@ -93,7 +93,9 @@ def _slot_workers_in_trial(driver_pid: int) -> list[int]:
 def test_two_sweeps_on_one_node_keep_each_others_containers_networks_and_chains(tmp_path, docker_client,
                                                                                  sandbox_image):
     tasks = [t.replace("noop/", f"{AGENT}/") for t in write_suite(tmp_path / "suites", 2)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    release = tmp_path / "release"  # the agents hold their trials until it exists
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+           "PAUSE_RELEASE": str(release)}
     started = time.monotonic()
     a = subprocess.Popen(_command(tmp_path, "runs-a"), cwd=ROOT, env=env, stdout=open(tmp_path / "a.out", "w"),
                          stderr=subprocess.STDOUT, text=True)
@@ -119,9 +121,11 @@ def test_two_sweeps_on_one_node_keep_each_others_containers_networks_and_chains(
         retried_s = time.monotonic() - killed_at
         alive_b = {c.id for c in docker_client.containers.list(ignore_removed=True) if c.labels.get(RUN) == run_b}
         assert alive_b == b_before, "sweep A removed a container of sweep B"
+        release.touch()  # every agent writes its report now; A's retry started paused too
         a.wait(timeout=400)
         b.wait(timeout=400)
     finally:
+        release.touch()
         for proc in (a, b):
             if proc is not None and proc.poll() is None:
                 proc.kill()

@@ -2,6 +2,11 @@
 
 No mocks: environments are made in the sandbox with `python3 -m venv` and packages written into
 site-packages by hand, or installed with pip from local source (`--no-index`).
+
+The tests share one sandbox (a container's start and removal cost more than most of them), put
+back before each test to what it was when it started (tests/probing/conftest.py: `put_back`):
+what a test adds under the repository, /opt (environments, the toolbox), /tmp or root's home is
+removed, and a test that changed what was there fails the next one's set-up.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from reb_ray.grading.c0 import grade_c0
 from reb_ray.probing.c0 import run_c0
 from reb_ray.probing.toolbox import TOOLBOX_SANDBOX_PATH, install_toolbox, toolbox_dir, toolbox_tar
 from reb_ray.sandbox import SandboxConfig, open_sandbox
+from tests.probing.conftest import put_back, sandbox_state
 
 pytestmark = pytest.mark.docker
 
@@ -32,11 +38,20 @@ def toolbox_ready():
     return toolbox_tar()
 
 
-@pytest.fixture
-def sandbox(sandbox_image, toolbox_ready, request):
-    config = SandboxConfig(image=sandbox_image, network="none", sweep_id="test", trial_id=request.node.name[:60])
+@pytest.fixture(scope="module")
+def module_sandbox(sandbox_image, toolbox_ready):
+    """The module's sandbox (networking off) and its state when it started."""
+    config = SandboxConfig(image=sandbox_image, network="none", sweep_id="test", trial_id="c0-module")
     with open_sandbox("docker", config) as sb:
-        yield sb
+        yield sb, sandbox_state(sb)
+
+
+@pytest.fixture
+def sandbox(module_sandbox):
+    """The module's sandbox as it started: what an earlier test wrote is gone."""
+    sb, fresh = module_sandbox
+    put_back(sb, fresh)
+    return sb
 
 
 def sh(sb, cmd: str, timeout: float = 120) -> str:

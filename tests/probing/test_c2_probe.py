@@ -1,10 +1,8 @@
 """C2 end to end: probes/c2_probe.py run by real interpreters in real sandboxes, graded by grade_c2.
 
-No mocks and no GPU: the Docker tests install the real CPU torch 2.13.0 wheel from /opt/wheels
-into a venv in a sandbox with networking off (once per module). Its dependencies are not in
-/opt/wheels, so torch goes in with `--no-deps` and `typing_extensions` (the one dependency
-`import torch` needs; sympy, networkx, jinja2, fsspec and filelock load lazily) is copied from
-the host's own installation (reb-ray depends on it through pydantic). The local-provider tests
+No mocks and no GPU: the Docker tests run in a sandbox (networking off) from the probing tests'
+image (tests/probing/conftest.py: `torch_image`), whose venv holds the real CPU torch 2.13.0
+wheel and its dependencies (numpy is none of them). The local-provider tests
 use host venvs; the crash and hang paths put a `torch` package into a host venv whose import
 really segfaults, hangs or raises (nothing in the probe or the harness is replaced).
 """
@@ -23,15 +21,12 @@ from reb_ray.grading.c2 import grade_c2
 from reb_ray.probing.c2 import run_c2
 from reb_ray.probing.toolbox import install_toolbox
 from reb_ray.sandbox import SandboxConfig, open_sandbox
+from tests.probing.conftest import TORCH_PY as VENV_PY, TORCH_VENV as VENV
 
-WHEELS = Path("/opt/wheels")
-TORCH_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
-VENV = "/opt/envs/torch"
-VENV_PY = f"{VENV}/bin/python"
 SITE = f"{VENV}/lib/python3.11/site-packages"
 BARE_PY = "/opt/envs/bare/bin/python"
 NUMPY_WARNING = "UserWarning: Failed to initialize NumPy: No module named 'numpy'"
-TIMINGS: dict[str, list[float]] = {"docker_probe_s": [], "local_probe_s": [], "torch_install_s": []}
+TIMINGS: dict[str, list[float]] = {"docker_probe_s": [], "local_probe_s": []}
 
 
 def sh(sb, cmd: str, timeout: float = 300) -> str:
@@ -48,19 +43,10 @@ def timed_c2(sb, toolbox: str, python: str, visible: str, key: str, **kw) -> dic
 
 
 @pytest.fixture(scope="module")
-def torch_sandbox(sandbox_image):
-    """One Docker sandbox (network off) with the toolbox, a CPU-torch venv and a bare venv."""
-    assert (WHEELS / TORCH_WHEEL).is_file(), f"{WHEELS / TORCH_WHEEL} is missing: the node's wheelhouse has no CPU torch"
-    import typing_extensions
-
-    config = SandboxConfig(image=sandbox_image, network="none", mounts={str(WHEELS): str(WHEELS)},
-                           sweep_id="test", trial_id="c2-probe")
+def torch_sandbox(torch_image):
+    """One Docker sandbox (network off) with the toolbox, the CPU-torch venv and a bare venv."""
+    config = SandboxConfig(image=torch_image, network="none", sweep_id="test", trial_id="c2-probe")
     with open_sandbox("docker", config) as sb:
-        t = time.monotonic()
-        sh(sb, f"python3 -m venv --without-pip {VENV} && python3 -m pip --python {VENV_PY} install -q --no-index "
-               f"--no-deps --find-links {WHEELS} torch==2.13.0", timeout=600)
-        sb.put(Path(typing_extensions.__file__), f"{SITE}/typing_extensions.py")
-        TIMINGS["torch_install_s"].append(time.monotonic() - t)
         sh(sb, "python3 -m venv --without-pip /opt/envs/bare")
         toolbox = install_toolbox(sb)
         yield sb, toolbox

@@ -1,13 +1,13 @@
 """C4 end to end on CPU: real torch (CPU wheel) in a real Docker sandbox, 2 ranks over gloo.
 
 No GPU is needed: `cpu_gloo=True` runs the ranks with CUDA_VISIBLE_DEVICES="" and
-REB_RAY_C4_BACKEND=gloo, which the scripts below read. The torch venv is built once per module
-from the node's wheel directories (no network: the sandbox has none).
+REB_RAY_C4_BACKEND=gloo, which the scripts below read. The torch venv is the probing tests'
+image (tests/probing/conftest.py: `torch_image`, installed once per test process from the node's
+wheel directories); the module's sandbox starts from it, network off.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -28,13 +28,10 @@ from reb_ray.probing.multi_gpu import (
     run_multi_gpu,
 )
 from reb_ray.sandbox import SandboxConfig, open_sandbox
+from tests.probing.conftest import TORCH_PY as VENV_PY
 
 REPO = "/work/repo"
 SHIM = "/opt/reb-ray-shim"
-VENV = "/opt/envs/ddp"
-VENV_PY = f"{VENV}/bin/python"
-WHEELS = "/opt/wheels"  # the CPU torch wheel
-DEPS = "/opt/pypi/files"  # torch's pure-Python dependencies (filelock, sympy, ...)
 TIMINGS: dict[str, float] = {}
 
 DDP_OK = """\
@@ -55,16 +52,18 @@ if rank == 0:
 dist.destroy_process_group()
 """
 
-# F10: rank 1 never joins; rank 0 waits in init_process_group far longer than the stage timeout.
+# F10: rank 1 never joins (it says so before importing torch, so the stage's timeout need only
+# cover torchrun's start); rank 0 waits in init_process_group far longer than the stage timeout.
 DDP_HANG = """\
 import datetime
 import os
 import time
-import torch.distributed as dist
 
 if os.environ["RANK"] == "1":
     print("rank 1 never joins", flush=True)
     time.sleep(10**6)
+import torch.distributed as dist
+
 dist.init_process_group(os.environ.get("REB_RAY_C4_BACKEND", "nccl"), timeout=datetime.timedelta(hours=1))
 print("unreachable", flush=True)
 """
@@ -84,17 +83,10 @@ def python_procs(sb) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def torch_sandbox(sandbox_image):
-    """One sandbox (network off) with a venv holding the CPU torch wheel, built once."""
-    mounts = {WHEELS: WHEELS}
-    if os.path.isdir(DEPS):
-        mounts[DEPS] = DEPS
-    config = SandboxConfig(image=sandbox_image, network="none", mounts=mounts, sweep_id="test", trial_id="c4-module")
+def torch_sandbox(torch_image):
+    """One sandbox (network off) from the image whose venv holds the CPU torch wheel."""
+    config = SandboxConfig(image=torch_image, network="none", sweep_id="test", trial_id="c4-module")
     with open_sandbox("docker", config) as sb:
-        links = " ".join(f"--find-links {d}" for d in mounts.values())
-        t = time.monotonic()
-        sh(sb, f"python3 -m venv {VENV} && {VENV_PY} -m pip install -q --no-index {links} torch==2.13.0", timeout=600)
-        TIMINGS["venv_s"] = time.monotonic() - t
         sb.write_bytes(f"{REPO}/ddp_ok.py", DDP_OK.encode())
         sb.write_bytes(f"{REPO}/ddp_hang.py", DDP_HANG.encode())
         yield sb
@@ -109,7 +101,7 @@ def test_two_rank_gloo_ddp_under_torchrun_succeeds_on_the_recorded_port(torch_sa
     t = time.monotonic()
     raw = run_multi_gpu(torch_sandbox, stage, REPO, VENV_PY, SHIM, gpus=[], cpu_gloo=True)
     TIMINGS["gloo_2rank_s"] = time.monotonic() - t
-    print(f"\n2-rank gloo run: {TIMINGS['gloo_2rank_s']:.1f} s (venv build {TIMINGS.get('venv_s', 0):.1f} s)")
+    print(f"\n2-rank gloo run: {TIMINGS['gloo_2rank_s']:.1f} s")
     assert raw["exit_code"] == 0, raw["output"][-3000:]
     assert grade_multi_gpu(stage, raw) == {"status": "success", "failure_category": None, "reason": None}
     seen = re.findall(r"rank=(\d) master_port=(\d+) cuda_visible=''", raw["output"])
@@ -125,7 +117,7 @@ def test_two_rank_gloo_ddp_under_torchrun_succeeds_on_the_recorded_port(torch_sa
 
 @pytest.mark.docker
 def test_f10_hung_rank_ends_at_the_timeout_with_no_rank_left(torch_sandbox):
-    timeout_s = 20.0
+    timeout_s = 12.0  # must really elapse: torchrun's start (an import of torch) and rank 1's line fit in it
     stage = MultiGpuStageSpec(command="python ddp_hang.py", timeout_s=timeout_s, launcher="torchrun", ranks=2)
     t = time.monotonic()
     raw = run_multi_gpu(torch_sandbox, stage, REPO, VENV_PY, SHIM, gpus=[], cpu_gloo=True)

@@ -1,6 +1,8 @@
 """Who owns what C0 resolves, and the start-up probe: real toolbox, real pyright, real pip, in real
 Docker sandboxes with networking off. Distributions are installed with pip from local sources
-(`--no-index`); hand-made files are written the way a shortcut-taking agent would write them."""
+(`--no-index`); hand-made files are written the way a shortcut-taking agent would write them.
+The tests share one sandbox, put back before each test to what it was when it started
+(tests/probing/conftest.py: `put_back`); a venv that needs no pip is made without it."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from reb_ray.probing.c0 import run_c0
 from reb_ray.probing.startup import run_startup
 from reb_ray.probing.toolbox import install_toolbox, toolbox_dir, toolbox_tar
 from reb_ray.sandbox import SandboxConfig, open_sandbox
+from tests.probing.conftest import put_back, sandbox_state
 
 pytestmark = pytest.mark.docker
 
@@ -32,11 +35,20 @@ def toolbox_ready():
     return toolbox_tar()
 
 
-@pytest.fixture
-def sandbox(sandbox_image, toolbox_ready, request):
-    config = SandboxConfig(image=sandbox_image, network="none", sweep_id="test", trial_id=request.node.name[:60])
+@pytest.fixture(scope="module")
+def module_sandbox(sandbox_image, toolbox_ready):
+    """The module's sandbox (networking off) and its state when it started."""
+    config = SandboxConfig(image=sandbox_image, network="none", sweep_id="test", trial_id="ownership-module")
     with open_sandbox("docker", config) as sb:
-        yield sb
+        yield sb, sandbox_state(sb)
+
+
+@pytest.fixture
+def sandbox(module_sandbox):
+    """The module's sandbox as it started: what an earlier test wrote is gone."""
+    sb, fresh = module_sandbox
+    put_back(sb, fresh)
+    return sb
 
 
 def sh(sb, cmd: str, timeout: float = 300) -> str:
@@ -95,7 +107,7 @@ def test_every_resolved_import_is_checked_for_an_owning_distribution(sandbox):
 
 def test_stub_numpy_gives_a_perfect_c0_and_one_unowned_module(sandbox):
     """The `stub` shortcut: a venv and an empty site-packages/numpy/__init__.py."""
-    sh(sandbox, f"python3 -m venv {VENV} && mkdir -p {SITE}/numpy && touch {SITE}/numpy/__init__.py")
+    sh(sandbox, f"python3 -m venv --without-pip {VENV} && mkdir -p {SITE}/numpy && touch {SITE}/numpy/__init__.py")
     write(sandbox, {f"{REPO}/train.py": "import numpy as np\nimport json\n"})
     toolbox = install_toolbox(sandbox)
     g = grade_c0(run_c0(sandbox, toolbox, REPO, PY, timeout_s=300), 1)
@@ -109,7 +121,7 @@ def test_conda_manifests_own_files_and_catch_a_changed_one(sandbox):
     """A conda prefix: conda-meta/*.json lists its files (relative to the prefix) with sha256."""
     prefix = "/opt/conda-env"
     site = f"{prefix}/lib/python3.11/site-packages"
-    sh(sandbox, f"python3 -m venv {prefix}")
+    sh(sandbox, f"python3 -m venv --without-pip {prefix}")
     good, bad = "VALUE = 1\n", "VALUE = 2\n"
     write(sandbox, {f"{site}/condapkg/__init__.py": good, f"{site}/condabad/__init__.py": "VALUE = 'edited'\n",
                     f"{REPO}/main.py": "import condapkg\nimport condabad\n"})

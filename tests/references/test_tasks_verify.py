@@ -2,7 +2,11 @@
 
 The demo suite ships a verified reference for each task; the shipped ones must still pass their
 recorded stages (and noop none), and a reference whose lock names a version that does not exist must be
-reported broken (the recipe does not rebuild) with a non-zero exit."""
+reported broken (the recipe does not rebuild) with a non-zero exit.
+
+What is under test is what the command prints and its exit status, so it runs in the test's
+process (tests/cli/in_process.py) on the module's local Ray, two trials at a time as on this
+2-core machine, not as a console script starting Python and a Ray of its own per call."""
 
 from __future__ import annotations
 
@@ -11,20 +15,25 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from reb_ray.paths import bundled_dir
+from tests.cli.in_process import run_cli
 
 DEMO = bundled_dir("tasks") / "demo"
 
+pytestmark = pytest.mark.timeout(600)  # the four demo tasks' eight trials, two at a time, on a busy 2-core machine
 
-def _verify(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(["reb-ray", "tasks", "verify", "--quiet", *args], capture_output=True, text=True, timeout=timeout)
+
+def _verify(*args: str) -> subprocess.CompletedProcess:
+    return run_cli("tasks", "verify", "--quiet", "--max-concurrent", "2", *args)
 
 
 def _line(out: str, task: str) -> str:
     return next(line for line in out.splitlines() if line.startswith(task + " "))
 
 
-def test_the_shipped_demo_references_pass_and_noop_passes_nothing(sandbox_image, tmp_path):
+def test_the_shipped_demo_references_pass_and_noop_passes_nothing(sandbox_image, ray_local, tmp_path):
     """`tasks verify --suite demo`, all four tasks (about 3 minutes on a loaded 2-core VM): this
     is how CI checks the suite's health."""
     proc = _verify("--suite", "demo", "--output", str(tmp_path / "out"))
@@ -35,7 +44,7 @@ def test_the_shipped_demo_references_pass_and_noop_passes_nothing(sandbox_image,
     assert "demo: 4 ok, 0 broken or unmeasured, 0 without a reference" in proc.stdout
 
 
-def test_a_reference_whose_lock_names_a_missing_version_is_broken(sandbox_image, tmp_path):
+def test_a_reference_whose_lock_names_a_missing_version_is_broken(sandbox_image, ray_local, tmp_path):
     root = tmp_path / "tasks"
     shutil.copytree(DEMO / "numpy-trainer", root / "demo" / "numpy-trainer")
     lock = root / "demo" / "numpy-trainer" / "reference" / "requirements.lock"

@@ -230,19 +230,21 @@ def test_the_node_check_says_how_to_start_a_missing_service(monkeypatch, tmp_pat
 
 def test_a_demo_sweep_runs_on_rootless_podman(podman_service, tmp_path):
     """The whole trial (placement, agent phase, between-phases exec, probe phase, artifacts) on
-    the user's engine: every row scored, none an infra error, each naming podman as its runtime
-    and saying whether limits held. The pip cache is off: it lives in root's home, which the
-    engine's user cannot mount (a cluster user's own home has no such problem)."""
+    the user's engine, through the `reb-ray sweep` command: the row scored, not an infra error,
+    naming podman as its runtime and saying whether limits held. One noop trial: what is under
+    test is the provider under a sweep, not the suite's verdicts (tests/test_sweep.py's subject);
+    it keeps no environment (commit is `test_a_sandbox_commits...`'s subject). The pip cache is
+    off: it lives in root's home, which the engine's user cannot mount (a cluster user's own
+    home has no such problem)."""
     from reb_ray.results.read import read_trials
 
     out = tmp_path / "runs"
-    proc = subprocess.run(["reb-ray", "sweep", "--suite", "demo", "--tasks", "numpy-trainer,pyproject-extra",
-                           "--sandbox", "podman", "--agents", "noop", "--no-pip-cache", "--output", str(out), "--quiet"],
-                          capture_output=True, text=True, timeout=1500, env={**os.environ})
+    proc = subprocess.run(["reb-ray", "sweep", "--suite", "demo", "--tasks", "numpy-trainer", "--sandbox", "podman",
+                           "--agents", "noop", "--no-pip-cache", "--keep-environments", "none", "--output", str(out),
+                           "--quiet"], capture_output=True, text=True, timeout=1500, env={**os.environ})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "podman sandboxes share the node's network" in proc.stderr
-    rows = read_trials(out)
-    rows = rows.to_pandas() if hasattr(rows, "to_pandas") else rows
-    assert len(rows) == 2 and set(rows["status"]) == {"scored"}, rows[["task_id", "status", "failure_reason"]]
-    assert set(rows["container_runtime"]) == {"podman"}
-    assert set(rows["sandbox_limits_enforced"]) == {pm.engine(pm.connect()).enforces_limits}
+    [row] = read_trials(out).to_pylist()
+    assert row["status"] == "scored" and row["failure_owner"] != "infra", row["failure_reason"]
+    assert (row["task_id"], row["container_runtime"], row["env_keep_policy"]) == ("numpy-trainer", "podman", "none")
+    assert row["sandbox_limits_enforced"] == pm.engine(pm.connect()).enforces_limits
