@@ -135,6 +135,9 @@ def test_grading_rules_on_records():
     assert apply_witness(ok, missing)["failure_category"] == "unverified_run"
     assert apply_witness(ok, missing)["reason"].startswith("command succeeded but the run is unverified: no witness record")
     assert apply_witness(failed, missing) == failed
+    # every verdict short of valid fails a success, not only a missing witness
+    unverified = grade_witness({"nonce": "n", "records": [{"nonce": "n", "repo_files": 7}]})
+    assert apply_witness(ok, unverified)["failure_category"] == "unverified_run"
 
 
 def test_the_pth_line_is_one_import_line_that_never_raises(tmp_path):
