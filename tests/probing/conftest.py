@@ -77,3 +77,31 @@ def put_back(sb, fresh: str, roots: tuple[str, ...] = WRITTEN) -> None:
         res = sb.exec(["rm", "-rf", "--", *top], timeout=120)
         assert res.ok, res.output[-2000:]
     assert sandbox_state(sb, roots) == fresh, "the shared sandbox could not be put back as it was"
+
+
+@pytest.fixture(scope="module")
+def toolbox_ready():
+    """Build (or find) the node's cached toolbox once for the module."""
+    from reb_ray.probing.toolbox import toolbox_dir, toolbox_tar
+
+    toolbox_dir()
+    return toolbox_tar()
+
+
+@pytest.fixture(scope="module")
+def module_sandbox(request, sandbox_image, toolbox_ready):
+    """The module's sandbox (networking off) and its state when it started."""
+    from reb_ray.sandbox import SandboxConfig, open_sandbox
+
+    name = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+    config = SandboxConfig(image=sandbox_image, network="none", sweep_id="test", trial_id=f"{name}-module")
+    with open_sandbox("docker", config) as sb:
+        yield sb, sandbox_state(sb)
+
+
+@pytest.fixture
+def sandbox(module_sandbox):
+    """The module's sandbox as it started: what an earlier test wrote is gone."""
+    sb, fresh = module_sandbox
+    put_back(sb, fresh)
+    return sb

@@ -18,9 +18,9 @@ import pytest
 
 from reb_ray.grading.c0 import grade_c0
 from reb_ray.probing.c0 import run_c0
-from reb_ray.probing.toolbox import TOOLBOX_SANDBOX_PATH, install_toolbox, toolbox_dir, toolbox_tar
+from reb_ray.probing.toolbox import TOOLBOX_SANDBOX_PATH, install_toolbox
 from reb_ray.sandbox import SandboxConfig, open_sandbox
-from tests.probing.conftest import put_back, sandbox_state
+from tests.probing.conftest import put_back
 
 pytestmark = pytest.mark.docker
 
@@ -29,29 +29,6 @@ VENV = "/opt/envs/research"
 VENV_PY = f"{VENV}/bin/python"
 SITE = f"{VENV}/lib/python3.11/site-packages"
 TIMINGS: dict[str, list[float]] = {"install_s": [], "probe_s": []}
-
-
-@pytest.fixture(scope="module")
-def toolbox_ready():
-    """Build (or find) the node's cached toolbox once for the module."""
-    toolbox_dir()
-    return toolbox_tar()
-
-
-@pytest.fixture(scope="module")
-def module_sandbox(sandbox_image, toolbox_ready):
-    """The module's sandbox (networking off) and its state when it started."""
-    config = SandboxConfig(image=sandbox_image, network="none", sweep_id="test", trial_id="c0-module")
-    with open_sandbox("docker", config) as sb:
-        yield sb, sandbox_state(sb)
-
-
-@pytest.fixture
-def sandbox(module_sandbox):
-    """The module's sandbox as it started: what an earlier test wrote is gone."""
-    sb, fresh = module_sandbox
-    put_back(sb, fresh)
-    return sb
 
 
 def sh(sb, cmd: str, timeout: float = 120) -> str:

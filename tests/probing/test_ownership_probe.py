@@ -16,9 +16,8 @@ from reb_ray.grading.c0 import grade_c0
 from reb_ray.grading.startup import grade_startup
 from reb_ray.probing.c0 import run_c0
 from reb_ray.probing.startup import run_startup
-from reb_ray.probing.toolbox import install_toolbox, toolbox_dir, toolbox_tar
-from reb_ray.sandbox import SandboxConfig, open_sandbox
-from tests.probing.conftest import put_back, sandbox_state
+from reb_ray.probing.toolbox import install_toolbox
+from tests.probing.conftest import put_back
 
 pytestmark = pytest.mark.docker
 
@@ -27,28 +26,6 @@ VENV = "/opt/envs/research"
 PY = f"{VENV}/bin/python"
 SITE = f"{VENV}/lib/python3.11/site-packages"
 PIP = f"{PY} -m pip install -q --no-index --no-build-isolation"
-
-
-@pytest.fixture(scope="module")
-def toolbox_ready():
-    toolbox_dir()
-    return toolbox_tar()
-
-
-@pytest.fixture(scope="module")
-def module_sandbox(sandbox_image, toolbox_ready):
-    """The module's sandbox (networking off) and its state when it started."""
-    config = SandboxConfig(image=sandbox_image, network="none", sweep_id="test", trial_id="ownership-module")
-    with open_sandbox("docker", config) as sb:
-        yield sb, sandbox_state(sb)
-
-
-@pytest.fixture
-def sandbox(module_sandbox):
-    """The module's sandbox as it started: what an earlier test wrote is gone."""
-    sb, fresh = module_sandbox
-    put_back(sb, fresh)
-    return sb
 
 
 def sh(sb, cmd: str, timeout: float = 300) -> str:
