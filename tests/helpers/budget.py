@@ -7,7 +7,10 @@ cluster or sweep is charged to the file whose tests use it. A file that is not l
 fails the run (exit status 1) with one line naming the file, the seconds it took and the budget,
 which is raised in `tests/budgets.json` on purpose when a file's growth is wanted, never by
 accident. The budgets leave room for a slow day of the 2-core CI machine (about 1.5x of a
-measured ordinary day).
+measured ordinary day); a file is over only past its budget plus `GRACE_S`, because a small
+file's time varies by a fixed few seconds (a Ray start, a slow Docker call) rather than in
+proportion, and a 30 s file at 30.5 s is noise, not growth. The total has no grace: it is what
+keeps the whole run inside CI's limit.
 
 A side-by-side run (`-n`) shares the cores between workers, so each test takes longer than it
 would alone: the run prints the files over budget but does not fail for them. `--no-budgets`
@@ -27,6 +30,8 @@ TESTS = Path(__file__).resolve().parents[1]
 BUDGETS = TESTS / "budgets.json"
 #: Seconds a file not named in `tests/budgets.json` may take.
 DEFAULT_S = 20.0
+#: Seconds a file may run past its budget before it counts as over (never applied to the total).
+GRACE_S = 15.0
 TOTAL = "total"
 
 _seconds: Counter[str] = Counter()
@@ -68,9 +73,11 @@ def load_budgets(path: Path | None = None) -> dict[str, float]:
 
 
 def over_budget(seconds: dict[str, float], budgets: dict[str, float]) -> list[tuple[str, float, float]]:
-    """(file, seconds taken, budget) for every file (and the total) over its budget, slowest first."""
+    """(file, seconds taken, budget) for every file past its budget plus `GRACE_S`, and the total
+    past its own budget, slowest first."""
     over = [(name, took, budgets.get(name, DEFAULT_S)) for name, took in seconds.items()]
-    return sorted(((n, t, b) for n, t, b in over if t > b), key=lambda x: -x[1])
+    return sorted(((n, t, b) for n, t, b in over if t > b + (0.0 if n == TOTAL else GRACE_S)),
+                  key=lambda x: -x[1])
 
 
 _over: list[tuple[str, float, float]] = []
