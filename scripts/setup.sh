@@ -37,4 +37,22 @@ echo "setup: installing reb-ray into .venv"
 # Drop pip's "Location ... is ignored" noise from host-wide find-links that do not exist.
 .venv/bin/python -m pip install -q -e ".[test]" 2> >(grep -v "^WARNING: Location .* is ignored" >&2)
 
+# Harbor (tests/harbor: the interop runs the real `harbor run`) needs Python >= 3.12, newer than
+# the venv's; it gets a venv of its own from the first such interpreter found (pyenv's included).
+if [ ! -x .venv-harbor/bin/harbor ]; then
+  py312=""
+  for candidate in python3.13 python3.12 /root/.pyenv/versions/3.13*/bin/python3 /root/.pyenv/versions/3.12*/bin/python3; do
+    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
+      py312="$candidate"; break
+    fi
+  done
+  if [ -n "$py312" ]; then
+    echo "setup: installing harbor into .venv-harbor ($py312)"
+    "$py312" -m venv .venv-harbor
+    .venv-harbor/bin/python -m pip install -q "harbor>=0.25,<0.26" 2> >(grep -v "^WARNING: Location .* is ignored" >&2)
+  else
+    echo "setup: no Python >= 3.12 found: harbor not installed (its interop tests skip)" >&2
+  fi
+fi
+
 .venv/bin/reb-ray image build --profile "${REB_RAY_IMAGE_PROFILE:-minimal}"
