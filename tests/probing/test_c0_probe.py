@@ -28,7 +28,6 @@ REPO = "/work/repo"
 VENV = "/opt/envs/research"
 VENV_PY = f"{VENV}/bin/python"
 SITE = f"{VENV}/lib/python3.11/site-packages"
-TIMINGS: dict[str, list[float]] = {"install_s": [], "probe_s": []}
 
 
 def sh(sb, cmd: str, timeout: float = 120) -> str:
@@ -53,12 +52,8 @@ def make_venv(sb, path: str = VENV, packages: list[str] = ()) -> str:
 
 
 def probe(sb, python: str, baseline: int | None = 10) -> tuple[dict | None, dict]:
-    t = time.monotonic()
     toolbox = install_toolbox(sb)
-    TIMINGS["install_s"].append(time.monotonic() - t)
-    t = time.monotonic()
     raw = run_c0(sb, toolbox, REPO, python, timeout_s=300)
-    TIMINGS["probe_s"].append(time.monotonic() - t)
     return raw, grade_c0(raw, baseline)
 
 
@@ -258,9 +253,3 @@ def test_local_provider_runs_the_same_probe(tmp_path):
         g = grade_c0(raw, 2)
         assert g["c0_missing_modules"] == ["surely_missing_pkg"], (g, raw and raw.get("pyright_stderr_tail"))
 
-
-def test_report_timings():
-    """Not a check: prints the measured install and probe times of this module's sandboxes."""
-    for key, values in TIMINGS.items():
-        if values:
-            print(f"{key}: n={len(values)} min={min(values):.2f} max={max(values):.2f} mean={sum(values) / len(values):.2f}")

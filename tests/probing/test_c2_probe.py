@@ -26,7 +26,6 @@ from tests.probing.conftest import TORCH_PY as VENV_PY, TORCH_VENV as VENV
 SITE = f"{VENV}/lib/python3.11/site-packages"
 BARE_PY = "/opt/envs/bare/bin/python"
 NUMPY_WARNING = "UserWarning: Failed to initialize NumPy: No module named 'numpy'"
-TIMINGS: dict[str, list[float]] = {"docker_probe_s": [], "local_probe_s": []}
 
 
 def sh(sb, cmd: str, timeout: float = 300) -> str:
@@ -36,10 +35,7 @@ def sh(sb, cmd: str, timeout: float = 300) -> str:
 
 
 def timed_c2(sb, toolbox: str, python: str, visible: str, key: str, **kw) -> dict | None:
-    t = time.monotonic()
-    raw = run_c2(sb, toolbox, python, visible, **kw)
-    TIMINGS[key].append(time.monotonic() - t)
-    return raw
+    return run_c2(sb, toolbox, python, visible, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -159,9 +155,3 @@ def test_hanging_import_times_out_with_a_record(slow_process, tmp_path):
     assert elapsed < 8
     assert grade_c2(raw)["failure_category"] == "no_framework"
 
-
-def test_zz_report_timings():
-    """Printed with `-s`: seconds per probe run, per sandbox kind."""
-    for key, values in TIMINGS.items():
-        if values:
-            print(f"{key}: n={len(values)} mean={sum(values) / len(values):.2f} max={max(values):.2f}")
