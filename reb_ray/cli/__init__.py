@@ -9,10 +9,12 @@ import typer
 from reb_ray import __version__
 from reb_ray.cli import agents, assets, cluster, compact, doctor, image, llm, mirror, regrade, report, sandbox, sweep, tasks, trial
 from reb_ray.cli import view
+from reb_ray.cli.exits import HELP_TABLE
 from reb_ray.cli import env  # environment artifacts
 from reb_ray.errors import RebRayError
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="Evaluate environment-synthesis agents on Ray.")
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="Evaluate environment-synthesis agents on Ray.",
+                  epilog=HELP_TABLE)
 app.command("doctor")(doctor.doctor)
 app.command("sweep")(sweep.sweep)
 app.command("regrade")(regrade.regrade)

@@ -44,7 +44,8 @@ def verify(
     repo_mirror: list[Path] = typer.Option([], "--repo-mirror", help="Directory of bare mirrors for fetched tasks."),
 ) -> None:
     """Rebuild the export, run the probe phase on it with no agent, compare each stage with the
-    source attempt's; prints `reproducible: yes|no|not attempted` (exit 1 unless yes)."""
+    source attempt's; prints `reproducible: yes|no|not attempted` (exit 0, 1 or 3: the last
+    line says which)."""
     from reb_ray.sweep.env_verify import verify as run_verify
 
     record = run_verify(export_dir, output, no_cache=not cache, tasks_root=tasks_root, keep_image=keep_image,
@@ -57,7 +58,8 @@ def verify(
     if record.get("packages_missing") or record.get("packages_extra"):
         typer.echo(f"packages missing: {record['packages_missing']}; extra: {record['packages_extra']}")
     typer.echo(record["verdict"])
-    raise typer.Exit(0 if record.get("reproducible") else 1)
+    # Exit codes (reb_ray.cli.exits): yes 0; no 1 (the check failed); not attempted 3 (undone).
+    raise typer.Exit({True: 0, False: 1}.get(record.get("reproducible"), 3))
 
 
 @app.command("list")

@@ -32,8 +32,9 @@ def regrade(
         raise RebRayError(f"{run_dir}: no trials/ dataset here (is it a sweep's --output directory?)")
     if not rerun_probes and any(v is not None for v in (trials, assets, gpus, address)):
         raise RebRayError("--trials, --assets, --gpus and --address go with --rerun-probes (an offline regrade reads every stored trial)")
+    missing = 0
     if rerun_probes:
-        outcomes = _rerun_probes(run_dir, sweep_id, tasks_root, trials, assets, gpus, address)
+        outcomes, missing = _rerun_probes(run_dir, sweep_id, tasks_root, trials, assets, gpus, address)
     else:
         outcomes = run_regrade(run_dir, sweep_id, tasks_root)
     with ParquetSink(run_dir) as sink:
@@ -45,11 +46,20 @@ def regrade(
     typer.echo(f"{'re-probed' if rerun_probes else 're-graded'} {len(outcomes)} trial(s) into sweep(s) {', '.join(new_ids) or '-'}")
     for new_id in new_ids:
         typer.echo(format_summary(summarize(read_trials(run_dir, new_id))))
+    if rerun_probes:  # exit codes: reb_ray.cli.exits
+        from reb_ray.cli.exits import exit_code, incomplete_line
+
+        undone = {"no kept image": missing,
+                  "probe phase not scored": sum(o.trial.get("status") != "scored" for o in outcomes)}
+        if (last := incomplete_line(undone)) is not None:
+            typer.echo(last)
+        if code := exit_code(undone=sum(undone.values())):
+            raise typer.Exit(code)
 
 
 def _rerun_probes(run_dir: Path, sweep_id, tasks_root, trials, assets, gpus, address) -> list:
     """`reb_ray.sweep.reprobe.reprobe`, a line per trial as it ends, then the count of those
-    without an image; returns the new rows' outcomes. `address`: the cluster whose nodes are
+    without an image; returns the new rows' outcomes and that count. `address`: the cluster whose nodes are
     asked for the images kept on them (reb_ray.orchestrators.on_node)."""
     from reb_ray.errors import RebRayError
     from reb_ray.sweep.reprobe import reprobe
@@ -70,4 +80,4 @@ def _rerun_probes(run_dir: Path, sweep_id, tasks_root, trials, assets, gpus, add
     if result.missing:
         where = "on the nodes that ran them" if address is not None else "on this node"
         typer.echo(f"{len(result.missing)} trial(s) not re-probed: no kept image {where}")
-    return result.outcomes
+    return result.outcomes, len(result.missing)

@@ -243,12 +243,32 @@ def sweep(
     example = trials["trial_id"][0].as_py() if trials.num_rows else "AGENT/TASK/0"
     typer.echo(f"next: `reb-ray report {cfg.output.dir}` (the analysis), `reb-ray trial show {cfg.output.dir} "
                f"{example}` (one trial), `reb-ray view {cfg.output.dir}` (a local web viewer)")
-    if cfg.output.verify_exports:
-        _verify_exports(cfg, result.sweep_id)
+    not_verified = _verify_exports(cfg, result.sweep_id) if cfg.output.verify_exports else 0
+    code, last = sweep_exit(result, not_verified)
+    if last is not None:
+        typer.echo(last)
+    if code:
+        raise typer.Exit(code)
 
 
-def _verify_exports(cfg: SweepConfig, sweep_id: str) -> None:
-    """--verify-exports: one line per success as its verification ends, then the counts.
+def sweep_exit(result, not_verified: int = 0) -> tuple[int, str | None]:
+    """The sweep's exit code and last line (reb_ray.cli.exits): INCOMPLETE when a trial's last
+    attempt in this run was not scored (an infrastructure or hardware error), a trial was not
+    launched because the budget was reached, or a success's export could not be verified; OK
+    otherwise. A retried attempt that then scored leaves nothing undone."""
+    from reb_ray.cli.exits import exit_code, incomplete_line
+
+    undone = {"infrastructure error": result.unscored.get("infra", 0),
+              "hardware error": result.unscored.get("hardware", 0),
+              "other error": sum(n for owner, n in result.unscored.items() if owner not in ("infra", "hardware")),
+              "not launched: budget reached": result.not_launched,
+              "export not verified": not_verified}
+    return exit_code(undone=sum(undone.values())), incomplete_line(undone)
+
+
+def _verify_exports(cfg: SweepConfig, sweep_id: str) -> int:
+    """--verify-exports: one line per success as its verification ends, then the counts;
+    returns how many were not attempted (left undone).
 
     A sweep on a cluster (`--address`) built its successes on several nodes, and each is
     exported and verified on its own node (its wheels, its hardware): the sweep's cluster is
@@ -276,3 +296,4 @@ def _verify_exports(cfg: SweepConfig, sweep_id: str) -> None:
               "not attempted": sum(r.get("reproducible") is None for r in records)}
     typer.echo(f"exports verified: {len(records)} new; reproducible " + ", ".join(f"{k} {v}" for k, v in counts.items())
                + f"; records in {cfg.output.dir / 'environments' / 'verifications.jsonl'}")
+    return counts["not attempted"]

@@ -203,7 +203,8 @@ def verify(
     """Suite health: sweep the `reference` agent (rebuilds each task's stored recipe) and `noop`
     on every task that has a reference. The reference must pass its recorded stages again and
     noop must pass no environment stage (C0..C4) that applies; prints a table (task, reference
-    stages, reference, noop, verdict) and exits 1 on any broken or unmeasured task."""
+    stages, reference, noop, verdict); exits 1 on any broken task, else 3 when a task was left
+    unmeasured by the infrastructure (reb_ray.cli.exits)."""
     import tempfile
     import time
 
@@ -223,5 +224,11 @@ def verify(
     typer.echo(f"{suite}: {sum(h.verdict == 'ok' for h in rows)} ok, {len(failed)} broken or unmeasured, "
                f"{sum(h.verdict == 'no reference' for h in rows)} without a reference; sweep {sweep_id}, "
                f"{time.monotonic() - started:.1f} s" + (f"; results in {output}" if output else ""))
-    if failed:
-        raise typer.Exit(1)
+    from reb_ray.cli.exits import exit_code, incomplete_line
+
+    # A broken task is the check failing (1); a task left `unknown` by the infrastructure is undone (3).
+    unmeasured = sum(h.verdict == "unknown" for h in rows)
+    if (last := incomplete_line({"not measured: a trial was not scored": unmeasured}, noun="task")) is not None:
+        typer.echo(last)
+    if code := exit_code(failed=sum(h.verdict == "broken" for h in rows), undone=unmeasured):
+        raise typer.Exit(code)

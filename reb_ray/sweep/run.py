@@ -60,6 +60,9 @@ class SweepResult:
     slot_up_cpu_s: list[float] = field(default_factory=list)  # per slot worker process up: its CPU seconds until then
     reused: int = 0  # trials taken over from other sweeps' scored trials of the same identity
     reused_from: dict[str, int] = field(default_factory=dict)  # {source sweep id: trials reused from it}
+    # Trials whose last attempt in this run was not scored, by failure owner (infra, hardware):
+    # what the command's exit code and last line count as left undone (not retried attempts).
+    unscored: dict[str, int] = field(default_factory=dict)
 
 
 def _prepare_sandbox(config: SweepConfig) -> str | None:
@@ -189,6 +192,9 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
                 result.infra_errors += 1
             if not retry:
                 counts["done"] += 1
+                if outcome.status != "scored":
+                    owner = outcome.trial.get("failure_owner") or "infra"
+                    result.unscored[owner] = result.unscored.get(owner, 0) + 1
                 counts["failed"] += outcome.trial.get("failure_owner") == "agent"
             progress.update(bar, completed=counts["done"], running=counts["running"], failed=counts["failed"],
                             infra=result.infra_errors)

@@ -105,7 +105,9 @@ def test_a_removed_image_is_reported_gone(sandbox_image, docker_client, tmp_path
     assert source["status"] == "scored" and source["env_kept"], source["failure_reason"]
     docker_client.images.remove(source["env_image_id"], force=True)
     res = run_cli("regrade", str(out), "--rerun-probes", "--sweep-id", sweep)
-    assert res.returncode == 0, res.stderr
+    # Nothing re-probed: exit code 3 (reb_ray.cli.exits), the last line counting the trial.
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert res.stdout.splitlines()[-1] == "incomplete: 1 trial(s) left undone (1 no kept image); exit code 3", res.stdout
     assert res.stdout.splitlines()[0] == (f"{trial} attempt 1 of {sweep}: not re-probed: its kept image "
                                           f"{source['env_image_tag']} is gone from this node")
     assert "1 trial(s) not re-probed: no kept image on this node" in res.stdout
