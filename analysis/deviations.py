@@ -60,7 +60,7 @@ def run_deviations(output_dir: Path, trials: pa.Table, tasks_root: Path | None =
     out: dict[str, SweepDeviations] = {}
     for sweep_id in sorted({r["sweep_id"] for r in rows}):
         stored = _stored_digests(Path(output_dir), sweep_id)
-        mine = sorted({(r["suite"], r["task_id"]) for r in rows if r["sweep_id"] == sweep_id}, key=lambda k: (k[1], k[0]))
+        mine = sorted({(r["suite"], r["task_id"]) for r in rows if r["sweep_id"] == sweep_id}, key=lambda k: (k[1] is None, k[1] or "", k[0] is None, k[0] or ""))
         stages, unknown = {}, []
         for suite, task_id in mine:
             spec = loaded.get((suite, task_id))
