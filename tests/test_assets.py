@@ -99,7 +99,7 @@ def test_hf_assets_land_where_offline_loading_by_id_finds_them(tmp_path):
                   'name = "data", kind = "dataset", source = "hf://datasets/org/tiny-data", layout = "hf_cache"',
                   'name = "files", kind = "dataset", path = "by-id/tiny-data", source = "hf://datasets/org/tiny-data"')
     cache = tmp_path / "cache"
-    cli = [str(Path(sys.executable).with_name("reb-ray")), "assets", "fetch", "--dir", str(cache),
+    cli = [str(Path(sys.executable).with_name("reb-ray")), "assets", "fetch", "--assets", str(cache),
            "--suite", "assets", "--tasks-root", str(tmp_path / "suites")]
     with HubEndpoint() as hub:
         env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_TELEMETRY": "1"}

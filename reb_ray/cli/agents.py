@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from reb_ray.cli.aliases import either, old_name
 from reb_ray.agents.toolchain import NEXAU_INSTALL_HINT, NEXAU_PART, PINS, Toolchain, node_version
 
 app = typer.Typer(no_args_is_help=True, help="Agent kinds and the agent toolchain (pinned CLIs, installed once per node).")
@@ -42,11 +43,12 @@ def kind_rows(toolchain: Toolchain) -> list[dict]:
 
 @app.command("list")
 def list_kinds(
-    toolchains_dir: Optional[Path] = typer.Option(None, "--dir", help=_DIR_HELP),
+    toolchains_dir: Optional[Path] = typer.Option(None, "--toolchains-dir", help=_DIR_HELP),
+    old_dir: Optional[Path] = old_name("--dir", "--toolchains-dir"),
     as_json: bool = typer.Option(False, "--json", help="JSON Lines: one object per kind."),
 ) -> None:
     """Agent kinds, their pinned versions and whether each is installed."""
-    toolchain = Toolchain.current(toolchains_dir)
+    toolchain = Toolchain.current(either(toolchains_dir, old_dir, "--dir", "--toolchains-dir"))
     rows = kind_rows(toolchain)
     if as_json:
         for row in rows:
@@ -67,8 +69,10 @@ def list_kinds(
 @app.command("install")
 def install(
     kinds: Optional[str] = typer.Option(None, help=f"Comma-separated kinds to install (default: {','.join(PINS)})."),
-    toolchains_dir: Optional[Path] = typer.Option(None, "--dir", help=_DIR_HELP),
-    image_profile: Optional[str] = typer.Option(None, help="Sandbox image whose python builds the mini-swe-agent venv (default minimal)."),
+    toolchains_dir: Optional[Path] = typer.Option(None, "--toolchains-dir", help=_DIR_HELP),
+    old_dir: Optional[Path] = old_name("--dir", "--toolchains-dir"),
+    profile: Optional[str] = typer.Option(None, "--profile", help="Sandbox image profile whose python builds the mini-swe-agent venv (default minimal)."),
+    old_profile: Optional[str] = old_name("--image-profile", "--profile"),
     nexau_src: Optional[Path] = typer.Option(None, help="A NexAU source checkout (nex-agi/NexAU): also installs kind nexau."),
     nexau_python: Optional[Path] = typer.Option(None, help="A self-contained Python >= 3.12 for NexAU (default: found on PATH or in ~/.pyenv)."),
 ) -> None:
@@ -84,14 +88,14 @@ def install(
         raise typer.BadParameter("--kinds is empty")
     if nexau_src is not None and "nexau" not in wanted:
         wanted.append("nexau")
-    toolchain = Toolchain.current(toolchains_dir)
+    toolchain = Toolchain.current(either(toolchains_dir, old_dir, "--dir", "--toolchains-dir"))
     image = client = None
     if "mini_swe_agent" in wanted or "nexau" in wanted:
         from reb_ray.sandbox.docker.docker_client import connect
         from reb_ray.sandbox.docker.image import DEFAULT_PROFILE, require_image
 
         client = connect()
-        image = require_image(client, image_profile or DEFAULT_PROFILE)
+        image = require_image(client, either(profile, old_profile, "--image-profile", "--profile") or DEFAULT_PROFILE)
     start = time.monotonic()
     reports = run_install(wanted, toolchain, image=image, client=client, nexau_src=nexau_src, nexau_python=nexau_python)
     for r in reports:

@@ -7,6 +7,8 @@ from typing import Optional
 
 import typer
 
+from reb_ray.cli.aliases import either, old_name
+
 app = typer.Typer(no_args_is_help=True, help="Environments agents built: export them, rebuild them, list those kept.")
 
 
@@ -16,7 +18,8 @@ def export(
     trial_id: str = typer.Argument(..., help="The trial id, <agent>/<task_id>/<trial_index>."),
     out: Path = typer.Option(..., "--out", help="Directory to write (new or empty)."),
     attempt: Optional[int] = typer.Option(None, "--attempt", help="This attempt (default: the last scored)."),
-    sweep_id: Optional[str] = typer.Option(None, "--sweep-id", "--sweep", help="The sweep, when the directory holds the trial in several."),
+    sweep_id: Optional[str] = typer.Option(None, "--sweep-id", help="The sweep, when the directory holds the trial in several."),
+    old_sweep: Optional[str] = old_name("--sweep", "--sweep-id"),
     image: bool = typer.Option(False, "--image", help="Add the kept image as image.tar (docker save; on its node)."),
     wheels: bool = typer.Option(True, "--wheels/--no-wheels", help="Copy the locked wheels the node holds into wheels/."),
     tasks_root: Optional[Path] = typer.Option(None, "--tasks-root", help="Directory of suites (default: the bundled tasks/)."),
@@ -26,6 +29,7 @@ def export(
     manifest, report, README (what it could not capture)."""
     from reb_ray.environment.export import export as run_export
 
+    sweep_id = either(sweep_id, old_sweep, "--sweep", "--sweep-id")
     info = run_export(output, trial_id, out, attempt=attempt, sweep_id=sweep_id, image=image, wheels=wheels,
                       tasks_root=tasks_root, mirrors=repo_mirror)
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
@@ -64,7 +68,8 @@ def verify(
 
 @app.command("list")
 def list_kept(
-    sweep_id: Optional[str] = typer.Option(None, "--sweep-id", "--sweep", help="Only this sweep's."),
+    sweep_id: Optional[str] = typer.Option(None, "--sweep-id", help="Only this sweep's."),
+    old_sweep: Optional[str] = old_name("--sweep", "--sweep-id"),
     output: Optional[Path] = typer.Option(None, "--output", help="Only the images this output directory's trials rows record (another user's sweep of the same configuration has the same sweep id)."),
 ) -> None:
     """The kept-environment images on this node: tag, sweep, trial, attempt, size."""
@@ -73,6 +78,7 @@ def list_kept(
     from reb_ray.sandbox.docker.docker_client import connect
     from reb_ray.sandbox.ownership import ATTEMPT, SWEEP, TRIAL
 
+    sweep_id = either(sweep_id, old_sweep, "--sweep", "--sweep-id")
     only = None if output is None else recorded_images(output)
     for image in kept_images(connect(), sweep_id, only=only):
         labels = image.labels or {}
@@ -83,8 +89,10 @@ def list_kept(
 
 @app.command("gc")
 def gc(
-    budget_gb: Optional[float] = typer.Option(None, "--budget", help="Budget in GiB for the kept images' own layers on this node (default: the sweeps' default, 50 GiB or half the Docker disk's free space when less)."),
-    sweep_id: Optional[str] = typer.Option(None, "--sweep-id", "--sweep", help="Only this sweep's kept images count, and only they may be removed."),
+    env_disk_budget_gb: Optional[float] = typer.Option(None, "--env-disk-budget-gb", help="Budget in GiB for the kept images' own layers on this node (default: the sweeps' default, 50 GiB or half the Docker disk's free space when less)."),
+    sweep_id: Optional[str] = typer.Option(None, "--sweep-id", help="Only this sweep's kept images count, and only they may be removed."),
+    old_sweep: Optional[str] = old_name("--sweep", "--sweep-id"),
+    old_budget: Optional[float] = old_name("--budget", "--env-disk-budget-gb"),
     output: Optional[Path] = typer.Option(None, "--output", help="Only the kept images this output directory's trials rows record count, and only they may be removed: on a Docker daemon shared with other users, whose sweeps of the same configuration have the same sweep id."),
 ) -> None:
     """Apply the disk budget to this node's kept environments by hand: the oldest are removed
@@ -95,8 +103,10 @@ def gc(
     from reb_ray.errors import RebRayError
     from reb_ray.sandbox.docker.docker_client import connect
 
+    sweep_id = either(sweep_id, old_sweep, "--sweep", "--sweep-id")
+    budget_gb = either(env_disk_budget_gb, old_budget, "--budget", "--env-disk-budget-gb")
     if budget_gb is not None and budget_gb < 0:
-        raise RebRayError(f"--budget {budget_gb}: a budget is GiB >= 0")
+        raise RebRayError(f"--env-disk-budget-gb {budget_gb}: a budget is GiB >= 0")
     only = None if output is None else recorded_images(output)
     result = apply_budget(connect(), None if budget_gb is None else int(budget_gb * 1024**3), sweep_id, only)
 

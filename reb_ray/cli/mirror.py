@@ -1,4 +1,4 @@
-"""`reb-ray mirror --suite S --dir DIR`."""
+"""`reb-ray mirror --suite S --repo-mirror DIR`."""
 
 from __future__ import annotations
 
@@ -7,15 +7,23 @@ from typing import Optional
 
 import typer
 
+from reb_ray.cli.aliases import either, old_name
+
 
 def mirror(
-    dir: Path = typer.Option(..., "--dir", help="Mirror root; sweeps use it with --repo-mirror DIR."),
+    repo_mirror: Optional[Path] = typer.Option(None, "--repo-mirror", help="Mirror root to create or update (required); sweeps use it with --repo-mirror DIR."),
+    old_dir: Optional[Path] = old_name("--dir", "--repo-mirror"),
     suite: str = typer.Option("demo", help="Suite whose git repositories to mirror."),
     tasks: Optional[str] = typer.Option(None, help="Pattern(s) on task ids."),
     tasks_root: Optional[Path] = typer.Option(None, help="Directory holding suites (default: bundled)."),
 ) -> None:
     """Create or update bare mirrors of a suite's repositories; exit 1 if a pinned commit is missing."""
+    from reb_ray.errors import RebRayError
     from reb_ray.suite.mirror import update_mirrors
+
+    dir = either(repo_mirror, old_dir, "--dir", "--repo-mirror")
+    if dir is None:
+        raise RebRayError("missing option --repo-mirror: the mirror root to create or update")
     from reb_ray.suite.load import load_suite, select_tasks
 
     results = update_mirrors(select_tasks(load_suite(suite, tasks_root), tasks), dir)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from reb_ray.cli.aliases import either, old_name
 from reb_ray.models.task import TaskSpec
 
 from reb_ray.suite.load import list_suites, load_suite
@@ -51,10 +52,12 @@ def task_row(task: TaskSpec) -> dict[str, object]:
 def list_(
     suite: str | None = typer.Option(None, "--suite", "-s", help=_SUITE_HELP),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per task per line."),
-    root: Path | None = typer.Option(None, "--root", help=_ROOT_HELP),
+    tasks_root: Path | None = typer.Option(None, "--tasks-root", help=_ROOT_HELP),
+    old_root: Path | None = old_name("--root", "--tasks-root"),
 ) -> None:
     """List tasks with their source, stage applicability (cpu, c2 the CUDA check, 1gpu, multigpu), C0 total, and
     the stages that deliberately differ from the paper's release (explained below the table)."""
+    root = either(tasks_root, old_root, "--root", "--tasks-root")
     tasks = [task for name in _suites(suite, root) for task in load_suite(name, root)]
     if as_json:
         for task in tasks:
@@ -81,11 +84,13 @@ def list_(
 @app.command("validate")
 def validate(
     suite: str | None = typer.Option(None, "--suite", "-s", help=_SUITE_HELP),
-    root: Path | None = typer.Option(None, "--root", help=_ROOT_HELP),
+    tasks_root: Path | None = typer.Option(None, "--tasks-root", help=_ROOT_HELP),
+    old_root: Path | None = old_name("--root", "--tasks-root"),
 ) -> None:
     """Load every task file of one suite or all suites; exit 2 naming the first invalid field.
     Then check that no stage is impossible by construction (reb_ray.models.feasibility):
     each one that is is named on a line of its own, and the exit code is 1."""
+    root = either(tasks_root, old_root, "--root", "--tasks-root")
     from reb_ray.models.feasibility import impossible_stages
 
     names = _suites(suite, root)
@@ -110,7 +115,8 @@ def c0_baseline(
     suite: str = typer.Option("researchenvbench", "--suite", "-s", help="Suite whose git tasks to scan."),
     tasks: str | None = typer.Option(None, "--tasks", help="Pattern(s) on task ids."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per task per line."),
-    root: Path | None = typer.Option(None, "--root", help=_ROOT_HELP),
+    tasks_root: Path | None = typer.Option(None, "--tasks-root", help=_ROOT_HELP),
+    old_root: Path | None = old_name("--root", "--tasks-root"),
 ) -> None:
     """Recompute each task's C0 denominator from its pinned commit and compare it with the task's
     canonical `c0_baseline_total` (which stays the scoring denominator).
@@ -120,6 +126,7 @@ def c0_baseline(
     follow them, so they stay missing for every agent). Tasks
     without a mirror are listed as such; exit 1 if any task could not be scanned.
     """
+    root = either(tasks_root, old_root, "--root", "--tasks-root")
     from reb_ray.suite.c0_baseline import baseline_for_commit
     from reb_ray.suite.load import select_tasks
     from reb_ray.suite.placement import find_mirror
@@ -155,12 +162,14 @@ def c0_baseline(
 def reference(
     output: Path = typer.Argument(..., help="Output directory of sweeps whose successes were verified (--verify-exports)."),
     suite: str | None = typer.Option(None, "--suite", "-s", help="Only this suite's tasks (default: every suite in the output)."),
-    root: Path | None = typer.Option(None, "--root", help=_ROOT_HELP),
+    tasks_root: Path | None = typer.Option(None, "--tasks-root", help=_ROOT_HELP),
+    old_root: Path | None = old_name("--root", "--tasks-root"),
 ) -> None:
     """Store, for each task, the verified environment (`reproducible: yes`) that reached the
     highest stage (then the most stages, then the smallest) as its reference recipe:
     <task>/reference/ (Dockerfile, locks, manifest, report, reference.toml with the stages it
     passed and the hardware it ran on). Tasks with no verified environment are left as they are."""
+    root = either(tasks_root, old_root, "--root", "--tasks-root")
     from reb_ray.sweep.references import pick_references, store_reference
 
     chosen = pick_references(output, suite)
@@ -191,7 +200,8 @@ def _size(value: int | None) -> str:
 def verify(
     suite: str = typer.Option("demo", "--suite", "-s", help="The suite to check (default demo)."),
     tasks: str | None = typer.Option(None, "--tasks", help="Pattern(s) on task ids, comma-separated."),
-    root: Path | None = typer.Option(None, "--root", help=_ROOT_HELP),
+    tasks_root: Path | None = typer.Option(None, "--tasks-root", help=_ROOT_HELP),
+    old_root: Path | None = old_name("--root", "--tasks-root"),
     output: Path | None = typer.Option(None, "--output", help="Keep the sweep's results here (default: a temporary directory)."),
     wheelhouse: list[Path] = typer.Option([], "--wheelhouse", help="Wheel directory visible to sandboxes as find-links (repeatable)."),
     repo_mirror: list[Path] = typer.Option([], "--repo-mirror", help="Local mirror directory of repositories (repeatable)."),
@@ -205,6 +215,7 @@ def verify(
     noop must pass no environment stage (C0..C4) that applies; prints a table (task, reference
     stages, reference, noop, verdict); exits 1 on any broken task, else 3 when a task was left
     unmeasured by the infrastructure (reb_ray.cli.exits)."""
+    root = either(tasks_root, old_root, "--root", "--tasks-root")
     import tempfile
     import time
 
@@ -232,3 +243,40 @@ def verify(
         typer.echo(last)
     if code := exit_code(failed=sum(h.verdict == "broken" for h in rows), undone=unmeasured):
         raise typer.Exit(code)
+
+
+@app.command("export")
+def export(
+    out: Path = typer.Argument(..., help="Directory to write the tasks into, one <task-id>/ each."),
+    fmt: str = typer.Option("harbor", "--format", help="The task format to write (harbor: task.toml, instruction.md, environment/, tests/, solution/)."),
+    suite: str = typer.Option("demo", "--suite", "-s", help="The suite to export."),
+    tasks: str | None = typer.Option(None, "--tasks", help="Pattern(s) on task ids, comma-separated."),
+    tasks_root: Path | None = typer.Option(None, "--tasks-root", help=_ROOT_HELP),
+    base_image: str | None = typer.Option(None, "--base-image", help="The environment's FROM image; Harbor builds with the local Docker, so one it has or can pull (default: the reb-ray sandbox image)."),
+    repo_mirror: list[Path] = typer.Option([], "--repo-mirror", help="Local mirror directory of repositories (repeatable); a git task without one is cloned by the Dockerfile."),
+    ca_bundle: Path | None = typer.Option(None, "--ca-bundle", help="CA bundle the oracle solution's installs trust, shipped in solution/certs (default: the sandbox's, the host's bundle when it exists)."),
+) -> None:
+    """Write a suite's tasks as Harbor tasks (docs/harbor.md): the repository at its pinned
+    commit in environment/, the agent prompt as instruction.md, reb-ray's hidden probes as
+    tests/test.sh (one metric per stage and a reward in reward.json), the reference recipe as
+    solution/solve.sh where the task has one, GPUs and time limits in task.toml."""
+    from reb_ray.harbor.export import export_task
+    from reb_ray.probing.toolbox import toolbox_tar
+    from reb_ray.sandbox.docker.image import image_tag
+    from reb_ray.suite.load import select_tasks
+
+    if fmt != "harbor":
+        typer.echo(f"--format {fmt}: unknown task format; valid: harbor", err=True)
+        raise typer.Exit(2)
+    chosen = select_tasks(load_suite(suite, tasks_root), tasks)
+    from reb_ray.models.sweep import SandboxSettings
+
+    image = base_image or image_tag()
+    ca_bundle = ca_bundle or SandboxSettings().ca_bundle
+    toolbox = toolbox_tar()
+    out.mkdir(parents=True, exist_ok=True)
+    for task in chosen:
+        done = export_task(task, out, image, toolbox, mirrors=repo_mirror, ca_bundle=ca_bundle)
+        typer.echo(f"{suite}/{task.id} -> {done.path} (gpus {done.gpus}, "
+                   f"{'oracle solution' if done.has_solution else 'no reference: no solution'})")
+    typer.echo(f"{len(chosen)} task(s) written as Harbor tasks under {out} (FROM {image})")

@@ -59,7 +59,7 @@ def test_unknown_suite_exits_2_with_one_line():
 def test_invalid_task_file_exits_2_naming_file_field_value(tmp_path):
     root = tmp_path / "tasks"
     write_task(root, VALID.replace("timeout_s = 30", "timeout_s = -5"))
-    res = run("tasks", "validate", "--root", str(root), cwd=tmp_path)
+    res = run("tasks", "validate", "--tasks-root", str(root), cwd=tmp_path)
     assert res.returncode == 2
     assert res.stderr == "error: tasks/s1/bad-task/task.toml: stages.cpu.timeout_s = -5: Input should be greater than 0\n"
 
@@ -67,7 +67,7 @@ def test_invalid_task_file_exits_2_naming_file_field_value(tmp_path):
 def test_custom_root_lists_git_task(tmp_path):
     root = tmp_path / "tasks"
     write_task(root, VALID)
-    res = run("tasks", "list", "--root", str(root), "--json")
+    res = run("tasks", "list", "--tasks-root", str(root), "--json")
     assert res.returncode == 0, res.stderr
     row = json.loads(res.stdout)
     assert row["repo"] == "owner/name" and row["commit"] == "0123456789abcdef0123456789abcdef01234567"
@@ -91,13 +91,13 @@ def test_c0_baseline_scans_the_pinned_commit_of_each_mirror_and_compares(tmp_pat
     write_task(root, task, task_id="bad-task")
     write_task(root, VALID.replace('id = "bad-task"', 'id = "no-mirror"'), task_id="no-mirror")
 
-    res = run("tasks", "c0-baseline", "--suite", "s1", "--root", str(root), "--repo-mirror", str(mirrors), "--json")
+    res = run("tasks", "c0-baseline", "--suite", "s1", "--tasks-root", str(root), "--repo-mirror", str(mirrors), "--json")
     rows = {row["id"]: row for row in map(json.loads, res.stdout.splitlines())}
     assert res.returncode == 1, res.stderr
     assert rows["bad-task"] == {"id": "bad-task", "canonical": 5, "scanned": 4, "delta": -1, "third_party": 1,
                                 "runtime_path": ["dnnlib"], "syntax_errors": 0}
     assert "no mirror of owner/name" in rows["no-mirror"]["error"]
-    table = run("tasks", "c0-baseline", "--suite", "s1", "--root", str(root), "--repo-mirror", str(mirrors), "--tasks", "bad-*")
+    table = run("tasks", "c0-baseline", "--suite", "s1", "--tasks-root", str(root), "--repo-mirror", str(mirrors), "--tasks", "bad-*")
     assert table.returncode == 0 and table.stdout.strip() == (
         "bad-task: canonical 5, scanned 4 (delta -1); third-party 1, runtime sys.path only: dnnlib")
 
@@ -107,11 +107,11 @@ def test_list_shows_each_deviation_from_the_release_beside_its_stage(tmp_path):
     why = "exit 124 after `timeout -s INT 8s` counts as success; the release requires exit 0 on SIGINT"
     write_task(root, VALID.replace('command = "python train.py"', f'command = "python train.py"\ndeviation = "{why}"'))
     write_task(root, VALID.replace('id = "bad-task"', 'id = "plain"'), task_id="plain")
-    res = run("tasks", "list", "--root", str(root), "--json")
+    res = run("tasks", "list", "--tasks-root", str(root), "--json")
     assert res.returncode == 0, res.stderr
     rows = {r["id"]: r for r in map(json.loads, res.stdout.splitlines())}
     assert rows["bad-task"]["deviations"] == {"cpu": why} and rows["plain"]["deviations"] == {}
-    res = run("tasks", "list", "--root", str(root))
+    res = run("tasks", "list", "--tasks-root", str(root))
     lines = res.stdout.splitlines()
     assert lines[1].split()[-1] == "cpu" and lines[2].split()[-1] == "-"
     assert lines[-2:] == ["deviations from the paper's release:", f"  bad-task cpu: {why}"]

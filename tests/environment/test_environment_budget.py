@@ -120,7 +120,7 @@ def test_env_gc_prints_what_it_removed_and_kept(docker_client, tiny_kept):
 
     old, new = tiny_kept(2_000_000, "heuristic/a/0"), tiny_kept(1_000_000, "heuristic/b/0")
     budget_gib = 1.5e6 / 1024**3
-    out = CliRunner().invoke(app, ["env", "gc", "--budget", f"{budget_gib:.9f}", "--sweep", tiny_kept.sweep])
+    out = CliRunner().invoke(app, ["env", "gc", "--env-disk-budget-gb", f"{budget_gib:.9f}", "--sweep-id", tiny_kept.sweep])
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
     assert lines[0].startswith(f"removed reb-ray/env:{tiny_kept.sweep}-heuristic_a_0  2.0 MB  sweep {tiny_kept.sweep}  "
@@ -128,8 +128,8 @@ def test_env_gc_prints_what_it_removed_and_kept(docker_client, tiny_kept):
     assert lines[1].startswith(f"kept reb-ray/env:{tiny_kept.sweep}-heuristic_b_0  1.0 MB")
     assert lines[2] == "budget 1.5 MB: removed 1 image(s), 2.0 MB; kept 1, 1.0 MB"
     assert _ids(keep.list_kept(docker_client, tiny_kept.sweep)) == [new]
-    bad = CliRunner().invoke(app, ["env", "gc", "--budget", "-1"])
-    assert bad.exit_code != 0 and str(bad.exception) == "--budget -1.0: a budget is GiB >= 0"
+    bad = CliRunner().invoke(app, ["env", "gc", "--env-disk-budget-gb", "-1"])
+    assert bad.exit_code != 0 and str(bad.exception) == "--env-disk-budget-gb -1.0: a budget is GiB >= 0"
 
 
 def test_settle_applies_the_budget_after_a_keep(docker_client, tiny_kept, monkeypatch):
@@ -196,10 +196,10 @@ def test_gc_and_list_with_an_output_touch_only_the_images_its_rows_record(docker
     row, stages = synthetic.trial("heuristic", "t", 0, "SF--", sweep=tiny_kept.sweep)
     synthetic.write(tmp_path / "runs", [({**row, "env_image_id": mine}, stages)])
 
-    listed = run_cli("env", "list", "--sweep", tiny_kept.sweep, "--output", str(tmp_path / "runs"))
+    listed = run_cli("env", "list", "--sweep-id", tiny_kept.sweep, "--output", str(tmp_path / "runs"))
     assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 1, listed.stdout + listed.stderr
     assert "heuristic/t/0 " in listed.stdout
-    done = run_cli("env", "gc", "--budget", "0", "--sweep", tiny_kept.sweep, "--output", str(tmp_path / "runs"))
+    done = run_cli("env", "gc", "--env-disk-budget-gb", "0", "--sweep-id", tiny_kept.sweep, "--output", str(tmp_path / "runs"))
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("removed reb-ray/env:") == 1 and "removed 1 image(s)" in done.stdout, done.stdout
     assert {i.id for i in keep.list_kept(docker_client, tiny_kept.sweep)} == {theirs}  # the other user's stays

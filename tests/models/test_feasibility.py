@@ -124,7 +124,7 @@ def test_tasks_validate_names_an_impossible_stage(tmp_path):
                    files={}, assets=[f'name = "ckpt", kind = "model", path = "{ckpt}", stages = ["c1"]'])
 
     write("t/ckpt.pt")
-    run = ("tasks", "validate", "--root", str(tmp_path))
+    run = ("tasks", "validate", "--tasks-root", str(tmp_path))
     ok = run_cli(*run)
     assert ok.returncode == 0 and ok.stdout.strip() == "s1: 1 task(s) ok", ok.stderr
     write("t/other.pt")

@@ -51,7 +51,7 @@ def test_a_reference_whose_lock_names_a_missing_version_is_broken(sandbox_image,
     text = lock.read_text()
     assert re.search(r"^numpy==\S+ ", text, re.M), text
     lock.write_text(re.sub(r"^numpy==\S+ ", "numpy==0.0.424242 ", text, flags=re.M))
-    proc = _verify("--suite", "demo", "--root", str(root), "--output", str(tmp_path / "out"))
+    proc = _verify("--suite", "demo", "--tasks-root", str(root), "--output", str(tmp_path / "out"))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     line = _line(proc.stdout, "numpy-trainer")
     assert "broken (reference c0 failure" in line and "reference c1 failure" in line, line
