@@ -35,6 +35,7 @@ LAYERS: list[set[str]] = [
     {"scheduling"},                 # pure rules: dispatch order, slot plans, budget, durations
     {"trial"},                      # one attempt on one node: prepare, agent, between, probes, record
     {"environment"},                # what the agent built: capture, keep, export, the node's fingerprint
+    {"harbor"},                     # Harbor tasks: reb-ray tasks written as them, and read as reb-ray tasks
     {"agents", "llm", "suite"},     # agent kinds; LLM plumbing; the suite's tasks, repos, assets
     {"probing", "node"},            # the host side of the probes; a node's fitness
     {"grading"},                    # pure graders of probe records

@@ -8,11 +8,26 @@ from pathlib import Path
 import typer
 
 from reb_ray.cli.aliases import either, old_name
-from reb_ray.models.task import TaskSpec
+from typing import TYPE_CHECKING
 
-from reb_ray.suite.load import list_suites, load_suite
+if TYPE_CHECKING:  # the task model (pydantic) loads when a command runs, not for --help (reb_ray.cli)
+    from reb_ray.models.task import TaskSpec
 
-app = typer.Typer(no_args_is_help=True, help="List and validate task suites; store and check their reference environments.")
+
+def list_suites(root: Path | None = None) -> list[str]:
+    """reb_ray.suite.load.list_suites, imported when a command runs."""
+    from reb_ray.suite.load import list_suites as run
+
+    return run(root)
+
+
+def load_suite(*args, **kwargs):
+    """reb_ray.suite.load.load_suite, imported when a command runs."""
+    from reb_ray.suite.load import load_suite as run
+
+    return run(*args, **kwargs)
+
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="List and validate task suites; store and check their reference environments.")
 
 _SUITE_HELP = "Only this suite (default: every suite)."
 _ROOT_HELP = "Tasks directory holding <suite>/<task-id>/task.toml (default: the bundled tasks)."
