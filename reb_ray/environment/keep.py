@@ -52,6 +52,13 @@ from reb_ray.sandbox.ownership import OWNER_HOST, OWNER_PID, OWNER_START, RUN
 
 KEPT_NODE = "reb-ray.env-node"
 KEPT_DIGEST = "reb-ray.env-manifest-digest"
+#: What a kept image is, in its own labels (`docker inspect`): the task, the agent, the trial's
+#: index, the reb-ray version that made it, and one line saying it in words.
+KEPT_TASK = "reb-ray.task"
+KEPT_AGENT = "reb-ray.agent"
+KEPT_TRIAL_INDEX = "reb-ray.trial-index"
+KEPT_VERSION = "reb-ray.version"
+KEPT_DESCRIPTION = "org.opencontainers.image.description"
 COMMAND_STAGES = ("c1", "c3", "c4")
 #: The row columns describing the kept image: null unless env_kept is true.
 IMAGE_COLUMNS = ("env_image_id", "env_image_tag", "env_image_bytes", "env_image_total_bytes")
@@ -94,6 +101,25 @@ def wanted(policy: str, row: Mapping[str, Any], statuses: Iterable[tuple[str, st
     return False
 
 
+def identity_labels(trial_id: str, attempt: int) -> dict[str, str]:
+    """The labels saying what a kept image is, from its trial id `<agent>/<task_id>/<index>`
+    (an agent named `a/b` keeps its slash: the task and index are the last two parts)."""
+    from reb_ray import __version__
+
+    agent, task, index = trial_id.rsplit("/", 2) if trial_id.count("/") >= 2 else (None, None, None)
+    labels = {KEPT_VERSION: __version__}
+    if task:
+        labels.update({KEPT_TASK: task, KEPT_AGENT: agent, KEPT_TRIAL_INDEX: index})
+    labels[KEPT_DESCRIPTION] = (f"reb-ray kept environment: agent {agent} on task {task}, trial {trial_id} attempt "
+                                f"{attempt}" if task else f"reb-ray kept environment of trial {trial_id} attempt {attempt}")
+    return labels
+
+
+def _quoted(value: str) -> str:
+    """A LABEL value as one Dockerfile word: in double quotes, with `\\` and `"` escaped."""
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def commit(sandbox, labels: dict[str, str]) -> dict:
     """Commit the docker `sandbox`'s container to a kept-environment image (not yet decided:
     `settle` removes it unless kept). Returns the row columns (env_image_id, env_image_bytes,
@@ -104,7 +130,7 @@ def commit(sandbox, labels: dict[str, str]) -> dict:
     # No owner: a kept image outlives the process that made it, so no owner rule (of this
     # reaper or an older one) ever applies to it.
     changes = [f"LABEL {KEPT}=true", *(f'LABEL {k}=""' for k in (OWNER_HOST, OWNER_PID, OWNER_START))]
-    changes += [f'LABEL {k}="{v}"' for k, v in labels.items()]
+    changes += [f'LABEL {k}={_quoted(v)}' for k, v in {**identity_labels(config.trial_id, config.attempt), **labels}.items()]
     image = sandbox.commit_image(repository=KEPT_REPOSITORY, tag=tag, changes=changes)  # docker or podman
     seconds = time.monotonic() - started
     image_id = image["Id"]

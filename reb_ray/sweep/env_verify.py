@@ -61,13 +61,15 @@ class RebuiltEnvironment(Agent):
 _STEP_IMAGE = re.compile(r"^ ---> ([0-9a-f]{12})\s*$", re.MULTILINE)
 
 
-def build(export_dir: Path, tag: str, no_cache: bool = True, timeout: float = BUILD_TIMEOUT_S) -> tuple[bool, float, str]:
+def build(export_dir: Path, tag: str, no_cache: bool = True, timeout: float = BUILD_TIMEOUT_S,
+          labels: dict[str, str] | None = None) -> tuple[bool, float, str]:
     """`docker build` the export as `tag`: (built, seconds, the build output's last 2,000 characters).
     `--force-rm`: the classic builder otherwise leaves the container of a failed step behind.
     A failed build leaves no image either: the classic builder keeps an untagged image per step
     that succeeded (a gigabyte once the interpreter is installed), so the last of them is
     removed, and with it the untagged ones below it, down to the `FROM` image, which stays."""
-    argv = ["docker", "build", "--force-rm", "-t", tag, *(["--no-cache"] if no_cache else []), str(export_dir)]
+    argv = ["docker", "build", "--force-rm", "-t", tag, *(["--no-cache"] if no_cache else []),
+            *(arg for k, v in (labels or {}).items() for arg in ("--label", f"{k}={v}")), str(export_dir)]
     started = time.monotonic()
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
@@ -130,7 +132,13 @@ def verify(export_dir: Path, output: Path | None = None, no_cache: bool = True, 
     else:
         placed = None
     try:
-        built, build_s, log = build(export_dir, tag, no_cache)
+        from reb_ray.environment.keep import identity_labels
+
+        # The rebuilt image says what it is, as a kept one does (reb_ray.environment.keep).
+        labels = {**identity_labels(info["trial_id"], info["attempt"]), "reb-ray.env-rebuilt-from": info["sweep_id"]}
+        labels["org.opencontainers.image.description"] = labels["org.opencontainers.image.description"].replace(
+            "kept environment", "environment rebuilt from an export")
+        built, build_s, log = build(export_dir, tag, no_cache, labels=labels)
     finally:
         if placed is not None:
             placed.unlink(missing_ok=True)

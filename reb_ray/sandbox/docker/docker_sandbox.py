@@ -147,6 +147,28 @@ def container_create_kwargs(config: SandboxConfig, name: str) -> dict[str, Any]:
     return kwargs
 
 
+def binds_as_mounts(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`kwargs` with its `volumes` (host path -> bind, mode) given as bind Mounts instead.
+
+    The Docker SDK turns a `volumes` dict into both the host config's binds and the container
+    config's `Volumes`, and `docker commit` copies `Volumes` into the image: a kept environment
+    then declared the CA bundle file, the pip cache and the wheelhouse as volumes, and a plain
+    `docker run IMAGE` failed ("cannot mount volume over existing file"). Mounts declare
+    nothing in the image. A source that does not exist is made as a directory first, as a
+    bind would have made it."""
+    volumes = kwargs.get("volumes") or {}
+    if not volumes:
+        return kwargs
+    mounts = []
+    for host, spec in volumes.items():
+        if not os.path.exists(host):
+            os.makedirs(host, exist_ok=True)
+        mounts.append(Mount(target=spec["bind"], source=host, type="bind", read_only=spec.get("mode") == "ro"))
+    rest = {k: v for k, v in kwargs.items() if k != "volumes"}
+    rest["mounts"] = mounts + list(kwargs.get("mounts") or [])
+    return rest
+
+
 class DockerSandbox(Sandbox):
     """A running container. Create with `DockerSandbox(config)`; always `close()` it.
 
@@ -190,7 +212,7 @@ class DockerSandbox(Sandbox):
         try:
             # create + start, not containers.run: run pulls a missing image from a registry; a
             # missing image is found by create itself, so no lookup per sandbox (one request less).
-            self._container = self._client.containers.create(**container_create_kwargs(config, name))
+            self._container = self._client.containers.create(**binds_as_mounts(container_create_kwargs(config, name)))
             self._container.start()
         except ImageNotFound:
             self._remove_by_name(name)
