@@ -6,14 +6,16 @@ tails, log heads and tails; an `env_size` stage added to its seven), then starts
 as its own process and fetches over HTTP, timing each answer (seconds, wall):
 
 - the first page (`/`) on a cold server; then the time until the paper's table (computed in a
-  child process) is on it, and that child's peak RSS;
+  child process) is on it, and that child's peak RSS; every picture on the overview fetched;
 - the matrix, unfiltered, first (the matrix base is built on the first request);
 - a filtered matrix page (an agent, a highest stage, a cost range, page 3), best of 5;
 - a trial page (stages, report, trajectory, logs) of a trial in the middle, best of 5; and a
   different trial each time, worst of 5;
 - the server's peak RSS (VmHWM of its process) after all of that.
 
-Targets: first page < 2 s, a filtered matrix page or a trial page < 0.5 s, the server < 500 MB.
+Targets: first page < 2 s, the paper's table < 3 s with the child under 1 GB, a filtered matrix
+page or a trial page < 0.5 s, the server < 500 MB. Exits 1 when a page shows an error (the
+overview's "could not be computed", a picture that is no SVG): its times would be an error's.
 
 Usage: python benchmarks/viewer.py [--trials N] [--dir DIR] [--port P]
 """
@@ -40,15 +42,17 @@ from reb_ray.results.parquet_sink import ParquetSink  # noqa: E402
 BATCH = 1_000
 
 
+def viewer_stage_rows(n: int) -> list[dict]:
+    """benchmarks/results.py's seven stage rows of trial `n`, and an `env_size` row."""
+    rows = stage_rows(n)
+    return rows + [{**rows[0], "stage": "env_size", "status": "success", "command": None}]
+
+
 def write_run(out: Path, n: int) -> None:
     with ParquetSink(out) as sink:
         for start in range(0, n, BATCH):
             ids = range(start, min(n, start + BATCH))
-            stages = []
-            for i in ids:
-                rows = stage_rows(i)
-                stages.extend(rows + [{**rows[0], "stage": "env_size", "status": "success", "command": None}])
-            sink.write([trial_row(i) for i in ids], stages)
+            sink.write([trial_row(i) for i in ids], [s for i in ids for s in viewer_stage_rows(i)])
 
 
 def fetch(base: str, path: str) -> tuple[float, str]:
@@ -63,7 +67,9 @@ def peak_mb(pid: int) -> float:
         return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmHWM"))
 
 
-def main() -> None:
+def main() -> int:
+    """Run the benchmark; 1 when a page showed an error (the numbers would time an error page)."""
+    errors: list[str] = []
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=100_000)
     parser.add_argument("--dir", type=Path, default=None)
@@ -96,10 +102,23 @@ def main() -> None:
             _, body = fetch(base, "/")
             if "Table computed" in body or "could not be computed" in body:
                 break
-            time.sleep(1)
+            time.sleep(0.1)
+        ready = time.monotonic() - started
+        if "could not be computed" in body:
+            errors.append("the overview says the paper's table could not be computed: "
+                          + re.sub(r"<[^>]+>", "", body.split("could not be computed", 1)[1])[:300].strip())
         child = re.search(r'id="summary-peak">([^<]*)<', body)
-        print(f"paper's table on the page after {time.monotonic() - started:.1f} s (child process peak "
-              f"{child.group(1) if child else '?'} MB)")
+        if child is None:
+            errors.append("the overview shows no peak memory of the summary process")
+        print(f"paper's table on the page after {ready:.1f} s (child process peak "
+              f"{child.group(1) if child else '?'} MB)  [target < 3 s, < 1 GB]")
+        images = re.findall(r'<img[^>]+src="(/plot[^"]*)"', body)
+        for src in images:
+            t, svg = fetch(base, src.replace("&amp;", "&"))
+            if "<svg" not in svg:
+                errors.append(f"picture {src} is not an SVG")
+        if images:
+            print(f"overview pictures: {len(images)} SVGs, each fetched")
         t, _ = fetch(base, f"/matrix?{urlencode({'sweep': SWEEP})}")
         print(f"matrix, unfiltered, first request (builds the base): {t:.3f} s")
         query = urlencode({"sweep": SWEEP, "agent": "agent1", "reached": "4", "cost_min": "0.5", "page": 3})
@@ -112,14 +131,17 @@ def main() -> None:
         trial_id = f"agent{middle % 4}/task{middle // 4 % 5000}/{middle // 20000}"
         times = [fetch(base, f"/trial?{urlencode({'sweep': SWEEP, 'id': trial_id})}")[0] for _ in range(5)]
         print(f"trial page ({trial_id}): best {min(times):.3f} s, worst {max(times):.3f} s  [target < 0.5 s]")
-        others = [f"agent{k % 4}/task{k // 4 % 5000}/{k // 20000}" for k in (7, 25_013, 50_021, 75_033, args.trials - 3)]
+        others = [f"agent{k % 4}/task{k // 4 % 5000}/{k // 20000}" for k in (k % args.trials for k in (7, 25_013, 50_021, 75_033, args.trials - 3))]
         times = [fetch(base, f"/trial?{urlencode({'sweep': SWEEP, 'id': t})}")[0] for t in others]
         print(f"trial pages of 5 different trials: worst {max(times):.3f} s")
         print(f"server peak RSS: {peak_mb(server.pid):.0f} MB  [target < 500 MB]")
     finally:
         server.terminate()
         server.wait(30)
+    for error in errors:
+        print(f"error: {error}", file=sys.stderr)
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
