@@ -1,4 +1,4 @@
-"""analysis.load on real Parquet runs, and the README's pandas / polars / duckdb examples."""
+"""analysis.load on real Parquet runs, and the user guide's pandas / polars / duckdb examples."""
 
 from __future__ import annotations
 
@@ -74,19 +74,19 @@ def test_bad_input_is_one_line(tmp_path, fixture_run):
         load_stages(fixture_run, to="excel")
 
 
-def _readme_examples() -> list[str]:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("\n## Analysis\n", 1)[1].split("\n## ", 1)[0]
+def _guide_examples() -> list[str]:
+    guide = (ROOT / "docs/guide/results.md").read_text()
+    section = guide.split("\n## Analysis in Python\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```python\n(.*?)```", section, re.S)
 
 
-def test_readme_examples_run(fixture_run):
-    blocks = _readme_examples()
+def test_guide_examples_run(fixture_run):
+    blocks = _guide_examples()
     assert len(blocks) == 4
     assert 'run_dir = "reb-runs"' in blocks[0]
     namespace: dict = {}
     for block in blocks:
-        exec(compile(block.replace('run_dir = "reb-runs"', f"run_dir = {str(fixture_run)!r}"), "README.md", "exec"),
+        exec(compile(block.replace('run_dir = "reb-runs"', f"run_dir = {str(fixture_run)!r}"), "docs/guide/results.md", "exec"),
              namespace)
     assert namespace["trials"].num_rows == 36 and namespace["c5"].num_rows == 36
     # By hand from reb_ray/testing/synthetic.py: C1 applies to t1-t4; frugal's C1 letters are

@@ -198,13 +198,13 @@ def test_a_trial_spec_round_trips_its_sectioned_config():
     assert isinstance(again.agent_spec, AgentSpec)
 
 
-def test_the_readme_sweep_toml_loads_in_sections(tmp_path):
-    """The README's sectioned sweep.toml example is valid as written."""
+def test_the_guide_sweep_toml_loads_in_sections(tmp_path):
+    """The user guide's sectioned sweep.toml example is valid as written."""
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("A `sweep.toml` uses `SweepConfig`'s field names", 1)[1]
+    guide = (Path(__file__).resolve().parents[2] / "docs/guide/sweeps.md").read_text()
+    section = guide.split("A `sweep.toml` uses `SweepConfig`'s field names", 1)[1]
     example = re.findall(r"```toml\n(.*?)```", section, re.S)[0]
     (tmp_path / "sweep.toml").write_text(example)
     config = load_config(tmp_path / "sweep.toml", {})
