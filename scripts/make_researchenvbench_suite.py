@@ -971,6 +971,12 @@ EXTRA: dict[str, Extra] = {
 
 ALL = ("cpu", "single_gpu", "multi_gpu")
 HELPER_NOT_PREPARE = "{helper} writes {what} at run time from the asset cache (the release's prepare step wrote it)"
+FUNMUSIC_PREPARE = ("prepare_inspiremusic.py writes the one-row data list (the first row of the repository's sample "
+                    "parquet) and the 1-epoch config (the repository's examples/music_generation/conf/inspiremusic.yaml "
+                    "with the model paths in the asset cache) at run time (the release's prepare step wrote them): "
+                    "max_epoch 1, accum_grad 1, log_interval 1, save_per_step 0 and min_acoustic_length 1 as in the "
+                    "release; the release's min_length: 1 is not written because the pinned config already says "
+                    "min_length: 1")
 
 FIDELITY: dict[str, dict] = {
     "apple--ml-aim": {"env": {"single_gpu": {"OMP_NUM_THREADS": "1"}, "multi_gpu": {"OMP_NUM_THREADS": "1"}}},
@@ -1033,9 +1039,11 @@ DEVIATIONS: dict[str, dict[str, str]] = {
                                           "(classifying a failed download by 'Temporary failure|Name or service not "
                                           "known|Connection|timed out|CERTIFICATE|No matching distribution'): the "
                                           "evaluator never installs into the agent's environment"},
-    "funaudiollm--funmusic": {stage: HELPER_NOT_PREPARE.format(helper="prepare_inspiremusic.py",
-                                                               what="the one-row data list and the 1-epoch config")
-                              for stage in ALL},
+    "funaudiollm--funmusic": {
+        "single_gpu": FUNMUSIC_PREPARE,
+        "multi_gpu": FUNMUSIC_PREPARE + "; each rank writes its own copy and keeps its own --model_dir and "
+                     "--tensorboard_dir under /tmp/reb-ray-out/funmusic-rank<LOCAL_RANK> (the release prepared one copy "
+                     "before the launch, which both ranks read, and shared one model_dir)"},
     "funaudiollm--sensevoice": {"multi_gpu": "funasr.bin.train_ds is funasr's installed train_ds.py run as a module "
                                              "(the release ran the file); " + HELPER_NOT_PREPARE.format(
                                                  helper="make_sensevoice_jsonl.py", what="the 2-row train/val jsonl")},
@@ -1076,8 +1084,12 @@ DEVIATIONS: dict[str, dict[str, str]] = {
                   "train_ddp.py runs from the repository root with CIFAR-10 unpacked to ./cifar from the asset cache"
            for stage in ("cpu", "single_gpu")},
         "multi_gpu": "helpers/site/sitecustomize.py (REB_TORCHFT_* variables) stands for the release's "
-                     "sitecustomize.py; launcher: two replica groups, each its own 1-process torchrun on one GPU as in "
-                     "the release, so ranks = 2 counts the GPUs they hold"},
+                     "sitecustomize.py; train_ddp.py runs from the repository root with CIFAR-10 unpacked to ./cifar "
+                     "from the asset cache (the release ran it from build_output/multi_gpu/workdir); launcher: two "
+                     "replica groups, each its own 1-process torchrun as in the release (without its --standalone), "
+                     "each pinned to a GPU of its own (CUDA_VISIBLE_DEVICES=0 for group 0, 1 for group 1) where the "
+                     "release exported CUDA_VISIBLE_DEVICES=0,1 to both groups, so ranks = 2 counts the GPUs they "
+                     "hold; the release's check for >= 2 visible GPUs is reb-ray's GPU assignment"},
     "microsoft--renderformer": {stage: "the scene HDF5 is made at run time by the repository's convert_scene.py "
                                        "(--mesh_path, --output_h5_path) from its examples/ (the release's prepare step "
                                        "made it)" for stage in ALL},
@@ -1098,16 +1110,33 @@ DEVIATIONS: dict[str, dict[str, str]] = {
         "single_gpu": "helper detect_one.py stands for the release's inline script; the release failed with "
                       "'CUDAExecutionProvider not available in onnxruntime' when the provider was missing, "
                       "detect_one.py fails unless the session really uses CUDA (or TensorRT)"},
-    "openbmb--voxcpm": {stage: HELPER_NOT_PREPARE.format(helper="make_voxcpm_config.py", what="the 1-step fine-tune "
-                                                         "config and its one-sample manifest") for stage in ALL},
+    "openbmb--voxcpm": {stage: "make_voxcpm_config.py writes the 1-step fine-tune config (the release's keys and "
+                               "values, sample_rate 16000 for VoxCPM-0.5B, the model from the asset cache) and its "
+                               "one-row manifest at run time (the release's prepare step wrote the manifest); the row "
+                               "is the first of the repository's examples/train_data_example.jsonl, "
+                               "{\"audio\": examples/example.wav made absolute, \"text\": \"This is an example audio "
+                               "transcript for training.\"}, where the release wrote {\"audio\": a copy of "
+                               "examples/example.wav, \"text\": \"This is a minimal benchmark sample for VoxCPM "
+                               "fine-tuning.\", \"dataset_id\": 0}" for stage in ALL},
     "ringbdstack--socialed": {stage: "helper sbert_smoke.py stands for the release's socialed_sbert_smoketest.py: "
                                      "--data and --model take the asset paths where the release read --prepare-results, "
                                      "and it writes no --artifact-dir" for stage in ALL},
-    "sgl-project--specforge": {stage: "helpers qwen2.5-0.5b-eagle3.json and sharegpt_sample.jsonl are the draft config "
-                                      "and the training file (the release's prepare step wrote them); the model comes "
-                                      "from the asset cache, so no --model-download-dir" for stage in ALL},
-    "swivid--f5-tts": {"multi_gpu": HELPER_NOT_PREPARE.format(helper="make_f5_dataset.py",
-                                                              what="the 2-row dataset from the repository's sample clip")},
+    "sgl-project--specforge": {stage: "helper qwen2.5-0.5b-eagle3.json is the draft config the release's prepare step "
+                                      "derived from configs/qwen2.5-7b-eagle3.json for Qwen2.5-0.5B-Instruct; helper "
+                                      "sharegpt_sample.jsonl, the training file, is 4 short hand-written conversations "
+                                      "in the schema scripts/prepare_data.py writes, where the release trained on the "
+                                      "8-row sample prepare_data.py --dataset sharegpt --sample-size 8 drew from "
+                                      "Aeala/ShareGPT_Vicuna_unfiltered; the model comes from the asset cache, so no "
+                                      "--model-download-dir" for stage in ALL},
+    "swivid--f5-tts": {"multi_gpu": "make_f5_dataset.py writes the 2-row dataset at run time (the release's prepare "
+                                    "step wrote it): both rows are the repository's own clip "
+                                    "src/f5_tts/infer/examples/basic/basic_ref_en.wav with the release's transcript, as "
+                                    "in the release (which pointed at a copy of that clip), its duration read with the "
+                                    "wave module (the release used torchaudio); each rank writes and trains on a "
+                                    "dataset of its own (data/reb_ray_smoke_rank<LOCAL_RANK>_pinyin, "
+                                    "datasets.name=reb_ray_smoke_rank<LOCAL_RANK>) with its own hydra.run.dir, where "
+                                    "the release's two ranks read one dataset (../benchmark_assets/dataset/f5tts_minimal) "
+                                    "prepared before the launch; checkpoints go to ckpts/reb_ray_smoke"},
     "thu-pacman--chitu": {stage: HELPER_NOT_PREPARE.format(helper="make_sharegpt_prompts.py",
                                                            what="the ShareGPT-form prompts from tinyshakespeare")
                           for stage in ALL},
@@ -1116,7 +1145,10 @@ DEVIATIONS: dict[str, dict[str, str]] = {
                                 for stage in ALL},
     "yuanze-lin--olympus": {stage: HELPER_NOT_PREPARE.format(helper="make_olympus_sample.py",
                                                              what="the 1-sample subset of Olympus.json")
-                            + "; batch_size=1 is --per_device_train_batch_size 1" for stage in ALL},
+                            + ": its first record without the image key and cut to the first two turns, as in the "
+                              "release, and also with the <image> placeholders removed from the turns' text (the "
+                              "release left them in); batch_size=1 is --per_device_train_batch_size 1"
+                            for stage in ALL},
     "zhengyinan-air--diffusion-planner": {
         **{stage: HELPER_NOT_PREPARE.format(helper="make_sample.py", what="the 1-sample training set")
            for stage in ("cpu", "single_gpu")},
