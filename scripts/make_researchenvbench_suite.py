@@ -971,6 +971,10 @@ EXTRA: dict[str, Extra] = {
 
 ALL = ("cpu", "single_gpu", "multi_gpu")
 HELPER_NOT_PREPARE = "{helper} writes {what} at run time from the asset cache (the release's prepare step wrote it)"
+DIFFUSION_PLANNER_SAMPLE = ("make_sample.py writes the 1-sample synthetic training set (sample_0.npz, train_list.json) at "
+                            "run time from no input (the release's prepare step wrote it), with the release's sizes "
+                            "but seeded random values and every has-speed-limit flag true, where the release wrote all "
+                            "zeros and false flags")
 FUNMUSIC_PREPARE = ("prepare_inspiremusic.py writes the one-row data list (the first row of the repository's sample "
                     "parquet) and the 1-epoch config (the repository's examples/music_generation/conf/inspiremusic.yaml "
                     "with the model paths in the asset cache) at run time (the release's prepare step wrote them): "
@@ -1019,11 +1023,17 @@ DEVIATIONS: dict[str, dict[str, str]] = {
     "auto1111sdk--auto1111sdk": {stage: "MNIST comes from the asset cache, unpacked to .data/MNIST/raw of the repository, "
                                         "which the run starts from (the release started from its prepared dataset "
                                         "directory)" for stage in ALL},
-    "emidan19--deep-tempest": {stage: HELPER_NOT_PREPARE.format(
-        helper="make_drunet_options.py", what="the options JSON (gpu_ids, dataloader batch size, one iteration) and the "
-                                              "screenshot pairs, which the release's script wrote inline,") for stage in ALL},
-    "facebookresearch--large_concept_model": {stage: HELPER_NOT_PREPARE.format(
-        helper="make_sonar_parquet.py", what="the synthetic SONAR-embedding parquet set")
+    "emidan19--deep-tempest": {stage: "make_drunet_options.py writes the options JSON (gpu_ids, dataloader batch size, "
+                                      "one iteration), which the release's script wrote inline, and copies the "
+                                      "screenshot pairs from the repository's examples/ (the release's two pairs; the "
+                                      "release's prepare step copied them), at run time; the pretrained drunet weights "
+                                      "come from the asset cache" for stage in ALL},
+    "facebookresearch--large_concept_model": {stage: "make_sonar_parquet.py writes the synthetic SONAR-embedding parquet "
+                                                     "set at run time from no input (the release's prepare step wrote "
+                                                     "it): 8 train and 4 validation documents of 4 sentences, 1024-dim "
+                                                     "vectors N(0, 0.006^2), partitioned on split, as in the release, "
+                                                     "drawn by numpy with seed 0 (the release: torch.randn, unseeded) "
+                                                     "and with other placeholder sentence text"
         + "; its path goes to trainer.training_data.0.parquet_path and trainer.validation_data.0.parquet_path, the "
           "list index as Hydra's override grammar writes it (the release wrote training_data[0])" for stage in ALL},
     "facebookresearch--sapiens": {stage: HELPER_NOT_PREPARE.format(
@@ -1150,9 +1160,8 @@ DEVIATIONS: dict[str, dict[str, str]] = {
                               "release left them in); batch_size=1 is --per_device_train_batch_size 1"
                             for stage in ALL},
     "zhengyinan-air--diffusion-planner": {
-        **{stage: HELPER_NOT_PREPARE.format(helper="make_sample.py", what="the 1-sample training set")
-           for stage in ("cpu", "single_gpu")},
-        "multi_gpu": HELPER_NOT_PREPARE.format(helper="make_sample.py", what="the 1-sample training set (per rank)")
+        **{stage: DIFFUSION_PLANNER_SAMPLE for stage in ("cpu", "single_gpu")},
+        "multi_gpu": DIFFUSION_PLANNER_SAMPLE + "; each rank writes its own copy"
         + "; --port passes torchrun's MASTER_PORT on (ddp_setup_universal overwrites MASTER_PORT with --port)"},
 }
 
