@@ -6,14 +6,16 @@ Usage: python3 witness_collect.py --dir DIR --nonce N --python PYTHON_PATH --rep
 Run by the image's /usr/bin/python3 after the stage's command ended, never by PYTHON_PATH. It
 reads every `*.json` witness file in DIR (the hook's records, at most MAX_RECORDS, each at most
 MAX_BYTES), describes PYTHON_PATH as the filesystem has it (realpath, symlink, ELF or script),
-marks each repository file a record lists as `pinned` when its git blob hash is a blob of
-COMMIT's tree (`git ls-tree -r`), and adds to each third-party module the distribution installed
+marks each repository file a record lists, and its main program, as `pinned` when the git blob
+hash of the file, computed here (the hook's own is kept as `claimed_blob` and never trusted),
+is COMMIT's blob at that path (`git ls-tree -r`; any blob of the tree for a file installed from
+the repository), and adds to each third-party module the distribution installed
 in the directory it was imported from that lists it (null: none does). PREFIX is sys.prefix as PYTHON_PATH reported it before the
 stage ("" when unknown). Grading is separate and pure (reb_ray.grading.witness). Writes one
 JSON object to FILE (atomically):
 
     nonce, python_path, python_exists, python_is_symlink, python_realpath, python_kind
-    ("elf" | "script" | "other" | "missing"), expected_prefix, pinned_known, records [...],
+    ("elf" | "script" | "other" | "missing"), expected_prefix, pinned_known, repo, records [...],
     records_total, unreadable (files that were not a JSON object), error
 """
 
@@ -25,6 +27,8 @@ import sys
 
 MAX_RECORDS = 256
 MAX_BYTES = 1 << 20
+#: Files larger than this (bytes) are not hashed (a repository file run as Python is smaller).
+MAX_HASHED = 64 << 20
 
 
 def python_facts(path):
@@ -40,20 +44,40 @@ def python_facts(path):
     return out
 
 
-def pinned_blobs(repo, commit):
+def pinned_tree(repo, commit):
+    """{path: blob} of COMMIT's tree (`git ls-tree -r`), or None when it cannot be listed."""
     try:
-        proc = subprocess.run(["git", "-c", "safe.directory=*", "-C", repo, "ls-tree", "-r", "--full-tree", commit],
+        proc = subprocess.run(["git", "-c", "safe.directory=*", "-C", repo, "ls-tree", "-r", "-z", "--full-tree", commit],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=120)
     except (OSError, subprocess.SubprocessError):
         return None
     if proc.returncode != 0:
         return None
-    blobs = set()
-    for line in proc.stdout.decode(errors="replace").splitlines():
-        parts = line.split("\t", 1)[0].split()
+    tree = {}
+    for item in proc.stdout.decode(errors="replace").split("\0"):
+        meta, _, path = item.partition("\t")
+        parts = meta.split()
         if len(parts) == 3 and parts[1] == "blob":
-            blobs.add(parts[2])
-    return blobs
+            tree[path] = parts[2]
+    return tree
+
+
+def blob_of(path, cache):
+    """The git blob hash of the file at `path` now (sha1 of "blob <size>\\0" + content), or None:
+    computed here, never taken from a witness record."""
+    if path in cache:
+        return cache[path]
+    blob = None
+    try:
+        if os.path.isfile(path) and not os.path.islink(path) and os.path.getsize(path) <= MAX_HASHED:
+            import hashlib
+            with open(path, "rb") as f:
+                data = f.read()
+            blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    except OSError:
+        blob = None
+    cache[path] = blob
+    return blob
 
 
 def read_records(directory):
@@ -82,14 +106,59 @@ def read_records(directory):
     return records, unreadable, total
 
 
-def mark_pinned(records, blobs):
+def mark_pinned(records, tree, repo):
+    """Mark each repository file a record lists, and its main program, `pinned`: the file's blob,
+    hashed here from the file, is the pinned tree's blob at the same path (a repository file),
+    or any blob of the tree (a file installed from the repository, whose path differs). A
+    module run as main (`-m`) gets the file it ran from (the `__main__` entry of its files).
+    The hook's own hashes are kept as `claimed_blob`, never used. `tree` None: unknown."""
+    repo = os.path.realpath(repo)
+    blobs = set(tree.values()) if tree is not None else None
+    cache = {}
+
+    def judge(entry, absolute, rel):
+        entry["claimed_blob"] = entry.get("blob")
+        entry["blob"] = blob_of(absolute, cache) if absolute else None
+        if tree is None:
+            entry["pinned"] = None
+        elif entry["blob"] is None:
+            entry["pinned"] = False
+        elif rel is not None:
+            entry["pinned"] = tree.get(rel) == entry["blob"]
+        else:
+            entry["pinned"] = entry["blob"] in blobs
+
     for record in records:
-        files = record.get("repo_files") if isinstance(record.get("repo_files"), list) else []
+        files = [f for f in record.get("repo_files") or [] if isinstance(f, dict)] if isinstance(record.get("repo_files"), list) else []
+        for entry in files:
+            path = entry.get("path") if isinstance(entry.get("path"), str) else None
+            if entry.get("installed"):
+                absolute = entry.get("file") if isinstance(entry.get("file"), str) else None
+                judge(entry, absolute, None)
+            else:
+                absolute = os.path.normpath(os.path.join(repo, path)) if path else None
+                inside = absolute is not None and absolute.startswith(repo + os.sep)
+                judge(entry, absolute if inside else None, os.path.relpath(absolute, repo) if inside else None)
         main = record.get("main") if isinstance(record.get("main"), dict) else None
-        for entry in files + ([main] if main else []):
-            if isinstance(entry, dict):
-                blob = entry.get("blob")
-                entry["pinned"] = None if blobs is None else (isinstance(blob, str) and blob in blobs)
+        if main is None:
+            continue
+        if main.get("kind") == "module":
+            ran = next((f for f in files if f.get("module") == "__main__"), None)
+            if ran is not None:
+                main["path"] = ran.get("file") if ran.get("installed") else os.path.join(repo, str(ran.get("path")))
+                if not ran.get("installed"):
+                    main["repo_path"] = ran.get("path")
+        path = main.get("path") if isinstance(main.get("path"), str) else None
+        if not path:
+            main["pinned"] = None if tree is None else False
+            continue
+        real = os.path.realpath(path)
+        if real.startswith(repo + os.sep):
+            main["repo_path"] = os.path.relpath(real, repo)
+            judge(main, real, main["repo_path"])
+        else:
+            main.pop("repo_path", None)
+            judge(main, real, None)
 
 
 def _top_of(entry):
@@ -172,10 +241,11 @@ def main(argv=None):
     try:
         result.update(python_facts(args.python))
         records, unreadable, total = read_records(args.dir)
-        blobs = pinned_blobs(args.repo, args.commit) if args.commit else None
-        mark_pinned(records, blobs)
+        tree = pinned_tree(args.repo, args.commit) if args.commit else None
+        mark_pinned(records, tree, args.repo)
         mark_owners(records)
-        result.update(records=records, records_total=total, unreadable=unreadable, pinned_known=blobs is not None)
+        result.update(records=records, records_total=total, unreadable=unreadable, pinned_known=tree is not None,
+                      repo=os.path.realpath(args.repo))
     except Exception as exc:  # noqa: BLE001 - the record says what failed
         result["error"] = "%s: %s" % (type(exc).__name__, exc)
     if not os.path.isdir(os.path.dirname(args.out)):

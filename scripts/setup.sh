@@ -12,6 +12,8 @@ command -v git >/dev/null 2>&1 || need_apt+=(git)
 # `ray up cluster.yaml` reaches nodes by SSH and copies this checkout with rsync (both ends).
 command -v rsync >/dev/null 2>&1 || need_apt+=(rsync)
 command -v ssh >/dev/null 2>&1 || need_apt+=(openssh-client)
+# strace: the probe toolbox carries it (with its libraries) to trace each command stage
+command -v strace >/dev/null 2>&1 || need_apt+=(strace)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv python3-pip)
 # headless Chromium: the HTML report's tests open the page in a real browser (tests/analysis/browser.py)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)

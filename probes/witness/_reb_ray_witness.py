@@ -187,7 +187,7 @@ def _installed_from_repo(tops):
                 real = os.path.realpath(os.path.join(site_dir, rel))
                 if real in loaded:
                     files.append({"path": rel, "blob": _blob(real), "installed": entry[:-len(".dist-info")],
-                                  "module": loaded[real]})
+                                  "module": loaded[real], "file": real})
     return files
 
 

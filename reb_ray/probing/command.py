@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import posixpath
 import shlex
+from typing import Callable
 
 from reb_ray.models.task import StageSpec
 from reb_ray.probing.side_logs import clear_side_logs
 from reb_ray.sandbox import ExecResult, Sandbox
 from reb_ray.sandbox.output import OutputSink
-from reb_ray.sandbox.base import SYSTEM_PATH
+from reb_ray.sandbox.base import SYSTEM_PATH, to_argv
 
 
 def install_python_shim(sandbox: Sandbox, shim_dir: str, python_path: str) -> None:
@@ -43,16 +44,19 @@ def stage_workdir(stage: StageSpec, repo_dir: str) -> str:
 
 
 def run_stage_command(sandbox: Sandbox, stage: StageSpec, repo_dir: str, python_path: str, shim_dir: str,
-                      visible_gpus: str = "", sink: OutputSink | None = None) -> ExecResult:
+                      visible_gpus: str = "", sink: OutputSink | None = None,
+                      wrap: Callable[[list[str]], list[str]] | None = None) -> ExecResult:
     """Run `stage.command` in `repo_dir/stage.workdir` with its timeout (seconds).
 
     The success rule's log pattern is searched in the whole output as it streams (the
     result's `pattern_matches`), `sink` gets every output byte (the full-log artifact), and
     the stage's side logs are removed first so that those collected after it are its own.
+    `wrap`: the command's argv runs under what it returns (the stage's observer).
     """
     install_python_shim(sandbox, shim_dir, python_path)
     workdir = stage_workdir(stage, repo_dir)
     clear_side_logs(sandbox, stage.side_logs, workdir)
     env = stage_env(stage, python_path, shim_dir, visible_gpus)
     watch = [stage.success.log_pattern] if stage.success.log_pattern is not None else []
-    return sandbox.exec(stage.command, timeout=stage.timeout_s, env=env, workdir=workdir, watch=watch, sink=sink)
+    command = wrap(to_argv(stage.command)) if wrap is not None else stage.command
+    return sandbox.exec(command, timeout=stage.timeout_s, env=env, workdir=workdir, watch=watch, sink=sink)

@@ -10,6 +10,8 @@ cached under `~/.cache/reb-ray/toolbox-<hash>/`:
                     sandbox image with python3 has, so no shared libraries are shipped)
     pyright/        the `pyright` package's JS bundle (`dist/`: index.js, dist/, typeshed), no maps
     probes/         a copy of the repository's top-level `probes/`
+    strace/         the node's strace with its libraries and loader, when the node has strace
+                    (reb_ray.probing.toolbox_strace: the command stages' observer)
     MANIFEST.json   versions and the hash
 
 The hash covers the pyright version, the node version, the layout version and the contents of
@@ -41,6 +43,7 @@ from pathlib import Path
 
 from reb_ray.errors import InfraError
 from reb_ray.paths import bundled_dir
+from reb_ray.probing.toolbox_strace import add_strace, strace_version
 
 TOOLBOX_SANDBOX_PATH = "/opt/reb-ray-toolbox"
 #: Bump when the toolbox layout or build steps change, so cached toolboxes are rebuilt.
@@ -110,7 +113,7 @@ def _probe_files(probes: Path) -> list[Path]:
 def toolbox_key(sources: ToolboxSources) -> str:
     """16 hex digits over layout, pyright and node versions and the probes' paths and bytes."""
     h = hashlib.sha256()
-    for part in (TOOLBOX_LAYOUT, sources.pyright_version, sources.node_version):
+    for part in (TOOLBOX_LAYOUT, sources.pyright_version, sources.node_version, strace_version() or "-"):
         h.update(part.encode() + b"\0")
     for path in _probe_files(sources.probes):
         h.update(path.relative_to(sources.probes).as_posix().encode() + b"\0")
@@ -128,7 +131,9 @@ def _build(sources: ToolboxSources, key: str, dest: Path) -> None:
         shutil.copy2(sources.node, node)  # stripping broke it (should never happen): keep the original
     shutil.copytree(sources.pyright_dist, dest / "pyright", ignore=shutil.ignore_patterns("*.map"))
     shutil.copytree(sources.probes, dest / "probes", ignore=shutil.ignore_patterns(*_SKIP_NAMES, "*.pyc"))
+    strace = add_strace(dest)
     manifest = {
+        "strace_version": strace,
         "key": key,
         "layout": TOOLBOX_LAYOUT,
         "pyright_version": sources.pyright_version,

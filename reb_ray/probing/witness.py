@@ -73,7 +73,7 @@ exit $rc
 
 #: The collected record's shape for the grader (reb_ray.grading.record_types.conform).
 WITNESS_SHAPE = {"nonce": str, "python_path": str, "python_realpath": str, "python_kind": str,
-                 "expected_prefix": str, "pinned_known": bool, "records": [dict], "records_total": int,
+                 "expected_prefix": str, "pinned_known": bool, "repo": str, "records": [dict], "records_total": int,
                  "unreadable": int, "error": str}
 
 

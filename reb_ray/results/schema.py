@@ -248,6 +248,7 @@ STAGES_SCHEMA = pa.schema(
         ("witness_interpreters", pa.int64()),  # interpreters that wrote a witness with the stage's nonce
         ("witness_interpreter", pa.string()),  # the binary of the passing one (else of the first seen)
         ("witness_repo_files", pa.int64()),  # distinct pinned repository files the passing interpreters ran
+        ("witness_observed", pa.string()),  # the kernel's trace of it: agrees | contradicts | tampered | incomplete | unavailable
     ],
     metadata={"reb_ray.dataset": "stages", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

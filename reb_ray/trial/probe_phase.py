@@ -44,6 +44,8 @@ from reb_ray.probing.startup import run_startup
 from reb_ray.probing.task_helpers import install_task_helpers
 from reb_ray.probing.toolbox import install_toolbox, toolbox_key, toolbox_sources
 from reb_ray.probing.witness import Witness, arm, collect
+from reb_ray.probing.observer import arm as observer_arm, collect as observer_collect
+from reb_ray.grading.witness import stage_entries
 from reb_ray.sandbox import Sandbox
 from reb_ray.trial.record import TrialRecorder
 
@@ -242,10 +244,14 @@ def _command_stage(run: ProbeRun, name: str, visible: str, needed: int,
         rec.apply([assets_missing(name, [a.name for a in missing[name]], where)])
         return
     with own_sandbox() if own_sandbox else nullcontext(sandbox) as box, rec.full_log(name) as log:
-        witness = arm(box, toolbox, python, repo_dir)
-        result = run_stage_command(box, _with_env(stage, env, witness), repo_dir, python, shim, visible_gpus=visible, sink=log)
+        witness, observer = arm(box, toolbox, python, repo_dir), observer_arm(box, toolbox, name)
+        result = run_stage_command(box, _with_env(stage, env, witness), repo_dir, python, shim, visible_gpus=visible,
+                                   sink=log, wrap=observer.wrap)
         side_logs = _side_logs(box, stage, repo_dir)
         witness_raw = collect(box, toolbox, witness, python, rec.result.setup.repo_commit)
+        observed = observer_collect(box, observer, witness_raw, repo_dir, result.duration_s)
+    if witness_raw is not None:  # the kernel's trace and the stage's entry, graded with the witness
+        witness_raw.update(observer=observed, entries=stage_entries(stage.command, stage.workdir))
     pattern = stage.success.log_pattern
     record = CommandRecord(result.exit_code, result.timed_out, result.output,
                            result.pattern_matches.get(pattern) if pattern else None, witnessed=True, witness=witness_raw)

@@ -322,6 +322,7 @@ class StageRow(_Part):
     witness_interpreters: int | None = None
     witness_interpreter: str | None = None
     witness_repo_files: int | None = None
+    witness_observed: str | None = None
 
     def __post_init__(self) -> None:
         self.stage, self.status = Stage(self.stage), Status(self.status)
