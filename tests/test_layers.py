@@ -32,10 +32,10 @@ LAYERS: list[set[str]] = [
     {"viewer"},                     # the local web viewer: reads the results store, shows the reports
     {"sweep"},                      # the job on the driver: expand, identity, run, regrade, W&B
     {"orchestrators"},              # Ray: slot workers, node checks, leases, the proxy actor
+    {"harbor"},                     # Harbor tasks: reb-ray suites written as them; them run, placed like GPU trials
     {"scheduling"},                 # pure rules: dispatch order, slot plans, budget, durations
     {"trial"},                      # one attempt on one node: prepare, agent, between, probes, record
     {"environment"},                # what the agent built: capture, keep, export, the node's fingerprint
-    {"harbor"},                     # Harbor tasks: reb-ray tasks written as them, and read as reb-ray tasks
     {"agents", "llm", "suite"},     # agent kinds; LLM plumbing; the suite's tasks, repos, assets
     {"probing", "node"},            # the host side of the probes; a node's fitness
     {"grading"},                    # pure graders of probe records

@@ -295,3 +295,69 @@ def export(
         typer.echo(f"{suite}/{task.id} -> {done.path} (gpus {done.gpus}, "
                    f"{'oracle solution' if done.has_solution else 'no reference: no solution'})")
     typer.echo(f"{len(chosen)} task(s) written as Harbor tasks under {out} (FROM {image})")
+
+
+@app.command("run-harbor")
+def run_harbor(
+    path: Path = typer.Argument(..., help="A Harbor task directory, or a directory of them."),
+    agent: list[str] = typer.Option(["oracle"], "--agent", "-a", help="oracle (runs solution/solve.sh) or noop; repeatable."),
+    tasks: str | None = typer.Option(None, "--tasks", help="Pattern(s) on task names, comma-separated."),
+    output: Path = typer.Option(Path("harbor-runs"), "--output", "-o", help="Where the rows (rows.jsonl) and each attempt's logs go."),
+    max_concurrent: int = typer.Option(2, "--max-concurrent", help="Trials running at once."),
+    image_map: list[str] = typer.Option([], "--image-map", help="FROM-IMAGE=LOCAL-IMAGE, or REGISTRY/=MIRROR/ (repeatable): what a Dockerfile's base image is built from here."),
+    gpu_ids: str = typer.Option("", "--gpu-ids", help="This node's GPUs to place trials on, comma-separated physical ids (default: none)."),
+) -> None:
+    """Run Harbor tasks in reb-ray sandboxes (docs/harbor.md): each task's image built from its
+    Dockerfile once per digest, the agent phase, then tests/ copied in and test.sh run the Harbor
+    way, the reward read from /logs/verifier/reward.json or reward.txt. Writes one row per trial to
+    OUTPUT/rows.jsonl, keeps the verifier's output per trial, prints each reward and the mean
+    reward per agent with a 95% interval beside time. Exit 3 when a trial was left without a
+    score by the infrastructure."""
+    import fnmatch
+    import time
+
+    from analysis.estimators import bootstrap_mean
+    from reb_ray.harbor.images import parse_image_map
+    from reb_ray.harbor.task import find_harbor_tasks
+    from reb_ray.harbor.run import log_dir_for, run_all
+    from reb_ray.harbor.trial import AGENTS, run_harbor_trial
+    from reb_ray.sandbox.docker.image import image_tag
+
+    init_image = image_tag()
+    try:
+        mapping = parse_image_map(image_map)
+    except ValueError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2)
+    for name in agent:
+        if name not in AGENTS:
+            typer.echo(f"--agent {name}: a Harbor task runs here with {', '.join(AGENTS)}", err=True)
+            raise typer.Exit(2)
+    found = find_harbor_tasks(path)
+    patterns = [p.strip() for p in (tasks or "").split(",") if p.strip()]
+    chosen = [t for t in found if not patterns or any(fnmatch.fnmatchcase(t.id, p) for p in patterns)]
+    output.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    gpus = [g.strip() for g in gpu_ids.split(",") if g.strip()]
+    outcomes = run_all(chosen, agent, lambda task, name, held: run_harbor_trial(
+        task, name, log_dir_for(output, name, task), init_image, image_map=mapping, gpus=held),
+        gpus, cpu_slots=max_concurrent)
+    wall = time.monotonic() - started
+    with open(output / "rows.jsonl", "a", encoding="utf-8") as fh:
+        for outcome in outcomes:
+            fh.write(json.dumps(outcome.row()) + "\n")
+    for outcome in outcomes:
+        reward = "null" if outcome.reward is None else f"{outcome.reward:g}"
+        extra = "" if outcome.reason is None else f"  [{outcome.owner}: {outcome.category}: {outcome.reason}]"
+        typer.echo(f"{outcome.agent}  {outcome.task_id}  reward {reward}  {outcome.wall_s or 0:.1f} s{extra}")
+    for name in agent:
+        mine = [o for o in outcomes if o.agent == name]
+        rewards = [o.reward for o in mine if o.reward is not None]
+        interval = bootstrap_mean(rewards) if rewards else None
+        mean = f"{sum(rewards) / len(rewards):.3f}" if rewards else "null"
+        ci = f" [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else ""
+        typer.echo(f"{name}: mean reward {mean}{ci} over {len(rewards)} of {len(mine)} trial(s); "
+                   f"{sum(o.wall_s or 0 for o in mine):.1f} s of trials; cost 0 (no model)")
+    typer.echo(f"{len(outcomes)} trial(s) in {wall:.1f} s at {max_concurrent} at once; rows in {output / 'rows.jsonl'}")
+    if any(o.status != "scored" for o in outcomes):
+        raise typer.Exit(3)
