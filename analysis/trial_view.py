@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from reb_ray.errors import RebRayError
 from reb_ray.grading.verdict import differences, verdicts
 from reb_ray.llm.transcript import commands
-from reb_ray.results.read import REPROBE_SUFFIX, graded_copies, latest_attempts, read_stages, read_trials
+from reb_ray.results.read import REPROBE_SUFFIX, graded_copies, latest_attempts, read_trial, read_trials
 from reb_ray.results.verifications import attempt_key, read_verifications
 from reb_ray.sizes import size_text
 from reb_ray.terminal import printable
@@ -52,12 +52,17 @@ def _read_artifact(output_dir: Path, rel: str | None) -> tuple[bytes | None, str
         return None, f"{output_dir / rel}: {type(exc).__name__}: {exc}"
 
 
-def _pick(output_dir: Path, trial_id: str, sweep_id: str | None, attempt: int | None) -> tuple[dict, list[dict]]:
-    """(the chosen attempt's row, every attempt's row, by attempt) or RebRayError naming what exists."""
-    table = read_trials(output_dir, sweep_id)
-    rows = table.filter(pc.equal(table["trial_id"], trial_id))
+def _of_sweep(rows, sweep_id: str | None):
+    """`rows` (a trial's rows of every sweep) of `sweep_id` only (all when None)."""
+    return rows if sweep_id is None else rows.filter(pc.equal(rows["sweep_id"], sweep_id))
+
+
+def _pick(output_dir: Path, trial_id: str, sweep_id: str | None, attempt: int | None, every=None) -> tuple[dict, list[dict]]:
+    """(the chosen attempt's row, every attempt's row, by attempt) or RebRayError naming what
+    exists. `every`: the trial's rows of every sweep, read once by the caller."""
+    rows = _of_sweep(every if every is not None else read_trial(output_dir, trial_id), sweep_id)
     if rows.num_rows == 0:
-        known = sorted({t for t in table["trial_id"].to_pylist() if t})
+        known = sorted({t for t in read_trials(output_dir, sweep_id, columns=["trial_id"])["trial_id"].to_pylist() if t})
         hint = f"; trials there: {', '.join(known[:8])}{' ...' if len(known) > 8 else ''}" if known else ""
         raise RebRayError(f"no trial {trial_id!r} under {output_dir}{f' in sweep {sweep_id}' if sweep_id else ''}{hint}")
     sweeps = sorted(set(rows["sweep_id"].to_pylist()))
@@ -271,7 +276,7 @@ def _verification_lines(output_dir: Path, row: dict) -> list[str]:
     return out
 
 
-def _grading_lines(output_dir: Path, row: dict) -> list[str]:
+def _grading_lines(output_dir: Path, row: dict, every=None) -> list[str]:
     """Every grading of the attempt by its probes, oldest first: the run's own and each re-probe
     of its kept environment (`reb-ray regrade --rerun-probes`, sweep `<sweep>-reprobe`), each
     with the toolbox that graded it, its C0..C5 verdicts and what changed against the run's
@@ -281,8 +286,8 @@ def _grading_lines(output_dir: Path, row: dict) -> list[str]:
         return []
     gradings = []
     for sweep in (source_sweep, source_sweep + REPROBE_SUFFIX):
-        table = read_trials(output_dir, sweep)
-        gradings += [r for r in table.filter(pc.equal(table["trial_id"], row["trial_id"])).to_pylist()
+        rows = every if every is not None else read_trial(output_dir, row["trial_id"])
+        gradings += [r for r in _of_sweep(rows, sweep).to_pylist()
                      if r["attempt"] == row["attempt"] and r["status"] == "scored"]
     if len(gradings) < 2 or gradings[0]["sweep_id"] != source_sweep:
         return []
@@ -403,9 +408,11 @@ def show_trial(output_dir: Path, trial_id: str, sweep_id: str | None = None, att
     """The text `reb-ray trial show` prints (module docstring). Raises RebRayError for a trial or
     attempt that is not there (naming what is) or an unreadable results shard."""
     output_dir = Path(output_dir)
-    row, attempts = _pick(output_dir, trial_id, sweep_id, attempt)
-    stage_table = read_stages(output_dir, row["sweep_id"])
-    stages = [s for s in stage_table.filter(pc.equal(stage_table["trial_id"], trial_id)).to_pylist()
+    # The trial's rows of every sweep, read once from the row groups that hold them (a large
+    # output is not read whole): the attempt shown and its gradings come from them.
+    every = read_trial(output_dir, trial_id)
+    row, attempts = _pick(output_dir, trial_id, sweep_id, attempt, every)
+    stages = [s for s in read_trial(output_dir, trial_id, row["sweep_id"], stages=True).to_pylist()
               if s["attempt"] == row["attempt"]]
     lines = [
         f"trial {trial_id} of sweep {row['sweep_id']}: attempt {row['attempt']} ({len(attempts)} recorded), "
@@ -422,7 +429,7 @@ def show_trial(output_dir: Path, trial_id: str, sweep_id: str | None = None, att
         *_repo_lines(row),
         *_env_lines(row, _evicted_by(output_dir, row)),
         *_verification_lines(output_dir, row),
-        *_grading_lines(output_dir, row),
+        *_grading_lines(output_dir, row, every),
         *_shortcut_lines(row),
         *_stage_lines(stages),
         *_file_lines(output_dir, row, stages),

@@ -13,7 +13,7 @@ from reb_ray.cli.exits import HELP_TABLE
 from reb_ray.cli import env  # environment artifacts
 from reb_ray.errors import RebRayError
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="Evaluate environment-synthesis agents on Ray.",
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, add_completion=False, help="Evaluate environment-synthesis agents on Ray.",
                   epilog=HELP_TABLE)
 app.command("doctor")(doctor.doctor)
 app.command("sweep")(sweep.sweep)

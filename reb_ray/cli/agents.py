@@ -10,17 +10,18 @@ from typing import Optional
 import typer
 
 from reb_ray.cli.aliases import either, old_name
-from reb_ray.agents.toolchain import NEXAU_INSTALL_HINT, NEXAU_PART, PINS, Toolchain, node_version
 
-app = typer.Typer(no_args_is_help=True, help="Agent kinds and the agent toolchain (pinned CLIs, installed once per node).")
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Agent kinds and the agent toolchain (pinned CLIs, installed once per node).")
 
 _DIR_HELP = "Toolchains directory (default ~/.cache/reb-ray/toolchains; $REB_RAY_CACHE_DIR moves it)."
 
 
-def kind_rows(toolchain: Toolchain) -> list[dict]:
+def kind_rows(toolchain) -> list[dict]:
     """One row per agent kind: pinned package and version, whether
     its programs are installed in `toolchain` (True/False; None for kinds that install nothing)."""
     from reb_ray.models.agent import KINDS
+
+    from reb_ray.agents.toolchain import NEXAU_PART, PINS
 
     rows = []
     nexau_version = None
@@ -48,6 +49,8 @@ def list_kinds(
     as_json: bool = typer.Option(False, "--json", help="JSON Lines: one object per kind."),
 ) -> None:
     """Agent kinds, their pinned versions and whether each is installed."""
+    from reb_ray.agents.toolchain import NEXAU_INSTALL_HINT, Toolchain, node_version
+
     toolchain = Toolchain.current(either(toolchains_dir, old_dir, "--dir", "--toolchains-dir"))
     rows = kind_rows(toolchain)
     if as_json:
@@ -68,7 +71,7 @@ def list_kinds(
 
 @app.command("install")
 def install(
-    kinds: Optional[str] = typer.Option(None, help=f"Comma-separated kinds to install (default: {','.join(PINS)})."),
+    kinds: Optional[str] = typer.Option(None, help="Comma-separated kinds to install (default: every kind with a pinned program: codex,claude_code,mini_swe_agent)."),
     toolchains_dir: Optional[Path] = typer.Option(None, "--toolchains-dir", help=_DIR_HELP),
     old_dir: Optional[Path] = old_name("--dir", "--toolchains-dir"),
     profile: Optional[str] = typer.Option(None, "--profile", help="Sandbox image profile whose python builds the mini-swe-agent venv (default minimal)."),
@@ -81,6 +84,7 @@ def install(
     Prints each part's time and size. Needs npm registry access (codex, claude_code), and PyPI
     access plus Docker and the sandbox image (mini_swe_agent, nexau).
     """
+    from reb_ray.agents.toolchain import PINS, Toolchain
     from reb_ray.agents.toolchain_install import install as run_install
 
     wanted = [k.strip() for k in kinds.split(",") if k.strip()] if kinds is not None else list(PINS)

@@ -9,7 +9,7 @@ import typer
 
 from reb_ray.cli.aliases import either, old_name
 
-app = typer.Typer(no_args_is_help=True, help="Fill the read-only asset cache the probes use.")
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Fill the read-only asset cache the probes use.")
 
 
 @app.command("fetch")

@@ -2,26 +2,26 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 
-from reb_ray.sandbox.docker.image import DEFAULT_PROFILE
-
-app = typer.Typer(no_args_is_help=True, help="Inspect the Ray cluster sweeps run on (see cluster.yaml).")
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Inspect the Ray cluster sweeps run on (see cluster.yaml).")
 
 
 @app.command("status")
 def status(
     address: str = typer.Option("auto", help="Ray cluster address (auto: the cluster this machine belongs to)."),
-    profile: str = typer.Option(DEFAULT_PROFILE, help="Sandbox image profile whose image each node must have."),
+    profile: Optional[str] = typer.Option(None, help="Sandbox image profile whose image each node must have (default: $REB_RAY_IMAGE_PROFILE, else minimal)."),
     timeout: float = typer.Option(60.0, help="Seconds to wait for all nodes' checks."),
 ) -> None:
     """Per node: address, host, GPUs and model, sandbox slots, CPUs, image, free disk, Docker,
     running trials, and what is wrong. Exits 1 when a node has a problem."""
     from reb_ray.errors import RebRayError
     from reb_ray.orchestrators.cluster_status import cluster_status, connect
-    from reb_ray.sandbox.docker.image import image_tag
+    from reb_ray.sandbox.docker.image import DEFAULT_PROFILE, image_tag
 
-    tag = image_tag(profile)
+    tag = image_tag(profile or DEFAULT_PROFILE)
     try:
         connect(address)
     except ConnectionError as exc:

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
-import typer
-from rich.console import Console
-from rich.table import Table
+from typing import Optional
 
-from reb_ray.sandbox.docker.image import DEFAULT_PROFILE, get_profile
+import typer
 
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "red"}
 
 
-def doctor(profile: str = typer.Option(DEFAULT_PROFILE, help="Sandbox image profile to check (paper | minimal)."),
+def doctor(profile: Optional[str] = typer.Option(None, help="Sandbox image profile to check (paper | minimal; default: $REB_RAY_IMAGE_PROFILE, else minimal)."),
            sandbox: str = typer.Option("docker", help="docker | podman: the engine whose set-up is checked.")) -> None:
     """Check Docker (or the Podman service), the sandbox image, GPUs and NVIDIA runtime (or CDI
     specs), Ray, pyright and free disk."""
+    from rich.console import Console
+    from rich.table import Table
+
     from reb_ray.node.doctor import run_checks
     from reb_ray.sandbox import capabilities_of
+    from reb_ray.sandbox.docker.image import DEFAULT_PROFILE, get_profile
 
+    profile = profile or DEFAULT_PROFILE
     get_profile(profile)
     capabilities_of(sandbox)  # an unknown provider name fails here, with the known ones
     checks = run_checks(profile, sandbox)

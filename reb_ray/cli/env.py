@@ -9,7 +9,7 @@ import typer
 
 from reb_ray.cli.aliases import either, old_name
 
-app = typer.Typer(no_args_is_help=True, help="Environments agents built: export them, rebuild them, list those kept.")
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Environments agents built: export them, rebuild them, list those kept.")
 
 
 @app.command("export")

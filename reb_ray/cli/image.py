@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 
-from reb_ray.sandbox.docker.image import DEFAULT_PROFILE, build_image, image_tag
-
-app = typer.Typer(no_args_is_help=True, help="Build and inspect the sandbox image.")
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Build and inspect the sandbox image.")
 
 
 @app.command("build")
 def build(
-    profile: str = typer.Option(DEFAULT_PROFILE, help="paper (CUDA base from a registry) | minimal (debootstrap, no registry)."),
+    profile: Optional[str] = typer.Option(None, help="paper (CUDA base from a registry) | minimal (debootstrap, no registry); default: $REB_RAY_IMAGE_PROFILE, else minimal."),
     force: bool = typer.Option(False, help="Rebuild even if an image with the same input hash exists."),
     sandbox: str = typer.Option("docker", help="docker | podman: podman builds with Docker here, then copies the image "
                                 "into the Podman service's store (`docker save | podman load`, streamed)."),
@@ -21,8 +21,9 @@ def build(
 
     from reb_ray.sandbox import provider_class
     from reb_ray.sandbox.docker.docker_client import connect
-    from reb_ray.sandbox.docker.image import transfer_image
+    from reb_ray.sandbox.docker.image import DEFAULT_PROFILE, build_image, image_tag, transfer_image
 
+    profile = profile or DEFAULT_PROFILE
     image_tag(profile)  # validates the profile name before touching Docker
     target = provider_class(sandbox)  # an unknown provider fails here, with the known ones
     docker_client = connect(timeout=1800)
@@ -37,6 +38,9 @@ def build(
 
 
 @app.command("tag")
-def tag(profile: str = typer.Option(DEFAULT_PROFILE, help="Image profile.")) -> None:
+def tag(profile: Optional[str] = typer.Option(None, help="Image profile (default: $REB_RAY_IMAGE_PROFILE, else minimal).")) -> None:
     """Print the tag the profile's image has for the current build inputs."""
+    from reb_ray.sandbox.docker.image import DEFAULT_PROFILE, image_tag
+
+    profile = profile or DEFAULT_PROFILE
     typer.echo(image_tag(profile))

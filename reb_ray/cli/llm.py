@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-app = typer.Typer(no_args_is_help=True, help="LLM plumbing: the scripted endpoint and the price table.")
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="LLM plumbing: the scripted endpoint and the price table.")
 
 
 @app.command("serve")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-app = typer.Typer(no_args_is_help=True, help="Inspect and clean up sandbox containers.")
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Inspect and clean up sandbox containers.")
 
 
 _SANDBOX = typer.Option("docker", help="docker | podman: the engine whose containers are meant.")

@@ -11,12 +11,14 @@ import inspect
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from typing import TYPE_CHECKING
+
 import typer
-from pydantic import ValidationError
 
 from reb_ray.errors import RebRayError
-from reb_ray.models.agent import AgentSpec
-from reb_ray.models.sweep import FLAT_KEYS, SECTIONS, SweepConfig, is_flat, sectioned
+
+if TYPE_CHECKING:  # imported where used: `reb-ray --help` loads no pydantic model (reb_ray.cli)
+    from reb_ray.models.sweep import SweepConfig
 
 
 GiB = 1024**3
@@ -85,6 +87,8 @@ def option_flag(param: str) -> str:
 def _path(key: str) -> str:
     """A settings key as a field path: a flat-form key (`memory_bytes`) as its section's
     (`sandbox.memory_bytes`), a path or top-level field as given."""
+    from reb_ray.models.sweep import FLAT_KEYS
+
     section_field = FLAT_KEYS.get(key)
     return ".".join(section_field) if section_field and "." not in key else key
 
@@ -106,6 +110,10 @@ def load_config(path: Path | None, overrides: dict) -> SweepConfig:
 
     Raises RebRayError with one line naming the file (or the flag), field and bad value.
     """
+    from pydantic import ValidationError
+
+    from reb_ray.models.sweep import FLAT_KEYS, SweepConfig, is_flat, sectioned
+
     data: dict = {}
     if path is not None:
         try:
@@ -141,6 +149,8 @@ def load_config(path: Path | None, overrides: dict) -> SweepConfig:
 def _one_line(err, path: Path | None, flags: dict, written: dict[str, str]) -> str:
     """The first validation error as one line: where the value came from (`flags` or the file),
     the field as the user spelled it, the value and what is wrong."""
+    from reb_ray.models.agent import AgentSpec
+    from reb_ray.models.sweep import FLAT_KEYS, SECTIONS, SweepConfig
     ctx = err.get("ctx") or {}
     loc = [str(p) for p in err["loc"]]
     if "field" in ctx:  # a check across sections names its field itself
@@ -174,7 +184,7 @@ def sweep(
     suite: Optional[str] = typer.Option(None, help="Suite of tasks (default demo)."),
     tasks: Optional[str] = typer.Option(None, help="Pattern(s) on task ids, comma-separated, e.g. 'numpy-*'."),
     tasks_root: Optional[Path] = typer.Option(None, help="Directory holding suites (default: the bundled tasks/)."),
-    agents: Optional[str] = typer.Option(None, help="Comma-separated agents: names of \\[agents.NAME] tables, or kind, kind@model, package.module:Class (default heuristic,noop)."),
+    agents: Optional[str] = typer.Option(None, help="Comma-separated agents: names of [agents.NAME] tables, or kind, kind@model, package.module:Class (default heuristic,noop)."),
     trials: Optional[int] = typer.Option(None, help="Repeats per agent and task."),
     output: Optional[Path] = typer.Option(None, help="Output directory for Parquet datasets (default ./reb-runs)."),
     address: Optional[str] = typer.Option(None, help="Ray cluster address to join (default: start a local Ray)."),

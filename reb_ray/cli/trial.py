@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-app = typer.Typer(no_args_is_help=True, help="One trial: what the agent did, read back from a sweep's output.")
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="One trial: what the agent did, read back from a sweep's output.")
 
 
 @app.command("show")

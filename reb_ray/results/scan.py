@@ -11,9 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:  # imported where used (it loads pandas): `rows_of` and a bare import need none of it
+    import pyarrow.dataset as ds
 
 from reb_ray.errors import RebRayError
 
@@ -59,6 +63,8 @@ def check_schema(path: Path, schema: pa.Schema) -> None:
 
 
 def _dataset(files: list[Path], schema: pa.Schema) -> ds.Dataset:
+    import pyarrow.dataset as ds
+
     for path in files:
         check_schema(path, schema)
     return ds.dataset([str(p) for p in files], schema=schema, format="parquet")
@@ -85,6 +91,8 @@ def scan(files: list[Path], schema: pa.Schema, columns: list[str] | None = None,
     if not files:
         table = schema.empty_table()
         return table.select(columns) if columns is not None else table
+    import pyarrow.dataset as ds
+
     dataset = _dataset(files, schema)
     flt = ds.field("sweep_id") == sweep_id if sweep_id is not None else None
     try:
@@ -93,6 +101,58 @@ def scan(files: list[Path], schema: pa.Schema, columns: list[str] | None = None,
         raise
     except (OSError, pa.ArrowException) as exc:
         raise _blame(files, exc, str(Path(files[0]).parent.parent)) from exc
+
+
+def conform(table: pa.Table, schema: pa.Schema, columns: list[str] | None = None) -> pa.Table:
+    """`table` (read from one checked file) as `schema` (or its `columns`): a column the file
+    lacks reads as null, a null-typed one as the schema's type, in the schema's order."""
+    names = columns if columns is not None else schema.names
+    arrays = []
+    for name in names:
+        field = schema.field(name)
+        if name in table.column_names:
+            column = table[name]
+            arrays.append(column if column.type == field.type else column.cast(field.type))
+        else:
+            arrays.append(pa.nulls(table.num_rows, field.type))
+    return pa.Table.from_arrays(arrays, schema=pa.schema([schema.field(n) for n in names], metadata=schema.metadata))
+
+
+def rows_of(files: list[Path], schema: pa.Schema, key: str, value: str, columns: list[str] | None = None,
+            sweep_id: str | None = None) -> pa.Table:
+    """The rows of `files` whose column `key` equals `value` (only sweep `sweep_id`'s when
+    given), as `scan` gives them. Reads the `key` column of each file, then only the row groups
+    that hold a match: one trial out of 100,000 without decoding every row group's every
+    column. Raises like `scan`."""
+    import pyarrow.compute as pc
+
+    parts = []
+    for path in files:
+        check_schema(path, schema)
+        try:
+            parquet = pq.ParquetFile(path)
+            found = pc.equal(parquet.read(columns=[key])[key], value)
+            if not pc.any(found).as_py():
+                continue
+            starts, at = [], 0
+            for group in range(parquet.num_row_groups):
+                starts.append(at)
+                at += parquet.metadata.row_group(group).num_rows
+            hits = pc.indices_nonzero(found).to_pylist()
+            groups = sorted({max(g for g, start in enumerate(starts) if start <= i) for i in hits})
+            table = parquet.read_row_groups(groups)
+        except FileNotFoundError:
+            raise
+        except (OSError, pa.ArrowException) as exc:
+            raise _blame([path], exc, str(path)) from exc
+        keep = pc.equal(table[key], value)
+        if sweep_id is not None:
+            keep = pc.and_(keep, pc.equal(table["sweep_id"], sweep_id))
+        parts.append(conform(table.filter(keep), schema, columns))
+    if not parts:
+        table = schema.empty_table()
+        return table.select(columns) if columns is not None else table
+    return pa.concat_tables(parts)
 
 
 def batches(path: Path, schema: pa.Schema, batch_rows: int) -> Iterator[pa.Table]:
