@@ -57,4 +57,25 @@ if [ ! -x .venv-harbor/bin/harbor ]; then
   fi
 fi
 
+# `harbor run` on local Docker drives the Docker Compose v2 CLI plugin (`docker compose`), which
+# bookworm does not package: take the plugin binary (static Go, glibc only) from trixie's
+# docker-compose package, fetched with apt into a scratch directory (the system's lists untouched).
+if [ -x .venv-harbor/bin/harbor ] && ! docker compose version >/dev/null 2>&1; then
+  echo "setup: installing the docker compose plugin (Debian trixie's docker-compose)"
+  scratch="$(mktemp -d)"
+  mkdir -p "$scratch/lists/partial" "$scratch/cache/archives/partial"
+  # the Debian mirror this machine's own apt sources name
+  mirror="$(sed -n 's/^URIs: *\([^ ]*\).*/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n 1)"
+  [ -n "$mirror" ] || mirror="$(awk '$1 == "deb" {for (i = 2; i <= NF; i++) if ($i ~ /^https?:/) {print $i; exit}}' /etc/apt/sources.list)"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror trixie main" > "$scratch/trixie.list"
+  apt_opts=(-o APT::Sandbox::User=root -o "Dir::Etc::SourceList=$scratch/trixie.list" -o Dir::Etc::SourceParts=/dev/null
+            -o "Dir::State::Lists=$scratch/lists" -o "Dir::Cache=$scratch/cache")
+  apt-get "${apt_opts[@]}" update -qq
+  (cd "$scratch" && apt-get "${apt_opts[@]}" download docker-compose >/dev/null 2>&1)
+  dpkg-deb -x "$scratch"/docker-compose_*.deb "$scratch/x"
+  mkdir -p /usr/local/lib/docker/cli-plugins
+  install -m 755 "$scratch/x/usr/libexec/docker/cli-plugins/docker-compose" /usr/local/lib/docker/cli-plugins/docker-compose
+  rm -rf "$scratch"
+fi
+
 .venv/bin/reb-ray image build --profile "${REB_RAY_IMAGE_PROFILE:-minimal}"

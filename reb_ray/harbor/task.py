@@ -152,8 +152,9 @@ def load_harbor_task(path: Path) -> HarborTask:
         raise HarborTaskError(f"{path / 'instruction.md'}: cannot read: {exc.strerror or exc}") from None
     if not (path / "tests" / "test.sh").is_file():
         raise HarborTaskError(f"{path / 'tests'}: no test.sh (the verifier reb-ray runs)")
-    if (path / "environment" / "docker-compose.yaml").is_file():
-        raise HarborTaskError(f"{path / 'environment' / 'docker-compose.yaml'}: extra compose services are not run by reb-ray")
+    for compose in ("docker-compose.yaml", "docker-compose.yml"):
+        if (path / "environment" / compose).is_file():
+            raise HarborTaskError(f"{path / 'environment' / compose}: extra compose services are not run by reb-ray")
     docker_image = env.get("docker_image")
     if docker_image is None and not (path / "environment" / "Dockerfile").is_file():
         raise HarborTaskError(f"{path / 'environment'}: no Dockerfile and no environment.docker_image")

@@ -60,7 +60,7 @@ def test_defaults_are_harbors(tmp_path):
 
 @pytest.mark.parametrize("toml, message", [
     ('[environment]\nnetwork_mode = "no-network"\n', None),
-    ('[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n', "per-host allow-list"),
+    ('[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["example.org"]\n', "per-host allow-list"),
     ('[environment]\ngpus = -1\n', "gpus = -1: must be a non-negative integer"),
     ('[environment]\nos = "windows"\n', "Linux tasks only"),
     ('[[steps]]\nname = "one"\n', "multi-step"),
@@ -75,6 +75,14 @@ def test_bad_or_unrunnable_tasks_are_one_line(tmp_path, toml, message):
         load_harbor_task(path)
     text = str(err.value)
     assert message in text and str(path / "task.toml") in text and "\n" not in text
+
+
+@pytest.mark.parametrize("compose", ["docker-compose.yaml", "docker-compose.yml"])
+def test_compose_services_are_refused(tmp_path, compose):
+    path = write_task(tmp_path)
+    (path / "environment" / compose).write_text("services: {}\n")
+    with pytest.raises(HarborTaskError, match=f"{compose}: extra compose services are not run by reb-ray"):
+        load_harbor_task(path)
 
 
 def test_a_directory_of_tasks_or_one_task(tmp_path):
