@@ -116,10 +116,13 @@ def test_max_turns_stops_the_cli_and_says_so(session):
 
 
 def test_a_hanging_endpoint_hits_the_agent_timeout(session):
-    s = session([_turn("true", 0), {"kind": "hang"}], timeout_s=10)  # must really elapse: as short as the CLI allows
+    # The limit must really elapse, so it is short; but the CLI gets the limit less the runner's
+    # own reserve (AFTER_CLI_S), and on a loaded machine mini's start-up (litellm's imports) took
+    # over 5 s: 20 s leaves it time for the first call, whose trajectory the last line checks.
+    s = session([_turn("true", 0), {"kind": "hang"}], timeout_s=20)
     run = s.run()
-    assert run.timed_out and run.limit == "agent_timeout_s=10", run.output[-3000:]
-    assert run.wall_time_s < 10 + 20
+    assert run.timed_out and run.limit == "agent_timeout_s=20", run.output[-3000:]
+    assert run.wall_time_s < 20 + 20
     # The trajectory saved before the hang is kept, with the first call's usage.
     assert run.reported_usage is not None and run.reported_usage["input_tokens"] == 1000
 
