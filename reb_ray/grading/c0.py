@@ -18,7 +18,11 @@ fails with every baseline import missing (`c0_missing = baseline_total`, categor
 Beside the paper's number, `c0_unowned` counts the modules C0 calls resolved whose file no
 installed distribution owns (an empty `site-packages/numpy/__init__.py` made by hand resolves
 for pyright exactly like numpy): see `unowned_modules` and docs/DECISIONS.md. It never changes
-`c0_missing` or the status.
+`c0_missing` or the status. When the probe phase checked the installed distributions against
+what was published (the record's `installed`, reb_ray.grading.installed), a module resolved to a
+distribution whose files differ from its published artifact, to metadata no published artifact
+matches (a hand-written `*.dist-info` with a RECORD that fits a stub), or to a top-level entry
+no metadata names counts as unowned too, whatever the sandbox's own RECORD says.
 
 Pyright 1.1.414 messages (English is forced by the probe):
     Import "foo.bar" could not be resolved                 (reportMissingImports, error)
@@ -30,6 +34,7 @@ from __future__ import annotations
 import posixpath
 import re
 
+from reb_ray.grading.installed import unowned_by_check
 from reb_ray.grading.record_types import PROBE_RECORD_INVALID, conform, malformed_reason
 
 MISSING_RULE = "reportMissingImports"
@@ -54,7 +59,7 @@ RECORD_SHAPE = {
     "python": str, "pyright_timed_out": bool, "pyright_error": str, "pyright_exit_code": int, "pyright_stderr_tail": str,
     "pyright": {"generalDiagnostics": [_DIAGNOSTIC]}, "search_paths_real": [str], "search_paths": [str],
     "interpreter_site_packages": [str], "guarded_imports": [list], "nested_modules": dict, "sys_path_edits": list,
-    "repo": str, "import_owners": dict,
+    "repo": str, "import_owners": dict, "installed": dict,
 }
 
 
@@ -182,5 +187,6 @@ def unowned_modules(raw: dict, unresolved: set[str]) -> list[str] | None:
     owners = raw.get("import_owners")
     if not isinstance(owners, dict):
         return None
-    return sorted(name for name, got in owners.items()
-                  if name not in unresolved and isinstance(got, dict) and got.get("owner") in UNOWNED)
+    found = {name for name, got in owners.items() if isinstance(got, dict) and got.get("owner") in UNOWNED}
+    found.update(unowned_by_check(owners, raw.get("installed")) or [])
+    return sorted(name for name in found if name not in unresolved)

@@ -30,10 +30,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from reb_ray.grading.probe_changes import charge_probe_changes
 from reb_ray.grading.c0 import grade_c0
 from reb_ray.grading.c2 import grade_c2
 from reb_ray.grading.c5 import C5_ROW_COLUMNS, audit_report, audit_unprobed
 from reb_ray.grading.command_stage import grade_command_stage
+from reb_ray.grading.installed import apply_installed
 from reb_ray.grading.multi_gpu import grade_multi_gpu
 from reb_ray.grading.startup import grade_startup
 from reb_ray.grading.unmeasured import skipped
@@ -57,6 +59,8 @@ class GradeContext:
 
     gpus_assigned: int | None = None
     repo_modified_files: list[str] | None = None
+    #: tracked files that changed during the probe phase, read from outside (`charge_probe_changes`)
+    repo_probe_changed: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -112,10 +116,13 @@ class StartupRecord:
     pythonstartup: str | None = None
     trajectory_hits: list[str] = field(default_factory=list)
     why_not: str | None = None
+    #: the installed-code check's record (reb_ray.grading.installed), None: not checked
+    installed: dict | None = None
 
     def stored(self) -> dict:
         """The JSON kept in the `startup` stage row's raw."""
-        return {"probe": self.probe, "pythonstartup": self.pythonstartup, "trajectory_hits": self.trajectory_hits}
+        return {"probe": self.probe, "pythonstartup": self.pythonstartup, "trajectory_hits": self.trajectory_hits,
+                "installed": self.installed}
 
 
 def grade_stage(name: str, raw: Any, task: TaskSpec, context: GradeContext = GradeContext()) -> StageVerdict:
@@ -127,11 +134,11 @@ def grade_stage(name: str, raw: Any, task: TaskSpec, context: GradeContext = Gra
     if stage is Stage.C0:
         return _c0(raw, task)
     if stage in (Stage.C1, Stage.C3):
-        return _command(stage, raw, task, context)
+        return charge_probe_changes(_command(stage, raw, task, context), context.repo_probe_changed)
     if stage is Stage.C2:
         return _c2(raw, context)
     if stage is Stage.C4:
-        return _c4(raw, task)
+        return charge_probe_changes(_c4(raw, task), context.repo_probe_changed)
     if stage is Stage.C5:
         return _c5(raw, context)
     if stage is Stage.ENV_SIZE:
@@ -155,7 +162,7 @@ def _witnessed(stage: Stage, graded: dict, record: CommandRecord) -> tuple[dict,
     if not record.witnessed:
         return graded, {}, {}
     verdict = grade_witness(record.witness)
-    return (apply_witness(graded, verdict), {f"{stage}_witness": verdict["witness_status"]},
+    return (apply_installed(apply_witness(graded, verdict), record.witness), {f"{stage}_witness": verdict["witness_status"]},
             {k: verdict[k] for k in WITNESS_COLUMNS})
 
 
@@ -255,7 +262,8 @@ def _startup(record: StartupRecord, context: GradeContext) -> StageVerdict:
     """python_path_kind, startup_hooks and suspicious_actions (`grade_startup`): recorded, never a
     failure (`not_run` with the reason nothing was probed)."""
     row = grade_startup(record.probe, pythonstartup=record.pythonstartup,
-                        repo_modified_files=context.repo_modified_files, trajectory=record.trajectory_hits)
+                        repo_modified_files=context.repo_modified_files, trajectory=record.trajectory_hits,
+                        installed=record.installed)
     probed = record.probe is not None
     return StageVerdict(Stage.STARTUP, Status.SUCCESS if probed else Status.NOT_RUN,
                         None if probed else record.why_not, None, row=row)

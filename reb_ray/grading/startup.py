@@ -1,7 +1,12 @@
 """Start-up hooks, the interpreter's kind and suspicious actions: pure rules over stored evidence.
 
-Nothing here changes a stage's verdict: these are recorded so a reader can tell a shortcut from
-an environment (docs/DECISIONS.md, "C0 ownership and the start-up record").
+Nothing here changes the `startup` stage's verdict: these are recorded so a reader can tell a
+shortcut from an environment (docs/DECISIONS.md, "C0 ownership and the start-up record"). What
+the command stages do about start-up code is decided against the published artifacts
+(reb_ray.grading.installed: a hook no verified distribution owns fails them as `startup_hook`);
+this row names the same hooks, each with that check's verdict, and carries the check's columns
+(`dist_checked`, `dist_modified`, `dist_unmatched`, `dist_unverifiable`,
+`startup_hooks_unverified`).
 
 - `python_path_kind` (PYTHON_PATH_KINDS): what the reported python_path is on disk, from the
   start-up probe (probes/startup_probe.py). A real interpreter is `elf` or `symlink_to_elf`
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import re
 
+from reb_ray.grading.installed import VERIFIED, row_columns
 from reb_ray.grading.record_types import conform
 
 PYTHON_PATH_KINDS = ("elf", "symlink_to_elf", "script", "other", "missing")
@@ -82,17 +88,28 @@ def _hook_line(hook: dict) -> str:
 
 
 def grade_startup(raw: dict | None, *, pythonstartup: str | None = None, repo_modified_files: list[str] | None = None,
-                  trajectory: list[str] | None = None) -> dict:
-    """{"python_path_kind", "startup_hooks", "suspicious_actions"} from the start-up probe's
-    record `raw` (None: no record), the PYTHONSTARTUP the report's env sets, the tracked files
-    the agent changed and the trajectory hits (`trajectory_hits`). Unknown is None: the kind and
-    the hooks without a record; the suspicious actions are always a list (what was seen)."""
+                  trajectory: list[str] | None = None, installed: dict | None = None) -> dict:
+    """{"python_path_kind", "startup_hooks", "suspicious_actions"} and the installed-code
+    check's columns (`row_columns`) from the start-up probe's record `raw` (None: no record),
+    the PYTHONSTARTUP the report's env sets, the tracked files the agent changed, the trajectory
+    hits (`trajectory_hits`) and the installed-code check's record `installed` (None: not
+    checked). Unknown is None: the kind and the hooks without a record; the suspicious actions
+    are always a list (what was seen). A hook the check verified against a published artifact
+    is not listed; one it could not verify says why."""
     raw = conform(raw, RECORD_SHAPE) if isinstance(raw, dict) else None
     kind_rec = (raw or {}).get("python_kind") or {}
     kind = kind_rec.get("kind") if kind_rec.get("kind") in PYTHON_PATH_KINDS else None
     hooks: list[str] | None = None  # unknown unless the interpreter's import path was read
+    checked = {h.get("path"): h for h in (installed or {}).get("hooks") or [] if isinstance(h, dict)} \
+        if isinstance(installed, dict) and not installed.get("error") else None
     if raw is not None and not raw.get("error") and isinstance(raw.get("interpreter"), dict):
-        hooks = [_hook_line(h) for h in raw.get("hooks") or [] if isinstance(h, dict) and h.get("path")][:MAX_ENTRIES]
+        hooks = [_hook_line(h) for h in raw.get("hooks") or [] if isinstance(h, dict) and h.get("path")
+                 and not (checked and (checked.get(h["path"]) or {}).get("status") == VERIFIED)]
+        if checked:  # hooks the installed-code check could not verify, the probe's manifests aside
+            listed = {h.get("path") for h in raw.get("hooks") or [] if isinstance(h, dict)}
+            hooks += [f"{h.get('kind')} {path} (not verified: {h.get('why')})" for path, h in checked.items()
+                      if h.get("status") != VERIFIED and path not in listed]
+        hooks = hooks[:MAX_ENTRIES]
     if pythonstartup:
         hooks = (hooks or []) + [f"PYTHONSTARTUP={_cut(pythonstartup)} (the report's env)"]
     actions: list[str] = []
@@ -112,4 +129,7 @@ def grade_startup(raw: dict | None, *, pythonstartup: str | None = None, repo_mo
         actions.append(f"{what}: {entry.get('name')} ({entry.get('path')})")
     actions.extend(f"start-up hook: {line}" for line in (hooks or []))
     actions.extend(f"trajectory {hit}" for hit in (trajectory or []))
-    return {"python_path_kind": kind, "startup_hooks": hooks, "suspicious_actions": actions[: 3 * MAX_ENTRIES]}
+    columns = row_columns(installed)
+    actions.extend(f"modified installed distribution: {line}" for line in columns["dist_modified"] or [])
+    return {"python_path_kind": kind, "startup_hooks": hooks, "suspicious_actions": actions[: 3 * MAX_ENTRIES],
+            **columns}

@@ -38,10 +38,11 @@ COMMAND_STAGES = ("c1", "c3", "c4")
 MISSING_REPORT, INVALID_REPORT = Category.MISSING_REPORT.value, Category.INVALID_REPORT.value
 INTERPRETER_MISSING, INTERPRETER_BROKEN = Category.INTERPRETER_MISSING.value, Category.INTERPRETER_BROKEN.value
 SANDBOX_BROKEN = Category.SANDBOX_BROKEN_BY_AGENT.value
+AGENT_PROCESS_IN_PROBES = Category.AGENT_PROCESS_IN_PROBES.value  # seen from outside (reb_ray.trial.process_audit)
 #: Categories that say the agent is why no stage could be measured (all agent categories).
 #: A sandbox limit that ended the agent phase (reb_ray.sandbox.limits): nothing is probed.
 LIMIT_GATES = (Category.PIDS_LIMIT.value, Category.DISK_QUOTA.value, Category.OOM.value)
-AGENT_GATES = (MISSING_REPORT, INVALID_REPORT, SANDBOX_BROKEN, INTERPRETER_MISSING, INTERPRETER_BROKEN, *LIMIT_GATES)
+AGENT_GATES = (MISSING_REPORT, INVALID_REPORT, SANDBOX_BROKEN, AGENT_PROCESS_IN_PROBES, INTERPRETER_MISSING, INTERPRETER_BROKEN, *LIMIT_GATES)
 ASSETS_MISSING = Category.INFRA_ASSETS_MISSING.value
 
 #: Trials-row columns of each stage, nulled when the stage was not measured (a re-grade of an

@@ -94,6 +94,16 @@ class Category(StrEnum):
     RUNTIME = "runtime", Owner.AGENT
     # A command that succeeded without a valid witness of the pinned code in the reported interpreter.
     UNVERIFIED_RUN = "unverified_run", Owner.AGENT
+    # Observed from outside the sandbox: a process of the agent alive when the probe phase
+    # began that could not be stopped, or a tracked file that changed while the stages ran.
+    AGENT_PROCESS_IN_PROBES = "agent_process_in_probes", Owner.AGENT
+    REPO_CHANGED_IN_PROBES = "repo_changed_in_probes", Owner.AGENT
+    # A command that succeeded while running installed code the harness could not match with
+    # what was published (reb_ray.grading.installed): a modified distribution, a module no
+    # verified distribution owns, start-up code (.pth, sitecustomize) nobody verified.
+    DIST_MODIFIED = "dist_modified", Owner.AGENT
+    UNOWNED_MODULE = "unowned_module", Owner.AGENT
+    STARTUP_HOOK = "startup_hook", Owner.AGENT
     # C2: the framework build, the driver and the GPU do not agree.
     NO_FRAMEWORK = "no_framework", Owner.AGENT
     CPU_ONLY_BUILD = "cpu_only_build", Owner.AGENT

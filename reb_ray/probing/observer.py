@@ -9,7 +9,7 @@ command under the toolbox's strace (reb_ray.probing.toolbox_strace). `collect`, 
 command, reads the reader's output from the host, checks its HMAC under the key (which never
 left the host otherwise and never was in any environment), parses the trace
 (reb_ray.grading.observed) and resolves, in the sandbox, the real paths of the programs the
-witness's processes executed. Its record (`OBSERVER_SHAPE`) goes into the stage's witness
+witness's processes executed. Its record goes into the stage's witness
 record as `observer`, where reb_ray.grading.witness reads it; `reb-ray regrade` re-reads it
 from the stage row. Neither function raises: an observer that could not be armed is
 `unavailable` (the infrastructure's), one that was armed and left no verified trace is graded
@@ -40,10 +40,6 @@ log = logging.getLogger(__name__)
 OK, TAMPERED, INCOMPLETE, UNAVAILABLE = "ok", "tampered", "incomplete", "unavailable"
 #: Bytes of trace read back at most.
 MAX_TRACE_BYTES = 256 * 1024**2
-
-OBSERVER_SHAPE = {"status": str, "reason": str, "processes": int, "lines": int, "unparsed": int,
-                  "reached": [str], "reached_total": int, "pids": dict, "realpaths": dict, "root_status": int,
-                  "tracer_pid": int, "reader_pid": int, "trace_bytes": int, "duration_s": float}
 
 # $1 the observer's directory, $2 the key file, $3 the key (hex), $4 the strace loader. Prints
 # @@OK when the toolbox's strace runs here and the key is in place.
@@ -138,16 +134,19 @@ def collect(sandbox: Sandbox, observer: Observer, witness: dict | None, repo_dir
     """The observer record of one stage (module docstring). Never raises."""
     if not observer.armed:
         return {"status": UNAVAILABLE, "reason": observer.reason}
+    record: dict = {}
     try:
-        return _collect(sandbox, observer, witness, repo_dir, duration_s)
+        record = _collect(sandbox, observer, witness, repo_dir, duration_s)
+        return record
     except Exception as exc:  # noqa: BLE001 - a gone sandbox, an unreadable output: not verified
         log.warning("observer collect failed: %s", exc)
         return {"status": TAMPERED, "reason": f"the observer's output could not be read: {type(exc).__name__}: {exc}"[:300]}
     finally:
-        try:
-            sandbox.exec(["rm", "-rf", "--", observer.directory], timeout=60)
-        except Exception:  # noqa: BLE001 - best effort; the toolbox goes with the sandbox
-            pass
+        if record.get("realpaths") is None:  # else removed by the exec that resolved them
+            try:
+                sandbox.exec(["rm", "-rf", "--", observer.directory], timeout=60)
+            except Exception:  # noqa: BLE001 - best effort; the toolbox goes with the sandbox
+                pass
 
 
 def _collect(sandbox: Sandbox, observer: Observer, witness: dict | None, repo_dir: str, duration_s: float | None) -> dict:
@@ -173,7 +172,7 @@ def _collect(sandbox: Sandbox, observer: Observer, witness: dict | None, repo_di
     interesting = _record_paths(records)
     summary = summarize(trace, pids, interesting, repo_dir)
     paths = sorted({p["path"] for rows in summary["pids"].values() for p in rows if p["path"]})
-    record.update(summary, status=OK, reason=None, realpaths=_realpaths(sandbox, paths))
+    record.update(summary, status=OK, reason=None, realpaths=_realpaths(sandbox, paths, observer.directory))
     return record
 
 
@@ -191,16 +190,17 @@ def _record_paths(records: list[dict]) -> set[str]:
     return out
 
 
-# Prints "path\0realpath\0" for each argument (realpath empty when it does not resolve).
-_REALPATHS = r'for p in "$@"; do r=$(readlink -f -- "$p" 2>/dev/null) || r=""; printf "%s\0%s\0" "$p" "$r"; done'
+# $1 the observer's directory (removed); then the paths. Prints "path\0realpath\0" for each
+# (realpath empty when it does not resolve).
+_REALPATHS = r'''rm -rf -- "$1"; shift
+for p in "$@"; do r=$(readlink -f -- "$p" 2>/dev/null) || r=""; printf "%s\0%s\0" "$p" "$r"; done'''
 
 
-def _realpaths(sandbox: Sandbox, paths: list[str]) -> dict[str, str | None]:
+def _realpaths(sandbox: Sandbox, paths: list[str], directory: str) -> dict[str, str | None]:
     """{path: its real path in the sandbox now, or None} for the programs the witness's processes
-    executed (the sandbox's readlink: the image's, with the agent's leftovers already stopped)."""
-    if not paths:
-        return {}
-    res = sandbox.exec(["sh", "-c", _REALPATHS, "realpaths", *paths[:64]], timeout=60, env=facts_env())
+    executed (the sandbox's readlink: the image's, with the agent's leftovers already stopped);
+    the same exec removes the observer's `directory`."""
+    res = sandbox.exec(["sh", "-c", _REALPATHS, "realpaths", directory, *paths[:64]], timeout=60, env=facts_env())
     parts = res.output.split("\0")
     out: dict[str, str | None] = {p: None for p in paths}
     for i in range(0, len(parts) - 1, 2):
@@ -209,5 +209,5 @@ def _realpaths(sandbox: Sandbox, paths: list[str]) -> dict[str, str | None]:
     return out
 
 
-__all__ = ["INCOMPLETE", "OBSERVER_SHAPE", "OK", "Observer", "TAMPERED", "UNAVAILABLE", "arm", "collect", "verify"]
+__all__ = ["INCOMPLETE", "OK", "Observer", "TAMPERED", "UNAVAILABLE", "arm", "collect", "verify"]
 

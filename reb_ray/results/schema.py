@@ -210,6 +210,21 @@ TRIALS_SCHEMA = pa.schema(
         # -- which probes graded the row (reb_ray.probing.toolbox.toolbox_key: layout, pyright and node versions,
         # the probe programs' bytes); a `-reprobe` row's own, its source's in the source row (null: written before it)
         ("probe_toolbox", pa.string()),
+        # -- observed from outside the sandbox (reb_ray.trial.process_audit, reb_ray.trial.repo_outside;
+        # docs/grading-witness.md, "Processes and the repository, observed from outside"); null: not observable
+        ("probe_processes_before", pa.int64()),  # processes the harness did not start, in the sandbox's cgroup as the probe phase began
+        ("probe_processes_after", pa.int64()),  # the same after the last stage
+        ("probe_process_commands", _strings),  # their command lines, "before: ..." / "after: ...", the first 20
+        ("repo_outside_restored", _strings),  # tracked paths whose content (read from outside) differed from the pinned commit after the in-sandbox restore; put back
+        ("repo_probe_changed", _strings),  # tracked paths whose content changed during the probe phase (fails the stages that ran with it)
+        ("outside_check_s", pa.float64()),  # seconds the outside reads took in this attempt
+        # -- installed code against what was published (reb_ray.grading.installed; docs/grading-witness.md,
+        # "Installed packages and start-up code, checked against what was published"); null: not checked
+        ("dist_checked", pa.int64()),  # distributions on the reported interpreter's import path that were judged
+        ("dist_modified", _strings),  # "name version: files" of those whose files differ from the published artifact
+        ("dist_unmatched", _strings),  # metadata no published artifact matches, and modules no distribution names
+        ("dist_unverifiable", _strings),  # "name version (why)": local builds, sdist-only releases, no index
+        ("startup_hooks_unverified", _strings),  # .pth import lines, sitecustomize, usercustomize no verified distribution owns
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

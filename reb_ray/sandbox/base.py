@@ -14,6 +14,7 @@ the provider's name.
 from __future__ import annotations
 
 import abc
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,6 +121,25 @@ class SandboxConfig(BaseModel):
     attempt: int = 0
     head_bytes: int = DEFAULT_HEAD_BYTES
     tail_bytes: int = DEFAULT_TAIL_BYTES
+
+
+def git_blob(data: bytes) -> str:
+    """The git blob hash of `data`: hex SHA-1 of b"blob <length>\\0" + data (what `git
+    hash-object --no-filters` prints)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+@dataclass(frozen=True)
+class SandboxProcess:
+    """One process of a sandbox as its engine lists it from outside (the container's cgroup,
+    `docker top`): the host's PID and parent PID, the command line, and whether the harness
+    started it (`own`: its host PID is one recorded when the sandbox started; never judged by
+    command line, parent or session)."""
+
+    pid: int
+    ppid: int
+    command: str
+    own: bool
 
 
 @dataclass(frozen=True)
@@ -358,6 +378,21 @@ class Sandbox(abc.ABC):
         """The paths changed since the image, as the engine's API lists them
         ([{"Path": "/a", "Kind": 0 changed | 1 added | 2 deleted}]); None where the provider
         cannot list them (`capabilities.filesystem_diff` False). Raises what the engine raises."""
+        return None
+
+    def process_table(self) -> list[SandboxProcess] | None:
+        """Every process of the sandbox as its engine sees it from outside, where no process of
+        the sandbox can hide or rename one (`SandboxProcess`); None where the provider cannot
+        list them (the default: no engine, or it did not answer). Never raises."""
+        return None
+
+    def blobs_outside(self, root: str, paths: list[str]) -> dict[str, str | None] | None:
+        """The git blob hash (hex SHA-1 of "blob <size>\\0" + content, `git_blob`) of each of
+        `paths` (relative to sandbox directory `root`) as the engine reads it from outside the
+        sandbox, no program of the sandbox involved: of a regular file's bytes, of a symbolic
+        link's target; None for a path that is missing, no regular file or link (a directory,
+        a FIFO), or reached through a link. No filter, attribute or index flag applies. None
+        where the provider cannot read from outside (the default). Never raises."""
         return None
 
     def lease_gpus(self, gpus: list[str]) -> None:

@@ -17,7 +17,7 @@ import shlex
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from reb_ray.sandbox.base import DEFAULT_READ_LIMIT, ExecResult, Sandbox, SandboxSize
+from reb_ray.sandbox.base import DEFAULT_READ_LIMIT, ExecResult, Sandbox, SandboxProcess, SandboxSize
 from reb_ray.sandbox.output import OutputSink
 
 COMMANDS_KEPT = 10_000
@@ -86,6 +86,12 @@ class TappedSandbox(Sandbox):
 
     def kill_leftovers(self) -> list[str] | None:
         return self._inner.kill_leftovers()
+
+    def process_table(self) -> list[SandboxProcess] | None:
+        return self._inner.process_table()
+
+    def blobs_outside(self, root: str, paths: list[str]) -> dict[str, str | None] | None:
+        return self._inner.blobs_outside(root, paths)
 
     def close(self) -> None:
         self._inner.close()

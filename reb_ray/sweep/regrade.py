@@ -24,7 +24,7 @@ from pathlib import Path
 from reb_ray.trial.artifacts import search_log
 from reb_ray.errors import RebRayError
 from reb_ray.grading.stage import AuditRecord, CommandRecord, GradeContext, StartupRecord, grade_stage
-from reb_ray.grading.unmeasured import (INVALID_REPORT, MISSING_REPORT, PROBE_STAGES, PYRAMID, SANDBOX_BROKEN,
+from reb_ray.grading.unmeasured import (AGENT_PROCESS_IN_PROBES, INVALID_REPORT, MISSING_REPORT, PROBE_STAGES, PYRAMID, SANDBOX_BROKEN,
                                         agent_failed, interpreter_fault)
 from reb_ray.grading.verdict import StageVerdict
 from reb_ray.models.report import load_report_object
@@ -60,8 +60,8 @@ def _agent_gate(trial: dict, stages: dict[str, dict]) -> tuple[str, str] | None:
     if trial.get("report_status") in (MISSING_REPORT, INVALID_REPORT):
         why = (stages.get("report") or {}).get("reason") or trial["report_status"]
         return trial["report_status"], f"no usable report: {why}"
-    broken = next((s for s in stages.values() if s["failure_category"] == SANDBOX_BROKEN), None)
-    return (SANDBOX_BROKEN, broken["reason"]) if broken else None
+    broken = next((s for s in stages.values() if s["failure_category"] in (SANDBOX_BROKEN, AGENT_PROCESS_IN_PROBES)), None)
+    return (broken["failure_category"], broken["reason"]) if broken else None
 
 
 def pattern_evidence(stage: dict, rule: SuccessRule, run_dir: Path | None) -> tuple[bool | None, str | None, bool]:
@@ -131,7 +131,8 @@ def regrade_trial(trial: dict, stages: dict[str, dict], task: TaskSpec, new_swee
     `run_dir` is where the rows' log artifacts lie (their log_path is relative to it)."""
     row = dict(trial, sweep_id=new_sweep_id)
     out: list[StageRow] = []
-    context = GradeContext(gpus_assigned=trial.get("gpus_assigned"), repo_modified_files=trial.get("repo_modified_files"))
+    context = GradeContext(gpus_assigned=trial.get("gpus_assigned"), repo_modified_files=trial.get("repo_modified_files"),
+                           repo_probe_changed=trial.get("repo_probe_changed"))
 
     def keep(name: str, **update) -> None:
         """The stored row of stage `name` (a new one, null but for the attempt's identity, when
@@ -209,7 +210,7 @@ def _regrade_startup(stages: dict[str, dict], grade) -> None:
         return
     stored = json.loads(stage["raw"])
     grade("startup", StartupRecord(stored.get("probe"), stored.get("pythonstartup"), stored.get("trajectory_hits") or [],
-                                   why_not=stage.get("reason")))
+                                   why_not=stage.get("reason"), installed=stored.get("installed")))
 
 
 def _regrade_env_size(stages: dict[str, dict], grade) -> None:

@@ -26,8 +26,10 @@ bytes, past which the steps run one by one), the exec has a deadline, the bytes 
 against MAX_REPORT_BYTES here, and the script only sees the container's own files.
 
 `run_between_phases` is the phase as the trial runs it: `settle`, then the report parsed and
-its stage row recorded, the agent's changes to tracked files recorded (`record_changes`) and
-the tracked files put back to the pinned commit (`restore_repo`).
+its stage row recorded, the agent's changes to tracked files recorded (`record_changes`), the
+tracked files put back to the pinned commit (`restore_repo`), and then every tracked file
+compared with the pinned commit by content from outside the sandbox and put back where it
+differs (`reb_ray.trial.repo_outside`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from pathlib import Path
 from reb_ray.errors import RebRayError
 from reb_ray.models.report import MAX_REPORT_BYTES, Report, parse_report
 from reb_ray.trial.record import TrialRecorder
+from reb_ray.trial.repo_outside import RepoOutside
 from reb_ray.trial.repo_restore import restore_pinned, unchanged_by_agent
 from reb_ray.trial.repo_state import STATE_SCRIPT, changed_since, parse_state, tracked_state
 from reb_ray.sandbox import Sandbox, UnreadableFile
@@ -279,6 +282,8 @@ class BetweenPhases:
 
     report: Report | None
     report_status: str
+    #: the outside comparison of the repository, whose hashes the probe phase starts from
+    repo_outside: RepoOutside | None = None
 
 
 def run_between_phases(rec: TrialRecorder, sandbox: Sandbox, report_path: str, repo_dir: str,
@@ -307,7 +312,13 @@ def run_between_phases(rec: TrialRecorder, sandbox: Sandbox, report_path: str, r
               raw=data.decode(errors="replace") if data else None)
     record_changes(rec, baseline, settled.state)
     restore_repo(rec, sandbox, repo_dir, baseline, settled.state, pinned_checkout)
-    return BetweenPhases(report, status)
+    outside = RepoOutside(rec.result.outside, repo_dir, pinned_checkout, rec.result.setup.repo_commit)
+    columns = outside.restore(sandbox)  # every tracked file by content, read from outside the sandbox
+    if columns is not None:
+        part = rec.result.between
+        part.repo_restored = columns["repo_restored"]
+        part.repo_restored_files = sorted(set(part.repo_restored_files or []) | set(columns["files"]))
+    return BetweenPhases(report, status, outside)
 
 
 def restore_repo(rec: TrialRecorder, sandbox: Sandbox, repo_dir: str, baseline: dict[str, str] | None,

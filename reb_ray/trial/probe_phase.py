@@ -38,6 +38,8 @@ from reb_ray.probing.c2 import run_c2
 from reb_ray.probing.command import run_stage_command, stage_workdir
 from reb_ray.probing.env_size import run_env_size
 from reb_ray.probing.facts import run_facts
+from reb_ray.probing.installed import run_check as run_installed_check
+from reb_ray.probing.installed import with_repo_imports as run_installed_repo_imports
 from reb_ray.probing.multi_gpu import record_as_exec_result, run_multi_gpu
 from reb_ray.probing.side_logs import collect_side_logs
 from reb_ray.probing.startup import run_startup
@@ -98,6 +100,7 @@ class ProbeRun:
     gpus: list[str]
     missing: dict
     where: str
+    installed: dict | None = None  # the installed-code check's record, stored with each command stage's witness
 
     @property
     def shim(self) -> str:
@@ -140,8 +143,10 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
     rec.result.probe.probe_toolbox = toolbox_key(toolbox_sources())  # which probes grade this attempt (a column)
     # Before anything runs the report's interpreter: what it is, what runs when it starts.
     t = time.monotonic()
-    record_startup(rec, run_startup(sandbox, toolbox, report.python_path), report, "the start-up probe left no record",
-                   time.monotonic() - t)
+    startup_raw = run_startup(sandbox, toolbox, report.python_path)
+    # What is installed on its import path, against what was published (read from outside).
+    installed = run_installed_check(sandbox, toolbox, startup_raw, spec, repo_dir)
+    record_startup(rec, startup_raw, report, "the start-up probe left no record", time.monotonic() - t, installed)
     python = report.python_path
     env = {**probe_env(spec), **install_task_helpers(sandbox, task, toolbox)}
 
@@ -159,6 +164,9 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
     # C0: static imports against the report's interpreter.
     t = time.monotonic()
     raw = run_c0(sandbox, toolbox, repo_dir, python)
+    if isinstance(raw, dict) and installed is not None:
+        raw["installed"] = installed
+        installed = run_installed_repo_imports(installed, raw)  # the command stages judge these as imported
     rec.record(grade_stage("c0", raw, task, _context(rec)), raw=json.dumps(raw) if raw is not None else None,
                duration_s=time.monotonic() - t)
 
@@ -166,7 +174,7 @@ def run_probe_phase(rec: TrialRecorder, sandbox: Sandbox, spec: TrialSpec, repo_
     where = str(spec.config.assets_dir or "(no --assets directory given)")
 
     # C1: the CPU command, GPUs hidden ("" makes torch see none).
-    run = ProbeRun(rec, sandbox, task, repo_dir, python, toolbox, env, gpus, missing, where)
+    run = ProbeRun(rec, sandbox, task, repo_dir, python, toolbox, env, gpus, missing, where, installed)
     _command_stage(run, "c1", visible="", needed=0, own_sandbox=c1_sandbox)
 
     # C2: CUDA alignment, on the assigned GPUs.
@@ -193,14 +201,15 @@ def _context(rec: TrialRecorder) -> GradeContext:
 
 
 def record_startup(rec: TrialRecorder, raw: dict | None, report: Report | None, why_not: str,
-                   duration_s: float | None = None) -> None:
+                   duration_s: float | None = None, installed: dict | None = None) -> None:
     """The `startup` stage row (its raw: the start-up probe's record, the report env's
     PYTHONSTARTUP and the agent's trajectory hits, all `reb-ray regrade` needs) and the row's
     python_path_kind, startup_hooks and suspicious_actions (`grade_startup`). Never a
     failure: it is recorded, not scored (`not_run` with `why_not` when nothing was probed)."""
     env = report.written.get("env") if report is not None else None
     pythonstartup = env.get("PYTHONSTARTUP") if isinstance(env, dict) else None
-    record = StartupRecord(raw, pythonstartup if isinstance(pythonstartup, str) else None, rec.trajectory_hits, why_not)
+    record = StartupRecord(raw, pythonstartup if isinstance(pythonstartup, str) else None, rec.trajectory_hits, why_not,
+                           installed)
     rec.record(grade_stage("startup", record, rec.spec.task, _context(rec)), raw=json.dumps(record.stored()),
                duration_s=duration_s)
 
@@ -252,6 +261,8 @@ def _command_stage(run: ProbeRun, name: str, visible: str, needed: int,
         observed = observer_collect(box, observer, witness_raw, repo_dir, result.duration_s)
     if witness_raw is not None:  # the kernel's trace and the stage's entry, graded with the witness
         witness_raw.update(observer=observed, entries=stage_entries(stage.command, stage.workdir))
+    if witness_raw is not None and run.installed is not None:
+        witness_raw["installed"] = run.installed
     pattern = stage.success.log_pattern
     record = CommandRecord(result.exit_code, result.timed_out, result.output,
                            result.pattern_matches.get(pattern) if pattern else None, witnessed=True, witness=witness_raw)
@@ -279,6 +290,8 @@ def _multi_gpu(run: ProbeRun, cpu_gloo: bool) -> None:
                                  cpu_gloo=cpu_gloo, sink=log)
         if witness is not None:  # after the run's leftovers were killed: every rank has exited
             raw4["witness"] = collect(sandbox, toolbox, witness, python, rec.result.setup.repo_commit)
+            if raw4["witness"] is not None and run.installed is not None:
+                raw4["witness"]["installed"] = run.installed
         record4 = CommandRecord.of_launcher(raw4, witnessed=witness is not None, witness=raw4.get("witness"))
         rec.record(grade_stage("c4", record4, task, _context(rec)), result=record_as_exec_result(stage4, raw4),
                    command=raw4.get("command"), raw=json.dumps({k: v for k, v in raw4.items() if k != "output"}),

@@ -182,6 +182,24 @@ class BetweenPhasesResult(_Part):
 
 
 @dataclass(slots=True)
+class OutsideView(_Part):
+    """What the harness observed from outside the sandbox, where no code of the agent can
+    reach (`reb_ray.trial.process_audit`, `reb_ray.trial.repo_outside`): processes not started
+    by the harness in the sandbox's process list (its cgroup, as the engine lists it) when the
+    probe phase began and after its last stage, with their command lines; tracked files whose
+    content, read from outside, differed from the harness's own copy of the pinned commit
+    after the in-sandbox restore (put back from that copy), and those that changed during the
+    probe phase; and the seconds these reads took. Null: the provider cannot observe it."""
+
+    probe_processes_before: int | None = None
+    probe_processes_after: int | None = None
+    probe_process_commands: list[str] | None = None
+    repo_outside_restored: list[str] | None = None
+    repo_probe_changed: list[str] | None = None
+    outside_check_s: float | None = None
+
+
+@dataclass(slots=True)
 class NetworkUse(_Part):
     """The attempt's network (`TrialEgress.close`): the Docker network the sandbox joined,
     whether the host guard closed the node's services to it, and under the `registries` policy
@@ -354,11 +372,12 @@ class AttemptResult:
     hardware: HardwareFingerprint = field(default_factory=HardwareFingerprint)
     probe: ProbePhaseResult = field(default_factory=ProbePhaseResult)
     settlement: Settlement = field(default_factory=Settlement)
+    outside: OutsideView = field(default_factory=OutsideView)
     stages: list[StageRow] = field(default_factory=list)
 
     def parts(self) -> tuple[_Part, ...]:
         return (self.identity, self.setup, self.agent, self.llm, self.between, self.network, self.environment,
-                self.hardware, self.probe, self.settlement)
+                self.hardware, self.probe, self.settlement, self.outside)
 
     def trials_row(self) -> dict[str, Any]:
         """The trials row (`flatten`'s first half)."""
@@ -379,5 +398,5 @@ def flatten(result: AttemptResult) -> tuple[dict[str, Any], list[dict]]:
 
 
 __all__ = ["DRIVER_COLUMNS", "AgentPhaseResult", "AttemptIdentity", "AttemptResult", "BetweenPhasesResult",
-           "EnvironmentCapture", "HardwareFingerprint", "LlmUsage", "NetworkUse", "ProbePhaseResult", "SandboxSetup",
+           "EnvironmentCapture", "HardwareFingerprint", "LlmUsage", "NetworkUse", "OutsideView", "ProbePhaseResult", "SandboxSetup",
            "Settlement", "StageRow", "flatten"]

@@ -43,7 +43,9 @@ from reb_ray.trial.gpu_lease import GpuLease
 from reb_ray.trial.llm import ProxyClient
 from reb_ray.trial.phase_split import PhaseSplit
 from reb_ray.trial.prepare import Prepared, prepare
-from reb_ray.trial.probe_phase import run_probe_phase
+from reb_ray.trial.probe_phase import record_startup, run_probe_phase
+from reb_ray.trial.process_audit import after_probes, before_probes
+from reb_ray.trial.repo_outside import RepoOutside, charge_stages
 from reb_ray.trial.record import TrialOutcome, TrialRecorder
 
 __all__ = ["TrialOutcome", "run_trial"]
@@ -87,7 +89,7 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
         p.llm.judge(between.report)  # failed because of its LLM endpoint (429, 5xx, auth, budget): infra, not the agent's
         p.slot.detach()  # gone before any probe runs: not on their PATH, not in the env size
         env_phase.run(p.sandbox, p.repo_dir, between.report)  # environment artifacts: manifest, then the container committed
-        _probe(rec, p, between.report, gpus, agent.ended_by)
+        _probe(rec, p, between.report, gpus, agent.ended_by, between.repo_outside)
         if no_gpus_reason:
             rec.explain_hardware(no_gpus_reason)
         rec.settle()
@@ -110,7 +112,7 @@ def run_trial(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: st
 
 
 def _probe(rec: TrialRecorder, p: Prepared, report: Report | None, gpus: list[str],
-           ended_by: tuple[str, str] | None) -> None:
+           ended_by: tuple[str, str] | None, repo: RepoOutside | None = None) -> None:
     """The probe phase as the trial runs it: nothing probed when a sandbox limit stopped the
     agent (`LimitWatch`); in a GPU-sharing sweep the agent's sandbox is committed, exclusive
     GPUs leased and the probe sandbox opened first; afterwards the node's package cache filled.
@@ -126,7 +128,18 @@ def _probe(rec: TrialRecorder, p: Prepared, report: Report | None, gpus: list[st
             p.sandbox, gpus = split.probe_sandbox(p.sandbox)
             p.egress.attach(p.sandbox)
             probe_t0 = time.monotonic()
-        run_probe_phase(rec, p.sandbox, spec, p.repo_dir, report, gpus, c1_sandbox=split.c1_opener() if split else None)
+        # Seen from outside: no process of the agent alive as the probes begin (else none run),
+        # what is alive after the last stage, and the tracked files the stages ran with.
+        gate = before_probes(p.sandbox, rec.result.outside, spec.task)
+        if gate:
+            rec.apply(gate)
+            record_startup(rec, None, report, "a process of the agent ran in the sandbox")
+        else:
+            run_probe_phase(rec, p.sandbox, spec, p.repo_dir, report, gpus,
+                            c1_sandbox=split.c1_opener() if split else None)
+        after_probes(p.sandbox, rec.result.outside)
+        if repo is not None:
+            charge_stages(rec, repo.changed(p.sandbox))
         if split:
             split.release_gpus()  # the GPU work is done: the next probe phase on the node may start
         # The harness's own container fetches from the index on Docker's default bridge

@@ -14,8 +14,14 @@ def record(**fields) -> dict:
     return {**base, **fields}
 
 
+#: The installed-code check's columns when no check ran (unknown, never empty).
+UNCHECKED = {"dist_checked": None, "dist_modified": None, "dist_unmatched": None, "dist_unverifiable": None,
+             "startup_hooks_unverified": None}
+
+
 def test_an_honest_record_has_nothing_to_say():
-    assert grade_startup(record()) == {"python_path_kind": "symlink_to_elf", "startup_hooks": [], "suspicious_actions": []}
+    assert grade_startup(record()) == {"python_path_kind": "symlink_to_elf", "startup_hooks": [], "suspicious_actions": [],
+                                       **UNCHECKED}
 
 
 def test_unknown_is_null_and_what_was_seen_is_still_listed():
@@ -52,6 +58,6 @@ def test_every_kind_of_evidence_in_order():
 
 def test_a_malformed_record_grades_as_unknown():
     g = grade_startup({"python_kind": "elf", "hooks": "x", "unowned_site_packages": [1, None, {"name": 3}]})
-    assert g == {"python_path_kind": None, "startup_hooks": None, "suspicious_actions": []}
+    assert g == {"python_path_kind": None, "startup_hooks": None, "suspicious_actions": [], **UNCHECKED}
     g = grade_startup(record(hooks=[None, {"kind": "pth"}], unowned_site_packages=[None]))
-    assert g == {"python_path_kind": "symlink_to_elf", "startup_hooks": [], "suspicious_actions": []}
+    assert g == {"python_path_kind": "symlink_to_elf", "startup_hooks": [], "suspicious_actions": [], **UNCHECKED}

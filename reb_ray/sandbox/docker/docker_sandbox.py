@@ -29,6 +29,7 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest, Mount
 
 from reb_ray.errors import ImageMissing, RebRayError
+from reb_ray.sandbox.docker import outside
 from reb_ray.sandbox.docker.layer_changes import container_changes
 from reb_ray.sandbox.base import (
     DEFAULT_READ_LIMIT,
@@ -38,6 +39,7 @@ from reb_ray.sandbox.base import (
     Sandbox,
     SandboxCapabilities,
     SandboxConfig,
+    SandboxProcess,
     SandboxSize,
     UnreadableFile,
     killed_commands,
@@ -73,18 +75,25 @@ done
 """
 
 
-# Kills everything but PID 1 (the init), the container's main `sleep infinity`, itself and its
-# parent (the `timeout` of an exec with a deadline; outside the container's PID namespace, 0,
-# for one without), and prints "PID<TAB>command line" for each process it killed (zombies,
-# whose command line is empty, are not listed: they had already exited). Each round stops
-# every process first, so none can fork, or exit on its own because its child died, while the
-# round kills and lists. Shell text run inline by the script that runs it (not in a subshell:
-# `$$` is the script's own PID); reb_ray.trial.between_phases runs it before its other steps.
+# Kills everything but PID 1 (the init), the processes the harness started with the container
+# (its keep-alive), itself and its parent (the `timeout` of an exec with a deadline; outside
+# the container's PID namespace, 0, for one without), and prints "PID<TAB>command line" for
+# each process it killed (zombies, whose command line is empty, are not listed: they had
+# already exited). The harness's own processes are named in `own` as "PID:STARTTIME" pairs
+# recorded when the container started (`DockerSandbox.own_processes`), never by command line,
+# parent or session: a process counts as the harness's only when both its PID and its start
+# time (clock ticks since boot, /proc/PID/stat's 22nd field) are the recorded ones. The class
+# attribute spares none (`own` empty); each sandbox's instance script names its own. Each
+# round stops every process first, so none can fork, or exit on its own because its child
+# died, while the round kills and lists. Shell text run inline by the script that runs it (not
+# in a subshell: `$$` is the script's own PID); reb_ray.trial.between_phases runs it before
+# its other steps.
 KILL_LEFTOVERS_SCRIPT = r"""
 keep=" 1 $$ $PPID "
-for d in /proc/[0-9]*; do
-  p=${d#/proc/}
-  if [ "$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null)" = "sleep infinity " ] && [ "$(cut -d' ' -f4 "$d/stat" 2>/dev/null)" = 1 ]; then
+own=""
+for o in $own; do
+  p=${o%%:*}
+  if [ "$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | cut -d' ' -f20)" = "${o#*:}" ]; then
     keep="$keep$p "
   fi
 done
@@ -102,7 +111,6 @@ for round in 1 2 3; do
   done
 done
 """
-_KILL_LEFTOVERS_SCRIPT = KILL_LEFTOVERS_SCRIPT + "exit 0\n"
 
 
 class SandboxGone(RebRayError):
@@ -198,6 +206,35 @@ class DockerSandbox(Sandbox):
         self._closed = False
         self.id: str = ""
         self._start(f"reb-ray-{uuid.uuid4().hex[:12]}")
+        self._own_host_pids: frozenset[int] = frozenset()
+        try:
+            self._record_own_processes()
+        except RebRayError:
+            self.close()
+            raise
+
+    def _record_own_processes(self) -> None:
+        """Record the processes the container started with (its init and keep-alive: nothing
+        else runs yet), by host PID for `process_table` and by inner PID and start time for
+        this sandbox's `leftovers_script`, which spares exactly those (`outside.own_at_start`)."""
+        def run(script: str) -> str:
+            api = self._client.api
+            try:
+                exec_id = api.exec_create(self.id, ["/bin/sh", "-c", script], user="root")["Id"]
+                return api.exec_start(exec_id).decode(errors="replace")
+            except DockerException:
+                return ""
+
+        self._own_host_pids, inner = outside.own_at_start(self._client.api, self.id, run)
+        own = " ".join(f"{pid}:{start}" for pid, start in inner)
+        self.leftovers_script = KILL_LEFTOVERS_SCRIPT.replace('\nown=""\n', f'\nown="{own}"\n', 1)
+
+    def process_table(self) -> list[SandboxProcess] | None:
+        return outside.process_table(self._client.api, self.id, self._own_host_pids)
+
+    def blobs_outside(self, root: str, paths: list[str]) -> dict[str, str | None] | None:
+        root = posixpath.join(self.workdir, root) if not root.startswith("/") else root
+        return outside.blobs_outside(self._client.api, self.id, root, paths)
 
     @classmethod
     def shared_engine_client(cls) -> docker.DockerClient:
@@ -390,7 +427,7 @@ class DockerSandbox(Sandbox):
     def kill_leftovers(self) -> list[str] | None:
         try:
             api = self._client.api
-            exec_id = api.exec_create(self.id, ["/bin/sh", "-c", _KILL_LEFTOVERS_SCRIPT], user="root")["Id"]
+            exec_id = api.exec_create(self.id, ["/bin/sh", "-c", self.leftovers_script + "exit 0\n"], user="root")["Id"]
             out = api.exec_start(exec_id)
         except DockerException:
             return None
