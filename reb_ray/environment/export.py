@@ -43,6 +43,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from reb_ray.environment.prefix_files import EXPECTED_TO_DIFFER
 from reb_ray.errors import RebRayError
 
 ENV_DIR = "/opt/reb-ray-env"  # where the export's files go inside the rebuilt image
@@ -319,6 +320,29 @@ def export(output: Path, trial_id: str, out: Path, attempt: int | None = None, s
                         wheel_dirs=wheel_dirs, tasks_root=tasks_root, mirrors=mirrors)
 
 
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
+
+
+def built_from_sdists(pinned: list[str], index_url: str | None = None) -> list[dict]:
+    """The unhashed `name==version` pins whose version the index publishes as an sdist and no
+    wheel (so pip builds them from that sdist): [{"name", "version", "file", "sha256"}], the
+    sdist's file and sha256 as the index lists them. An index that cannot be reached gives []
+    (the README then says nothing of it, as before)."""
+    from reb_ray.probing.published import DEFAULT_INDEX, Published
+
+    published = Published([], index_url=index_url or DEFAULT_INDEX)
+    out = []
+    for line in pinned:
+        match = _PIN.match(line.strip())
+        if not match:
+            continue
+        found = published.candidates(*match.groups()) or []
+        sdists = [a for a in found if a.kind == "sdist"]
+        if sdists and not any(a.kind == "wheel" for a in found):
+            out.append({"name": match[1], "version": match[2], "file": sdists[0].filename, "sha256": sdists[0].sha256})
+    return out
+
+
 def write_export(source: ExportSource, out: Path, image: bool = False, wheels: bool = True,
                  wheel_dirs: list[Path] | None = None, tasks_root: Path | None = None,
                  mirrors: list[Path] | None = None, task=None) -> dict:
@@ -341,7 +365,9 @@ def write_export(source: ExportSource, out: Path, image: bool = False, wheels: b
     _copy_repo(row, out / "repo", tasks_root, mirrors or [], task)
     (out / "certs").mkdir()
     (out / "requirements.lock").write_text("".join(f"{n}=={v} --hash=sha256:{h}\n" for n, v, h, _ in steps["hashed"]))
-    (out / "requirements.nohash.lock").write_text("".join(f"{line}\n" for line in steps["pinned"]))
+    sdists = built_from_sdists(steps["pinned"])
+    (out / "requirements.nohash.lock").write_text("".join(f"{line}\n" for line in steps["pinned"]) + "".join(
+        f"# {s['name']}=={s['version']} is built from the sdist {s['file']} (sha256 {s['sha256']})\n" for s in sdists))
     if manifest.get("conda"):
         urls = [p["url"] + (f"#{p['md5']}" if p.get("md5") else "") for p in manifest["conda"]["packages"] if p.get("url")]
         (out / "conda-explicit.txt").write_text("@EXPLICIT\n" + "".join(f"{u}\n" for u in urls))
@@ -372,7 +398,7 @@ def write_export(source: ExportSource, out: Path, image: bool = False, wheels: b
             "image_archive": archive, "report_put_back": manifest.get("report_path") if report else None,
             "locked_hashed": len(steps["hashed"]), "locked_unhashed": len(steps["pinned"]),
             "editable": steps["editable"], "wheels": copied, "not_captured": steps["not_captured"],
-            "stages": dict(source.stages)}
+            "stages": dict(source.stages), "sdists": sdists}
     (out / "export.json").write_text(json.dumps(info, indent=1) + "\n")
     (out / "README.md").write_text(readme(manifest, info))
     return info
@@ -422,6 +448,9 @@ def readme(manifest: dict, info: dict) -> str:
     """README.md of an export."""
     interp = manifest.get("interpreter") or {}
     gaps = "\n".join(f"- {line}" for line in info["not_captured"]) or "- nothing the manifest knows of"
+    gaps += "".join(f"\n- {s['name']} {s['version']} is built from the sdist {s['file']} (sha256 {s['sha256']}): "
+                    "the rebuild compiles it again, so its files may differ from the kept ones"
+                    for s in info.get("sdists") or [])
     fs = manifest.get("filesystem") or {}
     # Not the agent's or rebuilt: the prefix itself, reb-ray's own files, the report put back.
     skip = [interp.get("prefix") or "/nonexistent", *harness_paths(manifest.get("repo_dir") or "/work/repo")]
@@ -448,6 +477,9 @@ The build starts from the sandbox image the trial ran in (`FROM` line; it must b
 `reb-ray image build`), installs the system packages the agent added at their versions, copies
 the repository to `{_known(manifest.get('repo_dir'))}`, {_environment_text(manifest, info)}, then redoes the editable install
 of the repository ({', '.join(info['editable']) or 'none'}). {report_text} `reb-ray env verify .` rebuilds it and runs the probes on it.
+It also compares the rebuilt prefix with the kept image's, file by file (sha256), except what a
+rebuild is expected to change: {', '.join(f'`{p}`' for p in EXPECTED_TO_DIFFER)}; a file the
+rebuild changed or lacks makes it `reproducible: no`, with the files named.
 {image_part}
 ## What the recipe could not capture
 

@@ -163,6 +163,7 @@ def verify(export_dir: Path, output: Path | None = None, no_cache: bool = True, 
                     rebuilt_manifest = json.loads(gzip.decompress((out / trial["env_manifest_path"]).read_bytes()))
                 except (OSError, ValueError, EOFError):
                     pass
+            record["files"] = compare_files(info.get("kept_image"), source_manifest, tag)
     finally:  # also when the trial raised: the rebuilt image is this call's own
         if not keep_image:
             subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
@@ -172,12 +173,49 @@ def verify(export_dir: Path, output: Path | None = None, no_cache: bool = True, 
     if trial.get("status") != "scored":
         record.update(reproducible=None, differs=None)
         return _finish(export_dir, info, record, append)
-    differs = compare(info.get("stages") or {}, stages)
+    differs = compare(info.get("stages") or {}, stages) + files_differ(record.get("files"))
     source_pkgs, rebuilt_pkgs = package_set(source_manifest), package_set(rebuilt_manifest)
     record.update(reproducible=not differs, differs=differs,
                   packages_missing=sorted(f"{n}=={v}" for n, v in source_pkgs - rebuilt_pkgs) if rebuilt_manifest else None,
                   packages_extra=sorted(f"{n}=={v}" for n, v in rebuilt_pkgs - source_pkgs) if rebuilt_manifest else None)
     return _finish(export_dir, info, record, append)
+
+
+def compare_files(kept_image: str | None, manifest: dict, rebuilt_image: str) -> dict:
+    """The rebuilt prefix against the kept one, file by file (reb_ray.environment.prefix_files),
+    read from both images without running them: {"status": "compared", **compare_prefixes} or
+    {"status": "not compared", "why": ...} (no kept image on this node, the system's own
+    interpreter, an engine error). Never raises."""
+    from reb_ray.environment.prefix_files import comparable_prefix, compare_prefixes, prefix_digests
+
+    prefix = ((manifest or {}).get("interpreter") or {}).get("prefix")
+    if not comparable_prefix(prefix):
+        return {"status": "not compared", "why": f"the prefix {prefix} is the system's interpreter, not an environment"}
+    if not kept_image:
+        return {"status": "not compared", "why": "no kept image of the source attempt"}
+    try:
+        from reb_ray.sandbox import provider_class
+
+        client = provider_class("docker").connect_engine(timeout=30)
+        started = time.monotonic()
+        kept = prefix_digests(client, kept_image, prefix)
+        rebuilt = prefix_digests(client, rebuilt_image, prefix)
+    except Exception as exc:  # noqa: BLE001 - a kept image removed by the disk budget, an engine error
+        return {"status": "not compared", "why": f"{type(exc).__name__}: {exc}"[:300]}
+    return {"status": "compared", "prefix": prefix, "seconds": round(time.monotonic() - started, 3),
+            **compare_prefixes(kept, rebuilt)}
+
+
+def files_differ(files: dict | None) -> list[str]:
+    """The verdict's lines for files of the kept prefix that the rebuild changed or lacks."""
+    if not files or files.get("status") != "compared":
+        return []
+    out = []
+    for key, what in (("modified", "files differ"), ("uncaptured", "files the rebuild lacks")):
+        if files.get(key):
+            more = files[f"{key}_count"] - len(files[key][:5])
+            out.append(f"{what}: {', '.join(files[key][:5])}" + (f" and {more} more" if more > 0 else ""))
+    return out
 
 
 def verdict_line(record: dict) -> str:
