@@ -218,11 +218,12 @@ def _size(value: int | None) -> str:
     return "-" if value is None else size_text(value)
 
 
-def _env_lines(row: dict, evicted_by: str | None = None) -> list[str]:
+def _env_lines(row: dict, evicted_by: str | None = None, presence: tuple[bool | None, str] | None = None) -> list[str]:
     """The environment the agent left: its manifest (path, sha256 digest of the JSON bytes) and
     whether the container was kept as an image (its id and sizes only when kept: an image not
-    kept was removed; `evicted_by`: the attempt whose disk budget removed it since). Nothing when
-    the attempt predates environment capture."""
+    kept was removed; `evicted_by`: the attempt whose disk budget removed it since; `presence`:
+    whether the image is still on its node, reb_ray.environment.keep.image_presence). Nothing
+    when the attempt predates environment capture."""
     columns = ("env_manifest_path", "env_capture_error", "env_kept", "env_keep_policy")
     if all(row.get(c) is None for c in columns):
         return []
@@ -237,12 +238,35 @@ def _env_lines(row: dict, evicted_by: str | None = None) -> list[str]:
                  f"{_size(row.get('env_image_total_bytes'))}")
         if evicted_by:
             text += f"; since removed by the node's disk budget (at {evicted_by})"
+        elif presence is not None:
+            there, why = presence
+            text += "; still there" if there else f"; {why}" if there is False else f" ({why})"
     else:
         kept = "not decided" if row.get("env_kept") is None else "no"
         text += f"; kept: {kept} (policy {_fmt(row.get('env_keep_policy'))})"
     if row.get("env_keep_error"):
         text += f"; keep error: {row['env_keep_error']}"
     return [text]
+
+
+def _presence(row: dict) -> tuple[bool | None, str] | None:
+    """reb_ray.environment.keep.image_presence for a kept attempt (imported here: the module
+    loads the sandbox package, which an attempt that kept nothing does not need)."""
+    if not row.get("env_kept"):
+        return None
+    from reb_ray.environment.keep import image_presence
+
+    return image_presence(row)
+
+
+def _limits_line(row: dict) -> str:
+    """Whether the sandbox's limits (memory, pids, CPUs) were enforced by its engine
+    (`sandbox_limits_enforced`: rootless Podman without cgroup delegation does not; a sandbox
+    with no container, local, has none); unknown for rows that predate the column."""
+    enforced = row.get("sandbox_limits_enforced")
+    what = {True: "enforced", False: "NOT enforced (the engine could not apply them; only the disk quota was watched)",
+            None: "unknown (not recorded)"}[enforced]
+    return f"sandbox  {_fmt(row.get('sandbox_provider'))}; memory, pids and CPU limits {what}"
 
 
 def _evicted_by(output_dir: Path, row: dict) -> str | None:
@@ -427,7 +451,8 @@ def show_trial(output_dir: Path, trial_id: str, sweep_id: str | None = None, att
         *_command_lines(output_dir, row),
         *_report_lines(stages, row),
         *_repo_lines(row),
-        *_env_lines(row, _evicted_by(output_dir, row)),
+        *_env_lines(row, _evicted_by(output_dir, row), _presence(row)),
+        _limits_line(row),
         *_verification_lines(output_dir, row),
         *_grading_lines(output_dir, row, every),
         *_shortcut_lines(row),

@@ -317,3 +317,32 @@ def apply_budget(client, budget_bytes: int | None = None, sweep_id: str | None =
             continue
         result.removed.append(image)
     return result
+
+
+def image_presence(row: dict, timeout_s: float = 10.0) -> tuple[bool | None, str]:
+    """Whether the kept image a trials `row` records is still on its node: (True, ""), (False,
+    why it is gone), or (None, why it could not be told): the row's node is another host than
+    this one, its sandbox engine is not Docker, or Docker does not answer. Asks the Docker CLI
+    (`docker image inspect`, by image id) rather than the SDK, so a reader such as `trial show`
+    loads no Docker client for one question."""
+    import socket
+    import subprocess
+
+    image = row.get("env_image_id") or row.get("env_image_tag")
+    node = row.get("node")
+    if not row.get("env_kept") or not image:
+        return None, "not kept"
+    if node and node != socket.gethostname():
+        return None, f"kept on node {node}, not this host ({socket.gethostname()}): not checked from here"
+    if (row.get("sandbox_provider") or "docker") != "docker":
+        return None, f"kept by {row.get('sandbox_provider')}: not checked"
+    try:
+        done = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", image], capture_output=True,
+                              text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"docker does not answer ({type(exc).__name__}): not checked"
+    if done.returncode == 0:
+        return True, ""
+    if "no such image" in done.stderr.lower():
+        return False, f"the image is gone from node {node or socket.gethostname()} (removed since)"
+    return None, f"docker does not answer ({done.stderr.strip()[:200] or 'exit ' + str(done.returncode)}): not checked"

@@ -251,8 +251,13 @@ def _trial_context(run: Run, sweep: str, trial_id: str, attempt: int | None) -> 
     steps = [s for s in traj["steps"] if not str((s.get("extra") or {}).get("from", "")).startswith(_TAIL_STEP)]
     agent_output_shown = any(s["stage"] == "agent" and (s.get("log_head") or s.get("log_tail")) for s in stages)
     transcript = len(steps) > 1  # more than the task prompt's step
+    presence = None
+    if row.get("env_kept"):  # whether the kept image is still on its node (asked of Docker here)
+        from reb_ray.environment.keep import image_presence
+
+        presence = image_presence(row)
     return {"row": row, "attempts": attempts, "stages": stages, "files": files, "sizes": sizes,
-            "report": report, "c5_items": items, "traj": traj, "steps": steps[:STEPS_SHOWN],
+            "image_presence": presence, "report": report, "c5_items": items, "traj": traj, "steps": steps[:STEPS_SHOWN],
             "steps_total": len(steps), "transcript": transcript, "agent_output_shown": agent_output_shown,
             "commands": None if transcript else _manifest_commands(run, row)}
 
