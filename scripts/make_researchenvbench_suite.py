@@ -1056,7 +1056,8 @@ DEVIATIONS: dict[str, dict[str, str]] = {
                      "before the launch, which both ranks read, and shared one model_dir)"},
     "funaudiollm--sensevoice": {"multi_gpu": "funasr.bin.train_ds is funasr's installed train_ds.py run as a module "
                                              "(the release ran the file); " + HELPER_NOT_PREPARE.format(
-                                                 helper="make_sensevoice_jsonl.py", what="the 2-row train/val jsonl")},
+                                                 helper="make_sensevoice_jsonl.py", what="the 2-row train/val jsonl")
+                                         + "; each rank writes its own copy (the release's two ranks read one)"},
     "geeeekexplorer--nano-vllm": {stage: "the prompt is 'Hello' (the release took the first prompt of its prepared "
                                          "dataset)" for stage in ALL},
     "haozheliu-st--t-gate": {"single_gpu": "--image: the release's branch for image-conditioned candidates; pixart_alpha "
@@ -1149,6 +1150,8 @@ DEVIATIONS: dict[str, dict[str, str]] = {
                                     "prepared before the launch; checkpoints go to ckpts/reb_ray_smoke"},
     "thu-pacman--chitu": {stage: HELPER_NOT_PREPARE.format(helper="make_sharegpt_prompts.py",
                                                            what="the ShareGPT-form prompts from tinyshakespeare")
+                          + ": 8 prompts of at least 400 characters, built from the text as the release built them, "
+                            "where the release wrote 64 (SCIMLOPSBENCH_DATASET_NUM_SAMPLES)"
                           for stage in ALL},
     "vllm-project--vllm-omni": {stage: "the release first checked that vllm imports (its message names "
                                        "vllm_omni/config/model.py); here that import fails inside the run"
