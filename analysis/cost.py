@@ -23,7 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .outcomes import OUTCOME, RunOutcomes
+import numpy as np
+
+from .outcomes import SUCCESS, RunOutcomes, StageTasks, numbers
 from .statistics import RunStatistics, compare
 
 #: The stages a cost per success is given for.
@@ -97,37 +99,63 @@ def trial_costs(run: RunOutcomes) -> list[dict]:
     return out
 
 
-def _per_success(run: RunOutcomes, rows: list[dict], stage: str) -> PerSuccess:
-    applies = [r for r in rows if run.applies[(r["sweep_id"], r.get("task_id"))][stage]]
-    def per(values: list[tuple]) -> float | None:
-        known = [(v, ok) for v, ok in values if v is not None]
-        wins = sum(ok for _, ok in known)
-        return sum(v for v, _ in known) / wins if known and wins else None
+class _Spend:
+    """The per-trial spend columns of a run's scored trials: values and known masks."""
 
-    success = [r[OUTCOME][stage] == "success" for r in applies]
-    return PerSuccess(successes=sum(success),
-                      cost_usd=per([(r.get("cost_usd"), ok) for r, ok in zip(applies, success)]),
-                      tokens=per([(trial_tokens(r), ok) for r, ok in zip(applies, success)]), trials=len(applies))
+    def __init__(self, run: RunOutcomes) -> None:
+        inputs, in_known = numbers(run.table, "input_tokens")
+        outputs, out_known = numbers(run.table, "output_tokens")
+        self.tokens = (inputs.astype(np.int64) + outputs.astype(np.int64), in_known & out_known)
+        self.cost = numbers(run.table, "cost_usd")
+        self.time = numbers(run.table, "agent_wall_time_s")
+        self.size = numbers(run.table, "env_size_bytes")
+
+
+def _known(column: tuple[np.ndarray, np.ndarray], rows: np.ndarray) -> list:
+    """The known values of `column` at `rows`, in that order, as Python numbers."""
+    values, known = column
+    return values[rows[known[rows]]].tolist()
+
+
+def _total(values: list):
+    return sum(values) if values else None
+
+
+def _average(values: list) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _per_success(run: RunOutcomes, spend: _Spend, rows: np.ndarray, stage: str) -> PerSuccess:
+    applies = rows[run.applies[stage][rows]]
+    success = run.codes[stage][applies] == SUCCESS
+
+    def per(column: tuple[np.ndarray, np.ndarray]) -> float | None:
+        known = column[1][applies]
+        wins = int(success[known].sum())
+        return sum(column[0][applies[known]].tolist()) / wins if known.any() and wins else None
+
+    return PerSuccess(successes=int(success.sum()), cost_usd=per(spend.cost), tokens=per(spend.tokens),
+                      trials=len(applies))
 
 
 def agent_costs(run: RunOutcomes) -> list[AgentCost]:
-    """AgentCost for every (sweep, agent) of `run` with a scored trial, sorted."""
+    """AgentCost for every (sweep, agent) with a scored trial, sorted. Sums and means run over
+    the agent's trials in task then trial order."""
     out = []
+    spend = _Spend(run)
     for key in run.keys():
-        rows = run.trials.get(key)
-        if not rows:
+        rows = run.rows_of(key)
+        if not len(rows):
             continue
-        tokens = [trial_tokens(r) for r in rows]
-        costs = [r.get("cost_usd") for r in rows]
-        times = [r.get("agent_wall_time_s") for r in rows]
-        sizes = [r.get("env_size_bytes") for r in rows]
+        tokens, costs = _known(spend.tokens, rows), _known(spend.cost, rows)
+        times, sizes = _known(spend.time, rows), _known(spend.size, rows)
         out.append(AgentCost(
             key[0], key[1], trials=len(rows),
-            tokens_sum=_sum(tokens), tokens_known=sum(t is not None for t in tokens), tokens_per_trial=_mean(tokens),
-            cost_usd_sum=_sum(costs), cost_known=sum(c is not None for c in costs), cost_per_trial=_mean(costs),
-            agent_time_mean_s=_mean(times), agent_time_known=sum(t is not None for t in times),
-            env_size_mean_bytes=_mean(sizes), env_size_known=sum(s is not None for s in sizes),
-            per_success={s: _per_success(run, rows, s) for s in COST_STAGES}))
+            tokens_sum=_total(tokens), tokens_known=len(tokens), tokens_per_trial=_average(tokens),
+            cost_usd_sum=_total(costs), cost_known=len(costs), cost_per_trial=_average(costs),
+            agent_time_mean_s=_average(times), agent_time_known=len(times),
+            env_size_mean_bytes=_average(sizes), env_size_known=len(sizes),
+            per_success={s: _per_success(run, spend, rows, s) for s in COST_STAGES}))
     return out
 
 
@@ -194,11 +222,13 @@ class Finding:
     worse_or_equal: bool
 
 
-def _mean_difference(a: dict[str, list], b: dict[str, list]) -> float | None:
-    shared = set(a) & set(b)
+def _mean_difference(a: StageTasks, b: StageTasks) -> float | None:
+    fa = {t: s / n for t, n, s in zip(a.tasks, a.trials.tolist(), a.successes.tolist())}
+    fb = {t: s / n for t, n, s in zip(b.tasks, b.trials.tolist(), b.successes.tolist())}
+    shared = [t for t in fa if t in fb]
     if not shared:
         return None
-    return sum(a[t].count("success") / len(a[t]) - b[t].count("success") / len(b[t]) for t in shared) / len(shared)
+    return sum(fa[t] - fb[t] for t in shared) / len(shared)
 
 
 def _better_somewhere(stats: RunStatistics, sweep_id, agent, baseline, seed: int) -> bool:
@@ -206,7 +236,8 @@ def _better_somewhere(stats: RunStatistics, sweep_id, agent, baseline, seed: int
     mean paired difference whose bootstrap interval lies wholly above 0 (`compare`; the
     bootstrap is skipped where the difference is not positive, which can never be better)."""
     for stage in SUCCESS_STAGES:
-        diff = _mean_difference(stats.run.by_agent[(sweep_id, agent)][stage], stats.run.by_agent[(sweep_id, baseline)][stage])
+        diff = _mean_difference(stats.run.stage_tasks((sweep_id, agent), stage),
+                                stats.run.stage_tasks((sweep_id, baseline), stage))
         if diff is None or diff <= 0:
             continue
         cmp = compare(stats.run, sweep_id, stage, agent, baseline, seed=seed)

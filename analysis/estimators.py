@@ -1,30 +1,35 @@
-"""The estimators behind `analysis.statistics`, pure and dependency-free (the standard library
-only, so the analysis runs wherever reb-ray does).
+"""The estimators behind `analysis.statistics`: the textbook ones from scipy.stats, the task
+bootstrap vectorised with numpy.
 
 - `wilson`: the Wilson score interval for a binomial proportion (Wilson 1927; the interval
-  Brown, Cai and DasGupta 2001 recommend for small n), for one trial per task.
+  Brown, Cai and DasGupta 2001 recommend for small n), for one trial per task:
+  `scipy.stats.binomtest(...).proportion_ci(method="wilson")`.
 - `bootstrap_ratio` / `bootstrap_mean`: percentile intervals from a bootstrap that resamples
   whole tasks (a cluster bootstrap: the trials of one repository are correlated, so resampling
   trials would understate the uncertainty). Deterministic: the resamples come from
   `random.Random` seeded with a string (its seed is a SHA-512 of the string, stable across
-  processes and Python versions), and depend only on the seed and the number of tasks.
+  processes and Python versions), and depend only on the seed and the number of tasks; every
+  resample's sums are computed at once (numpy), in the same order of additions as a loop over
+  the draws, so the numbers are those of summing each resample one by one.
 - `pass_at_k`: the unbiased estimator of Chen et al. 2021 ("Evaluating Large Language Models
   Trained on Code", eq. 1): 1 - C(n-c, k) / C(n, k) per task.
 - `pass_hat_k`: pass^k, the chance that k trials drawn without replacement all succeed,
   C(c, k) / C(n, k) per task (the unbiased estimator tau-bench, Yao et al. 2024, uses).
-- `pass_curves`: both for every k at once, in O(k) per task.
+- `pass_curves`: both for every k at once (numpy cumulative products).
 - `mcnemar_exact`: McNemar's exact test, the two-sided binomial test of the discordant pairs
-  against p = 1/2 (McNemar 1947; exact form as in Fagerland et al. 2013).
+  against p = 1/2 (McNemar 1947; exact form as in Fagerland et al. 2013):
+  `scipy.stats.binomtest(min(b, c), b + c, 0.5)`.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from bisect import bisect_left
 from functools import lru_cache
-from operator import itemgetter
 from statistics import NormalDist
+
+import numpy as np
+from scipy.stats import binomtest
 
 Z95 = NormalDist().inv_cdf(0.975)  # 1.959963984540054
 #: Bootstrap resamples unless asked otherwise.
@@ -35,21 +40,17 @@ MIN_DISCORDANT = next(n for n in range(1, 64) if 2 * 0.5**n < 0.05)
 
 
 def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None:
-    """The Wilson score interval (low, high) for `successes` of `n`; None when n is 0.
-
-    Bounds (2x + z^2 -+ z sqrt(z^2 + 4x(1 - x/n))) / (2(n + z^2)) for x successes (Newcombe
-    1998, method 3; the same as center (p + z^2/2n)/(1 + z^2/n) -+ z sqrt(p(1-p)/n +
-    z^2/4n^2)/(1 + z^2/n), but exactly 0 and 1 at x = 0 and x = n).
-    Raises ValueError when successes is outside 0..n.
-    """
+    """The Wilson score interval (low, high) for `successes` of `n` at 95% (scipy.stats;
+    `z` other than Z95 is not supported); None when n is 0.
+    Raises ValueError when successes is outside 0..n."""
     if not 0 <= successes <= n:
         raise ValueError(f"wilson: successes {successes} outside 0..{n}")
+    if z != Z95:
+        raise ValueError("wilson: only the 95% interval (z = Z95)")
     if n == 0:
         return None
-    root = z * math.sqrt(z * z + 4 * successes * (1 - successes / n))
-    low = (2 * successes + z * z - root) / (2 * (n + z * z))
-    high = (2 * successes + z * z + root) / (2 * (n + z * z))
-    return max(0.0, low), min(1.0, high)
+    ci = binomtest(int(successes), int(n)).proportion_ci(confidence_level=0.95, method="wilson")
+    return max(0.0, float(ci.low)), min(1.0, float(ci.high))
 
 
 def resample_indices(n: int, resamples: int, seed: int) -> tuple[tuple[int, ...], ...]:
@@ -61,56 +62,61 @@ def resample_indices(n: int, resamples: int, seed: int) -> tuple[tuple[int, ...]
 
 
 @lru_cache(maxsize=32)
-def _sorted_resamples(n: int, resamples: int, seed: int) -> tuple[tuple[int, ...], ...]:
-    return tuple(tuple(sorted(idx)) for idx in resample_indices(n, resamples, seed))
+def _sorted_draws(n: int, resamples: int, seed: int) -> np.ndarray:
+    """The resamples as a (resamples, n) array, each row's draws sorted."""
+    draws = np.array(resample_indices(n, resamples, seed), dtype=np.int64).reshape(resamples, n)
+    draws.sort(axis=1)
+    draws.flags.writeable = False
+    return draws
 
 
-def quantile(sorted_values: list[float], q: float) -> float:
+def quantile(sorted_values, q: float) -> float:
     """The q-quantile of sorted values, linearly interpolated between order statistics (the
     default of numpy.quantile and R's type 7). Raises IndexError on an empty list."""
     pos = q * (len(sorted_values) - 1)
     low = math.floor(pos)
     high = min(low + 1, len(sorted_values) - 1)
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (pos - low)
+    lo, hi = float(sorted_values[low]), float(sorted_values[high])
+    return lo + (hi - lo) * (pos - low)
 
 
-def _resampled_sums(numerators: list[float], denominators: list[float], resamples: int,
-                    seed: int) -> list[tuple[float, float]]:
-    """(sum of numerators, sum of denominators) of each resample of the tasks.
+def _resampled_sums(numerators, denominators, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(sums of numerators, sums of denominators) of each resample of the tasks, as arrays.
 
     Tasks are put in the order of their (numerator, denominator) pairs and resample position j
-    picks the j-th; so a resample is fixed by how many of its draws fall in each run of equal
-    pairs. With few distinct pairs (the usual case: successes of a few trials per task) those
-    counts come from bisecting the resample's sorted draws, O(distinct x log tasks) per
-    resample instead of O(tasks); otherwise the draws' values are summed in C (itemgetter)."""
+    picks the j-th. With few distinct pairs (the usual case: successes of a few trials per
+    task) a resample is fixed by how many of its draws fall in each run of equal pairs, so the
+    sums are count x value added run by run; otherwise the picked values are added draw by
+    draw. Either way the additions happen in the order a loop over the sorted draws makes them,
+    one column of all resamples at a time."""
     pairs = sorted(zip(numerators, denominators))
     n = len(pairs)
-    starts = [j for j in range(n) if j == 0 or pairs[j] != pairs[j - 1]]
-    draws_of = _sorted_resamples(n, resamples, seed)
     if n == 1:
-        return [pairs[0]] * resamples
+        return np.full(resamples, pairs[0][0], dtype=object), np.full(resamples, pairs[0][1], dtype=object)
+    draws = _sorted_draws(n, resamples, seed)
+    starts = [j for j in range(n) if j == 0 or pairs[j] != pairs[j - 1]]
+    exact = all(isinstance(v, (int, np.integer)) for p in pairs for v in p)
+    kind = np.int64 if exact else np.float64
+    nums = np.array([p[0] for p in pairs], kind)
+    dens = np.array([p[1] for p in pairs], kind)
+    num, den = np.zeros(resamples, kind), np.zeros(resamples, kind)
     if len(starts) * 8 > n:
-        nums, dens = [p[0] for p in pairs], [p[1] for p in pairs]
-        out = []
-        for draws in draws_of:
-            pick = itemgetter(*draws)
-            out.append((sum(pick(nums)), sum(pick(dens))))
-        return out
-    groups = [(end, pairs[start]) for start, end in zip(starts, [*starts[1:], n])]
-    out = []
-    for draws in draws_of:
-        before, num, den = 0, 0, 0
-        for end, (v_num, v_den) in groups:
-            upto = bisect_left(draws, end)
-            num += (upto - before) * v_num
-            den += (upto - before) * v_den
-            before = upto
-        out.append((num, den))
-    return out
+        for j in range(n):
+            num += nums[draws[:, j]]
+            den += dens[draws[:, j]]
+        return num, den
+    before = np.zeros(resamples, np.int64)
+    for start, end in zip(starts, [*starts[1:], n]):
+        upto = (draws < end).sum(axis=1)
+        count = upto - before
+        num += count * nums[start]
+        den += count * dens[start]
+        before = upto
+    return num, den
 
 
-def _percentile(stats: list[float]) -> tuple[float, float]:
-    stats.sort()
+def _percentile(stats: np.ndarray) -> tuple[float, float]:
+    stats = np.sort(stats)
     return quantile(stats, 0.025), quantile(stats, 0.975)
 
 
@@ -120,18 +126,25 @@ def bootstrap_ratio(numerators: list[float], denominators: list[float], *, resam
     numerator and denominator each, e.g. successes and trials) are resampled with replacement
     (`resample_indices`). None when there are no tasks or the denominators sum to 0. A resample
     whose denominators sum to 0 is left out."""
-    if not numerators or not sum(denominators):
+    if not len(numerators) or not sum(denominators):
         return None
-    return _percentile([num / den for num, den in _resampled_sums(numerators, denominators, resamples, seed) if den])
+    num, den = _resampled_sums(numerators, denominators, resamples, seed)
+    keep = den != 0
+    if num.dtype == object:
+        return _percentile(np.array([a / b for a, b in zip(num[keep], den[keep])], np.float64))
+    return _percentile(num[keep].astype(np.float64) / den[keep].astype(np.float64))
 
 
 def bootstrap_mean(values: list[float], *, resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float] | None:
     """95% percentile interval of the mean of `values` (one per task) under task resampling
     (`resample_indices`); None for no values."""
-    if not values:
+    if not len(values):
         return None
     n = len(values)
-    return _percentile([num / n for num, _ in _resampled_sums(values, [1] * n, resamples, seed)])
+    num, _ = _resampled_sums(values, [1] * n, resamples, seed)
+    if num.dtype == object:
+        return _percentile(np.array([a / n for a in num], np.float64))
+    return _percentile(num / n)
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -150,31 +163,39 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     return math.comb(c, k) / math.comb(n, k)
 
 
+@lru_cache(maxsize=4096)
+def _curves(n: int, c: int, kmax: int) -> tuple[np.ndarray, np.ndarray]:
+    i = np.arange(kmax, dtype=np.float64)
+    miss = np.cumprod(np.maximum(0, n - c - i) / (n - i))
+    hit = np.cumprod(np.maximum(0, c - i) / (n - i))
+    at, hat = 1.0 - miss, hit
+    at.flags.writeable = hat.flags.writeable = False
+    return at, hat
+
+
 def pass_curves(n: int, c: int, kmax: int) -> tuple[list[float], list[float]]:
-    """[pass_at_k(n, c, k) for k in 1..kmax] and [pass_hat_k(n, c, k) ...] in O(kmax), from the
-    products C(n-c, k)/C(n, k) = prod_{i<k} (n-c-i)/(n-i) and C(c, k)/C(n, k) = prod_{i<k}
-    (c-i)/(n-i) (each factor at most 1, so the float products stay accurate). Raises ValueError
-    unless 0 <= c <= n and 0 <= kmax <= n."""
+    """[pass_at_k(n, c, k) for k in 1..kmax] and [pass_hat_k(n, c, k) ...], from the products
+    C(n-c, k)/C(n, k) = prod_{i<k} (n-c-i)/(n-i) and C(c, k)/C(n, k) = prod_{i<k} (c-i)/(n-i)
+    (each factor at most 1, so the float products stay accurate). Raises ValueError unless
+    0 <= c <= n and 0 <= kmax <= n."""
+    at, hat = pass_arrays(n, c, kmax)
+    return at.tolist(), hat.tolist()
+
+
+def pass_arrays(n: int, c: int, kmax: int) -> tuple[np.ndarray, np.ndarray]:
+    """`pass_curves` as read-only numpy arrays (cached per (n, c, kmax))."""
     if not (0 <= c <= n and 0 <= kmax <= n):
         raise ValueError(f"pass_curves: need 0 <= c <= n and kmax <= n, got n={n} c={c} kmax={kmax}")
-    at, hat = [], []
-    miss, hit = 1.0, 1.0
-    for i in range(kmax):
-        miss *= max(0, n - c - i) / (n - i)
-        hit *= max(0, c - i) / (n - i)
-        at.append(1.0 - miss)
-        hat.append(hit)
-    return at, hat
+    return _curves(int(n), int(c), int(kmax))
 
 
 def mcnemar_exact(b: int, c: int) -> float:
     """Two-sided exact McNemar p-value for b tasks only the first agent solved and c only the
-    second solved: min(1, 2 * P[X <= min(b, c)]) for X ~ Binomial(b + c, 1/2); 1.0 when b + c
-    is 0. Raises ValueError for a negative count."""
+    second solved: min(1, 2 * P[X <= min(b, c)]) for X ~ Binomial(b + c, 1/2) (scipy.stats'
+    two-sided binomial test, which for p = 1/2 is that); 1.0 when b + c is 0. Raises
+    ValueError for a negative count."""
     if b < 0 or c < 0:
         raise ValueError(f"mcnemar_exact: negative count b={b} c={c}")
-    n = b + c
-    if n == 0:
+    if b + c == 0:
         return 1.0
-    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1))
-    return min(1.0, 2 * tail / 2**n)
+    return min(1.0, float(binomtest(int(min(b, c)), int(b + c), 0.5).pvalue))

@@ -29,8 +29,11 @@ import pyarrow as pa
 
 from reb_ray.grading.categories import owner_of
 
-from .load import stages_of
-from .outcomes import OUTCOME, STAGES, RunOutcomes
+import numpy as np
+import pyarrow.compute as pc
+
+from .load import attempt_keys
+from .outcomes import FAILURE, SKIPPED, STAGES, SUCCESS, RunOutcomes, column, equal, numbers
 
 _UNCATEGORISED = {"c0": "missing_imports", "c5": "over_claim"}
 
@@ -48,38 +51,62 @@ class FailureCount:
     trials: int
 
 
-def _stage_categories(stages: pa.Table | None, run: RunOutcomes) -> dict[tuple, str | None]:
-    if stages is None or stages.num_rows == 0:
-        return {}
-    keys = pa.table({"sweep_id": [r["sweep_id"] for r in run.rows], "trial_id": [r["trial_id"] for r in run.rows],
-                     "attempt": pa.array([r["attempt"] for r in run.rows], pa.int32())})
-    mine = stages_of(stages.select(["sweep_id", "trial_id", "attempt", "stage", "failure_category"]), keys)
-    return {(r["sweep_id"], r["trial_id"], r["attempt"], r["stage"]): r["failure_category"] for r in mine.to_pylist()}
+def _stage_lookup(stages: pa.Table, stage: str, column_name: str, needles: pa.Array) -> pa.Array:
+    """For each attempt key of `needles`, `column_name` of the last `stage` row of that attempt
+    in `stages` (null where there is none): the row read last wins, as a dict built row by row
+    would keep it."""
+    rows = stages.filter(pc.fill_null(pc.equal(stages["stage"], stage), False))
+    if rows.num_rows == 0:
+        return pa.nulls(len(needles), stages.schema.field(column_name).type)
+    reverse = pa.array(np.arange(rows.num_rows - 1, -1, -1), pa.int64())
+    rows = rows.take(reverse)
+    where = pc.index_in(needles, value_set=attempt_keys(rows).combine_chunks())
+    return rows[column_name].combine_chunks().take(where)
+
+
+def _scored_keys(run: RunOutcomes) -> pa.Array:
+    return attempt_keys(run.table).combine_chunks()
 
 
 def failure_counts(run: RunOutcomes, stages: pa.Table | None = None) -> list[FailureCount]:
     """FailureCount rows (module docstring), sorted by sweep, agent, stage (pyramid order),
     owner, then most trials first. `stages`: the stages table (every attempt is fine; only the
     current attempts' rows are used), for the categories of C0 and C5."""
-    from_stages = _stage_categories(stages, run)
     counts: Counter = Counter()
-    for key in run.keys():
-        for row in run.trials.get(key, []):
-            applies = run.applies[(row["sweep_id"], row.get("task_id"))]
-            for stage in STAGES:
-                result = row[OUTCOME][stage]
-                if not applies[stage] or result in ("success", "skipped"):
-                    continue
-                category = row.get(f"{stage}_failure_category")
-                if category is None:
-                    category = from_stages.get((row["sweep_id"], row["trial_id"], row["attempt"], stage))
-                owner = owner_of(category)
-                if category is None:
-                    if result == "failure":
-                        owner, category = "agent", _UNCATEGORISED.get(stage, "uncategorised")
-                    else:
-                        owner, category = "unknown", "not_audited" if stage == "c5" else "uncategorised"
-                counts[(key[0], key[1], stage, owner, category)] += 1
+    have_stages = stages is not None and stages.num_rows > 0
+    keys = _scored_keys(run) if have_stages and run.table.num_rows else None
+    for stage in STAGES:
+        code = run.codes[stage]
+        rows = np.flatnonzero(run.applies[stage] & (code != SUCCESS) & (code != SKIPPED))
+        if not len(rows):
+            continue
+        category = column(run.table, f"{stage}_failure_category").take(pa.array(rows, pa.int64())).combine_chunks()
+        if keys is not None and category.null_count:
+            missing = np.flatnonzero(pc.is_null(category).to_numpy(zero_copy_only=False))
+            found = _stage_lookup(stages, stage, "failure_category", keys.take(pa.array(rows[missing], pa.int64())))
+            values = category.to_pylist()
+            for i, v in zip(missing.tolist(), found.to_pylist()):
+                values[i] = v
+            category = pa.array(values, pa.string())
+        # count per (agent key, outcome, category): few distinct, each named once
+        encoded = pc.dictionary_encode(category)
+        index = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        words = encoded.dictionary.to_pylist() + [None]
+        failure = code[rows] == FAILURE
+        combo = (run.key[rows] * (len(words) + 1) + index + 1) * 2 + failure
+        present, tally = np.unique(combo, return_counts=True)
+        for value, number in zip(present.tolist(), tally.tolist()):
+            is_failure = bool(value % 2)
+            key_index, word_index = divmod(value // 2, len(words) + 1)
+            name = words[word_index - 1] if word_index else None
+            key = run.keys()[key_index]
+            owner = owner_of(name)
+            if name is None:
+                if is_failure:
+                    owner, name = "agent", _UNCATEGORISED.get(stage, "uncategorised")
+                else:
+                    owner, name = "unknown", "not_audited" if stage == "c5" else "uncategorised"
+            counts[(key[0], key[1], stage, owner, name)] += number
     order = {s: i for i, s in enumerate(STAGES)}
     rows = [FailureCount(*k, trials=n) for k, n in counts.items()]
     return sorted(rows, key=lambda f: (f.sweep_id is None, f.sweep_id or "", f.agent is None, f.agent or "",
@@ -89,11 +116,22 @@ def failure_counts(run: RunOutcomes, stages: pa.Table | None = None) -> list[Fai
 def unscored_attempts(run: RunOutcomes) -> dict[tuple, Counter]:
     """{(sweep_id, agent): Counter((status, failure_category) -> attempts)} over every written
     attempt that is not scored (infra_error, interrupted), retried ones included."""
+    attempts = run.attempts
+    unscored = ~pc.fill_null(pc.equal(attempts["status"], "scored"), False).to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero(unscored)
+    if not len(rows):
+        return {}
+    taken = attempts.take(pa.array(rows, pa.int64()))
+    status = taken["status"].to_pylist()
+    category = column(taken, "failure_category").to_pylist()
+    keys = run.attempt_key[rows].tolist()
+    # keys in the order of their first written attempt (scored or not), as a pass over every row makes them
+    first = {k: i for i, k in reversed(list(enumerate(run.attempt_key.tolist())))}
     out: dict[tuple, Counter] = {}
-    for key, attempts in run.all_attempts.items():
-        for a in attempts:
-            if a.get("status") != "scored":
-                out.setdefault(key, Counter())[(a.get("status"), a.get("failure_category"))] += 1
+    for k in sorted(set(keys), key=first.__getitem__):
+        out[run.keys()[k]] = Counter()
+    for k, st, cat in zip(keys, status, category):
+        out[run.keys()[k]][(st, cat)] += 1
     return out
 
 
@@ -118,53 +156,66 @@ class Honesty:
     items_unread: int = 0
 
 
-def _c5_items(stages: pa.Table | None, run: RunOutcomes) -> dict[tuple, list | None]:
-    if stages is None or stages.num_rows == 0:
-        return {}
-    keys = pa.table({"sweep_id": [r["sweep_id"] for r in run.rows], "trial_id": [r["trial_id"] for r in run.rows],
-                     "attempt": pa.array([r["attempt"] for r in run.rows], pa.int32())})
-    rows = stages_of(stages.select(["sweep_id", "trial_id", "attempt", "stage", "raw"]), keys, "c5").to_pylist()
-    out: dict[tuple, list | None] = {}
-    for r in rows:
+def _c5_items(stages: pa.Table | None, run: RunOutcomes, rows: np.ndarray) -> tuple[list, np.ndarray]:
+    """The audit items of the C5 stage rows of the scored trials at `rows`: (the distinct raw
+    reports' items, each a list or None when unreadable, an index into them per row, -1 for a
+    row with no C5 stage row). Each distinct raw report is parsed once."""
+    found = _stage_lookup(stages, "c5", "raw", _scored_keys(run).take(pa.array(rows, pa.int64())))
+    encoded = pc.dictionary_encode(found)
+    index = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    parsed = []
+    for raw in encoded.dictionary.to_pylist():
         try:
-            items = json.loads(r["raw"])["items"] if r["raw"] else None
+            items = json.loads(raw)["items"] if raw else None
         except (ValueError, TypeError, KeyError):
             items = None
-        out[(r["sweep_id"], r["trial_id"], r["attempt"])] = items if isinstance(items, list) else None
-    return out
+        parsed.append(items if isinstance(items, list) else None)
+    return parsed, index
 
 
 def honesty(run: RunOutcomes, stages: pa.Table | None = None) -> list[Honesty]:
     """Honesty for every (sweep, agent) with a scored trial, sorted. `stages`: the stages
     table, for which checks were over- and under-claimed."""
-    items = _c5_items(stages, run)
+    table = run.table
+    # C5 ran: "success" is what this version writes for an audited report; "failure" an
+    # older row's verdict on one (either way the counts say what was over-claimed)
+    audited_all = equal(table, "c5_status", "success") | equal(table, "c5_status", "failure")
+    not_run_all = equal(table, "c5_status", "not_run")
+    kinds_all = {k: numbers(table, f"c5_{k}")[0] for k in ("path", "version", "capability")}
+    under_all = numbers(table, "c5_underclaims")[0]
+    have_items = stages is not None and stages.num_rows > 0 and table.num_rows > 0
     out = []
     for key in run.keys():
-        rows = run.trials.get(key)
-        if not rows:
+        rows = run.rows_of(key)
+        if not len(rows):
             continue
-        # C5 ran: "success" is what this version writes for an audited report; "failure" an
-        # older row's verdict on one (either way the counts say what was over-claimed)
-        audited = [r for r in rows if r.get("c5_status") in ("success", "failure")]
-        kinds = {k: sum(r.get(f"c5_{k}") or 0 for r in audited) for k in ("path", "version", "capability")}
+        audited = rows[audited_all[rows]]
+        kinds = {k: int(v[audited].sum()) for k, v in kinds_all.items()}
         checks: Counter = Counter()
         under: Counter = Counter()
         unread = 0
-        for r in audited:
-            found = items.get((r["sweep_id"], r["trial_id"], r["attempt"]))
-            if found is None:
-                unread += stages is not None
-                continue
-            for item in found:
-                if isinstance(item, dict) and item.get("verdict") == "hallucination":
-                    checks[str(item.get("check"))] += 1
-                elif isinstance(item, dict) and item.get("verdict") == "underclaim":
-                    under[str(item.get("check"))] += 1
-        lied = sum(r[OUTCOME]["c5"] == "failure" for r in audited)
+        if have_items and len(audited):
+            parsed, index = _c5_items(stages, run, audited)
+            unread = sum(1 for i in index.tolist() if i < 0 or parsed[i] is None)
+            # each distinct report once, in the order its first trial comes (so checks that tie
+            # keep the order a pass over the trials would give them), times how many trials hold it
+            present, first, times = np.unique(index, return_index=True, return_counts=True)
+            for i in np.argsort(first, kind="stable").tolist():
+                code, number = int(present[i]), int(times[i])
+                if code < 0 or parsed[code] is None:
+                    continue
+                for item in parsed[code]:
+                    if isinstance(item, dict) and item.get("verdict") == "hallucination":
+                        checks[str(item.get("check"))] += number
+                    elif isinstance(item, dict) and item.get("verdict") == "underclaim":
+                        under[str(item.get("check"))] += number
+        elif stages is not None:
+            unread = len(audited)
+        lied = int((run.codes["c5"][audited] == FAILURE).sum())
         out.append(Honesty(key[0], key[1], trials=len(rows), audited=len(audited),
-                           not_run=sum(r.get("c5_status") == "not_run" for r in rows), honest=len(audited) - lied,
+                           not_run=int(not_run_all[rows].sum()), honest=len(audited) - lied,
                            over_claimed_trials=lied, over_claims=kinds,
-                           under_claims=sum(r.get("c5_underclaims") or 0 for r in audited),
+                           under_claims=int(under_all[audited].sum()),
                            checks=dict(checks.most_common()), under_checks=dict(under.most_common()),
                            items_unread=unread))
     return out

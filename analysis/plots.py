@@ -61,7 +61,7 @@ def plot_path(out_dir: Path, sweep_id: str | None, plot: str) -> Path:
 
 
 def _agents(a: Analysis, sweep_id) -> list:
-    return [agent for agent in a.stats.run.agents(sweep_id) if (sweep_id, agent) in a.stats.run.by_agent]
+    return [agent for agent in a.stats.run.agents(sweep_id) if a.stats.run.has_scored((sweep_id, agent))]
 
 
 def pyramid(a: Analysis, sweep_id) -> Any:

@@ -86,10 +86,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from reb_ray.grading.categories import owner_of
-from reb_ray.results.read import latest_attempts
+from reb_ray.results.read import latest_attempts, latest_indices
 
 STAGES = (("c1", "c1_cpu"), ("c2", "c2_cuda"), ("c3", "c3_single_gpu"), ("c4", "c4_multi_gpu"))
 
@@ -154,55 +156,63 @@ def _sort_key(key: tuple) -> tuple:
     return tuple((v is None, v or "") for v in key)
 
 
-def _group(sweep_id: str | None, agent: str | None, scored: list[dict], infra_errors: int) -> dict:
-    out: dict[str, Any] = {"run_id": sweep_id, "baseline": agent, "agent": agent, "job_count": len(scored),
+def _group(sweep_id: str | None, agent: str | None, scored: pa.Table, rows: np.ndarray, infra_errors: int,
+           codes: dict[str, np.ndarray], values: dict[str, tuple[np.ndarray, np.ndarray]],
+           flags: dict[str, np.ndarray]) -> dict:
+    """One summary row from the scored trials at `rows` (positions in `scored`, table order)."""
+    def known(name: str) -> list:
+        v, k = values[name]
+        return v[rows[k[rows]]].tolist()
+
+    def total(name: str):
+        found = known(name)
+        return sum(found) if found else None
+
+    out: dict[str, Any] = {"run_id": sweep_id, "baseline": agent, "agent": agent, "job_count": len(rows),
                            "infra_errors": infra_errors}
-    missing = _sum(r.get("c0_missing") for r in scored)
-    total = _sum(r.get("c0_total") for r in scored)
-    out.update(c0_missing_sum=missing, c0_total_sum=total, c0_total_sum_reported=None,
-               c0_missing_over_total=_ratio(missing, total),
-               c0_not_run=sum(r.get("c0_status") == "not_run" for r in scored),
-               c0_unowned_sum=_sum(r.get("c0_unowned") for r in scored))
+    missing, total_imports = total("c0_missing"), total("c0_total")
+    out.update(c0_missing_sum=missing, c0_total_sum=total_imports, c0_total_sum_reported=None,
+               c0_missing_over_total=_ratio(missing, total_imports),
+               c0_not_run=int(flags["c0_not_run"][rows].sum()), c0_unowned_sum=total("c0_unowned"))
     for stage, name in STAGES:
-        outcomes = [stage_outcome(r, stage) for r in scored]
-        n = {o: outcomes.count(o) for o in OUTCOMES}
-        denom = n["success"] + n["failure"] + n["hardware"] + n["not_run"]
+        n = np.bincount(codes[stage][rows], minlength=6)
+        success, failure, hardware, not_run = (int(n[i]) for i in range(4))
+        denom = success + failure + hardware + not_run
         out.update({
-            f"{name}_denom": denom, f"{name}_success_over_all": _ratio(n["success"], denom),
-            f"{name}_success": n["success"], f"{name}_failed": n["failure"],
-            f"{name}_skipped": n["hardware"] + n["not_run"],
-            f"{name}_success_over_measured": _ratio(n["success"], n["success"] + n["failure"]),
-            f"{name}_hardware": n["hardware"], f"{name}_not_run": n["not_run"],
+            f"{name}_denom": denom, f"{name}_success_over_all": _ratio(success, denom),
+            f"{name}_success": success, f"{name}_failed": failure,
+            f"{name}_skipped": hardware + not_run,
+            f"{name}_success_over_measured": _ratio(success, success + failure),
+            f"{name}_hardware": hardware, f"{name}_not_run": not_run,
         })
     for key in ("path", "version", "capability", "underclaims", "report_faults"):
-        out[f"c5_{key}_sum"] = _sum(r.get(f"c5_{key}") for r in scored)
+        out[f"c5_{key}_sum"] = total(f"c5_{key}")
     out["c5_total_sum"] = _sum(out[f"c5_{key}_sum"] for key in ("path", "version", "capability"))
-    out["c5_not_run"] = sum(r.get("c5_status") == "not_run" for r in scored)
+    out["c5_not_run"] = int(flags["c5_not_run"][rows].sum())
 
-    times = _known(r.get("agent_wall_time_s") for r in scored)
+    times = known("agent_wall_time_s")
     out["agent_wall_time_avg_sec"] = round(sum(times) / len(times), 2) if times else None
     out["agent_time_valid_jobs"] = len(times)
-    sizes = _known(r.get("env_size_apparent_bytes") for r in scored)  # the release's: every path counted
+    sizes = known("env_size_apparent_bytes")  # the release's: every path counted
     out["env_size_avg_gb"] = round(sum(sizes) / len(sizes) / 2**30, 3) if sizes else None
     out["env_valid_jobs"] = len(sizes)
-    unique = _known(r.get("env_size_bytes") for r in scored)  # ours: each inode once
+    unique = known("env_size_bytes")  # ours: each inode once
     out["env_size_unique_avg_gb"] = round(sum(unique) / len(unique) / 2**30, 3) if unique else None
     out["env_unique_valid_jobs"] = len(unique)
 
     # Tokens come from the node's metering proxy (LLM agents); unknown stays None, and an
     # older table may lack the columns.
-    out["agent_tokens_input_sum"] = _sum(r.get("input_tokens") for r in scored)
-    out["agent_tokens_output_sum"] = _sum(r.get("output_tokens") for r in scored)
-    totals = [r["input_tokens"] + r["output_tokens"] for r in scored
-              if r.get("input_tokens") is not None and r.get("output_tokens") is not None]
+    out["agent_tokens_input_sum"] = total("input_tokens")
+    out["agent_tokens_output_sum"] = total("output_tokens")
+    totals = known("tokens")
     out["agent_tokens_total_sum"] = sum(totals) if totals else None
     out["agent_tokens_total_avg"] = round(sum(totals) / len(totals), 3) if totals else None
 
-    costs = _known(r.get("cost_usd") for r in scored)
+    costs = known("cost_usd")
     out["cost_usd_sum"] = round(sum(costs), 6) if costs else None
     out["cost_valid_jobs"] = len(costs)
-    out["stages_missing_assets_sum"] = _sum(r.get("stages_missing_assets") for r in scored)
-    out["reruns"] = sum(bool(r.get("rerun")) for r in scored)
+    out["stages_missing_assets_sum"] = total("stages_missing_assets")
+    out["reruns"] = int(flags["rerun"][rows].sum())
     return {c: out[c] for c in COLUMNS}
 
 
@@ -212,23 +222,49 @@ def current_scored(trials: pa.Table) -> list[dict]:
     return [r for r in latest_attempts(trials).to_pylist() if r.get("status") == "scored"]
 
 
+#: The trials columns `summarize` reads.
+SUMMARY_COLUMNS = (
+    "sweep_id", "trial_id", "attempt", "status", "agent", "c0_status", "c0_missing", "c0_total", "c0_unowned",
+    *(f"{s}_{c}" for s, _ in STAGES for c in ("status", "failure_category")),
+    "c5_status", "c5_path", "c5_version", "c5_capability", "c5_underclaims", "c5_report_faults",
+    "agent_wall_time_s", "env_size_apparent_bytes", "env_size_bytes", "input_tokens", "output_tokens", "cost_usd",
+    "stages_missing_assets", "rerun",
+)
+_SUMMED = ("c0_missing", "c0_total", "c0_unowned", "c5_path", "c5_version", "c5_capability", "c5_underclaims",
+           "c5_report_faults", "agent_wall_time_s", "env_size_apparent_bytes", "env_size_bytes", "input_tokens",
+           "output_tokens", "cost_usd", "stages_missing_assets")
+
+
 def summarize(trials: pa.Table) -> list[dict]:
     """One dict per (sweep_id, agent) of a trials table (TRIALS_SCHEMA or a subset of its
     columns: any column other than sweep_id, trial_id, attempt, status, agent may be absent and
     reads as null), keys exactly COLUMNS, sorted by sweep then agent. Definitions: the module
     docstring. A pair with only unscored attempts still appears, with job_count 0.
     Raises KeyError naming a missing identity column.
+
+    Column-wise: the current attempts are picked and the outcomes coded on columns; the sums of
+    each pair run over its trials in the table's order, as Python adds them.
     """
+    from .outcomes import codes_of, column, equal, numbers, outcome_codes, select
+
     if "agent" not in trials.column_names:
         raise KeyError("trials table lacks column 'agent'")
-    current = current_scored(trials)
-    scored: dict[tuple, list[dict]] = {}
-    infra: dict[tuple, int] = {}
-    for sweep_id, agent, status in zip(trials["sweep_id"].to_pylist(), trials["agent"].to_pylist(),
-                                       trials["status"].to_pylist()):
-        key = (sweep_id, agent)
-        scored.setdefault(key, [])
-        infra[key] = infra.get(key, 0) + (status == "infra_error")
-    for row in current:
-        scored[(row["sweep_id"], row["agent"])].append(row)
-    return [_group(key[0], key[1], scored[key], infra[key]) for key in sorted(scored, key=_sort_key)]
+    trials = select(trials, SUMMARY_COLUMNS)
+    current = trials.take(pa.array(latest_indices(trials), pa.int64()))
+    scored = current.filter(pc.fill_null(pc.equal(current["status"], "scored"), False))
+    all_keys = list(zip(trials["sweep_id"].to_pylist(), trials["agent"].to_pylist()))
+    key_code, keys = codes_of(all_keys)
+    infra = np.bincount(key_code[equal(trials, "status", "infra_error")], minlength=len(keys))
+    index = {k: i for i, k in enumerate(keys)}
+    scored_code = np.array([index[k] for k in zip(scored["sweep_id"].to_pylist(), scored["agent"].to_pylist())],
+                           np.int64)
+    by_key = np.argsort(scored_code, kind="stable")
+    bounds = np.searchsorted(scored_code[by_key], np.arange(len(keys) + 1))
+    codes = {stage: outcome_codes(scored, stage, judge_c5=False) for stage, _ in STAGES}
+    values = {name: numbers(scored, name) for name in _SUMMED}
+    (inputs, in_known), (outputs, out_known) = values["input_tokens"], values["output_tokens"]
+    values["tokens"] = (inputs.astype(np.int64) + outputs.astype(np.int64), in_known & out_known)
+    flags = {"c0_not_run": equal(scored, "c0_status", "not_run"), "c5_not_run": equal(scored, "c5_status", "not_run"),
+             "rerun": pc.fill_null(column(scored, "rerun", pa.bool_()), False).to_numpy(zero_copy_only=False)}
+    return [_group(key[0], key[1], scored, by_key[bounds[i]:bounds[i + 1]], int(infra[i]), codes, values, flags)
+            for i, key in enumerate(keys)]

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .analyze import Analysis
 from .cost import COST_STAGES
 from .estimators import MIN_DISCORDANT
-from .outcomes import LABELS, STAGES
+from .outcomes import LABELS, STAGES, equal, numbers, truthy
 from .statistics import Interval, compare
 
 #: The stages the rate, pass@k and comparison tables show (C0 is shown as a missing fraction).
@@ -56,7 +58,7 @@ def _num(value: float | None, spec: str) -> str:
 
 def agents_of(a: Analysis, sweep_id) -> list:
     """The agents of `sweep_id` with a scored trial, sorted."""
-    return [agent for agent in a.stats.run.agents(sweep_id) if (sweep_id, agent) in a.stats.run.by_agent]
+    return [agent for agent in a.stats.run.agents(sweep_id) if a.stats.run.has_scored((sweep_id, agent))]
 
 
 def rate_cell(s) -> str:
@@ -257,18 +259,20 @@ def honesty(a: Analysis, sweep_id) -> Section:
                                      "under-claimed"], rows)
 
 
-def _shortcut_counts(rows: list[dict]) -> list[int]:
-    """Per kind, the trials whose row records it (SHORTCUT_HEADERS order)."""
-    def any_of(r, *keys):
-        return any(r.get(k) for k in keys)
+def _shortcut_counts(run, rows) -> list[int]:
+    """Per kind, the trials at `rows` (positions in `run.table`) whose row records it
+    (SHORTCUT_HEADERS order)."""
+    table = run.table
     # A stage that failed anyway has an unverified witness too; only a run that succeeded
     # without one is the shortcut (its stage then fails as `unverified_run`).
-    return [sum(any(r.get(f"{s}_failure_category") == "unverified_run" for s in ("c1", "c3", "c4")) for r in rows),
-            sum(any_of(r, "repo_restored_files", "repo_head_moved") for r in rows),
-            sum((r.get("c0_unowned") or 0) > 0 for r in rows),
-            sum(r.get("python_path_kind") == "script" for r in rows),
-            sum(bool(r.get("startup_hooks")) for r in rows),
-            sum(bool(r.get("suspicious_actions")) for r in rows)]
+    unverified = np.zeros(table.num_rows, bool)
+    for stage in ("c1", "c3", "c4"):
+        unverified |= equal(table, f"{stage}_failure_category", "unverified_run")
+    unowned, known = numbers(table, "c0_unowned")
+    kinds = [unverified, truthy(table, "repo_restored_files") | truthy(table, "repo_head_moved"),
+             known & (unowned > 0), equal(table, "python_path_kind", "script"), truthy(table, "startup_hooks"),
+             truthy(table, "suspicious_actions")]
+    return [int(kind[rows].sum()) for kind in kinds]
 
 
 SHORTCUT_HEADERS = ["agent", "unverified run", "edits put back", "C0 unowned", "script python", "start-up hooks",
@@ -284,7 +288,7 @@ def shortcuts(a: Analysis, sweep_id, agents: list) -> Section | None:
     (`reb-ray trial show` names the files). None when no trial records any."""
     rows = []
     for agent in agents:
-        counts = _shortcut_counts(a.stats.run.trials.get((sweep_id, agent)) or [])
+        counts = _shortcut_counts(a.stats.run, a.stats.run.rows_of((sweep_id, agent)))
         if any(counts):
             rows.append([str(agent), *map(str, counts)])
     if not rows:

@@ -33,12 +33,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import combinations
 
+import numpy as np
 import pyarrow as pa
 
 from reb_ray.models.task import TaskSpec
 
-from .estimators import MIN_DISCORDANT, RESAMPLES, bootstrap_mean, bootstrap_ratio, mcnemar_exact, pass_curves, wilson
-from .outcomes import STAGES, RunOutcomes, collect
+from .estimators import MIN_DISCORDANT, RESAMPLES, bootstrap_mean, bootstrap_ratio, mcnemar_exact, pass_arrays, wilson
+from .outcomes import FAILURE, HARDWARE, NOT_RUN, STAGES, UNKNOWN, RunOutcomes, StageTasks, collect, numbers
 
 
 @dataclass(frozen=True)
@@ -115,77 +116,77 @@ class Comparison:
     note: str | None
 
 
-def _stage_stats(sweep_id, agent, stage: str, per_task: dict[str, list], resamples: int, seed: int) -> StageStats:
-    outcomes = [o for trials in per_task.values() for o in trials]
-    successes = outcomes.count("success")
-    n = len(outcomes)
+def _stage_stats(sweep_id, agent, stage: str, tasks: StageTasks, resamples: int, seed: int) -> StageStats:
+    n = int(tasks.trials.sum())
+    successes = int(tasks.successes.sum())
     interval = None
     if n:
-        if all(len(t) == 1 for t in per_task.values()):
+        if (tasks.trials == 1).all():
             low, high = wilson(successes, n)
             interval = Interval(low, high, "wilson")
         else:
-            tasks = list(per_task.values())
-            low, high = bootstrap_ratio([t.count("success") for t in tasks], [len(t) for t in tasks],
-                                        resamples=resamples, seed=seed)
+            low, high = bootstrap_ratio(tasks.successes.tolist(), tasks.trials.tolist(), resamples=resamples, seed=seed)
             interval = Interval(low, high, "task_bootstrap")
             if successes in (0, n):
                 # No resample can leave 0 or 1: the Wilson interval over tasks instead, each task
                 # one observation (the most correlated case, so the widest honest interval).
-                low, high = wilson(len(tasks) if successes else 0, len(tasks))
+                low, high = wilson(len(tasks.tasks) if successes else 0, len(tasks.tasks))
                 interval = Interval(low, high, "wilson_tasks")
     at_k: dict[int, float] = {}
     hat_k: dict[int, float] = {}
-    if per_task:
-        kmax = min(len(t) for t in per_task.values())
-        curves = [pass_curves(len(t), t.count("success"), kmax) for t in per_task.values()]
-        for k in range(1, kmax + 1):
-            at_k[k] = sum(at[k - 1] for at, _ in curves) / len(curves)
-            hat_k[k] = sum(hat[k - 1] for _, hat in curves) / len(curves)
-    return StageStats(sweep_id, agent, stage, tasks=len(per_task), trials=n, successes=successes,
-                      failures=outcomes.count("failure"), hardware=outcomes.count("hardware"),
-                      not_run=outcomes.count("not_run"), unknown=outcomes.count(None),
+    if tasks.tasks:
+        kmax = int(tasks.trials.min())
+        at_sum, hat_sum = np.zeros(kmax), np.zeros(kmax)
+        for t, c in zip(tasks.trials.tolist(), tasks.successes.tolist()):  # summed task by task, in task order
+            at, hat = pass_arrays(t, c, kmax)
+            at_sum = at_sum + at
+            hat_sum = hat_sum + hat
+        count = len(tasks.tasks)
+        at_k = {k: float(v) / count for k, v in enumerate(at_sum.tolist(), start=1)}
+        hat_k = {k: float(v) / count for k, v in enumerate(hat_sum.tolist(), start=1)}
+    counts = tasks.counts
+    return StageStats(sweep_id, agent, stage, tasks=len(tasks.tasks), trials=n, successes=successes,
+                      failures=int(counts[FAILURE]), hardware=int(counts[HARDWARE]),
+                      not_run=int(counts[NOT_RUN]), unknown=int(counts[UNKNOWN]),
                       rate=successes / n if n else None, interval=interval, pass_at_k=at_k, pass_hat_k=hat_k)
 
 
 def stage_statistics(run: RunOutcomes, *, resamples: int = RESAMPLES, seed: int = 0) -> list[StageStats]:
     """StageStats for every (sweep, agent) of `run` with a scored trial and every stage of
     STAGES (a stage that applies to none of its tasks has trials 0, rate and interval None)."""
-    return [_stage_stats(key[0], key[1], stage, run.by_agent[key][stage], resamples, seed)
-            for key in run.keys() if key in run.by_agent for stage in STAGES]
+    return [_stage_stats(key[0], key[1], stage, run.stage_tasks(key, stage), resamples, seed)
+            for key in run.keys() if run.has_scored(key) for stage in STAGES]
 
 
 def c0_statistics(run: RunOutcomes, *, resamples: int = RESAMPLES, seed: int = 0) -> list[C0Stats]:
     """C0Stats for every (sweep, agent) of `run` with a scored trial."""
     out = []
+    missing_all, missing_known = numbers(run.table, "c0_missing")
+    total_all, total_known = numbers(run.table, "c0_total")
     for key in run.keys():
-        rows = run.trials.get(key)
-        if not rows:
+        rows = run.rows_of(key)
+        if not len(rows):
             continue
-        per_task: dict[str, list[int]] = {}
-        unknown = 0
-        for row in rows:
-            if row.get("c0_missing") is None or row.get("c0_total") is None:
-                unknown += 1
-                continue
-            sums = per_task.setdefault(row.get("task_id"), [0, 0])
-            sums[0] += row["c0_missing"]
-            sums[1] += row["c0_total"]
-        missing = sum(m for m, _ in per_task.values()) if per_task else None
-        total = sum(t for _, t in per_task.values()) if per_task else None
-        bounds = bootstrap_ratio([m for m, _ in per_task.values()], [t for _, t in per_task.values()],
-                                 resamples=resamples, seed=seed)
+        known = rows[missing_known[rows] & total_known[rows]]
+        present, inverse = np.unique(run.task[known], return_inverse=True)
+        per_missing = np.zeros(len(present), np.int64)
+        per_total = np.zeros(len(present), np.int64)
+        np.add.at(per_missing, inverse, missing_all[known].astype(np.int64))
+        np.add.at(per_total, inverse, total_all[known].astype(np.int64))
+        missing = int(per_missing.sum()) if len(present) else None
+        total = int(per_total.sum()) if len(present) else None
+        bounds = bootstrap_ratio(per_missing.tolist(), per_total.tolist(), resamples=resamples, seed=seed)
         interval = Interval(*bounds, "task_bootstrap") if bounds else None
         if total and missing in (0, total):  # every resample is 0 (or 1): a point says nothing; as for rates
             interval = Interval(*wilson(missing, total), "wilson_imports")
-        out.append(C0Stats(key[0], key[1], tasks=len({r.get("task_id") for r in rows}), trials=len(rows),
+        out.append(C0Stats(key[0], key[1], tasks=len(np.unique(run.task[rows])), trials=len(rows),
                            missing=missing, total=total, fraction=missing / total if total else None,
-                           interval=interval, unknown=unknown))
+                           interval=interval, unknown=len(rows) - len(known)))
     return out
 
 
-def _solved(trials: list) -> bool:
-    return trials.count("success") * 2 > len(trials)
+def _solved(trials: np.ndarray, successes: np.ndarray) -> np.ndarray:
+    return successes * 2 > trials
 
 
 def compare(run: RunOutcomes, sweep_id, stage: str, agent_a, agent_b, *, resamples: int = RESAMPLES,
@@ -196,15 +197,21 @@ def compare(run: RunOutcomes, sweep_id, stage: str, agent_a, agent_b, *, resampl
     if stage not in STAGES:
         raise KeyError(f"unknown stage {stage!r}: expected one of {', '.join(STAGES)}")
     for agent in (agent_a, agent_b):
-        if (sweep_id, agent) not in run.by_agent:
+        if not run.has_scored((sweep_id, agent)):
             raise KeyError(f"agent {agent!r} has no scored trial in sweep {sweep_id!r}")
-    a, b = run.by_agent[(sweep_id, agent_a)][stage], run.by_agent[(sweep_id, agent_b)][stage]
-    shared = sorted(set(a) & set(b), key=lambda t: (t is None, t or ""))
-    fa = [a[t].count("success") / len(a[t]) for t in shared]
-    fb = [b[t].count("success") / len(b[t]) for t in shared]
-    a_only = sum(_solved(a[t]) and not _solved(b[t]) for t in shared)
-    b_only = sum(_solved(b[t]) and not _solved(a[t]) for t in shared)
-    diffs = [x - y for x, y in zip(fa, fb)]
+    a, b = run.stage_tasks((sweep_id, agent_a), stage), run.stage_tasks((sweep_id, agent_b), stage)
+    index_a = {t: i for i, t in enumerate(a.tasks)}
+    index_b = {t: i for i, t in enumerate(b.tasks)}
+    shared = [t for t in a.tasks if t in index_b]  # both sorted the same way (None last)
+    ia = np.array([index_a[t] for t in shared], np.int64)
+    ib = np.array([index_b[t] for t in shared], np.int64)
+    fa = a.successes[ia] / a.trials[ia]
+    fb = b.successes[ib] / b.trials[ib]
+    solved_a = _solved(a.trials[ia], a.successes[ia])
+    solved_b = _solved(b.trials[ib], b.successes[ib])
+    a_only = int((solved_a & ~solved_b).sum())
+    b_only = int((solved_b & ~solved_a).sum())
+    diffs = (fa - fb).tolist()
     bounds = bootstrap_mean(diffs, resamples=resamples, seed=seed)
     note = None
     if not shared:
@@ -215,6 +222,7 @@ def compare(run: RunOutcomes, sweep_id, stage: str, agent_a, agent_b, *, resampl
     elif a_only + b_only < MIN_DISCORDANT:
         note = (f"too few tasks to tell the agents apart: they differ on {a_only + b_only} of {len(shared)}"
                 f" shared tasks; McNemar's exact test needs {MIN_DISCORDANT} to reach p < 0.05")
+    fa, fb = fa.tolist(), fb.tolist()
     return Comparison(sweep_id, stage, agent_a, agent_b, tasks=len(shared),
                       rate_a=sum(fa) / len(fa) if fa else None, rate_b=sum(fb) / len(fb) if fb else None,
                       difference=sum(diffs) / len(diffs) if diffs else None,
@@ -229,7 +237,7 @@ def all_comparisons(run: RunOutcomes, stages: tuple[str, ...] = STAGES, *, resam
     sweep, on every stage of `stages`."""
     out = []
     for sweep_id in run.sweeps():
-        agents = [a for a in run.agents(sweep_id) if (sweep_id, a) in run.by_agent]
+        agents = [a for a in run.agents(sweep_id) if run.has_scored((sweep_id, a))]
         for a, b in combinations(agents, 2):
             out.extend(compare(run, sweep_id, s, a, b, resamples=resamples, seed=seed) for s in stages)
     return out

@@ -6,7 +6,10 @@ dataclasses, floats as Python writes them: every digit) on the every-kind run
 (reb_ray.testing.every_kind: scored, infra, hardware, missing report, unowned imports, report
 faults, reused and re-run rows, several attempts, mixed hardware). The reference was frozen from
 the row-at-a-time implementation before the columnar one replaced it; the test compares the
-current code against it. To freeze again (only when a number is meant to change):
+current code against it: what a reader sees character for character, and every number behind it
+digit for digit, except the Wilson bounds, which scipy.stats computes in another order of
+operations than the old formula did (they may differ in the last binary digit, 1e-16: no printed
+digit moves; those are compared to 1e-12). To freeze again (only when a number is meant to change):
 `python -m tests.analysis.test_equivalence`.
 """
 
@@ -69,7 +72,28 @@ def now(tmp_path_factory) -> dict:
 
 @pytest.mark.parametrize("part", ["report", "csv", "distribution", "viewer", "summarize", "analysis"])
 def test_same_numbers_as_the_frozen_reference(now, part):
-    assert now[part] == json.loads(REFERENCE.read_text())[part]
+    reference = json.loads(REFERENCE.read_text())[part]
+    if part != "analysis":
+        assert now[part] == reference
+        return
+    differences = list(_differences(now[part], reference, part))
+    assert all(path.endswith((".low", ".high")) and abs(a - b) < 1e-12 for path, a, b in differences), differences[:5]
+    assert len(differences) < 20  # a few Wilson bounds, not a systematic change
+
+
+def _differences(a, b, path: str):
+    """(path, a, b) of every leaf where a and b differ; float leaves (written as repr strings) as floats."""
+    if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+        for key in a:
+            yield from _differences(a[key], b[key], f"{path}.{key}")
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            yield from _differences(x, y, f"{path}[{i}]")
+    elif a != b:
+        try:
+            yield path, float(a), float(b)
+        except (TypeError, ValueError):
+            yield path, a, b
 
 
 if __name__ == "__main__":
