@@ -12,7 +12,7 @@ import re
 
 # C0 controls but tab and newline, DEL, C1 controls, and the Unicode bidirectional overrides
 # and isolates (text that displays in another order than it reads: "Trojan Source").
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:

@@ -17,7 +17,10 @@ Routes (all GET; trial ids hold slashes, so they travel as query parameters):
 - `/trial.atif.json?sweep=&id=&attempt=`: that trajectory as an ATIF document.
 - `/compare?sweep=&task=&a=&b=`: two agents on one task side by side.
 - `/log?path=REL[&download=1]`: an artifact streamed (gzip logs decompressed on the fly, or
-  the gzip file itself with download=1); only paths under `<output>/artifacts`.
+  the gzip file itself with download=1); only paths under `<output>/artifacts`. Shown, it is
+  read as UTF-8 (an invalid byte as U+FFFD) with every control and bidi character written as a
+  visible escape (`reb_ray.terminal.printable`: `\\x1b`, `\\u202e`), so a log line can neither
+  move the cursor nor display reversed text; the download is the file's bytes.
 - `/static/...`: the stylesheet shipped in this package.
 
 Safety: it binds 127.0.0.1 unless told otherwise; every page is rendered by jinja2 with
@@ -30,6 +33,7 @@ served as text/plain with nosniff, so a log cannot become a page.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import gzip
 import json
 import os
@@ -310,6 +314,7 @@ async def log(request: web.Request) -> web.StreamResponse:
     _secure(response.headers)  # set before prepare: the middleware comes too late for a stream
     await response.prepare(request)
     opener = gzip.open if path.name.endswith(".gz") else open
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character split across chunks stays whole
     with opener(path, "rb") as f:
         while True:
             try:
@@ -319,7 +324,8 @@ async def log(request: web.Request) -> web.StreamResponse:
                 break
             if not chunk:
                 break
-            await response.write(chunk)
+            await response.write(printable(decoder.decode(chunk)).encode())
+    await response.write(printable(decoder.decode(b"", final=True)).encode())
     await response.write_eof()
     return response
 

@@ -150,6 +150,23 @@ def test_log_paths_outside_artifacts_are_refused(served, run_dir, path, status):
     assert b"root:" not in body
 
 
+def test_a_log_shows_control_and_bidi_characters_as_escapes(served, run_dir):
+    """A log line with a terminal escape, a right-to-left override and a character split across
+    the stream's 64 KiB chunks (the 49-byte first line puts a 2-byte 'é' across the first
+    boundary): shown escaped (never applied), the rest as written; the download is
+    the file's own bytes."""
+    text = "ok! \x1b[2J cleared? \u202edesrever\u202c done \u2067iso\u2069\r\n" + "é" * 40_000 + "\nend\n"
+    raw = gzip.compress(text.encode())
+    (run_dir / "artifacts" / "bidi.log.gz").write_bytes(raw)
+    status, headers, body = served.get("/log?path=artifacts%2Fbidi.log.gz")
+    shown = body.decode("utf-8")
+    assert status == 200 and headers["Content-Type"].startswith("text/plain")
+    assert shown.startswith("ok! \\x1b[2J cleared? \\u202edesrever\\u202c done \\u2067iso\\u2069\\r\n"), shown[:120]
+    assert not any(c in shown for c in "\x1b\u202e\u202c\u2067\u2069\r\ufffd")
+    assert shown.endswith("é" * 40_000 + "\nend\n")
+    assert served.get("/log?path=artifacts%2Fbidi.log.gz&download=1")[2] == raw
+
+
 @pytest.mark.parametrize("trial_id", [CLAUDE_TRIAL, CODEX_TRIAL, CHAT_TRIAL, COMMAND_TRIAL, HOSTILE_TRIAL, INFRA_TRIAL])
 def test_atif_documents_validate(served, run_dir, trial_id):
     doc = json.loads(served.text(f"/trial.atif.json?{q(sweep=SWEEP, id=trial_id)}"))
