@@ -98,8 +98,10 @@ def test_mirror_command_clones_updates_and_flags_a_missing_pin(tmp_path, mirror,
     monkeypatch.setenv("GIT_CONFIG_KEY_0", f"url.{forge}/.insteadOf")
     monkeypatch.setenv("GIT_CONFIG_VALUE_0", "https://github.com/")
     root = tmp_path / "made"
-    (result,) = update_mirrors([_task(tmp_path, second)], root)
+    said: list[str] = []
+    (result,) = update_mirrors([_task(tmp_path, second), _task(tmp_path, first)], root, progress=said.append)
     assert (result.state, result.has_commit, result.repo) == ("cloned", True, "someone/tiny")
+    assert said == ["mirroring someone/tiny (1 of 1)"]  # two tasks of one repository: fetched once
     (again,) = update_mirrors([_task(tmp_path, second)], root)
     assert again.state == "updated" and again.has_commit
     (missing,) = update_mirrors([_task(tmp_path, "2" * 40)], root)

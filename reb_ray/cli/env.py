@@ -29,6 +29,8 @@ def export(
     manifest, report, README (what it could not capture)."""
     from reb_ray.environment.export import export as run_export
 
+    typer.echo(f"exporting {trial_id} from {output} to {out}: locks, manifest, report"
+               + (", wheels" if wheels else "") + (", the kept image (docker save)" if image else ""), err=True)
     sweep_id = either(sweep_id, old_sweep, "--sweep", "--sweep-id")
     info = run_export(output, trial_id, out, attempt=attempt, sweep_id=sweep_id, image=image, wheels=wheels,
                       tasks_root=tasks_root, mirrors=repo_mirror)
@@ -52,8 +54,9 @@ def verify(
     line says which)."""
     from reb_ray.sweep.env_verify import verify as run_verify
 
+    # Steps on stderr as they happen (minutes each); stdout keeps the result, the verdict last.
     record = run_verify(export_dir, output, no_cache=not cache, tasks_root=tasks_root, keep_image=keep_image,
-                        mirrors=repo_mirror)
+                        mirrors=repo_mirror, progress=lambda line: typer.echo(line, err=True))
     source = record.get("source_agent_wall_time_s")
     ratio = f" ({record['build_s'] / source:.2f}x the agent phase's {source:.1f} s)" if source else ""
     typer.echo(f"rebuild: {'built' if record['built'] else 'failed'} in {record['build_s']:.1f} s{ratio}")

@@ -27,6 +27,8 @@ def build(
     image_tag(profile)  # validates the profile name before touching Docker
     target = provider_class(sandbox)  # an unknown provider fails here, with the known ones
     docker_client = connect(timeout=1800)
+    typer.echo(f"building the {profile} sandbox image unless one with the same inputs exists "
+               "(the first build takes minutes)", err=True)
     report = build_image(docker_client, profile, force=force)
     state = "built" if report.built else "up to date"
     typer.echo(f"{report.tag}: {state} in {report.seconds:.1f} s, size {report.size_bytes / 1e6:.0f} MB")

@@ -26,7 +26,8 @@ def mirror(
         raise RebRayError("missing option --repo-mirror: the mirror root to create or update")
     from reb_ray.suite.load import load_suite, select_tasks
 
-    results = update_mirrors(select_tasks(load_suite(suite, tasks_root), tasks), dir)
+    results = update_mirrors(select_tasks(load_suite(suite, tasks_root), tasks), dir,
+                             progress=lambda line: typer.echo(line, err=True))
     for r in results:
         mark = "ok" if r.has_commit else "MISSING"
         typer.echo(f"{r.state:8} {mark:8} {r.repo}  {r.path}" + (f"  {r.detail}" if r.detail else ""))

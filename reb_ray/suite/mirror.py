@@ -53,14 +53,16 @@ def update_mirror(task: TaskSpec, root: Path) -> MirrorResult:
     return MirrorResult(owner_repo, path, state, has, detail)
 
 
-def update_mirrors(tasks: list[TaskSpec], root: Path) -> list[MirrorResult]:
-    """Mirror every distinct git repository of `tasks` (bundled tasks need none)."""
-    seen: dict[str, MirrorResult] = {}
-    results = []
+def update_mirrors(tasks: list[TaskSpec], root: Path, progress=None) -> list[MirrorResult]:
+    """Mirror every distinct git repository of `tasks` (bundled tasks need none);
+    `progress(line)` is told before each repository is fetched (a clone takes minutes)."""
+    firsts: dict[str, TaskSpec] = {}
     for task in tasks:
-        if task.source.kind != "git":
-            continue
-        if task.source.owner_repo not in seen:
-            seen[task.source.owner_repo] = update_mirror(task, root)
-            results.append(seen[task.source.owner_repo])
+        if task.source.kind == "git":
+            firsts.setdefault(task.source.owner_repo, task)
+    results = []
+    for n, (repo, task) in enumerate(firsts.items(), start=1):
+        if progress is not None:
+            progress(f"mirroring {repo} ({n} of {len(firsts)})")
+        results.append(update_mirror(task, root))
     return results

@@ -94,7 +94,8 @@ def package_set(manifest: dict | None) -> set[tuple[str, str]]:
 
 
 def verify(export_dir: Path, output: Path | None = None, no_cache: bool = True, tasks_root: Path | None = None,
-           keep_image: bool = False, mirrors: list[Path] | None = None, task=None, append: bool = True) -> dict:
+           keep_image: bool = False, mirrors: list[Path] | None = None, task=None, append: bool = True,
+           progress=None) -> dict:
     """Rebuild and probe the export in `export_dir`; returns the verification record (module
     docstring). `output` receives the verification trial's rows' artifacts (a temporary
     directory when None). `mirrors`: the repository mirror directories the verification trial
@@ -104,11 +105,14 @@ def verify(export_dir: Path, output: Path | None = None, no_cache: bool = True, 
     source output's verifications dataset; a rebuild on another node than the output's passes
     False and its caller appends the record where the output is (that node may see a directory
     of the same path that is not the output). The rebuilt image is removed afterwards unless
-    `keep_image`. Raises RebRayError when `export_dir` is not an export."""
+    `keep_image`. `progress(line)` is told as each step begins and ends (the build, the probe
+    phase, the file comparison: minutes each on a busy node). Raises RebRayError when
+    `export_dir` is not an export."""
     from reb_ray.suite.load import find_task
     from reb_ray.models.sweep import SweepConfig, TrialSpec
     from reb_ray.trial import run_trial
 
+    say = progress or (lambda line: None)
     export_dir = Path(export_dir)
     try:
         info = json.loads((export_dir / "export.json").read_text())
@@ -138,7 +142,9 @@ def verify(export_dir: Path, output: Path | None = None, no_cache: bool = True, 
         labels = {**identity_labels(info["trial_id"], info["attempt"]), "reb-ray.env-rebuilt-from": info["sweep_id"]}
         labels["org.opencontainers.image.description"] = labels["org.opencontainers.image.description"].replace(
             "kept environment", "environment rebuilt from an export")
+        say(f"building {export_dir / 'Dockerfile'} as {tag}{' (no cache)' if no_cache else ''}")
         built, build_s, log = build(export_dir, tag, no_cache, labels=labels)
+        say(f"{'built' if built else 'the build failed'} in {build_s:.1f} s")
     finally:
         if placed is not None:
             placed.unlink(missing_ok=True)
@@ -154,8 +160,10 @@ def verify(export_dir: Path, output: Path | None = None, no_cache: bool = True, 
             spec = TrialSpec(sweep_id=f"verify-{info['sweep_id']}", agent="reb_ray.sweep.env_verify:RebuiltEnvironment",
                              task=task, trial_index=0, config=config, image=tag)
             started = time.monotonic()
+            say(f"probing the rebuilt environment ({info['task_id']}: its stages, as the source attempt was probed)")
             outcome = run_trial(spec)
             record["probe_s"] = time.monotonic() - started
+            say(f"probed in {record['probe_s']:.1f} s: " + ", ".join(f"{s['stage']} {s['status']}" for s in outcome.stages))
             trial = outcome.trial
             rebuilt_manifest = None
             if trial.get("env_manifest_path"):
@@ -163,6 +171,7 @@ def verify(export_dir: Path, output: Path | None = None, no_cache: bool = True, 
                     rebuilt_manifest = json.loads(gzip.decompress((out / trial["env_manifest_path"]).read_bytes()))
                 except (OSError, ValueError, EOFError):
                     pass
+            say("comparing the rebuilt prefix with the kept image's, file by file")
             record["files"] = compare_files(info.get("kept_image"), source_manifest, tag)
     finally:  # also when the trial raised: the rebuilt image is this call's own
         if not keep_image:

@@ -79,8 +79,11 @@ def test_heuristic_environment_is_captured_kept_and_exported(kept_heuristic, doc
     dockerfile.write_text(re.sub(r"^RUN ", failing + "RUN ", text, count=1, flags=re.M))
     assert dockerfile.read_text().count(failing) == 1
     dangling = set(docker_client.images.list(filters={"dangling": True}))
-    record = verify(broken, append=False)  # the shared output's dataset stays as the run left it
+    steps: list[str] = []
+    record = verify(broken, append=False, progress=steps.append)  # the shared output's dataset stays as the run left it
     assert record["built"] is False and record["verdict"].startswith("reproducible: not attempted"), record
+    assert steps[0].startswith(f"building {broken / 'Dockerfile'} as reb-ray/env-verify:") and \
+        steps[1].startswith("the build failed in "), steps
     assert len(re.findall(r"^ ---> [0-9a-f]{12}\s*$", record["build_error"], re.M)) >= 2  # FROM, then built steps
     assert set(docker_client.images.list(filters={"dangling": True})) <= dangling
 
