@@ -44,7 +44,7 @@ echo "setup: installing reb-ray into .venv"
 if [ ! -x .venv-harbor/bin/harbor ]; then
   py312=""
   for candidate in python3.13 python3.12 /root/.pyenv/versions/3.13*/bin/python3 /root/.pyenv/versions/3.12*/bin/python3; do
-    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
+    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
       py312="$candidate"; break
     fi
   done
