@@ -13,6 +13,10 @@ checked) and written by `write_plots` under deterministic names (`plot_path`):
 - `heatmap`: agent x task, the highest stage C1..C4 that succeeded, averaged over the agent's
   trials of the task (0: none did; blank: the agent has no scored trial of the task).
 
+Two more for the viewer's pages (reb_ray.viewer.pictures): `spend_distributions` (agent time
+and tokens per trial, one box per agent) and `paired_differences` (two agents' paired success
+differences per stage, for the compare page).
+
 matplotlib is an optional dependency (`pip install 'reb-ray[plots]'`); without it the
 functions raise RebRayError saying so. The PNG files carry no software version or date, so the
 same analysis and matplotlib version give the same bytes.
@@ -28,7 +32,7 @@ from typing import Any
 from reb_ray.errors import RebRayError
 
 from .analyze import Analysis
-from .outcomes import LABELS, OUTCOME, sort_key
+from .outcomes import LABELS, OUTCOME, STAGES, sort_key
 
 PLOTS = ("pyramid", "cost_success", "failures", "heatmap")
 PYRAMID_STAGES = ("c1", "c2", "c3", "c4", "c5")
@@ -217,6 +221,84 @@ def heatmap(a: Analysis, sweep_id) -> Any:
                             color="white" if v < 2 else "black")
     fig.colorbar(image, ax=ax, label="highest stage (mean)")
     ax.set_title(f"sweep {sweep_id}: highest stage reached")
+    fig.tight_layout()
+    return fig
+
+
+def spend_values(a: Analysis, sweep_id, agent) -> tuple[list[float], list[float]]:
+    """(agent-phase wall seconds, tokens = input + output) of each scored current trial of
+    `agent` that records them; a trial whose value is unknown is left out, never counted as 0."""
+    import pyarrow.compute as pc
+
+    table = a.stats.run.table
+    rows = a.stats.run.rows_of((sweep_id, agent))
+
+    def values(name: str) -> list:
+        if name not in table.column_names or not len(rows):
+            return [None] * len(rows)
+        return pc.take(table.column(name), rows).to_pylist()
+
+    seconds = [float(v) for v in values("agent_wall_time_s") if v is not None]
+    tokens = [float(i + o) for i, o in zip(values("input_tokens"), values("output_tokens"))
+              if i is not None and o is not None]
+    return seconds, tokens
+
+
+def spend_distributions(a: Analysis, sweep_id) -> Any:
+    """Two panels, one box per agent (whiskers at 1.5 IQR, the mean as a triangle): the agent
+    phase's wall time per trial in seconds and its tokens per trial (input + output), over the
+    scored current trials that record them; an agent's label gives how many did ("n=")."""
+    plt = _pyplot()
+    agents = _agents(a, sweep_id)
+    data = {agent: spend_values(a, sweep_id, agent) for agent in agents}
+    fig, axes = plt.subplots(1, 2, figsize=(11, 1.6 + 0.45 * max(1, len(agents))), squeeze=False)
+    for ax, (k, unit) in zip(axes[0], ((0, "agent time per trial (s)"), (1, "tokens per trial (input + output)"))):
+        shown = [(agent, data[agent][k]) for agent in agents if data[agent][k]]
+        missing = [str(agent) for agent in agents if not data[agent][k]]
+        if shown:
+            ax.boxplot([v for _, v in shown], vert=False, showmeans=True, widths=0.6)
+            ax.set_yticks(range(1, len(shown) + 1), [f"{agent} (n={len(v)})" for agent, v in shown])
+            ax.invert_yaxis()  # the first agent on top, as in the tables
+        else:
+            ax.set_yticks([])
+        if missing:
+            ax.text(0.99, 0.02, "not recorded: " + ", ".join(missing), transform=ax.transAxes, ha="right",
+                    va="bottom", fontsize="small")
+        ax.set_xlabel(unit)
+        ax.set_xlim(left=0)
+    fig.suptitle(f"sweep {sweep_id}: what each trial spent")
+    fig.tight_layout()
+    return fig
+
+
+def paired_differences(a: Analysis, sweep_id, agent_a, agent_b) -> Any:
+    """One row per stage C0..C5 where both agents have a shared task: the paired difference of
+    their per-task success rates (a - b) with its 95% paired task-bootstrap interval
+    (`analysis.statistics.compare`), a line at 0, and each row's tasks and McNemar p-value."""
+    from .statistics import compare
+
+    plt = _pyplot()
+    rows = []
+    for stage in STAGES:
+        c = compare(a.stats.run, sweep_id, stage, agent_a, agent_b, resamples=a.resamples, seed=a.seed)
+        if c.difference is not None:
+            rows.append((stage, c))
+    fig, ax = plt.subplots(figsize=(9, 1.4 + 0.5 * max(1, len(rows))))
+    for y, (stage, c) in enumerate(rows):
+        low = c.difference - c.interval.low if c.interval else 0.0
+        high = c.interval.high - c.difference if c.interval else 0.0
+        ax.errorbar([c.difference], [y], xerr=[[low], [high]], fmt="o", capsize=4, color="C0")
+        p = "-" if c.p_value is None else f"{c.p_value:.3g}"
+        ax.annotate(f"{c.tasks} tasks, p={p}", (1.0, y), xycoords=("axes fraction", "data"), xytext=(6, 0),
+                    textcoords="offset points", va="center", fontsize="small")
+    ax.axvline(0, color="grey", linewidth=1)
+    ax.set_yticks(range(len(rows)), [LABELS[stage] for stage, _ in rows])
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlim(-1.05, 1.05)
+    ax.set_xlabel(f"success rate {agent_a} - {agent_b} (per task, 95% paired interval)")
+    if not rows:
+        ax.text(0.5, 0.5, "no stage where both agents have a shared task", transform=ax.transAxes, ha="center")
+    ax.set_title(f"sweep {sweep_id}: {agent_a} vs {agent_b}")
     fig.tight_layout()
     return fig
 

@@ -21,6 +21,9 @@ Routes (all GET; trial ids hold slashes, so they travel as query parameters):
   read as UTF-8 (an invalid byte as U+FFFD) with every control and bidi character written as a
   visible escape (`reb_ray.terminal.printable`: `\\x1b`, `\\u202e`), so a log line can neither
   move the cursor nor display reversed text; the download is the file's bytes.
+- `/plot.svg?sweep=&plot=rates|frontier|spend` and `/plot.svg?sweep=&plot=paired&a=&b=`: the
+  overview's and the compare page's pictures (reb_ray.viewer.pictures), drawn in a child
+  process when the rows changed, kept until they change again.
 - `/static/...`: the stylesheet shipped in this package.
 
 Safety: it binds 127.0.0.1 unless told otherwise; every page is rendered by jinja2 with
@@ -48,6 +51,8 @@ from aiohttp import web
 import reb_ray
 from reb_ray.errors import RebRayError
 from reb_ray.terminal import printable
+from reb_ray.viewer.pictures import PAIR_PICTURES, PICTURES
+from reb_ray.viewer.pictures import available as pictures_available
 from reb_ray.viewer.data import Forbidden, NotFound, Query, Run
 
 HERE = Path(__file__).resolve().parent
@@ -55,11 +60,14 @@ TEMPLATES = HERE / "templates"
 STATIC = HERE / "static"
 CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; "
        "frame-ancestors 'none'")
+#: The pictures' own policy: matplotlib's SVG styles its elements inline; still no script, no fetch.
+SVG_CSP = "default-src 'none'; style-src 'unsafe-inline'"
 CHUNK = 64 * 1024
 STEPS_SHOWN = 400  # trajectory steps rendered on a page (the ATIF link has them all)
 STAGE_ORDER = ("agent", "report", "c0", "c1", "c2", "c3", "c4", "c5", "env_size")
 RUN_KEY = web.AppKey("run", Run)
 SUMMARY_KEY = web.AppKey("summary", object)
+PICTURES_KEY = web.AppKey("pictures", object)
 JINJA_KEY = web.AppKey("jinja", object)
 
 
@@ -105,9 +113,7 @@ class Summary:
             self.running = asyncio.get_running_loop().create_task(self._compute(snapshot))
 
     async def _compute(self, snapshot: tuple) -> None:
-        env = dict(os.environ)
-        root = str(Path(reb_ray.__file__).resolve().parents[1])  # the same code as this server
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env = _child_env()  # the same code as this server
         try:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "reb_ray.viewer.summary", str(self.run.output_dir),
@@ -132,6 +138,56 @@ class Summary:
             await asyncio.shield(self.running)
 
 
+def _child_env() -> dict[str, str]:
+    """The environment of a computing child: this server's code first on its path."""
+    env = dict(os.environ)
+    root = str(Path(reb_ray.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+class Pictures:
+    """The SVG pictures (reb_ray.viewer.pictures), drawn by a child process per sweep (or per
+    sweep and pair of agents) when the trials files changed since they were drawn; requests
+    for a set being drawn wait for that one drawing."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.drawn: dict[tuple, tuple[tuple, dict]] = {}  # group -> (snapshot, {name: svg})
+        self.drawing: dict[tuple, asyncio.Task] = {}
+
+    async def get(self, sweep: str, picture: str, pair: tuple[str, str] | None) -> str:
+        """The SVG text of `picture`. Raises RebRayError with the drawing's error."""
+        group = (sweep, *pair) if pair else (sweep,)
+        snapshot = await asyncio.to_thread(self.run.snapshot)
+        hit = self.drawn.get(group)
+        if hit is not None and hit[0] == snapshot:
+            return hit[1][picture]
+        task = self.drawing.get(group)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._draw(group, snapshot))
+            self.drawing[group] = task
+        svgs = await asyncio.shield(task)
+        return svgs[picture]
+
+    async def _draw(self, group: tuple, snapshot: tuple) -> dict:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "reb_ray.viewer.pictures", str(self.run.output_dir), *group,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=_child_env())
+            out, err = await proc.communicate()
+            if proc.returncode != 0:
+                raise RebRayError(f"the drawing process failed (exit {proc.returncode}): "
+                                  f"{err.decode(errors='replace')[-300:]}")
+            result = json.loads(out)
+            if "error" in result:
+                raise RebRayError(result["error"])
+            self.drawn[group] = (snapshot, result)
+            return result
+        finally:
+            self.drawing.pop(group, None)
+
+
 def _render(request: web.Request, template: str, status: int = 200, **context) -> web.Response:
     text = request.app[JINJA_KEY].get_template(template).render(version=reb_ray.__version__,
                                                                 output_dir=str(request.app[RUN_KEY].output_dir), **context)
@@ -152,12 +208,12 @@ async def _guard(request: web.Request, handler) -> web.StreamResponse:
     except web.HTTPException as exc:  # aiohttp's other answers (a redirect, a method not allowed)
         _secure(exc.headers)
         raise
-    _secure(response.headers)
+    _secure(response.headers, SVG_CSP if response.content_type == "image/svg+xml" else CSP)
     return response
 
 
-def _secure(headers) -> None:
-    headers["Content-Security-Policy"] = CSP
+def _secure(headers, csp: str = CSP) -> None:
+    headers["Content-Security-Policy"] = csp
     headers["X-Content-Type-Options"] = "nosniff"
     headers["Referrer-Policy"] = "no-referrer"
     headers["X-Frame-Options"] = "DENY"
@@ -173,7 +229,19 @@ async def overview(request: web.Request) -> web.Response:
                    headers=result.get("headers", []), legend=result.get("legend", ""),
                    computing=summary.running is not None, stale=summary.result is not None,
                    summary_error=summary.error, summary_seconds=result.get("seconds"),
-                   summary_attempts=result.get("attempts"), summary_peak=result.get("peak_mb"))
+                   summary_attempts=result.get("attempts"), summary_peak=result.get("peak_mb"),
+                   pictures=pictures_available())
+
+
+async def plot_svg(request: web.Request) -> web.Response:
+    sweep, picture = _required(request, "sweep", "plot")
+    if picture not in PICTURES:
+        raise RebRayError(f"plot={picture!r}: expected one of {', '.join(PICTURES)}")
+    pair = tuple(_required(request, "a", "b")) if picture in PAIR_PICTURES else None
+    if not pictures_available():
+        raise NotFound("pictures need matplotlib: pip install 'reb-ray[plots]'")
+    svg = await request.app[PICTURES_KEY].get(sweep, picture, pair)
+    return web.Response(text=svg, content_type="image/svg+xml", charset="utf-8")
 
 
 async def matrix(request: web.Request) -> web.Response:
@@ -301,7 +369,7 @@ async def compare(request: web.Request) -> web.Response:
     sides = await asyncio.to_thread(build)
     agents = (await asyncio.to_thread(run.matrix, Query(sweep=sweep, task=task))).choices["agents"]
     return _render(request, "compare.html.j2", title=f"{a} vs {b} on {task}", sweep=sweep, task=task, sides=sides,
-                   agents=agents, a=a, b=b)
+                   agents=agents, a=a, b=b, pictures=pictures_available() and a != b)
 
 
 async def log(request: web.Request) -> web.StreamResponse:
@@ -344,6 +412,7 @@ def make_app(output_dir: Path) -> web.Application:
     app = web.Application(middlewares=[_guard])
     app[RUN_KEY] = run
     app[SUMMARY_KEY] = Summary(run)
+    app[PICTURES_KEY] = Pictures(run)
     app[JINJA_KEY] = _environment()
     app.router.add_get("/", overview)
     app.router.add_get("/matrix", matrix)
@@ -351,6 +420,7 @@ def make_app(output_dir: Path) -> web.Application:
     app.router.add_get("/trial.atif.json", trial_atif)
     app.router.add_get("/compare", compare)
     app.router.add_get("/log", log)
+    app.router.add_get("/plot.svg", plot_svg)
     app.router.add_static("/static", STATIC, follow_symlinks=False)
     app.on_startup.append(_start_summary)
     return app

@@ -167,6 +167,30 @@ def test_a_log_shows_control_and_bidi_characters_as_escapes(served, run_dir):
     assert served.get("/log?path=artifacts%2Fbidi.log.gz&download=1")[2] == raw
 
 
+@pytest.mark.integration  # two drawing processes (matplotlib): seconds, kept out of the unit tier
+def test_pictures_are_svg_of_the_sweeps_agents_without_script(served, run_dir):
+    """The overview links its three pictures and the compare page its paired one; each is an SVG
+    drawn from the rows (the agents' names in its text), holds no script, is sent with a policy
+    that forbids scripts and fetches; a second request is served from what was drawn."""
+    overview = served.text("/")
+    for picture in ("rates", "frontier", "spend"):
+        assert f"/plot.svg?{q(sweep=SWEEP, plot=picture)}".replace("&", "&amp;") in overview
+    agents = ("frugal", "spender", "weak")
+    for picture, params in (("rates", {}), ("frontier", {}), ("spend", {}), ("paired", {"a": "frugal", "b": "spender"})):
+        status, headers, body = served.get(f"/plot.svg?{q(sweep=SWEEP, plot=picture, **params)}")
+        svg = body.decode()
+        assert status == 200 and headers["Content-Type"].startswith("image/svg+xml"), (picture, status, svg[:300])
+        assert headers["Content-Security-Policy"] == "default-src 'none'; style-src 'unsafe-inline'"
+        assert svg.lstrip().startswith("<?xml") and "<svg" in svg and "<script" not in svg.lower()
+        named = [a for a in agents if a in svg]
+        assert named == (["frugal", "spender"] if picture == "paired" else list(agents)), (picture, named)
+        assert served.get(f"/plot.svg?{q(sweep=SWEEP, plot=picture, **params)}")[2] == body
+    assert served.get(f"/plot.svg?{q(sweep=SWEEP, plot='pie')}")[0] == 400
+    assert served.get(f"/plot.svg?{q(sweep=SWEEP, plot='paired', a='frugal', b='nobody')}")[0] == 400
+    compare = served.text(f"/compare?{q(sweep=SWEEP, task='t1', a='frugal', b='spender')}")
+    assert f"/plot.svg?{q(sweep=SWEEP, plot='paired', a='frugal', b='spender')}".replace("&", "&amp;") in compare
+
+
 @pytest.mark.parametrize("trial_id", [CLAUDE_TRIAL, CODEX_TRIAL, CHAT_TRIAL, COMMAND_TRIAL, HOSTILE_TRIAL, INFRA_TRIAL])
 def test_atif_documents_validate(served, run_dir, trial_id):
     doc = json.loads(served.text(f"/trial.atif.json?{q(sweep=SWEEP, id=trial_id)}"))

@@ -135,6 +135,30 @@ def test_a_person_browses_the_sweep(served, sweep, page):
     assert page.locator(".step").count() >= 8  # the steps agent's trajectory beside noop's
 
 
+def test_the_pictures_load_and_have_content(served, sweep, page, shots):
+    """Each picture of the overview and the compare page loads in Chromium under the viewer's
+    policy (an image that failed has no natural size; a 4xx/5xx fails the page fixture), fits
+    the 1280-pixel window, and is drawn: many colours, not a blank box."""
+    from PIL import Image
+
+    _, sweep_id = sweep
+    for name, path, count in (("overview", "/", 3),
+                              ("compare", "/compare?" + urlencode({"sweep": sweep_id, "task": TASKS[1], "a": "noop",
+                                                                   "b": STEPS_AGENT}), 1)):
+        page.goto(served.base + path)
+        page.wait_for_load_state("networkidle")
+        images = page.locator("img.plot")
+        assert images.count() == count, name
+        for i in range(count):
+            image = images.nth(i)
+            image.scroll_into_view_if_needed()
+            size = image.evaluate("i => [i.complete, i.naturalWidth, i.naturalHeight, i.getBoundingClientRect().right]")
+            assert size[0] and size[1] > 300 and size[2] > 100 and size[3] <= WIDTH, (name, i, size)
+            shot = shots / f"{name}-picture-{i}.png"
+            image.screenshot(path=str(shot))
+            assert len(Image.open(shot).convert("RGB").getcolors(maxcolors=1_000_000)) > 20, (name, i)
+
+
 def _pages(sweep_id: str, trial_id: str) -> dict[str, str]:
     return {"overview": "/", "matrix": "/matrix?" + urlencode({"sweep": sweep_id}),
             "matrix-filtered": "/matrix?" + urlencode({"sweep": sweep_id, "agent": STEPS_AGENT, "status": "scored"}),
