@@ -99,7 +99,7 @@ def _llm_lines(row: dict) -> list[str]:
         f"model {_fmt(row['llm_model'])}",
         f"cost     {_usd(row['cost_usd'])} ({_fmt(row['cost_source'])}, "
         f"prices {_fmt(row['price_version'])}); the agent's own figures: input {_fmt(row['agent_reported_input_tokens'])}, "
-        f"output {_fmt(row['agent_reported_output_tokens'])}, cost {_fmt(row['agent_reported_cost_usd'])}",
+        f"output {_fmt(row['agent_reported_output_tokens'])}, cost {_usd(row['agent_reported_cost_usd'])}",
         f"last LLM error  {_fmt(row['llm_last_error'])}",
     ]
 

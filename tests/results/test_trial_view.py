@@ -122,3 +122,13 @@ def test_trial_show_names_the_environment_and_reads_commands_from_its_manifest(t
     out = show_trial(tmp_path, "noop/t1/0")
     assert "env      no manifest (boom); kept: no (policy successes)" in out and "MiB" not in out
     assert "commands: none recorded (no transcript stored: the agent kind noop keeps none; no commands" in out
+
+
+def test_money_is_shown_as_dollars_to_the_price_tables_precision(tmp_path):
+    """A sum of per-request costs carries float noise (three requests at $0.0041 sum to
+    0.012300000000000002); trial show prints dollars to six decimals, never the raw float."""
+    write_run(tmp_path, [row("a", "t1", 1, "scored", llm_requests=3, cost_usd=0.1 + 0.2,
+                             agent_reported_cost_usd=sum([0.0041] * 3))])
+    out = show_trial(tmp_path, "a/t1/0")
+    assert "cost     $0.300000" in out and "0.30000000000000004" not in out
+    assert "cost $0.012300" in out and "0.0123000" + "00000002" not in out
