@@ -1014,15 +1014,31 @@ FIDELITY: dict[str, dict] = {
         "multi_gpu": "--output {O}/vllm-omni/multi_gpu.png"}},
 }
 
+COMIC_DETECT = ("helper detect_one.py stands for the release's inline script with the same calls (font engine stubbed, "
+                "initialize with confidence_threshold=0.3, detect on the RGB image); the release replaced "
+                "rtdetr_v2_onnx.hf_hub_download to read detector.onnx and config.json from its prepared model "
+                "directory and set the detector's model_dir to it, where detect_one.py lets hf_hub_download read them "
+                "from the Hugging Face cache (the asset cache) and the repository keep its default model_dir")
+
+KVPRESS_FRACTION = ("helper one_sample_fraction.py prints the --fraction that keeps one sample, (1 + 1e-6) / the length "
+                    "of the dataset's test split, computed at run time where the release's prepare step computed the "
+                    "same value and its stage script read it from the prepared manifest")
+
+RENDERFORMER_SCENE = ("{scene} is made at run time by the repository's convert_scene.py (--mesh_path, --output_h5_path) "
+                      "from {scenes} (the release's prepare step made it with the same call)")
+
 DEVIATIONS: dict[str, dict[str, str]] = {
     "alephpi--texo": {
         **{stage: HELPER_NOT_PREPARE.format(helper="make_unimer_subset.py", what="the one-sample UniMER-Train subset")
            for stage in ALL},
         "multi_gpu": HELPER_NOT_PREPARE.format(helper="make_unimer_subset.py", what="the one-sample UniMER-Train subset")
         + "; the release first counts GPUs (nvidia-smi -L | grep -c '^GPU'): reb-ray assigns the GPUs itself"},
-    "auto1111sdk--auto1111sdk": {stage: "MNIST comes from the asset cache, unpacked to .data/MNIST/raw of the repository, "
-                                        "which the run starts from (the release started from its prepared dataset "
-                                        "directory)" for stage in ALL},
+    "auto1111sdk--auto1111sdk": {stage: "MNIST comes from the asset cache, its four .gz files unpacked by gunzip into "
+                                        ".data/MNIST/raw of the repository, which the run starts from; the release "
+                                        "started in its prepared dataset directory, whose .data/MNIST/raw held the same "
+                                        "four files still gzipped (torchvision unpacked them), and gave --base its "
+                                        "prepare step's unchanged copy of the repository's "
+                                        "configs/example_training/toy/mnist.yaml" for stage in ALL},
     "emidan19--deep-tempest": {stage: "make_drunet_options.py writes the options JSON (gpu_ids, dataloader batch size, "
                                       "one iteration), which the release's script wrote inline, and copies the "
                                       "screenshot pairs from the repository's examples/ (the release's two pairs; the "
@@ -1058,10 +1074,14 @@ DEVIATIONS: dict[str, dict[str, str]] = {
                                              "(the release ran the file); " + HELPER_NOT_PREPARE.format(
                                                  helper="make_sensevoice_jsonl.py", what="the 2-row train/val jsonl")
                                          + "; each rank writes its own copy (the release's two ranks read one)"},
-    "geeeekexplorer--nano-vllm": {stage: "the prompt is 'Hello' (the release took the first prompt of its prepared "
-                                         "dataset)" for stage in ALL},
-    "haozheliu-st--t-gate": {"single_gpu": "--image: the release's branch for image-conditioned candidates; pixart_alpha "
-                                           "takes --prompt"},
+    "geeeekexplorer--nano-vllm": {stage: "the prompt is 'Hello' where the release's was 'introduce yourself', the one "
+                                         "prompt of the prompts.json its prepare step wrote, which the release's inline "
+                                         "script read" for stage in ALL},
+    "haozheliu-st--t-gate": {"single_gpu": "--model is pixart_alpha, fixed here, where the release's prepare step chose "
+                                           "the first of its candidates (pixart_alpha first) that downloaded "
+                                           "anonymously; --image is the release's branch for its image-conditioned "
+                                           "candidate svd, and pixart_alpha takes --prompt, given literally with the text "
+                                           "the release's prepare step wrote to prompts.txt"},
     "huggingface--finetrainers": {stage: "fail_on_log.py applies the release's runner --fail-regex patterns; "
                                          + HELPER_NOT_PREPARE.format(helper="make_dataset_config.py",
                                                                      what="the dataset config over crush-smol")
@@ -1078,16 +1098,19 @@ DEVIATIONS: dict[str, dict[str, str]] = {
     "kyegomez--multimodalmamba": {
         "cpu": "model_example.py is the release's fallback when example.py is missing; example.py exists at the pin",
         **{stage: "model_example.py is the release's fallback when example.py is missing; example.py exists at the pin; "
-                  "helper run_on_device.py stands for the release's entrypoint_wrapper.py and takes the rank from "
-                  "LOCAL_RANK (the release passed --local-rank)" for stage in ("single_gpu", "multi_gpu")}},
+                  "helper run_on_device.py stands for the release's entrypoint_wrapper.py with the same steps (pin "
+                  "the GPU of --local-rank, else of LOCAL_RANK, make it torch's default device, run the script with "
+                  "runpy), without the release's fallbacks to RANK for the rank and to torch.set_default_tensor_type "
+                  "on a torch without set_default_device" for stage in ("single_gpu", "multi_gpu")}},
     "kyegomez--visionmamba": {
         **{stage: "helper run_example.py applies the release's inline fix to example.py (drops the heads keyword that "
                   "VisionEncoderMambaBlock rejects, discards its tensor dumps)" for stage in ("cpu", "single_gpu")},
         "multi_gpu": "helper run_example.py applies the release's inline fix to example.py (drops the heads keyword, "
                      "discards the tensor dumps) per rank; it stands for the release's generated multi_gpu_impl.py "
                      "(GPU-count check, then torchrun) and torchrun_worker.py"},
-    "lightly-ai--lightly-train": {"multi_gpu": "batch_size=2 is the global batch, 1 per GPU as the release's "
-                                               "loader_args.batch_size=1 (the release passed batch_size=1)"},
+    "lightly-ai--lightly-train": {"multi_gpu": "batch_size=2 where the release passed batch_size=1: the global batch "
+                                               "of tasks.csv's entry, 1 per GPU, the per-device size that "
+                                               "loader_args.batch_size=1 sets in both"},
     "lmcache--lmcache": {stage: "helper lmcache.yaml is the standalone starter's config (the release's prepare step "
                                 "wrote it)" for stage in ALL},
     "meta-pytorch--torchft": {
@@ -1101,25 +1124,32 @@ DEVIATIONS: dict[str, dict[str, str]] = {
                      "each pinned to a GPU of its own (CUDA_VISIBLE_DEVICES=0 for group 0, 1 for group 1) where the "
                      "release exported CUDA_VISIBLE_DEVICES=0,1 to both groups, so ranks = 2 counts the GPUs they "
                      "hold; the release's check for >= 2 visible GPUs is reb-ray's GPU assignment"},
-    "microsoft--renderformer": {stage: "the scene HDF5 is made at run time by the repository's convert_scene.py "
-                                       "(--mesh_path, --output_h5_path) from its examples/ (the release's prepare step "
-                                       "made it)" for stage in ALL},
+    "microsoft--renderformer": {
+        "cpu": RENDERFORMER_SCENE.format(scene="the scene HDF5", scenes="examples/cbox.json, the release's first scene"),
+        "single_gpu": RENDERFORMER_SCENE.format(scene="the scene HDF5", scenes="examples/cbox.json, the release's first "
+                                                                               "scene")
+        + "; the release first required torch.cuda.is_available() and at least 1 CUDA device, which is not checked here",
+        "multi_gpu": RENDERFORMER_SCENE.format(scene="each rank's scene HDF5",
+                                               scenes="examples/cbox.json for rank 0 and examples/shader-ball.json for "
+                                                      "rank 1, the release's two scenes in its order")
+        + "; the release first required torch.cuda.is_available() and at least 2 CUDA devices, which is reb-ray's GPU "
+          "assignment here"},
     "modelscope--clearervoice-studio": {
         **{stage: "helper one_sample.scp lists one of the repository's sample files (the release's prepare step wrote "
                   "the list)" for stage in ("cpu", "single_gpu")},
         "multi_gpu": "helper two_samples.scp lists two of the repository's sample files; train.py gets --local-rank from "
                      "LOCAL_RANK inline, where the release's torchrun_train_wrapper.py rewrote the argument (its --flag "
                      "handling)"},
-    "nvidia--kvpress": {stage: "helper one_sample_fraction.py prints the --fraction that keeps one sample (the release's "
-                               "prepare step computed it); device_map='auto' comes from evaluate.py's --device auto, as "
-                               "in the release" for stage in ALL},
+    "nvidia--kvpress": {
+        **{stage: KVPRESS_FRACTION for stage in ("cpu", "single_gpu")},
+        "multi_gpu": KVPRESS_FRACTION + "; device_map='auto' comes from evaluate.py's --device auto, as in the release"},
     "nvlabs--sana": {stage: "helper patch_sana_config.py writes the config with model.resume_from=latest where the "
                             "release's patch_train_config.py (--path) did; ensure_null_embed.py as in the release"
                      for stage in ALL},
     "ogkalu2--comic-translate": {
-        "cpu": "helper detect_one.py stands for the release's inline script (same calls, confidence_threshold=0.3)",
-        "single_gpu": "helper detect_one.py stands for the release's inline script; the release failed with "
-                      "'CUDAExecutionProvider not available in onnxruntime' when the provider was missing, "
+        "cpu": COMIC_DETECT,
+        "single_gpu": COMIC_DETECT + "; the release checked onnxruntime's available providers first and failed with "
+                      "'CUDAExecutionProvider not available in onnxruntime' when CUDA's was missing, where "
                       "detect_one.py fails unless the session really uses CUDA (or TensorRT)"},
     "openbmb--voxcpm": {stage: "make_voxcpm_config.py writes the 1-step fine-tune config (the release's keys and "
                                "values, sample_rate 16000 for VoxCPM-0.5B, the model from the asset cache) and its "
@@ -1153,8 +1183,13 @@ DEVIATIONS: dict[str, dict[str, str]] = {
                           + ": 8 prompts of at least 400 characters, built from the text as the release built them, "
                             "where the release wrote 64 (SCIMLOPSBENCH_DATASET_NUM_SAMPLES)"
                           for stage in ALL},
-    "vllm-project--vllm-omni": {stage: "the release first checked that vllm imports (its message names "
-                                       "vllm_omni/config/model.py); here that import fails inside the run"
+    "vllm-project--vllm-omni": {stage: "the prompt is 'a photo of a cat' where the release's was 'a cup of coffee on "
+                                       "the table', the one line of the prompts.txt its prepare step wrote; the release "
+                                       "first checked that vllm imports and, when it did not and the run was not "
+                                       "offline, pip-installed vllm==0.12.0 (or SCIMLOPSBENCH_VLLM_SPEC) into the "
+                                       "environment, failing with a message naming vllm_omni/config/model.py if it "
+                                       "still did not: the evaluator never installs into the agent's environment, so "
+                                       "here a missing vllm fails inside the run"
                                 for stage in ALL},
     "yuanze-lin--olympus": {stage: HELPER_NOT_PREPARE.format(helper="make_olympus_sample.py",
                                                              what="the 1-sample subset of Olympus.json")
