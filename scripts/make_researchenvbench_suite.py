@@ -1027,12 +1027,33 @@ KVPRESS_FRACTION = ("helper one_sample_fraction.py prints the --fraction that ke
 RENDERFORMER_SCENE = ("{scene} is made at run time by the repository's convert_scene.py (--mesh_path, --output_h5_path) "
                       "from {scenes} (the release's prepare step made it with the same call)")
 
+TEXO_SUBSET = (HELPER_NOT_PREPARE.format(helper="make_unimer_subset.py", what="the one-sample UniMER-Train subset")
+               + ": the first row (image as binary bytes, text) of the dataset's first parquet shard, read with pyarrow "
+                 "and saved with save_to_disk, where the release saved the first row that "
+                 "load_dataset(split='train[:1]') gave, twice (UniMER-Train, UniMER-Eval); that one directory is "
+                 "data.train_dataset_path and data.eval_dataset_path; trainer.limit_val_batches=0 for the release's "
+                 "0.0 (no validation batch either way)")
+
+SOCIALED_SMOKE = ("helper sbert_smoke.py stands for the release's socialed_sbert_smoketest.py with the same steps (SBERT "
+                  "loaded from SocialED/detector/sbert.py, the first --max-samples rows, preprocess, detection, "
+                  "evaluate): --data is the whole Event2012.npy and --model the model, both from the asset cache, where "
+                  "the release read both paths via --prepare-results, its dataset being the 12-row head of Event2012 "
+                  "that its prepare step saved; it writes no --artifact-dir")
+
+SANA_HELPERS = ("helper patch_sana_config.py stands for the release's patch_train_config.py: it copies "
+                "configs/sana_config/1024ms/Sana_600M_img1024.yaml with an empty resume_from: (no value, no nested "
+                "keys) set to resume_from: latest, as the release's did; helper ensure_null_embed.py stands for the "
+                "release's file of that name and writes the same zero null embedding (uncond_prompt_embeds zeros "
+                "[1, 300, 2304], its mask ones) unless it exists, to the file named from --root, --text-encoder, "
+                "--max-length and --hidden-size (null_embed_diffusers_gemma-2-2b-it_300token_2304.pth), where the "
+                "release's took that file's path as --path")
+
 DEVIATIONS: dict[str, dict[str, str]] = {
     "alephpi--texo": {
-        **{stage: HELPER_NOT_PREPARE.format(helper="make_unimer_subset.py", what="the one-sample UniMER-Train subset")
-           for stage in ALL},
-        "multi_gpu": HELPER_NOT_PREPARE.format(helper="make_unimer_subset.py", what="the one-sample UniMER-Train subset")
-        + "; the release first counts GPUs (nvidia-smi -L | grep -c '^GPU'): reb-ray assigns the GPUs itself"},
+        **{stage: TEXO_SUBSET for stage in ALL},
+        "multi_gpu": TEXO_SUBSET
+        + "; the release first required at least 2 GPUs, counted by the CUDA stage's recorded gpu_count, else by "
+          "nvidia-smi -L | grep -c '^GPU': reb-ray assigns the GPUs itself"},
     "auto1111sdk--auto1111sdk": {stage: "MNIST comes from the asset cache, its four .gz files unpacked by gunzip into "
                                         ".data/MNIST/raw of the repository, which the run starts from; the release "
                                         "started in its prepared dataset directory, whose .data/MNIST/raw held the same "
@@ -1093,8 +1114,12 @@ DEVIATIONS: dict[str, dict[str, str]] = {
     "internlm--internevo": {stage: HELPER_NOT_PREPARE.format(
         helper="prepare_internevo.py", what="the tokenized Alpaca sample and minimal_config.py (the release's script "
                                             "wrote the config inline)") for stage in ALL},
-    "krlabsorg--lettucedetect": {stage: HELPER_NOT_PREPARE.format(helper="make_ragbench_min.py",
-                                                                  what="the 1+1-sample RAGBench json") for stage in ALL},
+    "krlabsorg--lettucedetect": {stage: HELPER_NOT_PREPARE.format(
+        helper="make_ragbench_min.py", what="the RAGBench-format json of 1 train + 1 dev sample (RAGTruth's first two "
+                                            "train responses) and the empty RAGTruth json")
+        + ": it converts the two responses itself, the way the repository's "
+          "lettucedetect/preprocess/preprocess_ragtruth.py does, where the release ran that script over all of RAGTruth "
+          "and took the first two train samples of its output" for stage in ALL},
     "kyegomez--multimodalmamba": {
         "cpu": "model_example.py is the release's fallback when example.py is missing; example.py exists at the pin",
         **{stage: "model_example.py is the release's fallback when example.py is missing; example.py exists at the pin; "
@@ -1135,17 +1160,27 @@ DEVIATIONS: dict[str, dict[str, str]] = {
         + "; the release first required torch.cuda.is_available() and at least 2 CUDA devices, which is reb-ray's GPU "
           "assignment here"},
     "modelscope--clearervoice-studio": {
-        **{stage: "helper one_sample.scp lists one of the repository's sample files (the release's prepare step wrote "
-                  "the list)" for stage in ("cpu", "single_gpu")},
-        "multi_gpu": "helper two_samples.scp lists two of the repository's sample files; train.py gets --local-rank from "
-                     "LOCAL_RANK inline, where the release's torchrun_train_wrapper.py rewrote the argument (its --flag "
-                     "handling)"},
+        **{stage: "helper one_sample.scp, the --tr-list and the --cv-list, has one line naming the repository's "
+                  "clearvoice/samples/input.wav as noisy and clean input by a path relative to the workdir, where the "
+                  "release's prepare step wrote train.scp and cv.scp with that line naming its copy of the file"
+           for stage in ("cpu", "single_gpu")},
+        "multi_gpu": "helper two_samples.scp, the --tr-list and the --cv-list, has that line once per rank, naming the "
+                     "repository's clearvoice/samples/input.wav by a path relative to the workdir, where the release "
+                     "wrote the first line of its prepared train.scp and cv.scp (naming its copy of the file) once per "
+                     "rank; the work of the release's torchrun_train_wrapper.py, which dropped any --local_rank or "
+                     "--local-rank from the arguments (its --flag value / --flag=value parsing) and put --local-rank "
+                     "from LOCAL_RANK first, is done inline: train.py gets --local-rank from LOCAL_RANK and runs in "
+                     "train/speech_enhancement as in the release, and each "
+                     "rank writes to a --checkpoint_dir of its own, rank<LOCAL_RANK>/ (the release's rank 0 wrote to "
+                     "the directory itself, rank 1 to its rank1/)"},
     "nvidia--kvpress": {
         **{stage: KVPRESS_FRACTION for stage in ("cpu", "single_gpu")},
         "multi_gpu": KVPRESS_FRACTION + "; device_map='auto' comes from evaluate.py's --device auto, as in the release"},
-    "nvlabs--sana": {stage: "helper patch_sana_config.py writes the config with model.resume_from=latest where the "
-                            "release's patch_train_config.py (--path) did; ensure_null_embed.py as in the release"
-                     for stage in ALL},
+    "nvlabs--sana": {
+        "single_gpu": SANA_HELPERS,
+        "multi_gpu": SANA_HELPERS + "; each rank runs both helpers before train.py (each writes under a temporary name "
+                     "and renames), where the release ran them once before the launch, and the release's check that "
+                     "torch sees at least 2 CUDA devices is reb-ray's GPU assignment here"},
     "ogkalu2--comic-translate": {
         "cpu": COMIC_DETECT,
         "single_gpu": COMIC_DETECT + "; the release checked onnxruntime's available providers first and failed with "
@@ -1159,9 +1194,11 @@ DEVIATIONS: dict[str, dict[str, str]] = {
                                "transcript for training.\"}, where the release wrote {\"audio\": a copy of "
                                "examples/example.wav, \"text\": \"This is a minimal benchmark sample for VoxCPM "
                                "fine-tuning.\", \"dataset_id\": 0}" for stage in ALL},
-    "ringbdstack--socialed": {stage: "helper sbert_smoke.py stands for the release's socialed_sbert_smoketest.py: "
-                                     "--data and --model take the asset paths where the release read --prepare-results, "
-                                     "and it writes no --artifact-dir" for stage in ALL},
+    "ringbdstack--socialed": {
+        **{stage: SOCIALED_SMOKE for stage in ("cpu", "single_gpu")},
+        "multi_gpu": SOCIALED_SMOKE + "; with --distributed each rank takes every second row of the whole dataset and "
+                     "then its first 12 (rows 0, 2, ..., 22 and 1, 3, ..., 23), where the release's two ranks split "
+                     "its 12-row subset, 6 rows each"},
     "sgl-project--specforge": {stage: "helper qwen2.5-0.5b-eagle3.json is the draft config the release's prepare step "
                                       "derived from configs/qwen2.5-7b-eagle3.json for Qwen2.5-0.5B-Instruct; helper "
                                       "sharegpt_sample.jsonl, the training file, is 4 short hand-written conversations "
