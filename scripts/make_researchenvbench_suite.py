@@ -1048,6 +1048,28 @@ SANA_HELPERS = ("helper patch_sana_config.py stands for the release's patch_trai
                 "--max-length and --hidden-size (null_embed_diffusers_gemma-2-2b-it_300token_2304.pth), where the "
                 "release's took that file's path as --path")
 
+INTERNEVO_PREPARE = ("prepare_internevo.py writes at run time, from the asset cache, the tokenized Alpaca sample (the "
+                     "first 64 records of alpaca_data.json through the repository's tools/alpaca_tokenizer.py with "
+                     "--split_ratio 0.1, as the release's prepare step made it) and minimal_config.py, which the "
+                     "release's stage script wrote inline: the release's values (2-layer InternLM2, hidden 256, SEQ_LEN "
+                     "32, micro_bsz 1, 1 step, no checkpoints, flash-attention off) under JOB_NAME "
+                     "reb_ray_internevo_smoke, with tensorboard_folder set in the config where the release exported it "
+                     "as an environment variable")
+
+FINETRAINERS_HELPERS = ("fail_on_log.py applies the release's runner --fail-regex patterns (a matching output line "
+                        "fails a run that exits 0); make_dataset_config.py writes the dataset config over crush-smol at "
+                        "run time, the release's keys and values with data_root the asset cache's snapshot (the "
+                        "release's prepare step wrote it); LD_LIBRARY_PATH is set by neither: the release prepended an "
+                        "FFmpeg library directory recorded in its manifest, and its prepare step recorded none (it does "
+                        "not provision FFmpeg)")
+
+VISIONMAMBA_FIX = ("helper run_example.py stands for the release's inline script and runs example.py with the same two "
+                   "fixes made in the process: VisionEncoderMambaBlock's __init__ drops the heads keyword it rejects "
+                   "(the helper drops every keyword the signature does not name, the release's replacement every one "
+                   "but dim, dt_rank, dim_inner and d_state) and process_direction's tensor dumps are discarded (the "
+                   "helper throws its printed output away, the release replaced the method with a copy without the "
+                   "prints)")
+
 DEVIATIONS: dict[str, dict[str, str]] = {
     "alephpi--texo": {
         **{stage: TEXO_SUBSET for stage in ALL},
@@ -1077,12 +1099,18 @@ DEVIATIONS: dict[str, dict[str, str]] = {
         helper="make_toy_subset.py", what="the one-sample data root from the toy dataset's zips")
         + "; train_dataloader.dataset.datasets.0.data_root is set besides the release's dataset_train.data_root, which "
           "never reaches the loader (mmengine copied the dataset dict before the override)" for stage in ALL},
-    "feifeibear--long-context-attention": {stage: "helpers/sitecustomize.py stands for the release's sitecustomize.py "
-                                                  "(--attn_type torch mapped to yunchang's torch_efficient)"
+    "feifeibear--long-context-attention": {stage: "helpers/sitecustomize.py stands for the release's sitecustomize.py, "
+                                                  "loaded the same way from PYTHONPATH ahead of the repository: it maps "
+                                                  "--attn_type torch, which yunchang's AttnType at the pin does not "
+                                                  "know, to TORCH_EFFICIENT as the release's did; PYTHONPATH is those "
+                                                  "two directories only, where the release kept the inherited "
+                                                  "PYTHONPATH after them"
                                            for stage in ALL},
     "flagos-ai--flaggems": {"single_gpu": "runs the test id test_accuracy_bert[How are you today?-torch.float16] "
-                                          "directly where the release's _single_gpu_impl.py ran the first id that "
-                                          "pytest --collect-only listed; the release installed pytest when missing "
+                                          "directly, where the release's _single_gpu_impl.py ran (with pytest -q) the "
+                                          "first test_accuracy_bert id of examples/model_bert_test.py that pytest "
+                                          "--collect-only -q listed, the id its script's header names as the command; "
+                                          "the release installed pytest when missing "
                                           "(classifying a failed download by 'Temporary failure|Name or service not "
                                           "known|Connection|timed out|CERTIFICATE|No matching distribution'): the "
                                           "evaluator never installs into the agent's environment"},
@@ -1103,17 +1131,18 @@ DEVIATIONS: dict[str, dict[str, str]] = {
                                            "anonymously; --image is the release's branch for its image-conditioned "
                                            "candidate svd, and pixart_alpha takes --prompt, given literally with the text "
                                            "the release's prepare step wrote to prompts.txt"},
-    "huggingface--finetrainers": {stage: "fail_on_log.py applies the release's runner --fail-regex patterns; "
-                                         + HELPER_NOT_PREPARE.format(helper="make_dataset_config.py",
-                                                                     what="the dataset config over crush-smol")
-                                         + "; no LD_LIBRARY_PATH for a prepared ffmpeg (the evaluator never installs "
-                                           "into the agent's environment)" for stage in ALL},
+    "huggingface--finetrainers": {
+        "single_gpu": FINETRAINERS_HELPERS,
+        "multi_gpu": FINETRAINERS_HELPERS + "; each rank runs both helpers, so each rank's output is matched against "
+                     "the patterns (the release matched the launch's merged output) and each rank writes the config "
+                     "(under a temporary name, then renamed)"},
     "hustvl--vim": {"multi_gpu": "SOLVER.IMS_PER_BATCH 2, one image per GPU: detectron2 requires the total batch to "
                                  "divide by the world size, so the release's 1 with --num-gpus 2 fails whatever the "
                                  "environment (a release bug fixed)"},
-    "internlm--internevo": {stage: HELPER_NOT_PREPARE.format(
-        helper="prepare_internevo.py", what="the tokenized Alpaca sample and minimal_config.py (the release's script "
-                                            "wrote the config inline)") for stage in ALL},
+    "internlm--internevo": {
+        "single_gpu": INTERNEVO_PREPARE,
+        "multi_gpu": INTERNEVO_PREPARE + "; each rank runs it before train.py (built in a temporary directory and "
+                     "renamed, an existing one reused), where the release prepared once before the launch"},
     "krlabsorg--lettucedetect": {stage: HELPER_NOT_PREPARE.format(
         helper="make_ragbench_min.py", what="the RAGBench-format json of 1 train + 1 dev sample (RAGTruth's first two "
                                             "train responses) and the empty RAGTruth json")
@@ -1128,11 +1157,11 @@ DEVIATIONS: dict[str, dict[str, str]] = {
                   "runpy), without the release's fallbacks to RANK for the rank and to torch.set_default_tensor_type "
                   "on a torch without set_default_device" for stage in ("single_gpu", "multi_gpu")}},
     "kyegomez--visionmamba": {
-        **{stage: "helper run_example.py applies the release's inline fix to example.py (drops the heads keyword that "
-                  "VisionEncoderMambaBlock rejects, discards its tensor dumps)" for stage in ("cpu", "single_gpu")},
-        "multi_gpu": "helper run_example.py applies the release's inline fix to example.py (drops the heads keyword, "
-                     "discards the tensor dumps) per rank; it stands for the release's generated multi_gpu_impl.py "
-                     "(GPU-count check, then torchrun) and torchrun_worker.py"},
+        "cpu": VISIONMAMBA_FIX,
+        "single_gpu": VISIONMAMBA_FIX + "; with --device cuda it stops at once when torch sees no CUDA device, where the "
+                      "release's script went on",
+        "multi_gpu": VISIONMAMBA_FIX + ", per rank on the GPU of LOCAL_RANK; it stands for the release's generated "
+                     "multi_gpu_impl.py (GPU-count check, then torchrun) and torchrun_worker.py"},
     "lightly-ai--lightly-train": {"multi_gpu": "batch_size=2 where the release passed batch_size=1: the global batch "
                                                "of tasks.csv's entry, 1 per GPU, the per-device size that "
                                                "loader_args.batch_size=1 sets in both"},
