@@ -1070,6 +1070,17 @@ VISIONMAMBA_FIX = ("helper run_example.py stands for the release's inline script
                    "helper throws its printed output away, the release replaced the method with a copy without the "
                    "prints)")
 
+OLYMPUS_SAMPLE = (HELPER_NOT_PREPARE.format(helper="make_olympus_sample.py", what="the 1-sample subset of Olympus.json")
+                  + ": its first record without the image key and cut to the first two turns, as in the release, and "
+                    "also with the <image> placeholders removed from the turns' text (the release left them in); "
+                    "batch_size=1 is --per_device_train_batch_size 1")
+
+TORCHFT_SITE = ("helpers/site/sitecustomize.py (REB_TORCHFT_* variables) stands for the release's sitecustomize.py "
+                "(SCIMLOPSBENCH_* variables) with its step, batch size, loader worker, embedding cap and force-CPU "
+                "patches; train_ddp.py runs from the repository root with CIFAR-10 unpacked to ./cifar from the asset "
+                "cache, where the release ran it from build_output/{stage}/workdir and its sitecustomize.py pointed "
+                "torchvision's CIFAR10 root at the prepared dataset directory")
+
 DEVIATIONS: dict[str, dict[str, str]] = {
     "alephpi--texo": {
         **{stage: TEXO_SUBSET for stage in ALL},
@@ -1097,8 +1108,11 @@ DEVIATIONS: dict[str, dict[str, str]] = {
           "list index as Hydra's override grammar writes it (the release wrote training_data[0])" for stage in ALL},
     "facebookresearch--sapiens": {stage: HELPER_NOT_PREPARE.format(
         helper="make_toy_subset.py", what="the one-sample data root from the toy dataset's zips")
-        + "; train_dataloader.dataset.datasets.0.data_root is set besides the release's dataset_train.data_root, which "
-          "never reaches the loader (mmengine copied the dataset dict before the override)" for stage in ALL},
+        + ": the first name (sorted) present in all three of images.zip (.png), masks.zip (.png) and normals.zip "
+          "(.npy), extracted alone, where the release unpacked the zips and kept the first image by name with the "
+          "mask and normal of its stem; train_dataloader.dataset.datasets.0.data_root is set besides the release's "
+          "dataset_train.data_root, which never reaches the loader (train_dataloader holds its own copy of "
+          "dataset_train, made when the config file was read, before --cfg-options applied)" for stage in ALL},
     "feifeibear--long-context-attention": {stage: "helpers/sitecustomize.py stands for the release's sitecustomize.py, "
                                                   "loaded the same way from PYTHONPATH ahead of the repository: it maps "
                                                   "--attn_type torch, which yunchang's AttnType at the pin does not "
@@ -1168,9 +1182,10 @@ DEVIATIONS: dict[str, dict[str, str]] = {
     "lmcache--lmcache": {stage: "helper lmcache.yaml is the standalone starter's config (the release's prepare step "
                                 "wrote it)" for stage in ALL},
     "meta-pytorch--torchft": {
-        **{stage: "helpers/site/sitecustomize.py (REB_TORCHFT_* variables) stands for the release's sitecustomize.py; "
-                  "train_ddp.py runs from the repository root with CIFAR-10 unpacked to ./cifar from the asset cache"
-           for stage in ("cpu", "single_gpu")},
+        "cpu": TORCHFT_SITE.format(stage="cpu"),
+        "single_gpu": TORCHFT_SITE.format(stage="single_gpu")
+        + "; the release's sitecustomize.py also raised when torch saw no CUDA device (SCIMLOPSBENCH_REQUIRE_CUDA=1), "
+          "but inside its own try/except, which swallowed the error, so neither checks it",
         "multi_gpu": "helpers/site/sitecustomize.py (REB_TORCHFT_* variables) stands for the release's "
                      "sitecustomize.py; train_ddp.py runs from the repository root with CIFAR-10 unpacked to ./cifar "
                      "from the asset cache (the release ran it from build_output/multi_gpu/workdir); launcher: two "
@@ -1257,12 +1272,14 @@ DEVIATIONS: dict[str, dict[str, str]] = {
                                        "still did not: the evaluator never installs into the agent's environment, so "
                                        "here a missing vllm fails inside the run"
                                 for stage in ALL},
-    "yuanze-lin--olympus": {stage: HELPER_NOT_PREPARE.format(helper="make_olympus_sample.py",
-                                                             what="the 1-sample subset of Olympus.json")
-                            + ": its first record without the image key and cut to the first two turns, as in the "
-                              "release, and also with the <image> placeholders removed from the turns' text (the "
-                              "release left them in); batch_size=1 is --per_device_train_batch_size 1"
-                            for stage in ALL},
+    "yuanze-lin--olympus": {
+        "cpu": OLYMPUS_SAMPLE,
+        "single_gpu": OLYMPUS_SAMPLE + "; the release first required torch.cuda.device_count() >= 1, which is not "
+                      "checked here",
+        "multi_gpu": OLYMPUS_SAMPLE + "; each rank writes the subset (under a temporary name, then renamed) where the "
+                     "release wrote it once before the launch; the release first required "
+                     "torch.cuda.device_count() >= 2, which is reb-ray's GPU assignment here, and an importable "
+                     "deepspeed, whose absence fails the launch here"},
     "zhengyinan-air--diffusion-planner": {
         **{stage: DIFFUSION_PLANNER_SAMPLE for stage in ("cpu", "single_gpu")},
         "multi_gpu": DIFFUSION_PLANNER_SAMPLE + "; each rank writes its own copy"
