@@ -1205,7 +1205,7 @@ DEVIATIONS: dict[str, dict[str, str]] = {
           "assignment here"},
     "modelscope--clearervoice-studio": {
         **{stage: "helper one_sample.scp, the --tr-list and the --cv-list, has one line naming the repository's "
-                  "clearvoice/samples/input.wav as noisy and clean input by a path relative to the workdir, where the "
+                  "clearvoice/samples/input.wav in both columns by a path relative to the workdir, where the "
                   "release's prepare step wrote train.scp and cv.scp with that line naming its copy of the file"
            for stage in ("cpu", "single_gpu")},
         "multi_gpu": "helper two_samples.scp, the --tr-list and the --cv-list, has that line once per rank, naming the "
