@@ -21,8 +21,26 @@ def box(sandbox_image):
     sb.close()
 
 
+@pytest.fixture(params=["docker", "podman"])
+def engine_box(request, sandbox_image):
+    """A sandbox of each engine provider (Podman: the session's rootless service)."""
+    from reb_ray.sandbox import open_sandbox
+
+    if request.param == "podman":
+        request.getfixturevalue("podman_service")
+    sb = open_sandbox(request.param, SandboxConfig(image=sandbox_image, workdir="/work"), trusted=True)
+    yield sb
+    sb.close()
+
+
 @pytest.mark.docker
-def test_a_daemon_named_like_the_keep_alive_is_killed_and_the_keep_alive_spared(box):
+def test_a_daemon_named_like_the_keep_alive_is_killed_and_the_keep_alive_spared(engine_box):
+    """On both engines. The container's `ps` is replaced by one that hides everything: the
+    listing is the engine's own reading of the processes (Podman's default would run that `ps`)."""
+    box = engine_box
+    box.exec(["sh", "-c", "for d in /usr/bin /bin; do [ -e $d/ps ] && rm -f $d/ps; done; "
+                          "printf '#!/bin/sh\\necho UID PID PPID C STIME TTY TIME CMD\\n' > /usr/bin/ps && chmod 755 /usr/bin/ps"],
+             timeout=30)
     own = box.process_table()
     assert len(own) == 2 and all(p.own for p in own)
     box.exec(["bash", "-c", "cd /tmp && printf 'while :; do sleep 1; done' > infinity && "

@@ -193,6 +193,9 @@ class DockerSandbox(Sandbox):
 
     #: What `kill_leftovers` runs, for a caller that folds it into a root script of its own.
     leftovers_script = KILL_LEFTOVERS_SCRIPT
+    #: The columns asked of the engine's process list (`outside.top`): Docker's default lists
+    #: the cgroup with host PIDs itself.
+    top_ps_args: str | None = None
 
     def __init__(self, config: SandboxConfig, client: docker.DockerClient | None = None) -> None:
         """Start the container of `config` on `client`'s engine (None: this process's shared
@@ -225,12 +228,12 @@ class DockerSandbox(Sandbox):
             except DockerException:
                 return ""
 
-        self._own_host_pids, inner = outside.own_at_start(self._client.api, self.id, run)
+        self._own_host_pids, inner = outside.own_at_start(self._client.api, self.id, run, self.top_ps_args)
         own = " ".join(f"{pid}:{start}" for pid, start in inner)
         self.leftovers_script = KILL_LEFTOVERS_SCRIPT.replace('\nown=""\n', f'\nown="{own}"\n', 1)
 
     def process_table(self) -> list[SandboxProcess] | None:
-        return outside.process_table(self._client.api, self.id, self._own_host_pids)
+        return outside.process_table(self._client.api, self.id, self._own_host_pids, self.top_ps_args)
 
     def blobs_outside(self, root: str, paths: list[str]) -> dict[str, str | None] | None:
         root = posixpath.join(self.workdir, root) if not root.startswith("/") else root

@@ -44,14 +44,18 @@ done
 """
 
 
-def top(api: Any, container_id: str) -> list[tuple[int, int, str]]:
+def top(api: Any, container_id: str, ps_args: str | None = None) -> list[tuple[int, int, str]]:
     """(host PID, host parent PID, command line) of every process of the container, as the
-    engine's `top` lists its cgroup. Raises DockerException, or RebRayError for a listing
-    without PID columns."""
-    listing = api.top(container_id)
+    engine's `top` lists its cgroup. `ps_args`: the listing's columns where the engine's own
+    default would run the container's `ps` (Podman: `hpid,ppid,args`, which it reads from
+    /proc itself; an `HPID` column is the host PID). Raises DockerException, or RebRayError for
+    a listing without PID columns (one whose titles are one string came from a `ps` in the
+    container, which the agent could have replaced: never read)."""
+    listing = api.top(container_id, ps_args=ps_args) if ps_args else api.top(container_id)
     titles = [t.upper() for t in listing.get("Titles") or []]
     try:
-        pid_at, ppid_at = titles.index("PID"), titles.index("PPID")
+        pid_at = titles.index("HPID") if "HPID" in titles else titles.index("PID")
+        ppid_at = titles.index("PPID")
     except ValueError:
         raise RebRayError(f"the engine's process list has no PID/PPID columns: {titles}") from None
     cmd_at = next((titles.index(t) for t in ("CMD", "COMMAND") if t in titles), len(titles) - 1)
@@ -65,17 +69,19 @@ def top(api: Any, container_id: str) -> list[tuple[int, int, str]]:
     return rows
 
 
-def process_table(api: Any, container_id: str, own: frozenset[int]) -> list[SandboxProcess] | None:
-    """The container's processes from outside, each marked whether its host PID is in `own`;
-    None when the engine does not answer."""
+def process_table(api: Any, container_id: str, own: frozenset[int],
+                  ps_args: str | None = None) -> list[SandboxProcess] | None:
+    """The container's processes from outside (`top`), each marked whether its host PID is in
+    `own`; None when the engine does not answer."""
     try:
-        rows = top(api, container_id)
+        rows = top(api, container_id, ps_args)
     except (DockerException, RebRayError):
         return None
     return [SandboxProcess(pid, ppid, cmd, pid in own) for pid, ppid, cmd in rows]
 
 
-def own_at_start(api: Any, container_id: str, exec_script) -> tuple[frozenset[int], tuple[tuple[int, int], ...]]:
+def own_at_start(api: Any, container_id: str, exec_script,
+                 ps_args: str | None = None) -> tuple[frozenset[int], tuple[tuple[int, int], ...]]:
     """(the host PIDs of every process of a container that just started, the (inner PID, start
     time) of each but its init). Waits up to OWN_WAIT_S for the init's child to exist.
     `exec_script(script) -> str` runs a shell script in the container (the fallback mapping).
@@ -83,7 +89,7 @@ def own_at_start(api: Any, container_id: str, exec_script) -> tuple[frozenset[in
     deadline = time.monotonic() + OWN_WAIT_S
     while True:
         try:
-            rows = top(api, container_id)
+            rows = top(api, container_id, ps_args)
         except DockerException as exc:
             raise RebRayError(f"cannot list the sandbox's processes: {exc}") from None
         if len(rows) >= 2 or time.monotonic() > deadline:

@@ -285,6 +285,10 @@ class PodmanSandbox(DockerSandbox):
     capabilities = PODMAN_CAPABILITIES
     engine_name = "podman"
     builds_images = False  # reb-ray builds with Docker; the image is copied in (`transfer_image`)
+    # Podman's `top` with ps(1) options (the API's default, -ef) runs the container's own `ps`,
+    # which the agent may have replaced; with these descriptors Podman reads /proc itself, and
+    # HPID is the host PID.
+    top_ps_args = "hpid,ppid,args"
 
     @classmethod
     def connect_engine(cls, timeout: float = 120.0) -> docker.DockerClient:
