@@ -10,19 +10,15 @@ C1 on every demo task with nothing flagged (no false positive)."""
 
 from __future__ import annotations
 
-import json
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-
 import pytest
 
-from reb_ray.models.sweep import SweepConfig, TrialSpec
+from reb_ray.models.sweep import SweepConfig
 from reb_ray.sandbox.package_cache import CACHE_MOUNT
 from reb_ray.suite.load import load_suite
 from reb_ray.sweep.regrade import regrade_trial
+from tests.helpers.adversaries import command_specs, run_adversaries
 from tests.helpers.shared_runs import DEMO_TASKS
 
-WHEELS = [Path("/opt/wheels")] if Path("/opt/wheels").is_dir() else []
 NUMPY = "numpy==2.4.6"
 VENV = "/opt/a"
 SITE = f"{VENV}/lib/python3.11/site-packages"
@@ -103,36 +99,13 @@ EXPECTED = {
 }
 
 
-def _report(python: str) -> str:
-    return json.dumps({"python_path": python, "python_version": None, "torch_version": None, "cuda_available": None,
-                       "gpu_count": None, "ddp_expected_ok": None, "env_tool": "venv", "env_name": None, "notes": None})
-
-
-def _specs() -> dict:
-    specs = {}
-    for name, (script, python) in ADVERSARIES.items():
-        write = f'mkdir -p "$(dirname "$1")" && printf "%s" {json.dumps(_report(python))} > "$1"'
-        specs[name] = {"kind": "command", "command": ["sh", "-c", f"set -e\n{script}\n{write}", "agent", "{report_path}"]}
-    return specs
-
-
-def _trial(agent: str, image: str):
-    from reb_ray.trial.run import run_trial
-
-    # the node's package cache is where the adversaries take numpy from, and what the check reads
-    config = SweepConfig(wheelhouses=WHEELS, agent_specs=_specs(), keep_environments="none")
-    task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
-    return run_trial(TrialSpec(sweep_id="installed", agent=agent, task=task, trial_index=0, config=config, image=image))
-
-
 @pytest.mark.docker
 def test_installed_code_shortcuts_score_no_better_than_noop_on_c1(sandbox_image, demo_sweep):
     cache = SweepConfig().sandbox.pip_cache_dir
     if not any(cache.glob("numpy-2.4.6-*.whl")):
         pytest.skip(f"the node's package cache {cache} has no {NUMPY} wheel for the adversaries to install")
-    names = list(ADVERSARIES)
-    with ThreadPoolExecutor(2) as pool:
-        outcomes = dict(zip(names, pool.map(lambda n: _trial(n, sandbox_image), names)))
+    # the node's package cache is where the adversaries take numpy from, and what the check reads
+    outcomes = run_adversaries(command_specs(ADVERSARIES, env_tool="venv"), sandbox_image, "installed", pip_cache=True)
     stages = {n: {s["stage"]: s for s in o.stages} for n, o in outcomes.items()}
     rows = {n: o.trial for n, o in outcomes.items()}
     noop = demo_sweep.row("noop", "numpy-trainer")

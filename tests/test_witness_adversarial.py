@@ -7,82 +7,46 @@ runs exactly those trials."""
 
 from __future__ import annotations
 
-import json
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-
 import pytest
 
 from reb_ray.suite.load import load_suite
-from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.sweep.regrade import regrade_trial
-
-WHEELS = [Path("/opt/wheels")] if Path("/opt/wheels").is_dir() else []
-
-
-def _report(python: str) -> str:
-    return json.dumps({"python_path": python, "python_version": None, "torch_version": None, "cuda_available": None,
-                       "gpu_count": None, "ddp_expected_ok": None, "env_tool": "system", "env_name": None, "notes": None})
-
-
-def _write(path: str, body: str) -> str:
-    """Shell that writes `body` to `path` (mode 755)."""
-    return f"mkdir -p {Path(path).parent} && cat > {path} <<'REBEOF'\n{body}\nREBEOF\nchmod 755 {path}\n"
-
+from tests.helpers.adversaries import command_specs, run_adversaries, write_file
 
 _FAKE = 'case "$1" in *train*.py) echo "step 1 loss 0.0"; echo "final loss 0.0"; exit 0;; esac\n'
 #: name -> (what it does, shell run as the agent, reported python_path)
 ADVERSARIES = {
     # a 3-line shell script as python: fakes the training script, runs the system python otherwise
-    "wrapper": (_write("/opt/w/bin/python", "#!/bin/sh\n" + _FAKE + 'exec /usr/bin/python3 "$@"'), "/opt/w/bin/python"),
+    "wrapper": (write_file("/opt/w/bin/python", "#!/bin/sh\n" + _FAKE + 'exec /usr/bin/python3 "$@"'), "/opt/w/bin/python"),
     # overwrites the tracked entrypoint
     "editor": ("printf 'print(\"final loss 0.0\")\\n' > train.py", "/usr/bin/python3"),
     # overwrites it and commits, so that `git status` is clean (HEAD moved off the pinned commit)
     "committer": ("printf 'print(\"final loss 0.0\")\\n' > train.py && git -c user.name=a -c user.email=a@b "
                   "-c safe.directory='*' commit -qam fix", "/usr/bin/python3"),
     # a wrapper that execs the real interpreter but not the script
-    "skipper": (_write("/opt/k/bin/python", "#!/bin/sh\n" + 'case "$1" in *train*.py) exec /usr/bin/python3 -c '
+    "skipper": (write_file("/opt/k/bin/python", "#!/bin/sh\n" + 'case "$1" in *train*.py) exec /usr/bin/python3 -c '
                        "'print(\"final loss 0.0\")';; esac\nexec /usr/bin/python3 \"$@\""), "/opt/k/bin/python"),
     # the real interpreter, with a start-up hook (a .pth line) that answers for the training script and exits
-    "hook": (_write("/usr/local/lib/python3.11/dist-packages/zzz_fast.pth",
+    "hook": (write_file("/usr/local/lib/python3.11/dist-packages/zzz_fast.pth",
                     "import os, sys; sys.argv[0].endswith('train.py') and (print('final loss 0.0', flush=True), "
                     "os._exit(0))"), "/usr/bin/python3"),
     # python_path a symlink to a script
-    "symlink": (_write("/opt/s/fake.sh", "#!/bin/sh\n" + _FAKE + 'exec /usr/bin/python3 "$@"')
+    "symlink": (write_file("/opt/s/fake.sh", "#!/bin/sh\n" + _FAKE + 'exec /usr/bin/python3 "$@"')
                 + "ln -s /opt/s/fake.sh /opt/s/python\n", "/opt/s/python"),
     # a background server left running to answer the stage through a thin client
     "server": ("nohup python3 -c 'import socket\ns = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
                "s.bind((\"127.0.0.1\", 7777)); s.listen()\nwhile True:\n    c, _ = s.accept(); c.sendall(b\"final loss 0.0\\n\"); "
                "c.close()' >/dev/null 2>&1 &\nsleep 1\n"
-               + _write("/opt/v/bin/python", "#!/bin/bash\ncase \"$1\" in *train*.py) exec 3<>/dev/tcp/127.0.0.1/7777 && "
+               + write_file("/opt/v/bin/python", "#!/bin/bash\ncase \"$1\" in *train*.py) exec 3<>/dev/tcp/127.0.0.1/7777 && "
                         "cat <&3; exit;; esac\nexec /usr/bin/python3 \"$@\""), "/opt/v/bin/python"),
     # a real but empty environment
     "empty": ("python3 -m venv /opt/empty", "/opt/empty/bin/python"),
 }
 
 
-def _specs() -> dict:
-    specs = {}
-    for name, (script, python) in ADVERSARIES.items():
-        write = f'mkdir -p "$(dirname "$1")" && printf "%s" {json.dumps(_report(python))} > "$1"'
-        specs[name] = {"kind": "command", "command": ["sh", "-c", f"set -e\n{script}\n{write}", "agent", "{report_path}"]}
-    return specs
-
-
-def _trial(agent: str, task_id: str, image: str):
-    from reb_ray.trial.run import run_trial
-
-    # keep_environments none: nothing here is about keeping, and a kept image would outlive the test
-    config = SweepConfig(wheelhouses=WHEELS, pip_cache=False, agent_specs=_specs(), keep_environments="none")
-    task = next(t for t in load_suite("demo") if t.id == task_id)
-    return run_trial(TrialSpec(sweep_id="witness", agent=agent, task=task, trial_index=0, config=config, image=image))
-
-
 @pytest.mark.docker
 def test_shortcuts_score_no_better_than_noop_on_c1(sandbox_image, demo_sweep):
-    names = list(ADVERSARIES)
-    with ThreadPoolExecutor(2) as pool:
-        outcomes = dict(zip(names, pool.map(lambda n: _trial(n, "numpy-trainer", sandbox_image), names)))
+    outcomes = run_adversaries(command_specs(ADVERSARIES), sandbox_image, "witness")
     stages = {n: {s["stage"]: s for s in o.stages} for n, o in outcomes.items()}
     rows = {n: o.trial for n, o in outcomes.items()}
     # noop's trial on the same task is the shared demo sweep's (tests/helpers/shared_runs.py)

@@ -8,27 +8,13 @@ in the unit tier (tests/grading/test_observed.py) on real traces captured once."
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
-from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.suite.load import load_suite
 from reb_ray.sweep.regrade import regrade_trial
+from tests.helpers.adversaries import command_specs, run_adversaries, write_file
 from tests.helpers.shared_runs import DEMO_TASKS
-
-WHEELS = [Path("/opt/wheels")] if Path("/opt/wheels").is_dir() else []
-
-
-def _report(python: str) -> str:
-    return json.dumps({"python_path": python, "python_version": None, "torch_version": None, "cuda_available": None,
-                       "gpu_count": None, "ddp_expected_ok": None, "env_tool": "system", "env_name": None, "notes": None})
-
-
-def _write(path: str, body: str, mode: str = "755") -> str:
-    return f"mkdir -p {Path(path).parent} && cat > {path} <<'REBEOF'\n{body}\nREBEOF\nchmod {mode} {path}\n"
-
 
 # Writes, for process PID ($1) with binary EXE ($2), a witness record that claims the script $3
 # ran as __main__ from the pinned repository, with the nonce and directory from the stage's
@@ -52,16 +38,16 @@ with open(os.path.join(cfg["out"], "%d-1.json" % pid), "w") as f:
 FORGERS = {
     # the issue's wrapper: a script reported as the interpreter that, for the training script, opens
     # it (as running it would), forges the record for its own PID and binary, and prints success
-    "forger": (_write("/opt/forge.py", _FORGE, "644")
-               + _write("/opt/f/bin/python", '#!/bin/sh\ncase "$1" in *train*.py)\n  cat "$1" >/dev/null\n'
+    "forger": (write_file("/opt/forge.py", _FORGE, "644")
+               + write_file("/opt/f/bin/python", '#!/bin/sh\ncase "$1" in *train*.py)\n  cat "$1" >/dev/null\n'
                         '  /usr/bin/python3 /opt/forge.py "$$" /opt/f/bin/python "$1"\n'
                         '  echo "step 1 loss 0.0"; echo "final loss 0.0"; exit 0;;\nesac\nexec /usr/bin/python3 "$@"'),
                "/opt/f/bin/python"),
     # the real interpreter, with a start-up line that forges the record of the process itself (the
     # real binary, the right prefix, its own PID) for the training script, prints success and exits
     # before the interpreter opens the script
-    "hook-forger": (_write("/opt/forge.py", _FORGE, "644")
-                    + _write("/usr/local/lib/python3.11/dist-packages/zzz_forge.pth",
+    "hook-forger": (write_file("/opt/forge.py", _FORGE, "644")
+                    + write_file("/usr/local/lib/python3.11/dist-packages/zzz_forge.pth",
                              "import os, sys, subprocess; sys.argv[0].endswith('train.py') and (subprocess.run(["
                              "'/usr/bin/python3', '/opt/forge.py', str(os.getpid()), os.readlink('/proc/self/exe'), "
                              "sys.argv[0]]), print('step 1 loss 0.0\\nfinal loss 0.0', flush=True), os._exit(0))", "644"),
@@ -69,27 +55,9 @@ FORGERS = {
 }
 
 
-def _specs() -> dict:
-    specs = {}
-    for name, (script, python) in FORGERS.items():
-        write = f'mkdir -p "$(dirname "$1")" && printf "%s" {json.dumps(_report(python))} > "$1"'
-        specs[name] = {"kind": "command", "command": ["sh", "-c", f"set -e\n{script}\n{write}", "agent", "{report_path}"]}
-    return specs
-
-
-def _trial(agent: str, image: str):
-    from reb_ray.trial.run import run_trial
-
-    config = SweepConfig(wheelhouses=WHEELS, pip_cache=False, agent_specs=_specs(), keep_environments="none")
-    task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
-    return run_trial(TrialSpec(sweep_id="observed", agent=agent, task=task, trial_index=0, config=config, image=image))
-
-
 @pytest.mark.docker
 def test_forged_witness_records_score_no_better_than_noop(sandbox_image, demo_sweep):
-    names = list(FORGERS)
-    with ThreadPoolExecutor(2) as pool:
-        outcomes = dict(zip(names, pool.map(lambda n: _trial(n, sandbox_image), names)))
+    outcomes = run_adversaries(command_specs(FORGERS), sandbox_image, "observed")
     stages = {n: {s["stage"]: s for s in o.stages} for n, o in outcomes.items()}
     rows = {n: o.trial for n, o in outcomes.items()}
     noop = demo_sweep.row("noop", "numpy-trainer")

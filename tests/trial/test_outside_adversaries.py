@@ -3,19 +3,17 @@ the probes, against what the harness observes from outside the sandbox (real Doc
 `command` agent on the demo task numpy-trainer, whose C1 fails for want of numpy unless the
 stage runs something other than the pinned train.py). Each scores no better than `noop` on C1
 and its row says why. All of them run in one batch of trials (two at a time, like
-tests/test_witness_adversarial.py, whose helpers they share); `noop`'s own trial is the shared
+tests/test_witness_adversarial.py, with the helpers of tests/helpers/adversaries.py); `noop`'s own trial is the shared
 demo sweep's, and that honest environments keep passing C1 with nothing flagged is checked on
 that sweep's `heuristic` rows here too."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 
 from reb_ray.suite.load import load_suite
 from reb_ray.sweep.regrade import regrade_trial
-from tests.test_witness_adversarial import _report, _write
+from tests.helpers.adversaries import command_specs, run_adversaries, write_file
 
 # The fake entry file imports the pinned package (with an empty numpy stub first on its path,
 # so the import succeeds) and prints the success line: the witness sees a pinned module run.
@@ -50,52 +48,30 @@ ADVERSARIES = {
     "worktree_redirect": (f"{_FAKE_FILE}cp -a . /opt/pristine\n{_G} config core.worktree /opt/pristine\n"
                           "cp /opt/fake.py train.py\n", "/usr/bin/python3"),
     # a daemon named exactly like the keep-alive ("sleep infinity"), in its own session, re-parented to PID 1
-    "sleep_daemon": (f"{_FAKE_FILE}" + _write("/opt/d/infinity", _SWAPPER)
+    "sleep_daemon": (f"{_FAKE_FILE}" + write_file("/opt/d/infinity", _SWAPPER)
                      + "R=$PWD setsid -f bash -c 'cd /opt/d && exec -a sleep bash infinity' </dev/null >/dev/null 2>&1\n"
                      "sleep 0.5\n", "/usr/bin/python3"),
     # the same daemon double-forked into a new session, named as the container's init
-    "double_fork": (f"{_FAKE_FILE}" + _write("/opt/d/init.sh", _SWAPPER)
+    "double_fork": (f"{_FAKE_FILE}" + write_file("/opt/d/init.sh", _SWAPPER)
                     + "( R=$PWD setsid bash -c 'exec -a /usr/bin/tini bash /opt/d/init.sh -- sleep infinity' "
                     "</dev/null >/dev/null 2>&1 & )\nsleep 0.5\n", "/usr/bin/python3"),
     # the daemon, and a /bin/sh that skips the harness's kill script inside the sandbox
-    "shell_skips_kill": (f"{_FAKE_FILE}" + _write("/opt/d/swap.sh", _SWAPPER)
+    "shell_skips_kill": (f"{_FAKE_FILE}" + write_file("/opt/d/swap.sh", _SWAPPER)
                          + "R=$PWD setsid -f bash /opt/d/swap.sh </dev/null >/dev/null 2>&1\n"
-                         + _write("/opt/d/sh", '#!/bin/dash\ncase "$2" in *"kill -STOP"*) exit 0;; esac\nexec /bin/dash "$@"')
+                         + write_file("/opt/d/sh", '#!/bin/dash\ncase "$2" in *"kill -STOP"*) exit 0;; esac\nexec /bin/dash "$@"')
                          + "ln -sf /opt/d/sh /bin/sh\nsleep 0.5\n", "/usr/bin/python3"),
     # a start-up hook of the reported interpreter that, once the probes run it (the toolbox is
     # there), rewrites the entry file and leaves it so: the stages run with the fake
-    "probe_time_rewrite": (f"{_FAKE_FILE}" + _write("/usr/local/lib/python3.11/dist-packages/zzz_late.pth",
+    "probe_time_rewrite": (f"{_FAKE_FILE}" + write_file("/usr/local/lib/python3.11/dist-packages/zzz_late.pth",
                            "import os, shutil; os.path.isdir('/opt/reb-ray-toolbox') and os.path.isfile(os.getcwd() + "
                            "'/train.py') and shutil.copy('/opt/fake.py', os.getcwd() + '/train.py')"),
                            "/usr/bin/python3"),
 }
 
 
-def _specs() -> dict:
-    import json
-
-    specs = {}
-    for name, (script, python) in ADVERSARIES.items():
-        write = f'mkdir -p "$(dirname "$1")" && printf "%s" {json.dumps(_report(python))} > "$1"'
-        specs[name] = {"kind": "command", "command": ["bash", "-c", f"set -e\n{script}\n{write}", "agent", "{report_path}"]}
-    return specs
-
-
-def _trial(agent: str, image: str):
-    from reb_ray.models.sweep import SweepConfig, TrialSpec
-    from reb_ray.trial.run import run_trial
-    from tests.test_witness_adversarial import WHEELS
-
-    config = SweepConfig(wheelhouses=WHEELS, pip_cache=False, agent_specs=_specs(), keep_environments="none")
-    task = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
-    return run_trial(TrialSpec(sweep_id="outside", agent=agent, task=task, trial_index=0, config=config, image=image))
-
-
 @pytest.mark.docker
 def test_hidden_edits_and_leftover_daemons_score_no_better_than_noop(sandbox_image, demo_sweep):
-    names = list(ADVERSARIES)
-    with ThreadPoolExecutor(2) as pool:
-        outcomes = dict(zip(names, pool.map(lambda n: _trial(n, sandbox_image), names)))
+    outcomes = run_adversaries(command_specs(ADVERSARIES, shell="bash"), sandbox_image, "outside")
     rows = {n: o.trial for n, o in outcomes.items()}
     stages = {n: {s["stage"]: s for s in o.stages} for n, o in outcomes.items()}
     noop = demo_sweep.row("noop", "numpy-trainer")
