@@ -391,10 +391,12 @@ def wheel_constraints(wheels: dict, requested: list) -> list:
 
 
 def write_constraints(venv: Path, constraints: list) -> str | None:
-    """Write pip constraints into the venv dir; returns the path, or None when there are none."""
+    """Write pip constraints beside the venv (never in it: a file in the environment's prefix
+    that no package owns is one an export cannot rebuild); returns the path, or None when there
+    are none."""
     if not constraints:
         return None
-    path = venv / "heuristic-constraints.txt"
+    path = venv.parent / (venv.name + ".heuristic-constraints.txt")
     path.write_text("\n".join(constraints) + "\n", encoding="utf-8")
     log("constraints (find-links wheels): %s" % ", ".join(constraints))
     return str(path)

@@ -245,8 +245,11 @@ def dockerfile(manifest: dict, steps: dict, has_wheels: bool, report_name: str |
     brk = "PIP_BREAK_SYSTEM_PACKAGES=1 " if not (manifest.get("interpreter") or {}).get("venv") else ""
     brk = f'{brk}PIP_CERT="$(ls {ENV_DIR}/certs/ca.pem 2>/dev/null)" '
     if steps["hashed"]:
-        lines.append(f"RUN {brk}{offline}{python} -m pip install --no-deps --require-hashes{find_links} "
-                     f"-r {ENV_DIR}/requirements.lock")
+        # --force-reinstall: what the environment's creation put in first (a venv's ensurepip
+        # pip and setuptools, Debian's patched builds) is replaced by the locked wheels even at
+        # the same version, which pip would otherwise call satisfied.
+        lines.append(f"RUN {brk}{offline}{python} -m pip install --no-deps --force-reinstall --require-hashes"
+                     f"{find_links} -r {ENV_DIR}/requirements.lock")
     if steps["pinned"]:
         lines.append(f"RUN {brk}{python} -m pip install --no-deps{find_links} -r {ENV_DIR}/requirements.nohash.lock")
     for path in steps["editable"]:

@@ -9,8 +9,10 @@ the engine's archive of that directory is hashed on the host (sha256 per regular
 target of each symlink), so no code of the agent runs. `compare_prefixes` lists what differs,
 leaving out what the export documents as expected to differ (EXPECTED_TO_DIFFER): byte-compiled
 caches, the installer's own bookkeeping in `*.dist-info` (RECORD, INSTALLER, REQUESTED,
-direct_url.json: which installer ran and which packages were asked for by name), and
-`pyvenv.cfg` (the command that made the venv).
+direct_url.json: which installer ran and which packages were asked for by name),
+`pyvenv.cfg` (the command that made the venv), and a venv's `bin/python*` links when both
+sides are links (they name the same base interpreter by one of its names, `python3` or
+`python3.11`, as the command that made the venv did; a link replaced by a file still differs).
 """
 
 from __future__ import annotations
@@ -36,6 +38,12 @@ def expected_to_differ(rel: str) -> bool:
         return True
     return len(parts) >= 2 and parts[-2].endswith(".dist-info") and parts[-1] in (
         "RECORD", "INSTALLER", "REQUESTED", "direct_url.json")
+
+
+def _interpreter_links(rel: str, kept: str | None, rebuilt: str | None) -> bool:
+    """True for a venv's `bin/python*` that is a link on both sides (module docstring)."""
+    return (rel.startswith("bin/python") and "/" not in rel[len("bin/"):] and (kept or "").startswith("link:")
+            and (rebuilt or "").startswith("link:"))
 
 
 class _Stream:
@@ -97,7 +105,7 @@ def compare_prefixes(kept: dict[str, str], rebuilt: dict[str, str]) -> dict[str,
     modified, uncaptured, extra = [], [], []
     compared = ignored = 0
     for rel in sorted(set(kept) | set(rebuilt)):
-        if expected_to_differ(rel):
+        if expected_to_differ(rel) or _interpreter_links(rel, kept.get(rel), rebuilt.get(rel)):
             ignored += 1
             continue
         compared += 1

@@ -42,7 +42,7 @@ EXCLUDED: dict[str, dict[str, str]] = {
         "agent_wall_time_s": _TIMING, "probe_wall_time_s": _TIMING, "trial_wall_time_s": _TIMING,
         "started_at": _TIMING, "finished_at": _TIMING,
         "probe_image_commit_s": _TIMING, "probe_gpu_wait_s": _TIMING,
-        "env_capture_s": _TIMING, "env_commit_s": _TIMING,
+        "env_capture_s": _TIMING, "env_commit_s": _TIMING, "outside_check_s": _TIMING,
         "c4_port": "the free rendezvous port C4 picked; " + _FRESH,
         "sandbox_network": "the Docker network made for the trial, named with a random suffix; " + _FRESH,
         "env_image_id": "the kept image's id: its layers carry file times; " + _FRESH,

@@ -189,7 +189,7 @@ def test_plan_and_dockerfile_pin_hash_and_redo_the_editable_install():
     assert text.splitlines()[3] == "FROM reb-ray/sandbox:minimal-x"
     assert "apt-get install -y --no-install-recommends libgl1=1.6" in text
     assert "RUN /usr/bin/python3.11 -m venv /opt/envs/h\n" in text
-    assert "--require-hashes --find-links /opt/reb-ray-env/wheels -r /opt/reb-ray-env/requirements.lock" in text
+    assert "--force-reinstall --require-hashes --find-links /opt/reb-ray-env/wheels -r /opt/reb-ray-env/requirements.lock" in text
     assert "pip install --no-deps --find-links /opt/reb-ray-env/wheels -e /work/repo" in text
     assert 'ENV OMP_NUM_THREADS="1"' in text and "cp /opt/reb-ray-env/report.json /opt/scimlopsbench/report.json" in text
     # Every package hashed and wheels shipped: the hashed step needs no index.

@@ -53,8 +53,8 @@ def test_a_rebuild_of_the_same_files_is_the_environment(tmp_path):
     assert digests["lib/python3.11/site-packages/six.py"].startswith("sha256:")
     got = compare_prefixes(digests, digests_of_archive(_archive(rebuilt)))
     assert (got["modified"], got["uncaptured"], got["extra"]) == ([], [], [])
-    # pyvenv.cfg, the RECORD, the .pyc and REQUESTED
-    assert got["ignored"] == 4 and got["compared"] == len(digests) - 2
+    # pyvenv.cfg, the RECORD, the .pyc, REQUESTED and the bin/python link (a link on both sides)
+    assert got["ignored"] == 5 and got["compared"] == len(digests) - 3
     assert files_differ({"status": "compared", **got}) == []
 
 
@@ -75,3 +75,18 @@ def test_a_sed_patched_file_and_a_stub_make_it_differ(tmp_path):
 
 def test_the_system_interpreter_is_not_compared():
     assert not comparable_prefix("/usr") and not comparable_prefix(None) and comparable_prefix("/opt/envs/a")
+
+
+def test_a_venvs_interpreter_links_may_name_the_base_by_another_name_but_not_become_files():
+    """`python -m venv` names the base interpreter as it was called (python3 or python3.11): two
+    links are not a difference; a link the agent replaced by a file (a wrapper) is."""
+    from reb_ray.environment.prefix_files import compare_prefixes
+
+    kept = {"bin/python": "link:python3", "bin/python3": "link:/usr/bin/python3", "bin/python3.11": "link:python3",
+            "bin/tool": "link:x"}
+    rebuilt = {"bin/python": "link:python3", "bin/python3": "link:/usr/bin/python3.11", "bin/python3.11": "link:python3",
+               "bin/tool": "link:y"}
+    got = compare_prefixes(kept, rebuilt)
+    assert got["modified"] == ["bin/tool"] and got["ignored"] == 3
+    wrapped = compare_prefixes({**kept, "bin/python3": "sha256:" + "0" * 64}, rebuilt)
+    assert "bin/python3" in wrapped["modified"]
