@@ -7,10 +7,9 @@ show. Rows with none of them (written before the fingerprint, or by a node whose
 not run) are a kind of their own, "hardware unknown", never merged into another. CPU model and
 kernel are recorded but do not split the summary: no stage's rule depends on them.
 
-When the current attempts of a run hold more than one kind, `format_by_hardware` prints the
-per-agent table once per kind, from `analysis.scores.summarize` of that kind's trials only (all
-attempts of a trial go with its current attempt's kind, so its infra errors stay with it).
-With one kind it prints nothing: the summary above already is that kind's.
+`split_by_hardware` splits a run's trials by kind (all attempts of a trial go with its current
+attempt's kind, so its infra errors stay with it); `analysis.summary.format_by_hardware` prints
+the per-agent table once per kind when there is more than one.
 """
 
 from __future__ import annotations
@@ -53,19 +52,3 @@ def split_by_hardware(trials: pa.Table) -> dict[str, pa.Table]:
     for kind in dict.fromkeys(kinds):
         out[kind] = trials.filter(pc.equal(labels, kind))
     return out
-
-
-def format_by_hardware(trials: pa.Table) -> str:
-    """The per-agent summary table once per hardware kind when the current attempts mix kinds
-    (module docstring), headed `hardware: <kind> (N trials)`; "" when they do not."""
-    from .scores import summarize
-    from .summary import format_tables
-
-    parts = split_by_hardware(trials)
-    if len(parts) < 2:
-        return ""
-    blocks = [f"by hardware: this run mixes {len(parts)} kinds of node (GPU model, count, CUDA driver)"]
-    for kind, table in parts.items():
-        n = latest_attempts(table.select(["sweep_id", "trial_id", "attempt", "status"])).num_rows
-        blocks.append(f"hardware: {kind} ({n} trial{'s' if n != 1 else ''})\n" + format_tables(summarize(table)))
-    return "\n\n".join(blocks)

@@ -2,7 +2,7 @@
 analysis share.
 
 Rows: each trial's current scored attempt (`reb_ray.results.read.latest_attempts`), as in
-`analysis.scores`. A trial's outcome on a stage is `analysis.scores.stage_outcome` (success,
+`analysis.scores`. A trial's outcome on a stage is `stage_outcome` (success,
 failure = the agent's, hardware, not_run, skipped), except C5, which has no pass/fail status of
 its own (`c5_status` success means "audited"): C5 is a success when the report was audited and
 holds no over-claim (c5_path + c5_version + c5_capability = 0), a failure when it holds one.
@@ -35,7 +35,30 @@ from reb_ray.grading.unmeasured import skip_reason
 from reb_ray.models.task import TaskSpec
 from reb_ray.results.read import latest_indices
 
-from .scores import stage_outcome
+
+#: stage_outcome values: the agent's success or failure, a failure for lack of hardware, an
+#: applicable stage left unmeasured, a stage the task does not apply.
+OUTCOMES = ("success", "failure", "hardware", "not_run", "skipped")
+
+
+def stage_outcome(row: dict, stage: str) -> str | None:
+    """What stage `stage` ("c0".."c5", "env_size") of a trials row means for the agent.
+
+    One of OUTCOMES, or None when `{stage}_status` is null. The owner comes from the row's
+    `{stage}_failure_category` when the table has one (`owner_of`): hardware -> "hardware"; agent
+    -> "failure" (a `not_run` the agent caused included); a `not_run` with another or no owner,
+    or an infra-owned failure -> "not_run". A failure without a category is the agent's.
+    """
+    status = row.get(f"{stage}_status")
+    if status in (None, "success", "skipped"):
+        return status
+    owner = owner_of(row.get(f"{stage}_failure_category"))
+    if owner == "hardware":
+        return "hardware"
+    if owner == "agent" or (status == "failure" and owner is None):
+        return "failure"
+    return "not_run"
+
 
 #: The stages statistics are given for, in pyramid order.
 STAGES = ("c0", "c1", "c2", "c3", "c4", "c5")

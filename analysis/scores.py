@@ -90,8 +90,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from reb_ray.grading.categories import owner_of
 from reb_ray.results.read import latest_attempts, latest_indices
+
+from .outcomes import codes_of, column, equal, numbers, outcome_codes, select
 
 STAGES = (("c1", "c1_cpu"), ("c2", "c2_cuda"), ("c3", "c3_single_gpu"), ("c4", "c4_multi_gpu"))
 
@@ -112,30 +113,6 @@ OUR_COLUMNS = [
     "cost_usd_sum", "cost_valid_jobs", "c5_report_faults_sum", "env_size_unique_avg_gb", "env_unique_valid_jobs",
 ]
 COLUMNS = RELEASE_COLUMNS + OUR_COLUMNS
-
-#: stage_outcome values: the agent's success or failure, a failure for lack of hardware, an
-#: applicable stage left unmeasured, a stage the task does not apply.
-OUTCOMES = ("success", "failure", "hardware", "not_run", "skipped")
-
-
-def stage_outcome(row: dict, stage: str) -> str | None:
-    """What stage `stage` ("c0".."c5", "env_size") of a trials row means for the agent.
-
-    One of OUTCOMES, or None when `{stage}_status` is null. The owner comes from the row's
-    `{stage}_failure_category` when the table has one (`owner_of`): hardware -> "hardware"; agent
-    -> "failure" (a `not_run` the agent caused included); a `not_run` with another or no owner,
-    or an infra-owned failure -> "not_run". A failure without a category is the agent's.
-    """
-    status = row.get(f"{stage}_status")
-    if status in (None, "success", "skipped"):
-        return status
-    owner = owner_of(row.get(f"{stage}_failure_category"))
-    if owner == "hardware":
-        return "hardware"
-    if owner == "agent" or (status == "failure" and owner is None):
-        return "failure"
-    return "not_run"
-
 
 def _known(values: Iterable[Any]) -> list:
     return [v for v in values if v is not None]
@@ -245,8 +222,6 @@ def summarize(trials: pa.Table) -> list[dict]:
     Column-wise: the current attempts are picked and the outcomes coded on columns; the sums of
     each pair run over its trials in the table's order, as Python adds them.
     """
-    from .outcomes import codes_of, column, equal, numbers, outcome_codes, select
-
     if "agent" not in trials.column_names:
         raise KeyError("trials table lacks column 'agent'")
     trials = select(trials, SUMMARY_COLUMNS)

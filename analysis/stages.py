@@ -1,7 +1,7 @@
 """Per-stage outcome distribution per agent, and probe-phase time, from the trials dataset.
 
 Reads only Parquet (through `read_trials`). Only each trial's current scored attempt counts
-(`reb_ray.results.read.latest_attempts`). A stage's outcome is `analysis.scores.stage_outcome`:
+(`reb_ray.results.read.latest_attempts`). A stage's outcome is `analysis.outcomes.stage_outcome`:
 success, failure (the agent's), hardware (failed for lack of GPUs: owner hardware, shown apart
 from the agent's failures), not_run (applicable, unmeasured), skipped (the task does not apply
 it); a null status (a stage the row predates) is shown as "-".
@@ -14,7 +14,8 @@ from collections import Counter, defaultdict
 
 import pyarrow as pa
 
-from .scores import OUTCOMES, current_scored, stage_outcome
+from .outcomes import OUTCOMES, stage_outcome
+from .scores import current_scored
 
 STAGES = ("c0", "c1", "c2", "c3", "c4", "c5", "env_size")
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from reb_ray.results.read import read_trials
+import pyarrow as pa
 
+from reb_ray.results.read import latest_attempts, read_trials
+
+from .hardware import split_by_hardware
 from .scores import STAGES, summarize
 
 HEADERS = ("agent", "trials", "C0 missing/total", "C0 unowned", "C0 not run", "C1", "C2", "C3", "C4", "C5 lies",
@@ -113,18 +116,30 @@ def format_summary(rows: list[dict], trials=None) -> str:
     agent_tokens_total_sum, cost $ = `cost_cell` (cost_usd_sum, USD). Unknown prints "-".
     No rows gives "no trials". With `trials` (the table `rows` were summarized from) whose
     trials ran on more than one kind of hardware, the tables per kind follow
-    (`analysis.hardware.format_by_hardware`), before the legend.
+    (`format_by_hardware`), before the legend.
     """
     if not rows:
         return "no trials"
     text = format_tables(rows)
     if trials is not None:
-        from .hardware import format_by_hardware
-
         split = format_by_hardware(trials)
         if split:
             text += "\n\n" + split
     return text + "\n\n" + LEGEND
+
+
+def format_by_hardware(trials: pa.Table) -> str:
+    """The per-agent summary table once per hardware kind (`analysis.hardware`) when the current
+    attempts mix kinds, each from `summarize` of that kind's trials only, headed `hardware:
+    <kind> (N trials)`; "" with one kind (the table above already is that kind's)."""
+    parts = split_by_hardware(trials)
+    if len(parts) < 2:
+        return ""
+    blocks = [f"by hardware: this run mixes {len(parts)} kinds of node (GPU model, count, CUDA driver)"]
+    for kind, table in parts.items():
+        n = latest_attempts(table.select(["sweep_id", "trial_id", "attempt", "status"])).num_rows
+        blocks.append(f"hardware: {kind} ({n} trial{'s' if n != 1 else ''})\n" + format_tables(summarize(table)))
+    return "\n\n".join(blocks)
 
 
 def print_summary(output_dir: Path, sweep_id: str | None = None) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 
-from analysis.hardware import UNKNOWN, format_by_hardware, hardware_kind, split_by_hardware
+from analysis.hardware import UNKNOWN, hardware_kind, split_by_hardware
+from analysis.summary import format_by_hardware
 from analysis.summary import HEADERS, LEGEND, print_summary
 from reb_ray.results.read import read_trials
 from reb_ray.testing import synthetic

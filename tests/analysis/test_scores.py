@@ -5,7 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from analysis.scores import COLUMNS, stage_outcome, summarize
+from analysis.outcomes import stage_outcome
+from analysis.scores import COLUMNS, summarize
 from reb_ray.results.parquet_sink import rows_to_table
 from reb_ray.results.schema import TRIALS_SCHEMA
 
