@@ -112,3 +112,12 @@ def test_bootstrap_equals_the_plain_resampling(successes):
                    for draws in resample_indices(len(pairs), 500, 3))
     assert bootstrap_ratio(successes, trials, resamples=500, seed=3) == pytest.approx(
         (quantile(stats, 0.025), quantile(stats, 0.975)), abs=1e-12)
+
+
+@pytest.mark.parametrize("n, resamples, seed", [(1, 5, 0), (2, 50, 1), (10, 2000, 0), (37, 300, 7), (4000, 3, 2)])
+def test_numpys_draws_are_pythons_draws(n, resamples, seed):
+    """The vectorised resamples are the very indices Python's seeded `choices` gives, so every
+    interval keeps its digits."""
+    from analysis.estimators import resample_array
+
+    assert resample_array(n, resamples, seed).tolist() == [list(r) for r in resample_indices(n, resamples, seed)]
