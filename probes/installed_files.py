@@ -52,18 +52,27 @@ def _read(path, limit=64 * 1024 * 1024):
         return None
 
 
-def sha256_b64(path):
-    """RECORD's hash of the file at `path` ("sha256=<urlsafe b64>"), or None when unreadable."""
+def _digest(path, algorithm):
+    """hashlib's `algorithm` of the file's bytes (read in 1 MiB chunks, counted in _stats), or
+    None when unreadable."""
     try:
-        h = hashlib.sha256()
+        h = hashlib.new(algorithm)
         with open(path, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
                 _stats["bytes"] += len(chunk)
-        _stats["files"] += 1
-        return "sha256=" + base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
+        return h
     except OSError:
         return None
+
+
+def sha256_b64(path):
+    """RECORD's hash of the file at `path` ("sha256=<urlsafe b64>"), or None when unreadable."""
+    h = _digest(path, "sha256")
+    if h is None:
+        return None
+    _stats["files"] += 1
+    return "sha256=" + base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
 
 
 def _skip(rel):
@@ -268,15 +277,8 @@ def dpkg(dirs, out):
             top = base + "\t" + path[len(base.rstrip("/")) + 1:].split("/")[0].split(".")[0]
             if top not in entry["tops"]:
                 entry["tops"].append(top)
-            try:
-                h = hashlib.md5()
-                with open(path, "rb") as f:
-                    for chunk in iter(lambda: f.read(1 << 20), b""):
-                        h.update(chunk)
-                        _stats["bytes"] += len(chunk)
-                ok = h.hexdigest() == parts[0].lower()
-            except OSError:
-                ok = False
+            h = _digest(path, "md5")
+            ok = h is not None and h.hexdigest() == parts[0].lower()
             if not ok and len(entry["modified"]) < 50:
                 entry["modified"].append(path)
     out["dpkg"] = result
