@@ -72,16 +72,32 @@ def resample_array(n: int, resamples: int, seed: int) -> np.ndarray:
     version, internal, _gauss = random.Random(f"reb-ray bootstrap {seed} {n}").getstate()
     state = np.random.RandomState()
     state.set_state(("MT19937", np.array(internal[:-1], dtype=np.uint32), internal[-1]))
-    return np.floor(state.random_sample(resamples * n) * n).astype(np.int64).reshape(resamples, n)
+    # u * n >= 0, so truncation is floor(u * n)
+    return (state.random_sample(resamples * n) * n).astype(np.int64).reshape(resamples, n)
 
 
-@lru_cache(maxsize=32)
+@lru_cache(maxsize=8)
 def _sorted_draws(n: int, resamples: int, seed: int) -> np.ndarray:
-    """The resamples as a (resamples, n) array, each row's draws sorted."""
+    """The resamples as a (resamples, n) array, each row's draws sorted (the float sums that are
+    added draw by draw need them in that order)."""
     draws = resample_array(n, resamples, seed)
     draws.sort(axis=1)
     draws.flags.writeable = False
     return draws
+
+
+@lru_cache(maxsize=8)
+def _draw_counts(n: int, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(counts, cumulative): counts[r, j] is how many of resample r's draws picked position j,
+    cumulative[r, j] how many picked a position <= j (int32, resamples x n each). One bincount
+    over all draws; with them a resample's integer sums are one matrix product, and the number
+    of its draws below a position one lookup, instead of gathering n values per resample."""
+    draws = resample_array(n, resamples, seed)
+    draws += (np.arange(resamples, dtype=np.int64) * n)[:, None]
+    counts = np.bincount(draws.ravel(), minlength=resamples * n).astype(np.int32).reshape(resamples, n)
+    cumulative = counts.cumsum(axis=1, dtype=np.int32)
+    counts.flags.writeable = cumulative.flags.writeable = False
+    return counts, cumulative
 
 
 def quantile(sorted_values, q: float) -> float:
@@ -92,6 +108,14 @@ def quantile(sorted_values, q: float) -> float:
     high = min(low + 1, len(sorted_values) - 1)
     lo, hi = float(sorted_values[low]), float(sorted_values[high])
     return lo + (hi - lo) * (pos - low)
+
+
+def _integers(values) -> bool:
+    """True when every value is an integer (Python's, numpy's or a bool), which numpy adds exactly."""
+    array = np.asarray(values)
+    if array.dtype != object:
+        return array.dtype.kind in "biu"
+    return all(isinstance(v, (int, np.integer)) for v in values)
 
 
 def _resampled_sums(numerators, denominators, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -108,24 +132,26 @@ def _resampled_sums(numerators, denominators, resamples: int, seed: int) -> tupl
     n = len(pairs)
     if n == 1:
         return np.full(resamples, pairs[0][0], dtype=object), np.full(resamples, pairs[0][1], dtype=object)
-    draws = _sorted_draws(n, resamples, seed)
     starts = [j for j in range(n) if j == 0 or pairs[j] != pairs[j - 1]]
-    exact = all(isinstance(v, (int, np.integer)) for p in pairs for v in p)
+    exact = _integers(numerators) and _integers(denominators)
     kind = np.int64 if exact else np.float64
     nums = np.array([p[0] for p in pairs], kind)
     dens = np.array([p[1] for p in pairs], kind)
     num, den = np.zeros(resamples, kind), np.zeros(resamples, kind)
     if exact and len(starts) * 8 > n:
-        # integers add exactly in any order: all resamples at once
-        return nums[draws].sum(axis=1), dens[draws].sum(axis=1)
+        # integers add exactly in any order: every resample's sum as count x value at once
+        counts, _ = _draw_counts(n, resamples, seed)
+        return counts @ nums, counts @ dens
     if len(starts) * 8 > n:
+        draws = _sorted_draws(n, resamples, seed)
         for j in range(n):
             num += nums[draws[:, j]]
             den += dens[draws[:, j]]
         return num, den
+    _, cumulative = _draw_counts(n, resamples, seed)
     before = np.zeros(resamples, np.int64)
     for start, end in zip(starts, [*starts[1:], n]):
-        upto = (draws < end).sum(axis=1)
+        upto = cumulative[:, end - 1].astype(np.int64)  # draws below `end`
         count = upto - before
         num += count * nums[start]
         den += count * dens[start]

@@ -116,6 +116,18 @@ class Comparison:
     note: str | None
 
 
+def _task_order_sums(trials: np.ndarray, successes: np.ndarray, kmax: int) -> tuple[np.ndarray, np.ndarray]:
+    """The sums over tasks of each task's pass@k and pass^k curves (k = 1..kmax), added task by
+    task in task order (a cumulative sum is sequential, so the floats are those of that loop),
+    each distinct (trials, successes) pair's curves computed once."""
+    pairs, inverse = np.unique(np.stack([trials, successes], axis=1), axis=0, return_inverse=True)
+    curves = [pass_arrays(int(t), int(c), kmax) for t, c in pairs.tolist()]
+    inverse = inverse.reshape(-1)
+    at = np.stack([a for a, _ in curves])[inverse]
+    hat = np.stack([h for _, h in curves])[inverse]
+    return np.cumsum(at, axis=0)[-1], np.cumsum(hat, axis=0)[-1]
+
+
 def _stage_stats(sweep_id, agent, stage: str, tasks: StageTasks, resamples: int, seed: int) -> StageStats:
     n = int(tasks.trials.sum())
     successes = int(tasks.successes.sum())
@@ -136,11 +148,7 @@ def _stage_stats(sweep_id, agent, stage: str, tasks: StageTasks, resamples: int,
     hat_k: dict[int, float] = {}
     if tasks.tasks:
         kmax = int(tasks.trials.min())
-        at_sum, hat_sum = np.zeros(kmax), np.zeros(kmax)
-        for t, c in zip(tasks.trials.tolist(), tasks.successes.tolist()):  # summed task by task, in task order
-            at, hat = pass_arrays(t, c, kmax)
-            at_sum = at_sum + at
-            hat_sum = hat_sum + hat
+        at_sum, hat_sum = _task_order_sums(tasks.trials, tasks.successes, kmax)
         count = len(tasks.tasks)
         at_k = {k: float(v) / count for k, v in enumerate(at_sum.tolist(), start=1)}
         hat_k = {k: float(v) / count for k, v in enumerate(hat_sum.tolist(), start=1)}
