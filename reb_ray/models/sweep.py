@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -44,8 +45,10 @@ class SandboxSettings(_Section):
     shm_size_bytes: int = 16 * GiB  # /dev/shm of each sandbox (Docker's 64 MB breaks DataLoader/NCCL)
     unsafe_local: bool = False  # allow non-built-in agents in a sandbox without a guarded network of its own
     pip_cache: bool = True
-    # The node's wheel cache, read-only to trials and filled by the harness (reb_ray.sandbox.package_cache).
-    pip_cache_dir: Path = Path.home() / ".cache" / "reb-ray" / "wheels"
+    # The node's wheel cache, read-only to trials and filled by the harness (reb_ray.sandbox.package_cache):
+    # `$REB_RAY_CACHE_DIR/wheels`, else ~/.cache/reb-ray/wheels (with the toolchains, so one variable
+    # moves both where a rootless Podman service's user can reach them).
+    pip_cache_dir: Path = Field(default_factory=lambda: Path(os.environ.get("REB_RAY_CACHE_DIR") or Path.home() / ".cache" / "reb-ray") / "wheels")
     ca_bundle: Path | None = HOST_CA_BUNDLE if HOST_CA_BUNDLE.exists() else None
     wheelhouses: list[Path] = Field(default_factory=lambda: [NODE_WHEELHOUSE] if NODE_WHEELHOUSE.is_dir() else [])
     toolchains_dir: Path | None = None  # agent toolchains (reb-ray agents install); default ~/.cache/reb-ray/toolchains
