@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -137,24 +138,26 @@ def check_podman_and_image(profile: str) -> list[Check]:
         client = pm.connect(timeout=10)
     except RebRayError as exc:
         return [*checks, Check("podman service", "fail", str(exc).split(": ", 1)[0][:200], pm.how_to_start()),
-                Check("sandbox image", "fail", f"{image_tag(profile)} (unknown: no Podman service)",
-                      pm.image_fix(image_tag(profile), profile))]
+                Check("sandbox image", "fail", f"{image_tag(profile)} (unknown: no Podman service; run doctor again once it answers)")]
     facts = pm.engine(client)
     mode = "rootless" if facts.rootless else "rootful"
-    checks.append(Check("podman service", "ok", f"{pm.podman_socket()}: podman {facts.version}, {mode}, "
+    url = pm.podman_socket()
+    path = url.removeprefix("unix://") if url.startswith("unix://") else None
+    uid = facts.uid if facts.uid is not None else (pm.socket_uid(path) if path else os.getuid())
+    checks.append(Check("podman service", "ok", f"{url}: podman {facts.version}, {mode} (user {pm._user_name(uid)}), "
                         f"runtime {facts.runtime}, cgroup {facts.cgroup_version} ({facts.cgroup_manager})"))
     if facts.rootless:
         ranges = Check("subuid ranges", "ok", f"{facts.uid_ranges} subordinate ids mapped")
         if facts.uid_ranges < 65536:
             ranges = Check("subuid ranges", "fail", f"{facts.uid_ranges} subordinate ids mapped (images with system users need 65536)",
-                           "add `USER:100000:65536` to /etc/subuid and /etc/subgid (as root), then `podman system migrate`")
+                           pm.subuid_fix(uid))
         checks.append(ranges)
     driver = Check("podman storage", "ok", f"driver {facts.graph_driver}")
     if facts.graph_driver != "overlay":
-        driver = Check("podman storage", "warn", f"driver {facts.graph_driver}: every container start copies the image (16-22 s instead of 0.3 s)",
-                       '~/.config/containers/storage.conf: [storage] driver = "overlay", runroot = "$XDG_RUNTIME_DIR/containers", '
-                       'graphroot = "$HOME/.local/share/containers/storage" (both spelled out) and [storage.options.overlay] '
-                       'mount_program = "/usr/bin/fuse-overlayfs"; then `podman system reset`')
+        fix = (pm.storage_fix(path, uid) if path and facts.rootless else
+               'storage.conf of the service\'s user: [storage] driver = "overlay" (rootless: [storage.options.overlay] '
+               'mount_program = "/usr/bin/fuse-overlayfs"), then `podman system reset` and restart the service')
+        driver = Check("podman storage", "warn", f"driver {facts.graph_driver}: every container start copies the image (16-22 s instead of 0.3 s)", fix)
     checks.append(driver)
     if facts.enforces_limits:
         checks.append(Check("podman limits", "ok", f"memory, pids and CPU limits enforced ({', '.join(facts.controllers) or mode})"))
@@ -163,40 +166,67 @@ def check_podman_and_image(profile: str) -> list[Check]:
                             "(rows record sandbox_limits_enforced=false)",
                             "boot with cgroup v2 (systemd.unified_cgroup_hierarchy=1) and delegate memory, pids and cpu to users "
                             "(systemd `Delegate=yes`), or run a rootful Podman service"))
+    if facts.rootless:
+        checks.append(_mounts_check(uid))
     tag: str | None = None
     try:
         tag = pm.PodmanSandbox.require_image(client, profile)
         checks.append(Check("sandbox image", "ok", f"{tag} in the Podman store"))
-    except RebRayError as exc:
-        checks.append(Check("sandbox image", "fail", "missing from the Podman store", pm.image_fix(image_tag(profile), profile)))
+    except RebRayError:
+        checks.append(Check("sandbox image", "fail", "missing from the Podman store", _image_fix(image_tag(profile), profile, uid, url)))
     if tag is not None:
-        checks.append(_podman_probe(client, tag))
+        checks.append(_podman_probe(client, tag, path, uid))
     checks.append(_cdi_check())
     return checks
 
 
-def _podman_probe(client, tag: str) -> Check:
+def _image_fix(tag: str, profile: str, uid: int, url: str) -> str:
+    """One shell line copying the sandbox image from this node's Docker into the service's store
+    (as that user), or the words for a node without Docker or a service elsewhere."""
+    from reb_ray.sandbox.docker import podman_sandbox as pm
+
+    if shutil.which("docker") is None or not url.startswith("unix://"):
+        return pm.image_fix(tag, profile)
+    return (f"docker save {tag} | {pm.as_user('podman load', uid)}  # the image `reb-ray image build --profile {profile}` "
+            "built with Docker, into the Podman store")
+
+
+def _mounts_check(uid: int) -> Check:
+    """Whether the rootless service's user can reach what a sweep bind-mounts into sandboxes by
+    default: the node's wheel cache, the agent toolchains, the wheelhouses and the CA bundle (a
+    path under a 0700 home, /root above all, fails every start with "statfs: permission denied")."""
+    from reb_ray.agents.toolchain import toolchains_root
+    from reb_ray.models.sweep import SweepConfig
+    from reb_ray.sandbox.docker import podman_sandbox as pm
+
+    blocked = pm.blocked_binds(pm.bind_sources(SweepConfig().sandbox, toolchains_root()), uid)
+    if not blocked:
+        return Check("podman mounts", "ok", f"{pm._user_name(uid)} can read the wheel cache, toolchains ({toolchains_root()}) "
+                     "and wheelhouses")
+    return Check("podman mounts", "fail", "; ".join(f"{pm._user_name(uid)} cannot reach {p} ({stop} is "
+                                                       f"{oct(stop.stat().st_mode & 0o777)})" for p, stop in blocked.items()),
+                 pm.mount_fix(blocked, uid))
+
+
+def _podman_probe(client, tag: str, path: str | None, uid: int) -> Check:
     """Start a sandbox from `tag` on the Podman service and run `true` in it: what fails every
     trial (rlimits above the node's hard limits, a runtime that refuses the cgroup layout)
-    fails here first."""
+    fails here first; the fix writes the user's containers.conf and restarts the service."""
     from reb_ray.sandbox.base import SandboxConfig
-    from reb_ray.sandbox.docker.podman_sandbox import PodmanSandbox
+    from reb_ray.sandbox.docker import podman_sandbox as pm
 
     try:
-        with PodmanSandbox(SandboxConfig(image=tag, sweep_id="doctor", trial_id="probe", pids_limit=None,
-                                         shm_size_bytes=64 * 1024**2), client=client) as box:
+        with pm.PodmanSandbox(SandboxConfig(image=tag, sweep_id="doctor", trial_id="probe", pids_limit=None,
+                                            shm_size_bytes=64 * 1024**2), client=client) as box:
             result = box.exec(["true"], timeout=30)
     except RebRayError as exc:
-        text = str(exc)
-        fix = ("~/.config/containers/containers.conf: [engine] runtime = \"runc\" and cgroup_manager = \"cgroupfs\" "
-               "(crun refuses a hybrid cgroup layout; the systemd manager needs a user session)")
-        if "rlimit" in text:
-            fix = ('~/.config/containers/containers.conf: [containers] default_ulimits = ["nofile=1024:20000", '
-                   '"nproc=4096:4096"] (at most the node\'s hard limits: `ulimit -Hn`, `ulimit -Hu`)')
-        return Check("podman probe", "fail", text[:200], fix)
+        fix = (pm.containers_fix(path, uid) if path else
+               'containers.conf of the service\'s user: [containers] default_ulimits at most the node\'s hard limits '
+               '(`ulimit -Hn`, `ulimit -Hu`), [engine] runtime = "runc" and cgroup_manager = "cgroupfs"; restart the service')
+        return Check("podman probe", "fail", str(exc)[:200], fix)
     if not result.ok:
         return Check("podman probe", "fail", f"`true` in a sandbox exited {result.exit_code}: {result.output[:120]}",
-                     "check `podman run --rm IMAGE true` as the Podman user")
+                     f"{pm.as_user(f'podman run --rm {tag} true', uid)}  # shows the engine's own error")
     return Check("podman probe", "ok", "a sandbox started, ran `true` and was removed")
 
 

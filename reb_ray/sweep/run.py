@@ -69,7 +69,8 @@ def _prepare_sandbox(config: SweepConfig) -> str | None:
     """Reap orphans of dead sweeps (containers whose owner process is gone) and resolve the image
     tag (a provider that runs from an image: docker).
 
-    Raises DockerUnavailable or ImageMissing with the one-line fix.
+    Raises DockerUnavailable or ImageMissing with the one-line fix, RebRayError when a rootless
+    Podman service's user cannot reach a directory sandboxes mount (the wheel cache under /root).
     """
     from reb_ray.sandbox import capabilities_of
 
@@ -81,6 +82,14 @@ def _prepare_sandbox(config: SweepConfig) -> str | None:
     engine = provider_class(config.sandbox.provider)  # the docker daemon, or the podman service
     client = engine.connect_engine()
     reap(client)
+    if engine.engine_name == "podman":  # a rootless service's user must reach every bind source, else no sandbox starts
+        from reb_ray.agents import get_agent
+        from reb_ray.agents.toolchain import toolchains_root
+        from reb_ray.sandbox.docker.podman_sandbox import bind_sources, check_bind_sources
+
+        toolchains = (toolchains_root(config.sandbox.toolchains_dir)
+                      if any(get_agent(config.agent_spec(a)).uses_toolchain for a in config.agents) else None)
+        check_bind_sources(client, bind_sources(config.sandbox, toolchains))
     return engine.require_image(client, config.sandbox.image_profile)
 
 

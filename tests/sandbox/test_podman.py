@@ -43,14 +43,22 @@ def test_without_a_setting_the_first_existing_default_socket_is_used(monkeypatch
     (tmp_path / "podman").mkdir()
     (tmp_path / "podman" / "podman.sock").touch()
     assert pm.podman_socket() == f"unix://{tmp_path}/podman/podman.sock"
-    # unset (a root shell, a batch job): Podman's own default, spelled out in the fix
+    # unset (a root shell, su, a batch job): Podman's own default, /run/user/<uid> only where it
+    # exists and is the user's, else $TMPDIR/podman-run-<uid>; spelled out, never the variable
     monkeypatch.delenv("XDG_RUNTIME_DIR")
-    if Path(f"/run/user/{os.getuid()}/podman/podman.sock").exists():
+    monkeypatch.delenv("TMPDIR", raising=False)
+    expected = (f"/run/user/{os.getuid()}" if Path(f"/run/user/{os.getuid()}").is_dir()
+                else f"/tmp/podman-run-{os.getuid()}")
+    assert pm.rootless_socket() == f"{expected}/podman/podman.sock"
+    if Path(pm.rootless_socket()).exists():
         return
     with pytest.raises(DockerUnavailable) as err:
         pm.podman_socket()
-    assert f"unix:///run/user/{os.getuid()}/podman/podman.sock &`" in str(err.value)
     assert "$XDG_RUNTIME_DIR" not in str(err.value)
+    if os.geteuid() == 0:  # root: a rootful service on the socket found without any setting
+        assert f"setsid -f podman system service --time=0 unix://{pm.ROOTFUL_SOCKET} " in str(err.value)
+    else:
+        assert f"unix://{expected}/podman/podman.sock " in str(err.value)
 
 
 def test_create_body_keeps_the_docker_providers_rules_and_gives_gpus_as_cdi_devices(tmp_path, monkeypatch):

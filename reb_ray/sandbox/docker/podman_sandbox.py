@@ -26,7 +26,12 @@ does; `none` stays `none`), the LLM proxy is reached on loopback, and a sweep re
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
+import re
+import shlex
+import stat
 import threading
 import time
 from contextlib import closing
@@ -55,19 +60,281 @@ CDI_KIND_ENV = "REB_RAY_CDI_GPU_KIND"
 
 
 
-def rootless_socket() -> str:
-    """This user's rootless Podman socket path: `$XDG_RUNTIME_DIR/podman/podman.sock`, or under
-    `/run/user/<uid>` when the variable is unset (a root shell, a batch job), as Podman does."""
-    runtime_dir = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
-    return f"{runtime_dir}/podman/podman.sock"
+def runtime_dir(uid: int | None = None) -> str:
+    """Podman's rootless runtime directory of `uid` (default: this process's user), by Podman's
+    own rule: `$XDG_RUNTIME_DIR` (this user's only), else `/run/user/<uid>` where it exists and
+    is that user's, else `$TMPDIR/podman-run-<uid>` (Podman makes it). A login without a
+    systemd session (su, runuser, a batch job) has no `/run/user/<uid>`: the fix must not name it."""
+    uid = os.getuid() if uid is None else uid
+    if uid == os.getuid() and os.environ.get("XDG_RUNTIME_DIR"):
+        return os.environ["XDG_RUNTIME_DIR"]
+    try:
+        if os.stat(f"/run/user/{uid}").st_uid == uid:
+            return f"/run/user/{uid}"
+    except OSError:
+        pass
+    return f"{os.environ.get('TMPDIR') or '/tmp'}/podman-run-{uid}"
 
 
-def how_to_start() -> str:
-    """The fix for a missing Podman service, with this user's socket path spelled out (a
-    `$XDG_RUNTIME_DIR` left in the command would name `/podman/podman.sock` where it is unset)."""
+def rootless_socket(uid: int | None = None) -> str:
+    """The rootless Podman socket of `uid` (default: this user): `<runtime_dir>/podman/podman.sock`,
+    where `podman system service` without an address listens."""
+    return f"{runtime_dir(uid)}/podman/podman.sock"
+
+
+def socket_uid(path: str) -> int:
+    """The user whose service a socket path belongs to: the uid in a `podman-run-<uid>` or
+    `/run/user/<uid>` component, else the owner of the socket (or of its nearest existing
+    parent), else this process's user."""
+    match = re.search(r"(?:podman-run-|/run/user/)(\d+)(?:/|$)", path)
+    if match:
+        return int(match.group(1))
+    here = Path(path)
+    while True:
+        try:
+            owner = here.stat().st_uid
+            return owner if owner != 0 or here == Path(path) else os.getuid()
+        except OSError:
+            if here.parent == here:
+                return os.getuid()
+            here = here.parent
+
+
+def as_user(command: str, uid: int) -> str:
+    """`command` as one shell line run by `uid`: as it is when this process is that user, else
+    through `runuser -l NAME -c '...'` (a root shell; a login environment, so Podman finds that
+    user's own runtime directory and configuration)."""
+    if uid == os.getuid():
+        return command
+    return f"runuser -l {_user_name(uid)} -c {shlex.quote(command)}"
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _home(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_dir
+    except KeyError:
+        return os.path.expanduser("~")
+
+
+def start_command(path: str, uid: int) -> str:
+    """The shell line that starts `uid`'s Podman API service on the socket `path`, detached
+    (`setsid -f`: it outlives the shell that started it), its log next to the socket."""
+    parent = str(Path(path).parent)
+    return as_user(f"mkdir -p {parent} && setsid -f podman system service --time=0 unix://{path} "
+                   f">>{parent}/service.log 2>&1", uid)
+
+
+def how_to_start(url: str | None = None) -> str:
+    """The fix for a missing Podman service: one shell line to run as printed (a trailing `#`
+    comment explains it). For an explicit unix socket (`url`) that user's service on it (from
+    a root shell through `runuser`); with none, this user's rootless service on Podman's own
+    default path, or as root a rootful one on ROOTFUL_SOCKET (found without any setting)."""
+    explicit = url if url is not None else next((u for o, u in socket_candidates() if "default" not in o), None)
+    if explicit is not None and not explicit.startswith("unix://"):
+        return f"start the Podman service that listens on {explicit} (a remote service is started where it runs)"
+    if explicit is not None:
+        path = explicit.removeprefix("unix://")
+        uid = socket_uid(path)
+        pointed = os.environ.get(SOCKET_ENV) or os.environ.get(CONTAINER_HOST_ENV)
+        export = "" if pointed and _as_url(pointed) == explicit else f" && export {SOCKET_ENV}={path}"
+        return f"{start_command(path, uid)}{export}  # {_user_name(uid)}'s Podman service on {path}"
+    if os.geteuid() == 0:
+        return (f"mkdir -p {Path(ROOTFUL_SOCKET).parent} && setsid -f podman system service --time=0 unix://{ROOTFUL_SOCKET} "
+                f">>{Path(ROOTFUL_SOCKET).parent}/service.log 2>&1  # a rootful service; for a user's rootless one, "
+                f"export {SOCKET_ENV}=<its socket> first (`podman info --format '{{{{.Host.RemoteSocket.Path}}}}'` as that user)")
     path = rootless_socket()
-    return (f"start the user's Podman service with `mkdir -p {Path(path).parent} && podman system service --time=0 "
-            f"unix://{path} &` (or `systemctl --user start podman.socket`) and point {SOCKET_ENV} at it")
+    return f"{start_command(path, os.getuid())}  # this user's rootless Podman service on {path}"
+
+
+def service_pids(path: str) -> list[int]:
+    """Pids of the `podman system service` processes listening on the unix socket `path` (the
+    service and its re-executed child in the user namespace), read from /proc; [] if none."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        words = [a.decode(errors="replace") for a in argv if a]
+        if words[:1] and words[0].endswith("podman") and "service" in words and f"unix://{path}" in words:
+            found.append(int(proc.name))
+    return sorted(found)
+
+
+def stop_command(path: str, uid: int) -> str:
+    """The shell line that stops `uid`'s service on `path` and waits until it is gone: SIGTERM to
+    the service (it passes the signal to its child in the user namespace). Empty when no
+    service process is found here."""
+    pids = service_pids(path)
+    if not pids:
+        return ""
+    first = pids[0]
+    return f"kill {first}; while kill -0 {first} 2>/dev/null; do sleep 0.2; done; "
+
+
+#: containers.conf for a rootless service reb-ray runs sandboxes on: rlimits at most a node's
+#: usual hard limits (Podman's default nofile of 1048576 above them fails every start), runc and
+#: the cgroupfs manager (crun refuses a hybrid cgroup layout; the systemd manager needs a user
+#: session), and an exec session's conmon kept 10 s after its exec instead of 300 s (reb-ray
+#: reads an exec's exit code as soon as its output ends; with 300 s a sweep leaves a conmon
+#: per exec for five minutes, after the service has stopped too).
+CONTAINERS_CONF = """[containers]
+default_ulimits = ["nofile=1024:{nofile}", "nproc=4096:{nproc}"]
+[engine]
+cgroup_manager = "cgroupfs"
+runtime = "runc"
+events_logger = "file"
+exit_command_delay = 10
+"""
+#: storage.conf for a rootless service: overlay through fuse-overlayfs (vfs copies the whole
+#: image at every start: 16-22 s instead of 0.3 s), runroot and graphroot spelled out (on a fresh
+#: store Podman 4.3's commit over the API fails with "runroot must be set" without them).
+STORAGE_CONF = """[storage]
+driver = "overlay"
+runroot = "{runroot}"
+graphroot = "{graphroot}"
+[storage.options.overlay]
+mount_program = "/usr/bin/fuse-overlayfs"
+"""
+
+
+def containers_conf() -> str:
+    """CONTAINERS_CONF with this node's hard limits of open files and processes (capped at
+    Podman's own defaults: 1048576 and 4096)."""
+    import resource
+
+    def hard(limit: int, cap: int) -> int:
+        value = resource.getrlimit(limit)[1]
+        return cap if value == resource.RLIM_INFINITY else min(value, cap)
+
+    return CONTAINERS_CONF.format(nofile=hard(resource.RLIMIT_NOFILE, 1048576), nproc=max(1024, hard(resource.RLIMIT_NPROC, 4096)))
+
+
+def storage_conf(uid: int) -> str:
+    """STORAGE_CONF for `uid`, its runroot under Podman's runtime directory for that user."""
+    return STORAGE_CONF.format(runroot=f"{runtime_dir(uid)}/containers",
+                               graphroot=f"{_home(uid)}/.local/share/containers/storage")
+
+
+def _write(text: str, path: str) -> str:
+    """A shell command writing `text` to `path` (its directory made), by printf with the text in
+    double quotes (no single quote inside, so `as_user` quotes it plainly)."""
+    body = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("$", "\\$")
+    return f'mkdir -p {Path(path).parent} && printf "{body}" > {path}'
+
+
+def storage_fix(path: str, uid: int) -> str:
+    """One shell line that gives `uid`'s service on `path` the overlay store: stop the service,
+    reset the store with the old storage.conf out of the way (a store made by vfs refuses a
+    reset under overlay options: "vfs driver does not support overlay.mount_program options"),
+    write storage.conf, start the service again. The store's images are gone after it."""
+    conf = f"{_home(uid)}/.config/containers/storage.conf"
+    body = (f"rm -f {conf} && podman system reset -f >/dev/null && {_write(storage_conf(uid), conf)} && "
+            f"mkdir -p {Path(path).parent} && setsid -f podman system service --time=0 unix://{path} "
+            f">>{Path(path).parent}/service.log 2>&1")
+    return f"{stop_command(path, uid)}{as_user(body, uid)}  # overlay via fuse-overlayfs in {conf} (the store is reset: load the image after)"
+
+
+def containers_fix(path: str, uid: int) -> str:
+    """One shell line that writes `uid`'s containers.conf (CONTAINERS_CONF) and restarts its
+    service on `path`."""
+    conf = f"{_home(uid)}/.config/containers/containers.conf"
+    body = (f"{_write(containers_conf(), conf)} && mkdir -p {Path(path).parent} && setsid -f podman system service "
+            f"--time=0 unix://{path} >>{Path(path).parent}/service.log 2>&1")
+    return f"{stop_command(path, uid)}{as_user(body, uid)}  # rlimits under the node's hard limits, runc, cgroupfs in {conf}"
+
+
+def subuid_fix(uid: int) -> str:
+    """One shell line (as root) giving `uid` 65536 subordinate uids and gids after every range
+    already given, then `podman system migrate` as that user."""
+    start = 100000
+    for table in ("/etc/subuid", "/etc/subgid"):
+        try:
+            for line in Path(table).read_text().splitlines():
+                parts = line.split(":")
+                if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+                    start = max(start, int(parts[1]) + int(parts[2]))
+        except OSError:
+            pass
+    grant = f"usermod --add-subuids {start}-{start + 65535} --add-subgids {start}-{start + 65535} {_user_name(uid)}"
+    prefix = "" if os.geteuid() == 0 else "sudo "
+    return f"{prefix}{grant} && {as_user('podman system migrate', uid)}  # restart the service after"
+
+
+def unreachable(path: Path, uid: int) -> Path | None:
+    """The first directory on the way to `path` (or `path` itself) that user `uid` cannot pass
+    or read by its mode bits (owner, group, other; root passes everything), or None. A path
+    that does not exist yet is judged by its nearest existing parent."""
+    if uid == 0:
+        return None
+    try:
+        entry = pwd.getpwuid(uid)
+        gids = {entry.pw_gid, *(g.gr_gid for g in grp.getgrall() if entry.pw_name in g.gr_mem)}
+    except KeyError:
+        gids = set()
+    path = Path(os.path.abspath(path))
+    chain = [*reversed(path.parents), path]
+    for i, part in enumerate(chain):
+        try:
+            st = part.stat()
+        except OSError:
+            return None  # not there yet: what exists on the way was passable
+        need = 0o5 if i == len(chain) - 1 and part.is_dir() else (0o4 if i == len(chain) - 1 else 0o1)
+        bits = (st.st_mode >> 6) & 7 if st.st_uid == uid else (st.st_mode >> 3) & 7 if st.st_gid in gids else st.st_mode & 7
+        if bits & need != need:
+            return part
+    return None
+
+
+def bind_sources(settings: Any, toolchains: Path | None) -> list[Path]:
+    """The host paths a sweep with sandbox `settings` (SandboxSettings) bind-mounts into podman
+    sandboxes by default: the node's wheel cache (when shared), the wheelhouses, the CA bundle,
+    and `toolchains` (the agent toolchains' root, where LLM agents' slots are made)."""
+    paths = [Path(settings.pip_cache_dir)] if settings.pip_cache else []
+    paths += [Path(w) for w in settings.wheelhouses]
+    paths += [Path(settings.ca_bundle)] if settings.ca_bundle else []
+    return paths + ([toolchains] if toolchains is not None else [])
+
+
+def blocked_binds(paths: list[Path], uid: int) -> dict[str, Path]:
+    """{path: the directory that stops it} for each of `paths` that user `uid` cannot reach."""
+    return {str(p): stop for p in paths if (stop := unreachable(p, uid)) is not None}
+
+
+#: Where the fix for unreachable bind sources puts reb-ray's node cache (wheels, toolchains).
+SHARED_CACHE = "/var/cache/reb-ray"
+
+
+def mount_fix(blocked: dict[str, Path], uid: int) -> str:
+    """One shell line for bind sources the service's user `uid` cannot reach (`blocked`): a
+    cache directory that user owns, outside any private home, named by REB_RAY_CACHE_DIR (the
+    wheel cache and the toolchains follow it; the venv stays where it is)."""
+    name = _user_name(uid)
+    return (f"install -d -o {name} {SHARED_CACHE} {SHARED_CACHE}/wheels && export REB_RAY_CACHE_DIR={SHARED_CACHE}"
+            f"  # {name} runs the sandboxes and cannot reach {', '.join(blocked)}; toolchains: "
+            "`reb-ray agents install` again")
+
+
+def check_bind_sources(client: docker.DockerClient, paths: list[Path]) -> None:
+    """Raise RebRayError, in one line naming the first path and the fix, when the rootless
+    service behind `client` runs as a user who cannot reach one of `paths` (each sandbox would
+    fail to start with "statfs: permission denied"). Nothing for a rootful service."""
+    facts = engine(client)
+    if not facts.rootless or facts.uid is None:
+        return
+    blocked = blocked_binds(paths, facts.uid)
+    if blocked:
+        path, stop = next(iter(blocked.items()))
+        raise RebRayError(f"the Podman service's user {_user_name(facts.uid)} cannot reach {path} ({stop} is mode "
+                          f"{oct(stop.stat().st_mode & 0o777)}), which sandboxes mount: {mount_fix(blocked, facts.uid)}")
+
 
 #: Capabilities of a Podman sandbox before its engine is asked (`capabilities_of("podman")`):
 #: limits not assumed enforced (a rootless engine on cgroup v1 drops them); each sandbox
@@ -129,7 +396,7 @@ def connect(timeout: float = 120.0, setting: str | None = None) -> docker.Docker
         client.ping()
     except (DockerException, requests.exceptions.RequestException) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise DockerUnavailable(f"Podman service at {url} not reachable ({reason[:160]}): {how_to_start()}") from None
+        raise DockerUnavailable(f"Podman service at {url} not reachable ({reason[:160]}): {how_to_start(url)}") from None
     return client
 
 
@@ -180,6 +447,7 @@ class PodmanEngine:
     graph_driver: str
     runtime: str
     uid_ranges: int = 0  # subordinate ids mapped into the user namespace (rootless), beyond the user's own
+    uid: int | None = None  # the host user the service runs as (rootless: its namespace's root); None: unknown
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -211,6 +479,8 @@ def engine(client: docker.DockerClient) -> PodmanEngine:
         graph_driver=store.get("graphDriverName", ""),
         runtime=(host.get("ociRuntime") or {}).get("name", ""),
         uid_ranges=sum(int(m.get("size", 0)) for m in uidmap if m.get("container_id", 0) != 0),
+        uid=next((int(m["host_id"]) for m in uidmap if m.get("container_id") == 0 and "host_id" in m), None)
+        if security.get("rootless") else 0,
     )
 
 
