@@ -63,20 +63,31 @@ def resample_indices(n: int, resamples: int, seed: int) -> tuple[tuple[int, ...]
     return tuple(tuple(rng.choices(population, k=n)) for _ in range(resamples))
 
 
+def _generator(n: int, seed: int) -> np.random.RandomState:
+    """numpy's Mersenne Twister in the state Python's `random.Random` has after its string seeding
+    for (n, seed)."""
+    version, internal, _gauss = random.Random(f"reb-ray bootstrap {seed} {n}").getstate()
+    state = np.random.RandomState()
+    state.set_state(("MT19937", np.array(internal[:-1], dtype=np.uint32), internal[-1]))
+    return state
+
+
+def _draw_rows(state: np.random.RandomState, n: int, rows: int) -> np.ndarray:
+    """The next `rows` resamples of `state` as a (rows, n) int64 array: each index floor(u * n)
+    as `choices` computes it (u * n >= 0, so truncation is that floor)."""
+    return (state.random_sample(rows * n) * n).astype(np.int64).reshape(rows, n)
+
+
 def resample_array(n: int, resamples: int, seed: int) -> np.ndarray:
     """`resample_indices` as a (resamples, n) int64 array, drawn by numpy: the same Mersenne
     Twister state (Python's, after its string seeding) and the same 53-bit doubles
     (`random()` and numpy's `random_sample` both take two 32-bit words), each index
     floor(u * n) as `choices` computes it. At 4,000 tasks and 2,000 resamples this is about
     0.1 s where Python's per-draw loop took about 2 s."""
-    version, internal, _gauss = random.Random(f"reb-ray bootstrap {seed} {n}").getstate()
-    state = np.random.RandomState()
-    state.set_state(("MT19937", np.array(internal[:-1], dtype=np.uint32), internal[-1]))
-    # u * n >= 0, so truncation is floor(u * n)
-    return (state.random_sample(resamples * n) * n).astype(np.int64).reshape(resamples, n)
+    return _draw_rows(_generator(n, seed), n, resamples)
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=4)
 def _sorted_draws(n: int, resamples: int, seed: int) -> np.ndarray:
     """The resamples as a (resamples, n) array, each row's draws sorted (the float sums that are
     added draw by draw need them in that order)."""
@@ -86,18 +97,35 @@ def _sorted_draws(n: int, resamples: int, seed: int) -> np.ndarray:
     return draws
 
 
-@lru_cache(maxsize=8)
-def _draw_counts(n: int, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(counts, cumulative): counts[r, j] is how many of resample r's draws picked position j,
-    cumulative[r, j] how many picked a position <= j (int32, resamples x n each). One bincount
-    over all draws; with them a resample's integer sums are one matrix product, and the number
-    of its draws below a position one lookup, instead of gathering n values per resample."""
-    draws = resample_array(n, resamples, seed)
-    draws += (np.arange(resamples, dtype=np.int64) * n)[:, None]
-    counts = np.bincount(draws.ravel(), minlength=resamples * n).astype(np.int32).reshape(resamples, n)
-    cumulative = counts.cumsum(axis=1, dtype=np.int32)
-    counts.flags.writeable = cumulative.flags.writeable = False
-    return counts, cumulative
+#: Draws turned into counts at a time (about 8 MB of indices): the same stream as one call.
+CHUNK_DRAWS = 1 << 20
+
+
+@lru_cache(maxsize=4)
+def _draw_counts(n: int, resamples: int, seed: int) -> np.ndarray:
+    """counts[r, j]: how many of resample r's draws picked position j (int64, resamples x n),
+    the draws taken from the generator a chunk of resamples at a time (a stream read in
+    consecutive pieces is the same stream). With them a resample's integer sums are one matrix
+    product instead of a gather of n values per resample."""
+    state = _generator(n, seed)
+    rows = max(1, CHUNK_DRAWS // n)
+    offsets = (np.arange(rows, dtype=np.int64) * n)[:, None]
+    counts = np.empty((resamples, n), np.int64)
+    for first in range(0, resamples, rows):
+        k = min(rows, resamples - first)
+        draws = _draw_rows(state, n, k)
+        draws += offsets[:k]
+        counts[first:first + k] = np.bincount(draws.ravel(), minlength=k * n).reshape(k, n)
+    counts.flags.writeable = False
+    return counts
+
+
+@lru_cache(maxsize=4)
+def _draws_below(n: int, resamples: int, seed: int) -> np.ndarray:
+    """below[r, j]: how many of resample r's draws picked a position <= j (int32)."""
+    below = _draw_counts(n, resamples, seed).cumsum(axis=1, dtype=np.int32)
+    below.flags.writeable = False
+    return below
 
 
 def quantile(sorted_values, q: float) -> float:
@@ -140,7 +168,7 @@ def _resampled_sums(numerators, denominators, resamples: int, seed: int) -> tupl
     num, den = np.zeros(resamples, kind), np.zeros(resamples, kind)
     if exact and len(starts) * 8 > n:
         # integers add exactly in any order: every resample's sum as count x value at once
-        counts, _ = _draw_counts(n, resamples, seed)
+        counts = _draw_counts(n, resamples, seed)
         return counts @ nums, counts @ dens
     if len(starts) * 8 > n:
         draws = _sorted_draws(n, resamples, seed)
@@ -148,10 +176,10 @@ def _resampled_sums(numerators, denominators, resamples: int, seed: int) -> tupl
             num += nums[draws[:, j]]
             den += dens[draws[:, j]]
         return num, den
-    _, cumulative = _draw_counts(n, resamples, seed)
+    below = _draws_below(n, resamples, seed)
     before = np.zeros(resamples, np.int64)
     for start, end in zip(starts, [*starts[1:], n]):
-        upto = cumulative[:, end - 1].astype(np.int64)  # draws below `end`
+        upto = below[:, end - 1].astype(np.int64)  # draws below `end`
         count = upto - before
         num += count * nums[start]
         den += count * dens[start]
