@@ -27,25 +27,15 @@ import subprocess
 import time
 from pathlib import Path
 
+from reb_ray.sandbox.docker import podman_sandbox as pm
+
 USER = "rebpod"
 RUN_DIR = Path("/tmp/rebpod-run")
 SOCKET = RUN_DIR / "podman.sock"
 PACKAGES = ("podman", "uidmap", "slirp4netns", "fuse-overlayfs")
 
-CONTAINERS_CONF = """[containers]
-default_ulimits = ["nofile=1024:20000", "nproc=4096:4096"]
-[engine]
-cgroup_manager = "cgroupfs"
-runtime = "runc"
-events_logger = "file"
-"""
-STORAGE_CONF = """[storage]
-driver = "overlay"
-runroot = "{runroot}"
-graphroot = "{graphroot}"
-[storage.options.overlay]
-mount_program = "/usr/bin/fuse-overlayfs"
-"""
+#: The user's configuration is what `reb-ray doctor` writes with its fix lines
+#: (reb_ray.sandbox.docker.podman_sandbox.containers_conf / storage_conf).
 
 
 class PodmanUnavailableHere(RuntimeError):
@@ -105,9 +95,9 @@ class RootlessPodman:
     def _config(self) -> None:
         entry = pwd.getpwnam(self.user)
         conf_dir = self.home / ".config" / "containers"
-        storage = STORAGE_CONF.format(runroot=f"{self._env()['XDG_RUNTIME_DIR']}/containers",
-                                      graphroot=f"{self.home}/.local/share/containers/storage")
-        wanted = {conf_dir / "containers.conf": CONTAINERS_CONF, conf_dir / "storage.conf": storage}
+        storage = pm.STORAGE_CONF.format(runroot=f"{self._env()['XDG_RUNTIME_DIR']}/containers",
+                                         graphroot=f"{self.home}/.local/share/containers/storage")
+        wanted = {conf_dir / "containers.conf": pm.containers_conf(), conf_dir / "storage.conf": storage}
         changed = False
         for path, text in wanted.items():
             if not path.exists() or path.read_text() != text:
@@ -116,8 +106,12 @@ class RootlessPodman:
                 changed = True
         for path in [self.home / ".config", conf_dir, *wanted]:
             os.chown(path, entry.pw_uid, entry.pw_gid)
-        if changed:  # a store made under another driver is reset, else Podman keeps using it
+        if changed:  # a store made under another driver is reset (with the old storage.conf aside: vfs refuses
+            # a reset under overlay options), else Podman keeps using it
+            storage_conf = conf_dir / "storage.conf"
+            storage_conf.rename(storage_conf.with_suffix(".new"))
             self.podman("system", "reset", "-f", check=False)
+            storage_conf.with_suffix(".new").rename(storage_conf)
 
     def _env(self) -> dict[str, str]:
         entry = pwd.getpwnam(self.user)
@@ -184,13 +178,35 @@ class RootlessPodman:
             transfer_image(connect(), client, image)
 
     def close(self) -> None:
-        if self.process is not None and self.process.poll() is None:
+        """Stop the service if `ensure()` started it, and leave no process of its user: the
+        service and its child re-executed in the user namespace (SIGTERM to the group), the
+        pause process holding that namespace (`podman system migrate` stops it), and the
+        conmon of each exec, which waits containers.conf's `exit_command_delay` after its exec."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=30)
         self.process = None
+        self.podman("system", "migrate", check=False)
+        deadline = time.monotonic() + 3 * pm.EXEC_CLEANUP_DELAY_S
+        while self.processes() and time.monotonic() < deadline:
+            time.sleep(0.5)
+
+    def processes(self) -> list[str]:
+        """Command lines of the user's live processes (zombies left to init are not counted)."""
+        uid, found = pwd.getpwnam(self.user).pw_uid, []
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                if proc.stat().st_uid == uid and (proc / "stat").read_text().rsplit(") ", 1)[-1][:1] != "Z":
+                    found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip())
+            except OSError:
+                continue
+        return found
 
 
 def podman_installed() -> bool:

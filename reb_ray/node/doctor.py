@@ -176,6 +176,8 @@ def check_podman_and_image(profile: str) -> list[Check]:
         checks.append(Check("sandbox image", "fail", "missing from the Podman store", _image_fix(image_tag(profile), profile, uid, url)))
     if tag is not None:
         checks.append(_podman_probe(client, tag, path, uid))
+    if facts.rootless and path:
+        checks.append(_exec_cleanup_check(path, uid))
     checks.append(_cdi_check())
     return checks
 
@@ -206,6 +208,27 @@ def _mounts_check(uid: int) -> Check:
     return Check("podman mounts", "fail", "; ".join(f"{pm._user_name(uid)} cannot reach {p} ({stop} is "
                                                        f"{oct(stop.stat().st_mode & 0o777)})" for p, stop in blocked.items()),
                  pm.mount_fix(blocked, uid))
+
+
+def _exec_cleanup_check(path: str, uid: int) -> Check:
+    """Whether the service's user set `exit_command_delay` low (containers.conf): Podman keeps each
+    exec session's conmon 300 s after the exec by default, so a sweep leaves one per exec for five
+    minutes, the service stopped or not."""
+    import tomllib
+
+    from reb_ray.sandbox.docker import podman_sandbox as pm
+
+    delay = 300
+    for conf in (Path("/usr/share/containers/containers.conf"), Path("/etc/containers/containers.conf"),
+                 Path(pm._home(uid)) / ".config/containers/containers.conf"):
+        try:
+            delay = int(tomllib.loads(conf.read_text()).get("engine", {}).get("exit_command_delay", delay))
+        except (OSError, ValueError, tomllib.TOMLDecodeError):
+            continue
+    if delay <= pm.EXEC_CLEANUP_DELAY_S:
+        return Check("podman exec cleanup", "ok", f"an exec's conmon exits {delay} s after it")
+    return Check("podman exec cleanup", "warn", f"an exec's conmon stays {delay} s after it (Podman's default): a sweep leaves "
+                 "one per exec, after the service has stopped too", pm.containers_fix(path, uid))
 
 
 def _podman_probe(client, tag: str, path: str | None, uid: int) -> Check:

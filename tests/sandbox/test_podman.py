@@ -7,10 +7,12 @@ devices, commit, reaping orphans by label, the node check and the image transfer
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -256,3 +258,94 @@ def test_a_demo_sweep_runs_on_rootless_podman(podman_service, tmp_path):
     assert row["status"] == "scored" and row["failure_owner"] != "infra", row["failure_reason"]
     assert (row["task_id"], row["container_runtime"], row["env_keep_policy"]) == ("numpy-trainer", "podman", "none")
     assert row["sandbox_limits_enforced"] == pm.engine(pm.connect()).enforces_limits
+
+
+# -- a new user's set-up, by doctor's own lines ----------------------------------------------
+#: Doctor's checks whose fix is one shell line to run as printed.
+RUNNABLE_FIXES = ("podman service", "subuid ranges", "podman storage", "podman mounts", "sandbox image",
+                  "podman probe", "podman exec cleanup")
+
+
+def _doctor(env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """`reb-ray doctor --sandbox podman`: ({check: status}, {check: fix line as printed})."""
+    proc = subprocess.run(["reb-ray", "doctor", "--sandbox", "podman"], capture_output=True, text=True, env=env, timeout=300)
+    status, fixes = {}, {}
+    for line in proc.stdout.splitlines():
+        cells = [c.strip() for c in line.split("│")]
+        if len(cells) >= 4 and cells[1] and cells[2] in ("ok", "warn", "fail"):
+            status[cells[1]] = cells[2]
+        elif line.startswith("fix ") and ": " in line:
+            name, fix = line[4:].split(": ", 1)
+            fixes[name] = fix
+    return status, fixes
+
+
+def _processes_of(uid: int) -> list[str]:
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if proc.stat().st_uid == uid and (proc / "stat").read_text().split(") ")[-1][0] != "Z":
+                found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:120])
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+def test_a_new_user_sets_rootless_podman_up_by_running_doctors_fix_lines(podman_service, sandbox_image, tmp_path):
+    """Root makes a fresh user whose first `podman info` made a vfs store (the state a user who
+    tried Podman first is in), points reb-ray at that user's socket, then runs every fix line
+    doctor prints, exactly as printed, in one shell, and runs doctor again, until no fix is left:
+    the service, the vfs store (reset and overlay), the wheel cache under /root (moved by
+    REB_RAY_CACHE_DIR), the image, the exec cleanup; then every Podman check is ok. Stopping the
+    service then leaves no process of that user (conmon, the re-executed child, the pause process)."""
+    import pwd
+
+    user = "rebfirst"
+    if subprocess.run(["id", user], capture_output=True).returncode == 0:
+        subprocess.run(["userdel", "-r", "-f", user], capture_output=True)
+    subprocess.run(["useradd", "-m", "-s", "/bin/bash", user], check=True, capture_output=True)
+    uid = pwd.getpwnam(user).pw_uid
+    shared_cache = Path(pm.SHARED_CACHE)
+    cache_was_there = shared_cache.exists()
+    socket = pm.rootless_socket(uid)
+    try:
+        subprocess.run(["runuser", "-l", user, "-c", "podman info >/dev/null 2>&1"], timeout=120)
+        env = {k: v for k, v in os.environ.items() if k != "REB_RAY_CACHE_DIR"}
+        env[pm.SOCKET_ENV] = socket  # the guide's first step: root points reb-ray at the user's socket
+        ran: list[str] = []
+        for _round in range(4):
+            status, fixes = _doctor(env)
+            todo = [fixes[name] for name in RUNNABLE_FIXES if name in fixes]
+            if not todo:
+                break
+            ran += [name for name in RUNNABLE_FIXES if name in fixes]
+            script = "\n".join(f"{line}\necho \"rc $?\"" for line in todo) + f"\nenv -0 > {tmp_path}/env"
+            proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+            assert [line for line in proc.stdout.splitlines() if line.startswith("rc ")] == ["rc 0"] * len(todo), \
+                (todo, proc.stdout[-1500:], proc.stderr[-1500:])
+            exported = dict(item.split("=", 1) for item in (tmp_path / "env").read_text().split("\0") if "=" in item)
+            env.update({k: exported[k] for k in ("REB_RAY_CACHE_DIR", pm.SOCKET_ENV) if k in exported})
+        assert not todo, f"fixes left after 4 rounds: {todo}"
+        assert {"podman service", "podman storage", "podman mounts", "sandbox image"} <= set(ran), ran
+        assert all(status.get(name) == "ok" for name in RUNNABLE_FIXES), status
+    finally:
+        for pid in pm.service_pids(socket):
+            os.kill(pid, signal.SIGTERM)
+        subprocess.run(["runuser", "-l", user, "-c", "podman system migrate"], capture_output=True, timeout=120)
+        left, deadline = _processes_of(uid), time.monotonic() + 3 * pm.EXEC_CLEANUP_DELAY_S
+        while left and time.monotonic() < deadline:
+            time.sleep(0.5)
+            left = _processes_of(uid)
+        for pid in [int(p.name) for p in Path("/proc").glob("[0-9]*") if _owned(p, uid)]:
+            os.kill(pid, signal.SIGKILL)  # a failure above must not leave them to the next test
+        subprocess.run(["userdel", "-r", "-f", user], capture_output=True)
+        if not cache_was_there:
+            shutil.rmtree(shared_cache, ignore_errors=True)
+    assert not left, f"left after the service stopped: {left}"
+
+
+def _owned(proc: Path, uid: int) -> bool:
+    try:
+        return proc.stat().st_uid == uid
+    except OSError:
+        return False

@@ -169,14 +169,13 @@ def service_pids(path: str) -> list[int]:
 
 
 def stop_command(path: str, uid: int) -> str:
-    """The shell line that stops `uid`'s service on `path` and waits until it is gone: SIGTERM to
-    the service (it passes the signal to its child in the user namespace). Empty when no
-    service process is found here."""
-    pids = service_pids(path)
-    if not pids:
-        return ""
-    first = pids[0]
-    return f"kill {first}; while kill -0 {first} 2>/dev/null; do sleep 0.2; done; "
+    """The start of a shell line that stops `uid`'s service on `path`, whoever started it, and
+    waits until it is gone: SIGTERM to the processes of that user whose command line is that
+    service's (the service passes the signal to its child in the user namespace); nothing
+    when none runs. Looked up when the line runs, so fixes printed together run in order."""
+    pattern = shlex.quote(f"podman system service .*unix://{path}")
+    user = _user_name(uid)
+    return (f"pkill -u {user} -f {pattern}; while pgrep -u {user} -f {pattern} >/dev/null; do sleep 0.2; done; ")
 
 
 #: containers.conf for a rootless service reb-ray runs sandboxes on: rlimits at most a node's
@@ -191,8 +190,10 @@ default_ulimits = ["nofile=1024:{nofile}", "nproc=4096:{nproc}"]
 cgroup_manager = "cgroupfs"
 runtime = "runc"
 events_logger = "file"
-exit_command_delay = 10
+exit_command_delay = {delay}
 """
+#: Seconds an exec session's conmon waits after its exec (containers.conf `exit_command_delay`).
+EXEC_CLEANUP_DELAY_S = 10
 #: storage.conf for a rootless service: overlay through fuse-overlayfs (vfs copies the whole
 #: image at every start: 16-22 s instead of 0.3 s), runroot and graphroot spelled out (on a fresh
 #: store Podman 4.3's commit over the API fails with "runroot must be set" without them).
@@ -214,7 +215,8 @@ def containers_conf() -> str:
         value = resource.getrlimit(limit)[1]
         return cap if value == resource.RLIM_INFINITY else min(value, cap)
 
-    return CONTAINERS_CONF.format(nofile=hard(resource.RLIMIT_NOFILE, 1048576), nproc=max(1024, hard(resource.RLIMIT_NPROC, 4096)))
+    return CONTAINERS_CONF.format(nofile=hard(resource.RLIMIT_NOFILE, 1048576), nproc=max(1024, hard(resource.RLIMIT_NPROC, 4096)),
+                                  delay=EXEC_CLEANUP_DELAY_S)
 
 
 def storage_conf(uid: int) -> str:
