@@ -3,13 +3,18 @@
 A node on this machine (tests/helpers/ssh_node.py: sshd on 127.0.0.1, a fresh key, its own PID and host
 namespace, this machine's pip settings) is the head. The test renders cluster.yaml with the values
 this machine needs (head IP, key, proxy command, free ports; every command unchanged), runs
-`ray up -y` on the bare node (cold: scripts/setup.sh installs reb-ray into the node's home), runs
-a sweep of one demo task on the head with `--address auto` (docker sandbox, heuristic and noop
-agents), reads the rows back and checks `reb-ray cluster status` there. Then `ray up -y` once
-more on the node already set up (warm: setup.sh finds its steps done, Ray is restarted), the
-node's status line again, `ray down -y`, and checks that no Ray process and no container of the
-node is left. It measures `ray up` to the first trial's sandbox running and the warm `ray up`,
-and prints the seconds.
+`ray up -y` on the bare node (cold: `scripts/setup.sh --node` installs reb-ray into the node's
+home, without the tests' harbor venv), runs a sweep of one demo task on the head with `--address
+auto` (docker sandbox, heuristic and noop agents), reads the rows back and checks `reb-ray
+cluster status` there. Then it edits one file of the checkout and runs `ray up -y` once more on
+the node already set up (warm: Ray copies the edit and runs setup.sh, which finds every step
+done and installs nothing; Ray is restarted), the node's status line again, `ray down -y`, and
+checks that no Ray process and no container of the node is left. It measures `ray up` to the
+first trial's sandbox running and the warm `ray up`, and prints the seconds.
+
+The file mount is a copy of what `ray up` sends of this checkout (`stage_checkout`): Ray hashes
+every file under a mount's source before it copies the filtered part, and this checkout's
+virtual environments would cost each `ray up` about 18 s of hashing alone.
 
 The sweep on the head is one demo task (heuristic and noop), keeping no environment: what is
 under test is that `ray up` leaves a node on which the README's `ray exec ... reb-ray sweep
@@ -48,16 +53,17 @@ pytestmark = [
 ]
 
 
-def render_cluster_config(node: SshNode, name: str) -> dict:
+def render_cluster_config(node: SshNode, name: str, checkout: Path) -> dict:
     """cluster.yaml with this machine's values: the node's IP, user, key and SSH proxy (Ray's
-    config has no SSH port), this checkout as the file mount, and free ports for what Ray would
-    otherwise bind at fixed ones (6379, 8265, 10001, 52365: other Rays here hold some of them)."""
+    config has no SSH port), `checkout` (stage_checkout) as the file mount, and free ports for
+    what Ray would otherwise bind at fixed ones (6379, 8265, 10001, 52365: other Rays here hold
+    some of them)."""
     config = yaml.safe_load((ROOT / "cluster.yaml").read_text())
     config["cluster_name"] = name
     config["provider"].update(head_ip=node.ip, worker_ips=[])
     config["auth"] = {"ssh_user": node.user, "ssh_private_key": str(node.key), "ssh_proxy_command": node.proxy_command}
     assert list(config["file_mounts"].values()) == ["."]
-    config["file_mounts"] = {target: str(ROOT) for target in config["file_mounts"]}
+    config["file_mounts"] = {target: str(checkout) for target in config["file_mounts"]}
     gcs = free_port()
     ports = (f" --dashboard-port={free_port()} --ray-client-server-port={free_port()}"
              f" --dashboard-agent-listen-port={free_port()}")
@@ -66,6 +72,23 @@ def render_cluster_config(node: SshNode, name: str) -> dict:
         config[key] = [c + ports if c.startswith("ray start") else c for c in commands]
     assert f"--port={gcs}" in " ".join(config["head_start_ray_commands"])
     return config
+
+
+def stage_checkout(target: Path) -> Path:
+    """What `ray up` sends of this checkout (cluster.yaml's own `rsync_filter` and
+    `rsync_exclude`, as Ray passes them to rsync), copied to `target`; returns `target`.
+
+    `ray up` copies only that to the node, but before it does, it hashes every file under the
+    mount's source directory, the filter ignored (Ray's `hash_runtime_conf`): this checkout's
+    `.venv` and `.venv-harbor` (2.2 GB here) cost each `ray up` about 18 s of that alone, and
+    an edit anywhere in the tree between the two `ray up`s (a shared working tree) would make
+    the warm one copy and set up again. The node receives the same files either way."""
+    config = yaml.safe_load((ROOT / "cluster.yaml").read_text())
+    args = [a for f in config.get("rsync_filter", []) for a in ("--filter", f"dir-merge,- {f}")]
+    args += [a for e in config.get("rsync_exclude", []) for a in ("--exclude", e)]
+    subprocess.run(["rsync", "-a", *args, f"{ROOT}/", f"{target}/"], check=True, timeout=120)
+    assert (target / "scripts" / "setup.sh").is_file() and not (target / ".venv").exists()
+    return target
 
 
 @pytest.fixture
@@ -79,13 +102,16 @@ def node(tmp_path):
 def test_ray_up_runs_a_sweep_and_ray_down_leaves_nothing(node, tmp_path, docker_client):
     name = f"reb-ray-test-{uuid.uuid4().hex[:8]}"
     config_path = tmp_path / "cluster.yaml"
-    config_path.write_text(yaml.safe_dump(render_cluster_config(node, name)))
+    checkout = stage_checkout(tmp_path / "checkout")
+    config_path.write_text(yaml.safe_dump(render_cluster_config(node, name, checkout)))
     # `ray up`'s own lock and state files go here, not to this machine's shared /tmp/ray.
     env = {**_env(), "RAY_TMPDIR": str(tmp_path / "client-ray")}
     logs = tmp_path / "logs"
     logs.mkdir()
 
     up_s = _up(node, config_path, env, logs / "up.log")
+    assert "setup: installing reb-ray[" in (logs / "up.log").read_text()
+    assert not (node.home / "reb-ray" / ".venv-harbor").exists(), "a cluster node got the tests' harbor venv"
     first_trial_s, sweep_s = _sweep(node, config_path, env, docker_client, f"--tasks {TASK} --keep-environments none",
                                     "reb-runs", logs / "sweep.log")
     first_trial_s += up_s
@@ -95,7 +121,15 @@ def test_ray_up_runs_a_sweep_and_ray_down_leaves_nothing(node, tmp_path, docker_
         ("heuristic", TASK, "scored", "success"), ("noop", TASK, "scored", "failure")], rows
     _status(node, config_path, env, logs / "status.log")
 
+    # A user's second `ray up` follows an edit: Ray copies the changed checkout and runs setup.sh
+    # again, which finds every step done (an unchanged checkout would skip setup altogether).
+    edit = f"\n<!-- edited before the warm ray up {uuid.uuid4().hex} -->\n"
+    with open(checkout / "README.md", "a") as readme:
+        readme.write(edit)
     warm_up_s = _up(node, config_path, env, logs / "up-warm.log")  # the node set up already, its Ray running
+    assert (node.home / "reb-ray" / "README.md").read_text().endswith(edit), "the warm ray up did not copy the edit"
+    warm_log = (logs / "up-warm.log").read_text()
+    assert "setup: reb-ray already installed in .venv" in warm_log and "setup: installing" not in warm_log, warm_log[-3000:]
     _status(node, config_path, env, logs / "status-warm.log")
 
     down = time.monotonic()
