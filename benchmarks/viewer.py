@@ -82,6 +82,7 @@ def main() -> int:
         write_run(out, args.trials)
         print(f"wrote {args.trials:,} trials, {8 * args.trials:,} stage rows under {out} in {time.perf_counter() - started:.1f} s")
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    launched = time.monotonic()
     server = subprocess.Popen([sys.executable, "-c", "from reb_ray.cli import main; main()", "view", str(out),
                                "--port", str(args.port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{args.port}"
@@ -104,6 +105,7 @@ def main() -> int:
                 break
             time.sleep(0.1)
         ready = time.monotonic() - started
+        from_launch = time.monotonic() - launched
         if "could not be computed" in body:
             errors.append("the overview says the paper's table could not be computed: "
                           + re.sub(r"<[^>]+>", "", body.split("could not be computed", 1)[1])[:300].strip())
@@ -112,6 +114,7 @@ def main() -> int:
             errors.append("the overview shows no peak memory of the summary process")
         print(f"paper's table on the page after {ready:.1f} s (child process peak "
               f"{child.group(1) if child else '?'} MB)  [target < 3 s, < 1 GB]")
+        print(f"paper's table on the page {from_launch:.1f} s after `reb-ray view` was started")
         images = re.findall(r'<img[^>]+src="(/plot[^"]*)"', body)
         for src in images:
             t, svg = fetch(base, src.replace("&amp;", "&"))

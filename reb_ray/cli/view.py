@@ -18,9 +18,19 @@ def view(
     matrix coloured by the highest stage reached (filters, paging), each trial's stages, report,
     C5 audit, trajectory and full logs, and two agents side by side. Reads the Parquet datasets
     in place, a few columns or row groups at a time; new rows show at the next page load."""
-    from reb_ray.viewer.server import serve
+    from reb_ray.results.layout import TRIALS_DIR
+    from reb_ray.viewer.summary import launch
 
-    serve(run_dir, host=host, port=port, announce=typer.echo)
+    # the paper table's child starts first: its start-up overlaps the server's imports
+    early = launch(run_dir) if (Path(run_dir) / TRIALS_DIR).is_dir() else None
+    try:
+        from reb_ray.viewer.server import serve
+
+        serve(run_dir, host=host, port=port, announce=typer.echo, early_summary=early)
+    finally:
+        if early is not None and early.poll() is None:
+            early.kill()
+            early.wait()
 
 
 def export_trajectories(

@@ -39,7 +39,7 @@ import asyncio
 import codecs
 import gzip
 import json
-import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -54,6 +54,7 @@ from reb_ray.terminal import printable
 from reb_ray.viewer.pictures import PAIR_PICTURES, PICTURES
 from reb_ray.viewer.pictures import available as pictures_available
 from reb_ray.viewer.data import Forbidden, NotFound, Query, Run
+from reb_ray.viewer.summary import child_env
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
@@ -95,38 +96,58 @@ def _pretty(raw: str | None) -> str:
 
 class Summary:
     """The paper's table of the run, computed by `python -m reb_ray.viewer.summary` in a child
-    process whenever the trials files changed since the last computation (one at a time)."""
+    process whenever the trials files changed since the last computation (one at a time).
+    `early`: a child already started on this run (`summary.launch`), adopted at the first
+    refresh instead of starting one."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, early: subprocess.Popen | None = None) -> None:
         self.run = run
         self.result: dict | None = None
         self.error: str | None = None
         self.snapshot: tuple | None = None  # what `result` was computed from
         self.running: asyncio.Task | None = None
         self.started: float | None = None
+        self._early = early
 
     async def refresh(self) -> None:
         """Start a computation when the data changed and none is running."""
+        if self._early is not None and self.running is None:
+            early, self._early = self._early, None
+            self.started = time.time()
+            self.running = asyncio.get_running_loop().create_task(self._collect(asyncio.to_thread(early.communicate),
+                                                                               lambda: early.returncode, None))
+            return
         snapshot = await asyncio.to_thread(self.run.snapshot)
         if snapshot != self.snapshot and self.running is None:
             self.started = time.time()
             self.running = asyncio.get_running_loop().create_task(self._compute(snapshot))
 
     async def _compute(self, snapshot: tuple) -> None:
-        env = _child_env()  # the same code as this server
         try:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "reb_ray.viewer.summary", str(self.run.output_dir),
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
-            out, err = await proc.communicate()
-            if proc.returncode != 0:
-                self.error = f"the summary process failed (exit {proc.returncode}): {err.decode(errors='replace')[-500:]}"
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=child_env())
+        except OSError as exc:
+            self.error = f"the summary process failed: {exc}"
+            self.snapshot, self.running = snapshot, None
+            return
+        await self._collect(proc.communicate(), lambda: proc.returncode, snapshot)
+
+    async def _collect(self, communicate, returncode, snapshot: tuple | None) -> None:
+        """Read a child's answer; the snapshot is the one the child took before it read the
+        files (else `snapshot`, what was seen when it was started)."""
+        try:
+            out, err = await communicate
+            if returncode() != 0:
+                self.error = f"the summary process failed (exit {returncode()}): {err.decode(errors='replace')[-500:]}"
             else:
                 result = json.loads(out)
                 if "error" in result:
                     self.error = result["error"]
                 else:
                     self.result, self.error = result, None
+                    if result.get("snapshot") is not None:
+                        snapshot = tuple(tuple(part) for part in result["snapshot"])
         except (OSError, ValueError) as exc:
             self.error = f"the summary process failed: {exc}"
         finally:
@@ -136,14 +157,6 @@ class Summary:
         """Until no computation runs (tests and the benchmark)."""
         while self.running is not None:
             await asyncio.shield(self.running)
-
-
-def _child_env() -> dict[str, str]:
-    """The environment of a computing child: this server's code first on its path."""
-    env = dict(os.environ)
-    root = str(Path(reb_ray.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
 
 
 class Pictures:
@@ -174,7 +187,7 @@ class Pictures:
         try:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "reb_ray.viewer.pictures", str(self.run.output_dir), *group,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=_child_env())
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=child_env())
             out, err = await proc.communicate()
             if proc.returncode != 0:
                 raise RebRayError(f"the drawing process failed (exit {proc.returncode}): "
@@ -405,13 +418,13 @@ async def _start_summary(app: web.Application) -> None:
     asyncio.get_running_loop().run_in_executor(None, app[RUN_KEY].base)
 
 
-def make_app(output_dir: Path) -> web.Application:
-    """The application serving the results directory `output_dir`. Raises RebRayError when it
-    holds no trials dataset."""
+def make_app(output_dir: Path, early_summary: subprocess.Popen | None = None) -> web.Application:
+    """The application serving the results directory `output_dir` (`early_summary`: the paper
+    table's child, started already). Raises RebRayError when it holds no trials dataset."""
     run = Run(Path(output_dir))
     app = web.Application(middlewares=[_guard])
     app[RUN_KEY] = run
-    app[SUMMARY_KEY] = Summary(run)
+    app[SUMMARY_KEY] = Summary(run, early_summary)
     app[PICTURES_KEY] = Pictures(run)
     app[JINJA_KEY] = _environment()
     app.router.add_get("/", overview)
@@ -426,8 +439,9 @@ def make_app(output_dir: Path) -> web.Application:
     return app
 
 
-def serve(output_dir: Path, host: str = "127.0.0.1", port: int = 8765, announce: Any = print) -> None:
-    """Serve `output_dir` on host:port until interrupted."""
-    app = make_app(output_dir)
+def serve(output_dir: Path, host: str = "127.0.0.1", port: int = 8765, announce: Any = print,
+          early_summary: subprocess.Popen | None = None) -> None:
+    """Serve `output_dir` on host:port until interrupted (`early_summary`: as make_app)."""
+    app = make_app(output_dir, early_summary)
     announce(f"reb-ray view: http://{host}:{port}/ serving {Path(output_dir).resolve()} (Ctrl-C stops)")
     web.run_app(app, host=host, port=port, print=None, handle_signals=True)

@@ -16,10 +16,10 @@ from reb_ray.viewer.server import SUMMARY_KEY, make_app
 
 
 class Served:
-    """`make_app(output_dir)` listening on 127.0.0.1:<free port> until `close`."""
+    """`make_app(output_dir, early_summary)` listening on 127.0.0.1:<free port> until `close`."""
 
-    def __init__(self, output_dir: Path) -> None:
-        self.app = make_app(output_dir)
+    def __init__(self, output_dir: Path, early_summary=None) -> None:
+        self.app = make_app(output_dir, early_summary)
         self.loop = asyncio.new_event_loop()
         ready = threading.Event()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import time
 from urllib.parse import quote, urlencode
 
 import pytest
@@ -23,6 +24,7 @@ from tests.viewer.dom import parse, squares
 from tests.viewer.runs import (CHAT_TRIAL, CLAUDE_REQUESTS, CLAUDE_TRIAL, CODEX_TRIAL, COMMAND_TRIAL,
                                HEURISTIC_OUTPUT, HEURISTIC_TRIAL, INFRA_TRIAL, MANIFEST_COMMANDS, STAGE_LOG_TEXT, SWEEP,
                                write_run)
+from reb_ray.viewer.server import RUN_KEY, SUMMARY_KEY
 from tests.viewer.served import Served
 
 
@@ -235,6 +237,32 @@ def test_rows_written_while_it_runs_show_without_a_restart(served, run_dir):
     assert [s["title"].split(":")[0] for s in matrix(served, task="t9")] == ["frugal/t9/0"]
     served.wait_summary()
     assert parse(served.text("/")).tables["sweeps"][1][1] == "38"
+
+
+def test_an_early_summary_child_is_adopted_and_rows_after_its_read_are_computed_again(tmp_path):
+    """`reb-ray view` starts the table's child before the server: the server adopts its answer
+    and takes the files as the child found them, so rows written after that read are computed
+    at the next page, not lost behind a snapshot taken later."""
+    from reb_ray.viewer.summary import launch
+
+    run = write_run(tmp_path / "run")
+    early = launch(run)
+    assert early.wait(120) == 0
+    with ParquetSink(run) as sink:  # after the child read the files
+        row, stages = trial("frugal", "t9", 0, "SSSS")
+        sink.write([row], stages)
+    s = Served(run, early_summary=early)  # adopted at start-up, before any page
+    try:
+        summary = s.app[SUMMARY_KEY]
+        deadline = time.monotonic() + 60
+        while summary.running is not None or summary.snapshot is None:
+            assert time.monotonic() < deadline, "the adopted child's answer was not read"
+            time.sleep(0.1)
+        assert summary.result["attempts"] == 38 and summary.snapshot != s.app[RUN_KEY].snapshot()
+        s.wait_summary()  # the page sees newer files than the child did: computed again
+        assert summary.result["attempts"] == 39 and summary.snapshot == s.app[RUN_KEY].snapshot()
+    finally:
+        s.close()
 
 
 def test_export_trajectories(run_dir, tmp_path):
