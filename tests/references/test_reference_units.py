@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from reb_ray.agents.reference import parse_dockerfile, parse_env
+from reb_ray.agents.reference import _PLAIN_VENV, parse_dockerfile, parse_env
 from reb_ray.environment.export import dockerfile, plan
 from reb_ray.errors import RebRayError
 from reb_ray.sweep.references import Candidate, pick_references, read_reference, reference_toml, store_reference
@@ -47,6 +47,18 @@ def test_the_replay_refuses_what_it_does_not_know():
     with pytest.raises(ValueError, match="not KEY=VALUE"):
         parse_env("JUSTNAME")
     assert parse_env('A="a b" B=c') == {"A": "a b", "B": "c"}
+
+
+def test_only_a_plain_venv_step_is_replayed_without_ensurepip():
+    """The export's first RUN is made without ensurepip's byte-compiling (the same venv); a venv
+    step with any option or other command is replayed as written."""
+    text = dockerfile(MANIFEST, plan(MANIFEST), has_wheels=False, report_name="report.json")
+    runs = [a for w, a in parse_dockerfile(text) if w == "RUN"]
+    assert [bool(_PLAIN_VENV.match(r)) for r in runs] == [True] + [False] * (len(runs) - 1)
+    assert _PLAIN_VENV.match(runs[0]).groups() == ("/usr/bin/python3.11", "/opt/envs/heuristic")
+    for written in ("/usr/bin/python3 -m venv --system-site-packages /opt/v", "python3 -m venv /opt/v",
+                    "/usr/bin/python3 -m venv /opt/v && touch /x", "/usr/bin/python3 -m venv '/opt/a b'"):
+        assert not _PLAIN_VENV.match(written), written
 
 
 def _row(trial: str, task: str = "numpy-trainer", size: int | None = 1000, **stages) -> dict:
