@@ -36,6 +36,8 @@ class Stage(StrEnum):
     C4 = "c4"
     C5 = "c5"
     ENV_SIZE = "env_size"
+    # A Harbor task's verifier (its tests/test.sh) and the reward it wrote (reb_ray.harbor).
+    VERIFIER = "verifier"
 
 
 class Status(StrEnum):
@@ -122,6 +124,11 @@ class Category(StrEnum):
     # A sandbox limit ended the agent phase (OOM is `oom` above).
     PIDS_LIMIT = "pids_limit", Owner.AGENT
     DISK_QUOTA = "disk_quota", Owner.AGENT
+    # A Harbor task's verifier left no reward file, or one that is not finite numbers; the
+    # oracle of a task without solution/solve.sh (reb_ray.harbor.trial).
+    REWARD_MISSING = "reward_missing", Owner.AGENT
+    REWARD_INVALID = "reward_invalid", Owner.AGENT
+    NO_SOLUTION = "no_solution", Owner.AGENT
     # Too few GPUs for the stage.
     INSUFFICIENT_HARDWARE = "insufficient_hardware", Owner.HARDWARE
     # The infrastructure: a stage's run hit a node or cache problem ...

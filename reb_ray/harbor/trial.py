@@ -9,8 +9,11 @@ The phases, in order (each bounded by the task's own timeout):
    and the image's working directory (or the task's `workdir`). `/logs/agent`,
    `/logs/verifier` and `/logs/artifacts` are made, as Harbor mounts them.
 3. **agent**: `oracle` copies solution/ to /solution and runs solve.sh (its output to
-   /logs/agent/oracle.txt, solution.env set); `noop` does nothing (Harbor's `nop`). The agent
-   timeout is the task's `[agent] timeout_sec`.
+   /logs/agent/oracle.txt, solution.env set); `noop` does nothing (Harbor's `nop`); an
+   `AgentRunner` (a callable: reb-ray's `command` agent in a sweep, reb_ray.harbor.sweep) runs
+   whatever it runs through the sandbox it is given. The agent timeout is the task's
+   `[agent] timeout_sec`. With `agent_log`, every exec of the phase is also written there and
+   kept as a command record (`HarborOutcome.commands`, the steps of the ATIF trajectory).
 4. **verifier**: stale reward files are removed, tests/ is copied to /tests only now (the agent
    never saw it), and `/tests/test.sh` runs with `[verifier] env`, its output to
    /logs/verifier/test-stdout.txt, within `[verifier] timeout_sec`.
@@ -31,14 +34,18 @@ import math
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Union
 
 from reb_ray.errors import InfraError, RebRayError
 from reb_ray.harbor.images import ensure_image
 from reb_ray.harbor.task import HarborTask
 
 AGENTS = ("oracle", "noop")
+#: runner(sandbox, task, timeout_s) -> (exit code, timed out): an agent phase of its own (module docstring).
+AgentRunner = Callable[..., "tuple[int | None, bool]"]
 LOGS = "/logs"
 VERIFIER_DIR = f"{LOGS}/verifier"
 #: The agent's limit when the task sets none, seconds (reb-ray's default agent time limit).
@@ -68,10 +75,11 @@ class HarborOutcome:
     wall_s: float | None = None
     gpus: list[str] = field(default_factory=list)
     log_dir: str | None = None
+    commands: list[dict] | None = None  # the agent phase's execs when an agent_log was given (None: no phase ran)
 
     def row(self) -> dict:
         """The attempt as a flat dict: one column per field, and `reward_<key>` per metric."""
-        out = {k: v for k, v in self.__dict__.items() if k != "rewards"}
+        out = {k: v for k, v in self.__dict__.items() if k not in ("rewards", "commands")}
         out.update({f"reward_{key}": value for key, value in sorted(self.rewards.items())})
         return out
 
@@ -119,16 +127,22 @@ def _read(sandbox, path: str, host_dir: Path) -> str | None:
         return None
 
 
-def run_harbor_trial(task: HarborTask, agent: str, log_dir: Path, init_image: str, image_map: dict[str, str] | None = None,
-                     gpus: list[str] | None = None, sweep_id: str = "harbor", attempt: int = 1) -> HarborOutcome:
+def run_harbor_trial(task: HarborTask, agent: Union[str, AgentRunner], log_dir: Path, init_image: str,
+                     image_map: dict[str, str] | None = None, gpus: list[str] | None = None, sweep_id: str = "harbor",
+                     attempt: int = 1, *, trial_id: str | None = None, labels: dict[str, str] | None = None,
+                     agent_log=None, agent_name: str | None = None) -> HarborOutcome:
     """Run one attempt of `task` with `agent` (module docstring); always returns an outcome.
-    `init_image`: the reb-ray sandbox image, whose init the task's image gets."""
+    `init_image`: the reb-ray sandbox image, whose init the task's image gets. `trial_id`,
+    `labels`: the sandbox's ownership labels (a sweep's trial id and run token); `agent_log`: an
+    output sink for the agent phase's execs; `agent_name`: the outcome's agent for a runner."""
     from reb_ray.sandbox import SandboxConfig, open_sandbox
+    from reb_ray.sandbox.tap import TappedSandbox
 
-    if agent not in AGENTS:
+    if isinstance(agent, str) and agent not in AGENTS:
         raise ValueError(f"agent {agent!r}: a Harbor task runs here with {', '.join(AGENTS)}")
     started = time.monotonic()
-    out = HarborOutcome(task.id, agent, gpus=list(gpus or []), log_dir=str(log_dir))
+    name = agent if isinstance(agent, str) else (agent_name or "runner")
+    out = HarborOutcome(task.id, name, gpus=list(gpus or []), log_dir=str(log_dir))
     log_dir.mkdir(parents=True, exist_ok=True)
     sandbox = None
     try:
@@ -142,7 +156,8 @@ def run_harbor_trial(task: HarborTask, agent: str, log_dir: Path, init_image: st
         config = SandboxConfig(image=out.image, workdir=task.workdir or _image_workdir(out.image),
                                cpus=task.cpus, memory_bytes=task.memory_mb * 2**20 if task.memory_mb else None,
                                network="bridge" if task.internet else "none", gpus=list(gpus or []),
-                               sweep_id=sweep_id, trial_id=f"{agent}/{task.id}", attempt=attempt)
+                               sweep_id=sweep_id, trial_id=trial_id or f"{name}/{task.id}", attempt=attempt,
+                               labels=dict(labels or {}))
         try:
             sandbox = open_sandbox("docker", config)
         except RebRayError as exc:
@@ -150,17 +165,23 @@ def run_harbor_trial(task: HarborTask, agent: str, log_dir: Path, init_image: st
         sandbox.exec(["sh", "-c", f"mkdir -p {LOGS}/agent {VERIFIER_DIR} {LOGS}/artifacts"], timeout=60, user="root")
         timeout = task.agent_timeout_s or DEFAULT_AGENT_TIMEOUT_S
         t0 = time.monotonic()
+        tapped = TappedSandbox(sandbox, agent_log) if agent_log is not None else None
+        where = tapped if tapped is not None else sandbox
         if agent == "oracle":
             if task.solve is None:
                 out.owner, out.category = "agent", "no_solution"
                 out.reason = f"{task.solution_dir}/solve.sh: the task has no oracle solution"
                 return out
             sandbox.put(task.solution_dir, "/solution")
-            result = sandbox.exec(["bash", "-c", f"chmod +x /solution/solve.sh; /solution/solve.sh > {LOGS}/agent/oracle.txt 2>&1"],
-                                  timeout=timeout, env={"DEBIAN_FRONTEND": "noninteractive", **task.solution_env},
-                                  user="root")
+            result = where.exec(["bash", "-c", f"chmod +x /solution/solve.sh; /solution/solve.sh 2>&1 | tee {LOGS}/agent/oracle.txt; "
+                                 "exit ${PIPESTATUS[0]}"],
+                                timeout=timeout, env={"DEBIAN_FRONTEND": "noninteractive", **task.solution_env},
+                                user="root")
             out.agent_exit_code, out.agent_timed_out = result.exit_code, result.timed_out
+        elif not isinstance(agent, str):
+            out.agent_exit_code, out.agent_timed_out = agent(where, task, timeout)
         out.agent_s = time.monotonic() - t0
+        out.commands = tapped.commands if tapped is not None else None
         t0 = time.monotonic()
         sandbox.exec(["sh", "-c", f"rm -f {VERIFIER_DIR}/reward.txt {VERIFIER_DIR}/reward.json"], timeout=60, user="root")
         sandbox.put(task.tests_dir, "/tests")
@@ -186,7 +207,7 @@ def run_harbor_trial(task: HarborTask, agent: str, log_dir: Path, init_image: st
     except InfraError as exc:
         out.status, out.owner, out.category, out.reason = "infra_error", "infra", exc.category, str(exc)
     except Exception as exc:  # a harness bug or a lost daemon: never the agent's score
-        out.status, out.owner, out.category = "infra_error", "infra", "infra_error"
+        out.status, out.owner, out.category = "infra_error", "infra", "infra_harness"
         out.reason = f"{type(exc).__name__}: {str(exc)[:300]}"
     finally:
         if sandbox is not None:

@@ -20,6 +20,8 @@ HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 #: A node-local wheel directory used as find-links by default when present (e.g. a CPU torch).
 NODE_WHEELHOUSE = Path("/opt/wheels")
 GiB = 1024**3
+#: A suite named `harbor:PATH` is the Harbor task or directory of tasks at PATH (docs/harbor.md).
+HARBOR_PREFIX = "harbor:"
 
 
 class _Section(BaseModel):
@@ -366,7 +368,16 @@ class SweepConfig(BaseModel):
         if self.network.policy != "open":  # kept out for `open`, so existing sweeps keep their ids
             parts.append({"network_policy": self.network.policy, "network_allow": sorted(self.network.allow)})
         key = json.dumps(parts, sort_keys=True)
-        return f"{self.suite}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+        return f"{_suite_label(self.suite)}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+
+
+def _suite_label(suite: str) -> str:
+    """The suite as a sweep id begins: its name; for a Harbor suite (`harbor:PATH`) `harbor-`
+    and the directory's name, since an id names directories and PATH holds separators."""
+    if not suite.startswith(HARBOR_PREFIX):
+        return suite
+    name = Path(suite[len(HARBOR_PREFIX):].rstrip("/")).name
+    return "harbor-" + ("".join(c if c.isalnum() or c in "._-" else "-" for c in name).strip(".") or "tasks")
 
 
 def _shorthand_identity(name: str) -> dict | None:

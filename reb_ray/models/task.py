@@ -380,6 +380,16 @@ class Asset(_Strict):
             any(snap.iterdir()) for snap in snapshots.iterdir() if snap.is_dir())
 
 
+class HarborRef(_Strict):
+    """A Harbor task entered into a sweep (reb_ray.harbor.sweep): the GPUs its `[environment]`
+    asks for and the 16-hex digest of its files (task.toml, instruction.md, environment/, tests/,
+    solution/), which stands for the task in the sweep's scoring identity. Never read from a
+    task file: the Harbor loader sets it."""
+
+    gpus: int = Field(default=0, ge=0)
+    digest: str = Field(min_length=1)
+
+
 class TaskSpec(_Strict):
     """One task: a repository at a commit (or bundled) with its stage probes and assets.
 
@@ -401,6 +411,10 @@ class TaskSpec(_Strict):
     assets: list[Asset] = Field(default_factory=list)
     prompt_appendix: str | None = Field(default=None, min_length=1)
     task_dir: Path = Field(default=Path("."), exclude=True)
+    # Set for a Harbor task only (its directory is `task_dir`): the trial then runs the Harbor
+    # way (reb_ray.harbor.sweep) instead of reb-ray's phases. Excluded from dumps, so the
+    # digest of every reb-ray task stays what it was.
+    harbor: HarborRef | None = Field(default=None, exclude=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -408,8 +422,9 @@ class TaskSpec(_Strict):
         task_dir = (info.context or {}).get("task_dir")
         if task_dir is None or not isinstance(data, dict):
             return data
-        if "task_dir" in data:
-            raise PydanticCustomError("extra_forbidden", "task_dir is set by the loader, not the file")
+        for key in ("task_dir", "harbor"):
+            if key in data:
+                raise PydanticCustomError("extra_forbidden", "{key} is set by the loader, not the file", {"key": key})
         return {**data, "task_dir": Path(task_dir)}
 
     @field_validator("id", "suite")
@@ -478,7 +493,10 @@ class TaskSpec(_Strict):
     def gpus_needed(self) -> int:
         """GPUs a trial must hold: the most any applicable stage needs. C2 (a CUDA kernel must
         run) and C3 need 1, C4 its `ranks`, C1 none; so every task with C2 gets a GPU, also one
-        whose only GPU stage is C2 (without one its C2 could only be insufficient_hardware)."""
+        whose only GPU stage is C2 (without one its C2 could only be insufficient_hardware).
+        A Harbor task needs what its `[environment] gpus` says."""
+        if self.harbor is not None:
+            return self.harbor.gpus
         needed = 1 if self.supports_single_gpu or self.stages.cuda.applicable else 0
         if self.supports_multi_gpu:
             needed = max(needed, self.stages.multi_gpu.ranks)

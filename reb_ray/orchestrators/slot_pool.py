@@ -67,7 +67,12 @@ class SlotWorker:
             llm_proxy: ProxyClient | None = None, gpu_lease: GpuLease | None = None) -> TrialOutcome:
         """One attempt (reb_ray.trial.run_trial) with the physical GPU ids `gpus` the driver gave it
         (this slot's, plus its gang's for a multi-GPU trial; [] for a CPU trial), or, on a sharing
-        slot, the `gpu_lease` its probe phase takes its node's GPUs from."""
+        slot, the `gpu_lease` its probe phase takes its node's GPUs from. A Harbor task's
+        attempt runs the Harbor way (reb_ray.harbor.sweep), with the same GPUs."""
+        if spec.task.harbor is not None:
+            from reb_ray.harbor.sweep import run_harbor_attempt
+
+            return run_harbor_attempt(spec, gpus, no_gpus_reason, ship_artifacts=True)
         return run_trial(spec, gpus, no_gpus_reason, llm_proxy=llm_proxy, ship_artifacts=True,  # no shared filesystem assumed
                          gpu_lease=gpu_lease)
 

@@ -173,3 +173,30 @@ def last_attempt_numbers(index: pa.Table) -> dict[str, int]:
     known = pc.and_(pc.is_valid(index["trial_id"]), pc.is_valid(index["attempt"]))
     grouped = index.filter(known).group_by("trial_id").aggregate([("attempt", "max")])
     return dict(zip(grouped["trial_id"].to_pylist(), grouped["attempt_max"].to_pylist()))
+
+
+def reward_columns(table: pa.Table) -> pa.Table:
+    """`table` (trials rows with a `rewards` column: a Harbor task's JSON object of metrics)
+    with one float64 column `reward_<key>` per key any row holds, appended in key order: null
+    where a row lacks the key or has no rewards (unknown, never 0). A key that would repeat an
+    existing column name is left out. Rewards that are not a JSON object of numbers read as null."""
+    import json
+
+    if "rewards" not in table.column_names:
+        return table
+    parsed: list[dict] = []
+    for text in table.column("rewards").to_pylist():
+        try:
+            value = json.loads(text) if text else {}
+        except ValueError:
+            value = {}
+        parsed.append(value if isinstance(value, dict) else {})
+    keys = sorted({key for row in parsed for key in row})
+    for key in keys:
+        name = f"reward_{key}"
+        if name in table.column_names:
+            continue
+        values = [row.get(key) if isinstance(row.get(key), (int, float)) and not isinstance(row.get(key), bool)
+                  else None for row in parsed]
+        table = table.append_column(name, pa.array([None if v is None else float(v) for v in values], pa.float64()))
+    return table

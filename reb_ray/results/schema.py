@@ -225,6 +225,11 @@ TRIALS_SCHEMA = pa.schema(
         ("dist_unmatched", _strings),  # metadata no published artifact matches, and modules no distribution names
         ("dist_unverifiable", _strings),  # "name version (why)": local builds, sdist-only releases, no index
         ("startup_hooks_unverified", _strings),  # .pth import lines, sitecustomize, usercustomize no verified distribution owns
+        # -- a Harbor task's trial (reb_ray.harbor; docs/harbor.md); null for reb-ray's own tasks
+        ("reward", pa.float64()),  # the verifier's reward: reward.json's `reward` (else its first key) or reward.txt (null: none usable)
+        ("rewards", pa.string()),  # every numeric key of reward.json as one JSON object, keys sorted (reward.txt: {"reward": x}); results.read.reward_columns spreads it into `reward_<key>` columns
+        ("harbor_image", pa.string()),  # the task's image the sandbox ran (built from its Dockerfile, or its docker_image)
+        ("harbor_build_s", pa.float64()),  # seconds spent getting that image for this attempt (0-ish when already built on the node)
     ],
     metadata={"reb_ray.dataset": "trials", "reb_ray.schema_version": str(SCHEMA_VERSION)},
 )

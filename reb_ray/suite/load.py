@@ -92,9 +92,10 @@ def load_task(path: Path) -> TaskSpec:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise TaskSpecError(f"{_display(path)}: TOML syntax error: {exc}".replace("\n", " ")) from None
-    if "task_dir" in data:
-        value = _show_value(data["task_dir"])
-        raise TaskSpecError(f"{_display(path)}: task_dir = {value}: unknown key; the loader sets task_dir")
+    for key in ("task_dir", "harbor"):
+        if key in data:
+            value = _show_value(data[key])
+            raise TaskSpecError(f"{_display(path)}: {key} = {value}: unknown key; the loader sets {key}")
     try:
         return TaskSpec.model_validate(data, context={"task_dir": path.resolve().parent})
     except ValidationError as exc:

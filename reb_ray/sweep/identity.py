@@ -41,8 +41,12 @@ def _digest(value) -> str:
 
 def task_digest(task: TaskSpec) -> str:
     """The 16-hex digest of a task spec stored as `task.<id>` in a sweep's identity (the task's
-    directory left out, so a copy of the suite elsewhere has the same digest)."""
-    return _digest(task.model_dump(mode="json"))
+    directory left out, so a copy of the suite elsewhere has the same digest); a Harbor task's
+    includes the digest of its files (`HarborRef.digest`)."""
+    dumped = task.model_dump(mode="json")
+    if task.harbor is not None:
+        dumped["harbor"] = task.harbor.model_dump(mode="json")
+    return _digest(dumped)
 
 
 def scoring_identity(config: SweepConfig, image: str | None, tasks: list[TaskSpec]) -> dict[str, object]:

@@ -30,6 +30,17 @@ HISTORY_COLUMNS = ["sweep_id", "trial_id", "attempt", "status", "agent", "task_i
                    "trial_identity", "reused_from", "finished_at", "cost_usd", "llm_requests"]
 
 
+def suite_tasks(config: SweepConfig) -> list[TaskSpec]:
+    """The sweep's suite: a suite under the tasks root, or the Harbor tasks of `harbor:PATH`
+    (reb_ray.harbor.sweep), whose agents must be kinds that run them."""
+    from reb_ray.harbor.sweep import check_agents, harbor_specs, is_harbor_suite
+
+    if is_harbor_suite(config.suite):
+        check_agents(config)
+        return harbor_specs(config.suite)
+    return load_suite(config.suite, config.tasks_root)
+
+
 @dataclass(frozen=True)
 class SweepState:
     """The selected `tasks`, this sweep's resume `index` (one row per recorded attempt:
@@ -47,7 +58,7 @@ class SweepState:
         suite or pattern and RebRayError (one line naming the file) for an unreadable shard."""
         output = Path(config.output.dir).resolve()
         sweep_id = config.resolved_sweep_id()
-        tasks = select_tasks(load_suite(config.suite, config.tasks_root), config.tasks)
+        tasks = select_tasks(suite_tasks(config), config.tasks)
         return cls(sweep_id, tasks, resume_index(output, sweep_id), read_trials(output, columns=HISTORY_COLUMNS))
 
     @property

@@ -285,6 +285,19 @@ class ProbePhaseResult(_Part):
 
 
 @dataclass(slots=True)
+class HarborResult(_Part):
+    """A Harbor task's attempt (reb_ray.harbor.sweep): the reward its verifier wrote and every
+    metric of reward.json (a JSON object, keys sorted), the image the sandbox ran and the seconds
+    spent getting it. All null for reb-ray's own tasks, and the reward null when no usable file
+    was written."""
+
+    reward: float | None = None
+    rewards: str | None = None
+    harbor_image: str | None = None
+    harbor_build_s: float | None = None
+
+
+@dataclass(slots=True)
 class Settlement(_Part):
     """Who failed the attempt, if anyone (`settle_rows`, or an infra error): status, owner,
     category and reason, and the stages left unmeasured for a missing asset."""
@@ -373,11 +386,12 @@ class AttemptResult:
     probe: ProbePhaseResult = field(default_factory=ProbePhaseResult)
     settlement: Settlement = field(default_factory=Settlement)
     outside: OutsideView = field(default_factory=OutsideView)
+    harbor: HarborResult = field(default_factory=HarborResult)
     stages: list[StageRow] = field(default_factory=list)
 
     def parts(self) -> tuple[_Part, ...]:
         return (self.identity, self.setup, self.agent, self.llm, self.between, self.network, self.environment,
-                self.hardware, self.probe, self.settlement, self.outside)
+                self.hardware, self.probe, self.settlement, self.outside, self.harbor)
 
     def trials_row(self) -> dict[str, Any]:
         """The trials row (`flatten`'s first half)."""
@@ -398,5 +412,5 @@ def flatten(result: AttemptResult) -> tuple[dict[str, Any], list[dict]]:
 
 
 __all__ = ["DRIVER_COLUMNS", "AgentPhaseResult", "AttemptIdentity", "AttemptResult", "BetweenPhasesResult",
-           "EnvironmentCapture", "HardwareFingerprint", "LlmUsage", "NetworkUse", "OutsideView", "ProbePhaseResult", "SandboxSetup",
+           "EnvironmentCapture", "HarborResult", "HardwareFingerprint", "LlmUsage", "NetworkUse", "OutsideView", "ProbePhaseResult", "SandboxSetup",
            "Settlement", "StageRow", "flatten"]
