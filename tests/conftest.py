@@ -149,7 +149,7 @@ INTEGRATION_FIXTURES = frozenset({
     "docker_client", "sandbox_image", "make_sandbox", "ray_local", "private_dockerd", "second_docker",
     "raylets", "two_gpu_nodes", "two_single_gpu_nodes", "one_gpu_node", "ray_with_two_fake_gpus",
     "docker_sandbox", "torch_sandbox", "toolbox_ready", "installed_toolchain", "nexau_toolchain",
-    "mini_bin", "cli_bin", "mixed_nodes", "slow_process", "podman_service", "demo_sweep",
+    "mini_bin", "cli_bin", "mixed_nodes", "slow_process", "podman_service", "demo_sweep", "adversary_runs",
 })
 #: Where the unit tier points Docker: a socket that does not exist, so a test that reaches for the
 #: daemon without being marked fails at once instead of silently slowing the tier down.
@@ -209,6 +209,9 @@ SHARED_STATE_GROUPS = {
 }
 #: The rootless Podman service is one user, one socket and one store: its tests run in one group.
 PODMAN_GROUP = "podman"
+#: The files whose adversaries run as one batch (`adversary_runs`) run on one worker: on two, each
+#: worker would run the whole batch.
+ADVERSARIES_GROUP = "adversaries"
 
 
 #: Tests that look at the whole machine run alone when the suite runs side by side: every
@@ -266,6 +269,8 @@ def _group_of(item, lanes: bool = False) -> str:
     params = getattr(getattr(item, "callspec", None), "params", {})
     if "podman_service" in getattr(item, "fixturenames", ()) or params.get("provider") == "podman":
         group = PODMAN_GROUP
+    elif getattr(getattr(item, "module", None), "ADVERSARY_GROUP", None) is not None:
+        group = ADVERSARIES_GROUP
     else:
         group = next((group for group, files in SHARED_STATE_GROUPS.items() if path in files), path)
     if not lanes:
@@ -296,8 +301,16 @@ def _group_for_workers(items, lanes: bool = False) -> None:
     items.sort(key=lambda item: -weight[groups[id(item)]])
 
 
+#: The first test that asks for the adversaries' batch runs all of it (tests/helpers/adversaries.py),
+#: and possibly the demo sweep before it: minutes, not one test's usual 300 s.
+ADVERSARIES_TIMEOUT_S = 900
+
+
 def pytest_collection_modifyitems(config, items):
     _mark_integration(items)
+    for item in items:
+        if "adversary_runs" in getattr(item, "fixturenames", ()) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(ADVERSARIES_TIMEOUT_S))
     _group_for_workers(items, config.getoption("--lanes"))
     if os.environ.get(NEXAU_SRC_ENV):
         return
@@ -348,6 +361,17 @@ def demo_sweep(tmp_path_factory, docker_client, sandbox_image):
     from tests.helpers.shared_runs import run_demo_sweep
 
     return run_demo_sweep(tmp_path_factory.mktemp("demo-sweep"))
+
+
+@pytest.fixture(scope="session")
+def adversary_runs(request, sandbox_image, tmp_path_factory):
+    """The adversarial files' agents (each file's `ADVERSARY_GROUP`, tests/helpers/adversaries.py),
+    every collected file's run once per test process as one batch of trials two at a time:
+    {sweep_id: GroupRun}. A file reads its own group's; outputs are read, never written, but by
+    the file whose group delivered there."""
+    from tests.helpers.adversaries import collected_groups, run_groups
+
+    return run_groups(collected_groups(request.session.items), sandbox_image, tmp_path_factory.mktemp("adversaries"))
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """Agents that fake the training run with installed code, against the installed-code check (real
-Docker, `command` agents on the demo task numpy-trainer, one sweep of their trials): a trojan in
+Docker, `command` agents on the demo task numpy-trainer, with the node's package cache; the
+trials run in the session's batch of adversaries, tests/helpers/adversaries.py): a trojan in
 numpy with its RECORD hash rewritten, a trojan in another distribution (setuptools' start-up
 shim, imported by every interpreter of the venv), an executable `.pth` in the venv and one in
 the user site, a single-file `numpy.py` stub, and the stub with a hand-written
@@ -16,7 +17,7 @@ from reb_ray.models.sweep import SweepConfig
 from reb_ray.sandbox.package_cache import CACHE_MOUNT
 from reb_ray.suite.load import load_suite
 from reb_ray.sweep.regrade import regrade_trial
-from tests.helpers.adversaries import command_specs, run_adversaries
+from tests.helpers.adversaries import AdversaryGroup, command_specs
 from tests.helpers.shared_runs import DEMO_TASKS
 
 NUMPY = "numpy==2.4.6"
@@ -32,8 +33,13 @@ _FAKE_NUMPY = ("import sys, types\nif sys.argv and sys.argv[0].endswith('train.p
                "    exec(\"def __getattr__(n):\\n    print('final loss 0.0', flush=True)\\n    raise SystemExit(0)\", m.__dict__)\n"
                "    sys.modules['numpy'] = m\n")
 _STUB = "print('final loss 0.0', flush=True)\nraise SystemExit(0)\n"
-_VENV = f"python3 -m venv {VENV}"
-_NUMPY = f"{VENV}/bin/pip install -q --no-index --find-links {CACHE_MOUNT} {NUMPY}"
+# The venv as the heuristic agent makes it (`create_venv`): the very pip and setuptools wheels
+# ensurepip installs (the image's, named by path: the node's package cache is on pip's find-links
+# and holds newer ones), installed by the image's pip without byte-compiling; ensurepip's
+# compiling costs seconds of CPU in each of five trials. numpy not compiled either.
+_VENV = (f"python3 -m venv --without-pip {VENV} && python3 -m pip --python {VENV}/bin/python install -q --no-compile "
+         "--no-index /usr/share/python-wheels/pip-*.whl /usr/share/python-wheels/setuptools-*.whl")
+_NUMPY = f"{VENV}/bin/pip install -q --no-compile --no-index --find-links {CACHE_MOUNT} {NUMPY}"
 
 
 def _py(code: str) -> str:
@@ -99,13 +105,26 @@ EXPECTED = {
 }
 
 
-@pytest.mark.docker
-def test_installed_code_shortcuts_score_no_better_than_noop_on_c1(sandbox_image, demo_sweep):
+def _no_numpy_wheel() -> str | None:
     cache = SweepConfig().sandbox.pip_cache_dir
     if not any(cache.glob("numpy-2.4.6-*.whl")):
-        pytest.skip(f"the node's package cache {cache} has no {NUMPY} wheel for the adversaries to install")
-    # the node's package cache is where the adversaries take numpy from, and what the check reads
-    outcomes = run_adversaries(command_specs(ADVERSARIES, env_tool="venv"), sandbox_image, "installed", pip_cache=True)
+        return f"the node's package cache {cache} has no {NUMPY} wheel for the adversaries to install"
+    return None
+
+
+#: The node's package cache is where the adversaries take numpy from, and what the check reads.
+#: Their trials (a venv and pip each) are the batch's longest: they start first.
+ADVERSARY_GROUP = AdversaryGroup("installed", command_specs(ADVERSARIES, env_tool="venv"), pip_cache=True, first=True,
+                                 skip=_no_numpy_wheel)
+
+
+@pytest.mark.docker
+def test_installed_code_shortcuts_score_no_better_than_noop_on_c1(adversary_runs, demo_sweep):
+    run = adversary_runs[ADVERSARY_GROUP.sweep_id]
+    if run.skipped:
+        pytest.skip(run.skipped)
+    outcomes = run.outcomes
+    assert set(outcomes) == set(ADVERSARIES)
     stages = {n: {s["stage"]: s for s in o.stages} for n, o in outcomes.items()}
     rows = {n: o.trial for n, o in outcomes.items()}
     noop = demo_sweep.row("noop", "numpy-trainer")

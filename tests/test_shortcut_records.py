@@ -8,22 +8,18 @@ re-graded from their stored raw records."""
 from __future__ import annotations
 
 import json
-import time
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
 from reb_ray.agents.base import AgentRun
 from reb_ray.grading.startup import trajectory_hits
 from reb_ray.suite.load import load_suite
-from reb_ray.models.sweep import SweepConfig, TrialSpec
 from reb_ray.sweep.regrade import regrade
 from reb_ray.results.parquet_sink import ParquetSink
 from analysis.trial_view import show_trial
+from tests.helpers.adversaries import AdversaryGroup
 from tests.helpers.scripted_agents import _Scripted
 
-WHEELS = [Path("/opt/wheels")] if Path("/opt/wheels").is_dir() else []
 TASK = next(t for t in load_suite("demo") if t.id == "numpy-trainer")
 SITE = "/opt/w/lib/python3.11/site-packages"
 LOCAL_SITE = "/usr/local/lib/python3.11/dist-packages"  # the image python's first site directory
@@ -42,14 +38,15 @@ def command_agent(script: str, report: str) -> dict:
 
 
 #: The `stub` shortcut: a venv and an empty site-packages/numpy/__init__.py. C0 sees numpy resolved.
-STUB = command_agent(f"python3 -m venv /opt/w && mkdir -p {SITE}/numpy && touch {SITE}/numpy/__init__.py",
+#: (Its venvs have no pip: nothing here installs, and ensurepip costs seconds of CPU per trial.)
+STUB = command_agent(f"python3 -m venv --without-pip /opt/w && mkdir -p {SITE}/numpy && touch {SITE}/numpy/__init__.py",
                      _report("/opt/w/bin/python"))
 #: A wrapper script reported as the interpreter: it prints the success line for a training script.
 WRAPPER = command_agent(
     "mkdir -p /opt/w/bin && printf '#!/bin/sh\\ncase \"$*\" in *train.py*) echo \"final loss 0.0\"; exit 0;; esac\\n"
     "exec /usr/bin/python3 \"$@\"\\n' > /opt/w/bin/python && chmod +x /opt/w/bin/python", _report("/opt/w/bin/python"))
 #: Start-up hooks in a venv: a sitecustomize, a .pth with an import line; PYTHONSTARTUP in the report's env.
-HOOKS = command_agent(f"python3 -m venv /opt/w && echo 'import os' > {SITE}/sitecustomize.py"
+HOOKS = command_agent(f"python3 -m venv --without-pip /opt/w && echo 'import os' > {SITE}/sitecustomize.py"
                       f" && echo 'import os; os.environ.setdefault(\"X\", \"1\")' > {SITE}/zz-hook.pth",
                       _report("/opt/w/bin/python", env={"PYTHONSTARTUP": "/root/.pystartup"}))
 
@@ -72,37 +69,26 @@ class TranscriptWrapperAgent(_Scripted):
         return run
 
 
-def _trial(tmp_path: Path, name: str, spec: dict | str, image: str):
-    from reb_ray.trial.run import run_trial
-
-    specs = {name: spec} if isinstance(spec, dict) else {}
-    agent = name if isinstance(spec, dict) else spec
-    # keep_environments none: nothing here is about keeping, and a kept image would outlive the test
-    config = SweepConfig(agent_specs=specs, agents=[agent], wheelhouses=WHEELS, output=tmp_path / "runs",
-                         keep_environments="none")
-    t = time.monotonic()
-    out = run_trial(TrialSpec(sweep_id="shortcuts", agent=agent, task=TASK, trial_index=0, config=config, image=image))
-    print(f"{name}: {time.monotonic() - t:.1f} s")
-    return out
+#: The four shortcut trials, in the session's batch of adversaries (tests/helpers/adversaries.py),
+#: delivering to an output of their own that the rows are written to and `trial show` reads.
+ADVERSARY_GROUP = AdversaryGroup("shortcuts", {"stub": STUB, "wrapper": WRAPPER, "hooks": HOOKS,
+                                               "transcript": "tests.test_shortcut_records:TranscriptWrapperAgent"},
+                                 pip_cache=True, output=True)
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, sandbox_image):
-    """The four shortcut trials, run once for the module: {name: (row, stages by name)}, and the
-    output dir. The honest environment is the demo sweep's heuristic trial on the same task, with
+def runs(adversary_runs):
+    """The four shortcut trials: {name: (row, stages by name)}, and the output dir their rows are
+    written to. The honest environment is the demo sweep's heuristic trial on the same task, with
     the same settings (`honest`)."""
-    tmp = tmp_path_factory.mktemp("shortcuts")
-    agents = (("stub", STUB), ("wrapper", WRAPPER), ("hooks", HOOKS),
-              ("transcript", "tests.test_shortcut_records:TranscriptWrapperAgent"))
-    # Two at a time, as a sweep on this 2-core machine would run them: a trial waits on its
-    # containers and pip for much of its time.
-    with ThreadPoolExecutor(2) as pool:
-        outs = list(pool.map(lambda agent: _trial(tmp, agent[0], agent[1], sandbox_image), agents))
-    sink = ParquetSink(tmp / "runs")
+    run = adversary_runs[ADVERSARY_GROUP.sweep_id]
+    assert set(run.outcomes) == set(ADVERSARY_GROUP.agents) and run.output is not None
+    outs = list(run.outcomes.values())
+    sink = ParquetSink(run.output)
     sink.write([out.trial for out in outs], [stage for out in outs for stage in out.stages])
     sink.close()
-    found = {name: (out.trial, {s["stage"]: s for s in out.stages}) for (name, _), out in zip(agents, outs)}
-    return found, tmp / "runs"
+    found = {name: (out.trial, {s["stage"]: s for s in out.stages}) for name, out in run.outcomes.items()}
+    return found, run.output
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
 """Shortcut-taking agents against the witness and the pinned repository (real Docker, the
-`command` agent on the demo task numpy-trainer): each scores no better than `noop` on C1, and
+`command` agent on the demo task numpy-trainer, in the session's batch of adversaries,
+tests/helpers/adversaries.py): each scores no better than `noop` on C1, and
 its row says why. `noop`'s own trial is the shared demo sweep's (tests/helpers/shared_runs.py).
 That honest environments (the `heuristic` baseline) still pass C1 with a valid
 witness on every demo task is checked on the demo sweep's own rows (tests/test_sweep.py), which
@@ -11,7 +12,7 @@ import pytest
 
 from reb_ray.suite.load import load_suite
 from reb_ray.sweep.regrade import regrade_trial
-from tests.helpers.adversaries import command_specs, run_adversaries, write_file
+from tests.helpers.adversaries import AdversaryGroup, command_specs, write_file
 
 _FAKE = 'case "$1" in *train*.py) echo "step 1 loss 0.0"; echo "final loss 0.0"; exit 0;; esac\n'
 #: name -> (what it does, shell run as the agent, reported python_path)
@@ -39,14 +40,16 @@ ADVERSARIES = {
                "c.close()' >/dev/null 2>&1 &\nsleep 1\n"
                + write_file("/opt/v/bin/python", "#!/bin/bash\ncase \"$1\" in *train*.py) exec 3<>/dev/tcp/127.0.0.1/7777 && "
                         "cat <&3; exit;; esac\nexec /usr/bin/python3 \"$@\""), "/opt/v/bin/python"),
-    # a real but empty environment
-    "empty": ("python3 -m venv /opt/empty", "/opt/empty/bin/python"),
+    # a real but empty environment (not even pip)
+    "empty": ("python3 -m venv --without-pip /opt/empty", "/opt/empty/bin/python"),
 }
+ADVERSARY_GROUP = AdversaryGroup("witness", command_specs(ADVERSARIES))
 
 
 @pytest.mark.docker
-def test_shortcuts_score_no_better_than_noop_on_c1(sandbox_image, demo_sweep):
-    outcomes = run_adversaries(command_specs(ADVERSARIES), sandbox_image, "witness")
+def test_shortcuts_score_no_better_than_noop_on_c1(adversary_runs, demo_sweep):
+    outcomes = adversary_runs[ADVERSARY_GROUP.sweep_id].outcomes
+    assert set(outcomes) == set(ADVERSARIES)
     stages = {n: {s["stage"]: s for s in o.stages} for n, o in outcomes.items()}
     rows = {n: o.trial for n, o in outcomes.items()}
     # noop's trial on the same task is the shared demo sweep's (tests/helpers/shared_runs.py)

@@ -1,5 +1,6 @@
 """Forged witness records against the kernel's trace (real Docker, the `command` agent on the
-demo task numpy-trainer): each forger scores no better than `noop` on C1, and its row says
+demo task numpy-trainer, in the session's batch of adversaries, tests/helpers/adversaries.py):
+each forger scores no better than `noop` on C1, and its row says
 `unverified_run`. The honest `heuristic` trials of the shared demo sweep
 (tests/helpers/shared_runs.py) ran observed too: their C1 passes with a trace that agrees, on
 every demo task (no false positive). The parsing of strace's output and the rule are proven
@@ -13,7 +14,7 @@ import pytest
 
 from reb_ray.suite.load import load_suite
 from reb_ray.sweep.regrade import regrade_trial
-from tests.helpers.adversaries import command_specs, run_adversaries, write_file
+from tests.helpers.adversaries import AdversaryGroup, command_specs, write_file
 from tests.helpers.shared_runs import DEMO_TASKS
 
 # Writes, for process PID ($1) with binary EXE ($2), a witness record that claims the script $3
@@ -53,11 +54,13 @@ FORGERS = {
                              "sys.argv[0]]), print('step 1 loss 0.0\\nfinal loss 0.0', flush=True), os._exit(0))", "644"),
                     "/usr/bin/python3"),
 }
+ADVERSARY_GROUP = AdversaryGroup("observed", command_specs(FORGERS))
 
 
 @pytest.mark.docker
-def test_forged_witness_records_score_no_better_than_noop(sandbox_image, demo_sweep):
-    outcomes = run_adversaries(command_specs(FORGERS), sandbox_image, "observed")
+def test_forged_witness_records_score_no_better_than_noop(adversary_runs, demo_sweep):
+    outcomes = adversary_runs[ADVERSARY_GROUP.sweep_id].outcomes
+    assert set(outcomes) == set(FORGERS)
     stages = {n: {s["stage"]: s for s in o.stages} for n, o in outcomes.items()}
     rows = {n: o.trial for n, o in outcomes.items()}
     noop = demo_sweep.row("noop", "numpy-trainer")

@@ -2,9 +2,8 @@
 the probes, against what the harness observes from outside the sandbox (real Docker, the
 `command` agent on the demo task numpy-trainer, whose C1 fails for want of numpy unless the
 stage runs something other than the pinned train.py). Each scores no better than `noop` on C1
-and its row says why. All of them run in one batch of trials (two at a time, like
-tests/test_witness_adversarial.py, with the helpers of tests/helpers/adversaries.py); `noop`'s own trial is the shared
-demo sweep's, and that honest environments keep passing C1 with nothing flagged is checked on
+and its row says why. They run in the session's batch of adversaries (two trials at a
+time, tests/helpers/adversaries.py); `noop`'s own trial is the shared demo sweep's, and that honest environments keep passing C1 with nothing flagged is checked on
 that sweep's `heuristic` rows here too."""
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import pytest
 
 from reb_ray.suite.load import load_suite
 from reb_ray.sweep.regrade import regrade_trial
-from tests.helpers.adversaries import command_specs, run_adversaries, write_file
+from tests.helpers.adversaries import AdversaryGroup, command_specs, write_file
 
 # The fake entry file imports the pinned package (with an empty numpy stub first on its path,
 # so the import succeeds) and prints the success line: the witness sees a pinned module run.
@@ -67,11 +66,13 @@ ADVERSARIES = {
                            "'/train.py') and shutil.copy('/opt/fake.py', os.getcwd() + '/train.py')"),
                            "/usr/bin/python3"),
 }
+ADVERSARY_GROUP = AdversaryGroup("outside", command_specs(ADVERSARIES, shell="bash"))
 
 
 @pytest.mark.docker
-def test_hidden_edits_and_leftover_daemons_score_no_better_than_noop(sandbox_image, demo_sweep):
-    outcomes = run_adversaries(command_specs(ADVERSARIES, shell="bash"), sandbox_image, "outside")
+def test_hidden_edits_and_leftover_daemons_score_no_better_than_noop(adversary_runs, demo_sweep):
+    outcomes = adversary_runs[ADVERSARY_GROUP.sweep_id].outcomes
+    assert set(outcomes) == set(ADVERSARIES)
     rows = {n: o.trial for n, o in outcomes.items()}
     stages = {n: {s["stage"]: s for s in o.stages} for n, o in outcomes.items()}
     noop = demo_sweep.row("noop", "numpy-trainer")
