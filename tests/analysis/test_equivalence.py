@@ -51,7 +51,7 @@ def snapshot(out: Path) -> dict:
     trials = read_trials(out)
     analysis = analyze(trials, read_stages(out, columns=STAGE_COLUMNS))
     viewer = compute(out)
-    for volatile in ("seconds", "peak_mb"):
+    for volatile in ("seconds", "peak_mb", "snapshot"):  # when, how much, which files: not numbers
         viewer.pop(volatile)
     return {
         "report": format_report(out).splitlines(),
