@@ -84,6 +84,56 @@ def test_create_body_keeps_the_docker_providers_rules_and_gives_gpus_as_cdi_devi
     assert pm.libpod_spec(config, "y")["devices"][0] == {"path": "amd.com/gpu=1"}
 
 
+@pytest.fixture
+def open_dir():
+    """A 0755 directory outside pytest's own 0700 base (which would stop every path in it)."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="reb-podman-reach-"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_path_is_unreachable_at_the_first_directory_its_user_cannot_pass(open_dir):
+    """The rootless service's user (here `nobody`) must pass every directory above a bind source:
+    a 0700 directory stops it there (as /root does the default wheel cache of a root venv), mode
+    bits of owner, group and other decide, and a path not made yet is judged by its parents."""
+    import pwd
+
+    nobody = pwd.getpwnam("nobody").pw_uid
+    private, shared = open_dir / "private", open_dir / "shared"
+    (private / "wheels").mkdir(parents=True)
+    (shared / "wheels").mkdir(parents=True)
+    os.chmod(private, 0o700)
+    assert pm.unreachable(private / "wheels", nobody) == private
+    assert pm.unreachable(shared / "wheels", nobody) is None
+    assert pm.unreachable(shared / "not-yet" / "wheels", nobody) is None
+    assert pm.unreachable(private / "wheels", 0) is None  # a rootful service passes everything
+    os.chown(private, nobody, -1)  # its owner passes its own 0700 directory
+    assert pm.unreachable(private / "wheels", nobody) is None
+    os.chmod(shared / "wheels", 0o711)  # passable but not listable: a find-links directory must be read
+    assert pm.unreachable(shared / "wheels", nobody) == shared / "wheels"
+
+
+def test_doctors_lines_for_another_users_service_run_through_runuser_and_quote_plainly(monkeypatch):
+    """From a root shell the lines for another user's service run as that user (`runuser -l`),
+    each one bash parses as one command line; the storage line resets before it writes."""
+    import pwd
+
+    if os.geteuid() != 0:
+        pytest.skip("runuser lines are printed for a root shell")
+    user = pwd.getpwnam("nobody")
+    path = f"/tmp/podman-run-{user.pw_uid}/podman/podman.sock"
+    for line in (pm.how_to_start(f"unix://{path}"), pm.storage_fix(path, user.pw_uid), pm.containers_fix(path, user.pw_uid),
+                 pm.subuid_fix(user.pw_uid)):
+        assert "runuser -l nobody -c " in line and "$XDG_RUNTIME_DIR" not in line, line
+        assert subprocess.run(["bash", "-n", "-c", line]).returncode == 0, line
+    storage = pm.storage_fix(path, user.pw_uid)
+    assert storage.index("podman system reset -f") < storage.index("printf") and "rm -f" in storage
+    assert f"unix://{path}" in pm.how_to_start(f"unix://{path}")
+
+
 @pytest.mark.parametrize("rootless, controllers, enforced", [
     (False, (), True),  # rootful: the engine's own cgroups
     (True, (), False),  # rootless on cgroup v1: nothing delegated
@@ -236,6 +286,19 @@ def test_the_node_check_says_how_to_start_a_missing_service(monkeypatch, tmp_pat
     health = check_node("reb-ray/sandbox:any", sandbox="podman", min_free_bytes=0)
     assert health.docker is not None
     assert any(p.startswith("podman: Podman service at") and "podman system service" in p for p in health.problems)
+
+
+def test_a_sweep_whose_wheel_cache_the_services_user_cannot_reach_stops_in_one_line(podman_service, tmp_path):
+    """The wheel cache under a 0700 directory (pytest's own base, like /root for a root venv):
+    every sandbox would fail to start, so the sweep stops before any trial with one line naming
+    the path and the fix, and exits non-zero."""
+    cache = tmp_path / "cache"
+    proc = subprocess.run(["reb-ray", "sweep", "--suite", "demo", "--tasks", "numpy-trainer", "--sandbox", "podman",
+                           "--agents", "noop", "--keep-environments", "none", "--output", str(tmp_path / "runs"), "--quiet"],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "REB_RAY_CACHE_DIR": str(cache)})
+    assert proc.returncode != 0
+    [line] = [line for line in proc.stderr.splitlines() if "cannot reach" in line]
+    assert f"cannot reach {cache}/wheels" in line and "export REB_RAY_CACHE_DIR=/var/cache/reb-ray" in line, line
 
 
 def test_a_demo_sweep_runs_on_rootless_podman(podman_service, tmp_path):
