@@ -35,6 +35,10 @@ API = {"codex": RESPONSES, "claude_code": ANTHROPIC, "mini_swe_agent": CHAT}
 #: A report that claims what this GPU-less machine lacks, and a torch that is not installed.
 FALSE_CLAIM = {**CODEX_REPORT, "torch_version": "2.5.1", "cuda_available": True, "gpu_count": 2,
                "ddp_expected_ok": True, "notes": "claims a GPU and torch"}
+#: The liar's last message: the report as indented JSON, as a model prints one. This trial is
+#: also the claude_code runner's forcing of a report from the result text (it was a second session
+#: of the same CLI with the same ending, tests/agents/test_claude_code.py).
+LIAR_FINAL = {"kind": "message", "text": f"Done. The report:\n{json.dumps(FALSE_CLAIM, indent=2)}\n"}
 #: 429s in a row: more than codex's own retries of one request, so the first attempt ends on one.
 STORM = 8
 
@@ -106,9 +110,9 @@ def test_three_real_clis_solve_the_task_a_false_claim_is_caught_and_a_429_storm_
         "codex": ("codex", CODEX, build_script(CODEX)),
         "claude": ("claude_code", CLAUDE, build_script(CLAUDE)),
         "mini": ("mini_swe_agent", MINI, {"model": MINI, "turns": build_turns([WRITE_REPORT, SUBMIT])}),
-        # The venv is real; the report (forced from the last message) claims a GPU and torch.
-        "liar": ("claude_code", CLAUDE, build_script(CLAUDE, write_report=False, final={
-            "kind": "message", "text": f"Done. The report:\n{json.dumps(FALSE_CLAIM)}\n"})),
+        # The venv is real; the report (forced from the last message, JSON over several lines)
+        # claims a GPU and torch.
+        "liar": ("claude_code", CLAUDE, build_script(CLAUDE, write_report=False, final=LIAR_FINAL)),
     }
     storm_script = build_script(CODEX)
     storm_script["turns"].insert(0, {"kind": "error", "status": 429, "retry_after_s": 1, "repeat": STORM})
@@ -125,6 +129,7 @@ def test_three_real_clis_solve_the_task_a_false_claim_is_caught_and_a_429_storm_
         assert (row["status"], row["report_status"], row["c1_status"]) == ("scored", "ok", "success"), (
             row["failure_reason"], row["agent_output_tail"])
         assert row["report_source"] == "agent_file" and row["agent_limit"] is None
+        assert row["c0_missing"] == 0, name  # the probes found all the CLI built (the runner tests rely on this)
         assert (row["c5_capability"], row["c5_version"]) == (0, 0)  # an honest report
         assert row["agent_kind"] == kind and row["agent_version"] == PINS[kind].version
         # The proxy's token columns are the script's sums (what the kind's API carries).
@@ -157,6 +162,8 @@ def test_three_real_clis_solve_the_task_a_false_claim_is_caught_and_a_429_storm_
     [liar] = rows["liar"]
     assert (liar["status"], liar["report_source"], liar["report_status"]) == ("scored", "forced_from_output", "ok")
     assert liar["c1_status"] == "success" and liar["c5_status"] == "success"  # the facts probe ran
+    assert liar["agent_exit_code"] == 0 and liar["report_python_path"] == FALSE_CLAIM["python_path"]
+    assert liar["c5_report_faults"] == 0  # every key of the contract read back, of its type
     assert (liar["c5_path"], liar["c5_version"], liar["c5_capability"]) == (0, 1, 0), liar["failure_reason"]
 
     # The 429 storm: infra rows (never scored, never probed), then one scored row.
@@ -179,6 +186,9 @@ def test_three_real_clis_solve_the_task_a_false_claim_is_caught_and_a_429_storm_
 
 def test_a_hanging_endpoint_hits_the_agent_timeout_and_the_row_says_so(
         tmp_path, sandbox_image, installed_toolchain, ray_local, real_key, endpoints):  # noqa: F811
+    """Also the claude_code runner's own timeout test (it was a second session of the same CLI
+    against the same hang, tests/agents/test_claude_code.py): the row's agent columns are the
+    runner's `AgentRun` as it returned it (trial/agent_phase.py copies them unchanged)."""
     from reb_ray.sweep.run import run_sweep
 
     hang = endpoints({"model": CLAUDE, "turns": [{"kind": "hang"}]})
@@ -188,4 +198,11 @@ def test_a_hanging_endpoint_hits_the_agent_timeout_and_the_row_says_so(
     assert (row["status"], row["failure_owner"], row["agent_limit"]) == ("scored", "agent", "agent_timeout_s=8")
     assert row["agent_timed_out"] is True and row["report_status"] == "missing_report"
     assert row["llm_requests"] >= 1 and row["input_tokens"] is None and row["cost_usd"] is None
+    # The runner: the CLI was killed (a non-zero or unknown exit) once the limit had elapsed, not
+    # before, and well within it plus the runner's reserve; no report, from the agent or forced.
+    assert row["agent_exit_code"] != 0 and 8 <= row["agent_wall_time_s"] < 8 + 40, row["agent_wall_time_s"]
+    assert row["report_source"] == "none"
+    # The hang was reached: the CLI was waiting on the model when the limit fired.
+    [seen] = hang.state()["sessions"].values()
+    assert len(seen["requests"]) >= 1 and seen["position"] == 1, seen
     assert real_key not in _stored_text(config.output.dir)

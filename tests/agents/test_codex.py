@@ -53,10 +53,12 @@ def test_usage_is_summed_over_turns_and_unknown_when_a_turn_lacks_a_field():
 
 @pytest.mark.docker
 @pytest.mark.agent_cli
-def test_a_scripted_session_builds_the_environment_and_passes_c1(docker_client, sandbox_image, installed_toolchain,
-                                                                   real_key):
+def test_a_scripted_session_builds_the_environment(docker_client, sandbox_image, installed_toolchain, real_key):
+    """That the probes then find what this CLI built (C1 succeeds, nothing of C0 missing) is the
+    sweep's check of the same CLI on the same task (tests/test_sweep_agents.py): probing here too
+    ran the same probe phase twice."""
     script = build_script(MODEL, build=BUILD)
-    s = run_session(docker_client, sandbox_image, "codex", MODEL, script)
+    s = run_session(docker_client, sandbox_image, "codex", MODEL, script, probes=False)
     run = s.run
     assert run.exit_code == 0 and not run.timed_out and run.limit is None, run.output[-3000:]
     assert run.agent_version == PINS["codex"].version and run.report_source is None  # the agent's own file
@@ -76,8 +78,6 @@ def test_a_scripted_session_builds_the_environment_and_passes_c1(docker_client, 
     # ... while the trial's pip settings do reach them (the node's read-only wheel cache as find-links).
     assert KEY_ENV not in s.env_seen and "/opt/reb-ray/pip-cache" in s.env_seen, s.env_seen
     assert s.key_hits == "" and real_key not in run.output + run.transcript.decode()
-    # The probes find what the agent built: C1 (the CPU stage) succeeds.
-    assert s.row["c1_status"] == "success" and s.row["c0_missing"] == 0, s.stages
 
 
 @pytest.mark.docker

@@ -64,7 +64,10 @@ def session(docker_client, sandbox_image, installed_toolchain, monkeypatch):
         assert s.containers() == []
 
 
-def test_a_scripted_session_builds_the_env_and_the_probes_pass(session):
+def test_a_scripted_session_builds_the_env(session):
+    """That the probes then find the env (C1 succeeds, nothing of C0 missing) is the sweep's check
+    of the same turns (tests/test_sweep_agents.py, `build_turns` imported there): probing here
+    too ran the same probe phase twice."""
     s = session(build_turns([WRITE_REPORT, SUBMIT]))
     s.ctx.env["OPENAI_API_KEY"] = REAL_KEY  # what a caller passing the spec's key variable would hand over
     run = s.run()
@@ -91,8 +94,6 @@ def test_a_scripted_session_builds_the_env_and_the_probes_pass(session):
     assert REAL_KEY not in run.output and REAL_KEY.encode() not in run.transcript
     # The runner's work dir is gone (not part of the environment); the repository is untouched.
     assert s.sandbox.exec(["test", "-e", "/work/.reb-ray-agent/mini_swe_agent"], timeout=30).exit_code == 1
-    row = s.probe()
-    assert row["c1_status"] == "success" and row["c0_missing"] == 0, row
 
 
 def test_the_report_is_forced_from_the_submission_when_no_file_was_written(session):
