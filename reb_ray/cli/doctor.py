@@ -23,7 +23,9 @@ def doctor(profile: Optional[str] = typer.Option(None, help="Sandbox image profi
     profile = profile or DEFAULT_PROFILE
     get_profile(profile)
     capabilities_of(sandbox)  # an unknown provider name fails here, with the known ones
-    checks = run_checks(profile, sandbox)
+    from reb_ray.agents.toolchain import toolchains_root
+
+    checks = run_checks(profile, sandbox, toolchains_root())  # a podman service's user must reach the toolchains
     table = Table(show_header=True, header_style="bold")
     for column in ("check", "status", "detail"):
         table.add_column(column, overflow="fold")

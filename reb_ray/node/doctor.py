@@ -120,13 +120,14 @@ def check_host_guard() -> Check:
 PODMAN_PACKAGES = "podman uidmap slirp4netns fuse-overlayfs"
 
 
-def check_podman_and_image(profile: str) -> list[Check]:
+def check_podman_and_image(profile: str, toolchains: Path | None = None) -> list[Check]:
     """The Podman service a `--sandbox podman` sweep would use, and each thing a rootless one
     needs configured: the packages, the socket, subordinate id ranges, the storage driver
     (overlay through fuse-overlayfs, not vfs), whether memory/pids/CPU limits hold (cgroup
     version and manager), the sandbox image in its store, a probe container started from it
     (Podman's default rlimits above the node's hard limits fail every start), and CDI specs
-    for GPUs. Each problem has its fix."""
+    for GPUs; whether the service's user can reach the default bind sources (`toolchains`: the
+    agent toolchains' root, given by the caller). Each problem has its fix."""
     from reb_ray.sandbox.docker import podman_sandbox as pm
     from reb_ray.sandbox.docker.image import image_tag
 
@@ -167,7 +168,7 @@ def check_podman_and_image(profile: str) -> list[Check]:
                             "boot with cgroup v2 (systemd.unified_cgroup_hierarchy=1) and delegate memory, pids and cpu to users "
                             "(systemd `Delegate=yes`), or run a rootful Podman service"))
     if facts.rootless:
-        checks.append(_mounts_check(uid))
+        checks.append(_mounts_check(uid, toolchains))
     tag: str | None = None
     try:
         tag = pm.PodmanSandbox.require_image(client, profile)
@@ -193,17 +194,16 @@ def _image_fix(tag: str, profile: str, uid: int, url: str) -> str:
             "built with Docker, into the Podman store")
 
 
-def _mounts_check(uid: int) -> Check:
+def _mounts_check(uid: int, toolchains: Path | None) -> Check:
     """Whether the rootless service's user can reach what a sweep bind-mounts into sandboxes by
     default: the node's wheel cache, the agent toolchains, the wheelhouses and the CA bundle (a
     path under a 0700 home, /root above all, fails every start with "statfs: permission denied")."""
-    from reb_ray.agents.toolchain import toolchains_root
     from reb_ray.models.sweep import SweepConfig
     from reb_ray.sandbox.docker import podman_sandbox as pm
 
-    blocked = pm.blocked_binds(pm.bind_sources(SweepConfig().sandbox, toolchains_root()), uid)
+    blocked = pm.blocked_binds(pm.bind_sources(SweepConfig().sandbox, toolchains), uid)
     if not blocked:
-        return Check("podman mounts", "ok", f"{pm._user_name(uid)} can read the wheel cache, toolchains ({toolchains_root()}) "
+        return Check("podman mounts", "ok", f"{pm._user_name(uid)} can read the wheel cache, toolchains ({toolchains}) "
                      "and wheelhouses")
     return Check("podman mounts", "fail", "; ".join(f"{pm._user_name(uid)} cannot reach {p} ({stop} is "
                                                        f"{oct(stop.stat().st_mode & 0o777)})" for p, stop in blocked.items()),
@@ -271,14 +271,14 @@ def _cdi_check() -> Check:
                  "(C3 and C4 are insufficient_hardware)", "nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml (as root)")
 
 
-def run_checks(profile: str, sandbox: str = "docker") -> list[Check]:
+def run_checks(profile: str, sandbox: str = "docker", toolchains: Path | None = None) -> list[Check]:
     """All checks for sweeps on `sandbox` (docker, or podman: its service instead of Docker's
     daemon, and no host guard to check since podman sandboxes share the node's network), in
     display order."""
     from reb_ray.sandbox import capabilities_of
 
     if capabilities_of(sandbox).container_runtime == "podman":
-        engine_checks = [*check_podman_and_image(profile),
+        engine_checks = [*check_podman_and_image(profile, toolchains),
                          Check("host guard", "warn", "podman sandboxes share the node's network: no host guard, no `registries` policy",
                                "use the docker sandbox where the node's services must be closed to agents")]
     else:
