@@ -33,6 +33,12 @@ def report(
     if not (run_dir / "trials").is_dir():
         raise RebRayError(f"{run_dir}: no trials/ dataset here (is it a sweep's --output directory?)")
     trials = read_trials(run_dir, sweep_id)
+    trials = _harbor_first(trials)  # Harbor sweeps: their reward table; the rest as below
+    if trials is None:
+        if csv_path is not None or html_path is not None:
+            typer.echo("--csv/--html: not written: they hold the paper's C0..C5 columns, which Harbor trials do not have",
+                       err=True)
+        return
     rows = summarize(trials)
     if csv_path == Path("-"):
         typer.echo(to_csv(rows), nl=False)
@@ -58,3 +64,22 @@ def report(
 
         write_html(run_dir, html_path, sweep_id, trials=trials, stages=stages, analysis=analysis)
         typer.echo(f"wrote {html_path}", err=csv_path == Path("-"))  # stdout holds only the CSV then
+
+
+def _harbor_first(trials):
+    """Print the reward table of the Harbor sweeps among `trials` (analysis.rewards: mean reward
+    per agent with its interval beside time and cost; C0..C5 do not apply to them) and return
+    the other trials, or None when every trial was a Harbor one."""
+    import pyarrow.compute as pc
+
+    from analysis.rewards import format_rewards, harbor_rows, reward_summary
+
+    harbor = harbor_rows(trials)
+    if not harbor.num_rows:
+        return trials
+    typer.echo(format_rewards(reward_summary(harbor)))
+    if harbor.num_rows == trials.num_rows:
+        return None
+    typer.echo("")
+    ids = pc.is_in(trials.column("sweep_id"), value_set=pc.unique(harbor.column("sweep_id")))
+    return trials.filter(pc.invert(ids))

@@ -249,7 +249,12 @@ def sweep(
                 "--max-cost-usd to continue)" if result.not_launched else "")
         typer.echo(f"cost: {result.budget.describe()}{stop}")
     trials = read_trials(cfg.output.dir, result.sweep_id)
-    typer.echo(format_summary(summarize(trials), trials))
+    from analysis.rewards import format_rewards, harbor_rows, reward_summary
+
+    if harbor_rows(trials).num_rows:  # a Harbor sweep: the reward table (C0..C5 do not apply)
+        typer.echo(format_rewards(reward_summary(trials)))
+    else:
+        typer.echo(format_summary(summarize(trials), trials))
     example = trials["trial_id"][0].as_py() if trials.num_rows else "AGENT/TASK/0"
     typer.echo(f"next: `reb-ray report {cfg.output.dir}` (the analysis), `reb-ray trial show {cfg.output.dir} "
                f"{example}` (one trial), `reb-ray view {cfg.output.dir}` (a local web viewer)")

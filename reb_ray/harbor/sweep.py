@@ -26,7 +26,7 @@ copied in only after it, the reward read as Harbor reads it), recorded into reb-
 
 Agents, by kind: `reference` is Harbor's `oracle` (the task's own solution/solve.sh: reb-ray's
 name for a task's known-good recipe), `noop` is Harbor's `nop`, and `command` runs its
-command in the task's sandbox with the instruction in `$REB_RAY_INSTRUCTION` (and at
+command (an argv) in the task's sandbox with the instruction in `$REB_RAY_INSTRUCTION` (and at
 /logs/agent/instruction.md), in the task's working directory, without reb-ray's report
 contract. Other kinds are refused before the sweep starts (`check_agents`).
 """
@@ -101,11 +101,11 @@ def check_agents(config: SweepConfig) -> None:
 
 
 def _command_runner(spec: TrialSpec):
-    """The `command` agent's phase in a Harbor sandbox: its command in the task's working
+    """The `command` agent's phase in a Harbor sandbox: its command (an argv) in the task's working
     directory, the instruction in $REB_RAY_INSTRUCTION and at INSTRUCTION_PATH, the agent's
     `env` and credentials added, as the sandbox's default user."""
     agent = spec.agent_spec
-    command = agent.command if isinstance(agent.command, str) else " ".join(agent.command or [])
+    command = list(agent.command or [])
 
     def run(sandbox, task: HarborTask, timeout: float) -> tuple[int | None, bool]:
         with tempfile.TemporaryDirectory() as tmp:
@@ -113,7 +113,7 @@ def _command_runner(spec: TrialSpec):
             path.write_text(task.prompt, encoding="utf-8")
             sandbox.put(path, INSTRUCTION_PATH)
         env = {**agent.env, **spec.credentials, "REB_RAY_INSTRUCTION": task.prompt}
-        result = sandbox.exec(["sh", "-c", command], timeout=timeout, env=env)
+        result = sandbox.exec(command, timeout=timeout, env=env)
         return result.exit_code, result.timed_out
 
     return run

@@ -1,0 +1,134 @@
+"""Harbor tasks through `reb-ray sweep --suite harbor:PATH`: real Ray, real Docker, one sweep.
+
+Three Harbor tasks written by the test, FROM the reb-ray sandbox image (no registry needed):
+`tiny` (its oracle writes the answer, its test.sh writes a JSON reward of two metrics), `silent`
+(no solution; its test.sh writes no reward) and `pair` (asks for two GPUs, which this machine
+has none of). Three agents: `reference` (Harbor's oracle), `noop` and a `command` agent that
+writes the answer from the task's working directory and keeps the instruction it was given.
+The one sweep's rows are read by every test here; a second identical sweep must run nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from reb_ray.models.sweep import SweepConfig
+from tests.harbor.test_harbor_e2e import write_tiny_task
+from tests.helpers.shared_runs import ray_for_one_sweep, unique_sweep_id
+
+COMMAND = 'printf "%s" "$REB_RAY_INSTRUCTION" > seen_instruction; echo 42 > answer'
+
+
+def write_tasks(root: Path, image: str) -> Path:
+    tasks = root / "tasks"
+    write_tiny_task(tasks, image)
+    for name, extra in (("silent", ""), ("pair", "gpus = 2\n")):
+        task = tasks / name
+        (task / "environment").mkdir(parents=True)
+        (task / "tests").mkdir()
+        (task / "task.toml").write_text(f'version = "1.0"\n[verifier]\ntimeout_sec = 60.0\n[environment]\n{extra}')
+        (task / "instruction.md").write_text("Do nothing in particular.\n")
+        (task / "environment" / "Dockerfile").write_text(f"FROM {image}\nUSER root\nWORKDIR /app\n")
+        (task / "tests" / "test.sh").write_text("#!/bin/sh\necho no reward here\n")
+    return tasks
+
+
+@pytest.fixture(scope="module")
+def harbor_sweep(tmp_path_factory, sandbox_image):
+    from reb_ray.results.read import read_stages, read_trials
+    from reb_ray.sweep.run import run_sweep
+
+    base = tmp_path_factory.mktemp("harbor-sweep")
+    suite = f"harbor:{write_tasks(base, sandbox_image)}"
+    config = SweepConfig(suite=suite, agents=["reference", "noop", "echo"],
+                         agent_specs={"echo": {"kind": "command", "command": ["sh", "-c", COMMAND]}},
+                         sweep_id=unique_sweep_id(), output=base / "runs", max_concurrent=2, keep_environments="none")
+    with ray_for_one_sweep():
+        result = run_sweep(config, show_progress=False)
+        again = run_sweep(config, show_progress=False)
+    rows = {(r["agent"], r["task_id"]): r for r in read_trials(config.output.dir).to_pylist()}
+    stages = {(r["agent"], r["task_id"], r["stage"]): r for r in read_stages(config.output.dir).to_pylist()}
+    return config, result, again, rows, stages
+
+
+def test_rewards_and_failure_owners_are_columns_of_the_rows(harbor_sweep):
+    config, result, _, rows, _ = harbor_sweep
+    assert (result.attempts, result.scored, result.infra_errors) == (9, 9, 0)
+    oracle, noop, echo = rows["reference", "tiny"], rows["noop", "tiny"], rows["echo", "tiny"]
+    assert (oracle["status"], oracle["failure_owner"], oracle["reward"]) == ("scored", None, 1.0)
+    assert json.loads(oracle["rewards"]) == {"agent_saw_tests": 0.0, "reward": 1.0}  # tests/ came after the agent
+    assert (noop["reward"], noop["failure_owner"], noop["cost_usd"]) == (0.0, None, 0.0)
+    assert (echo["reward"], echo["agent_exit_code"], echo["cost_usd"]) == (1.0, 0, None)  # a command's cost is unknown
+    assert oracle["suite"] == config.suite and oracle["harbor_image"].startswith("reb-ray/harbor-env:tiny-")
+    assert all(r["trial_identity"] for r in rows.values())
+    silent = rows["noop", "silent"]
+    assert (silent["status"], silent["failure_owner"], silent["failure_category"], silent["reward"]) == \
+        ("scored", "agent", "reward_missing", None)
+    assert rows["reference", "silent"]["failure_category"] == "no_solution"
+    for agent in ("reference", "noop", "echo"):
+        pair = rows[agent, "pair"]
+        assert (pair["status"], pair["failure_owner"], pair["failure_category"], pair["reward"]) == \
+            ("scored", "hardware", "insufficient_hardware", None)
+
+
+def test_reward_columns_spread_every_metric(harbor_sweep):
+    from reb_ray.results.read import read_trials, reward_columns
+
+    config = harbor_sweep[0]
+    table = reward_columns(read_trials(config.output.dir))
+    by_trial = dict(zip(table.column("trial_id").to_pylist(), table.column("reward_agent_saw_tests").to_pylist()))
+    assert by_trial["reference/tiny/0"] == 0.0 and by_trial["noop/pair/0"] is None
+
+
+def test_the_stage_rows_keep_the_verifier_and_the_agents_logs(harbor_sweep):
+    import gzip
+
+    config, _, _, _, stages = harbor_sweep
+    verifier = stages["reference", "tiny", "verifier"]
+    assert (verifier["status"], verifier["exit_code"], verifier["command"]) == ("success", 0, "/tests/test.sh")
+    assert json.loads(verifier["raw"])["reward"] == 1
+    assert "answer=42" in gzip.open(config.output.dir / verifier["log_path"]).read().decode()
+    echo_agent = stages["echo", "tiny", "agent"]
+    assert echo_agent["status"] == "success" and echo_agent["exit_code"] == 0
+    assert stages["noop", "silent", "verifier"]["failure_category"] == "reward_missing"
+
+
+def test_a_second_identical_sweep_runs_nothing(harbor_sweep):
+    _, result, again, _, _ = harbor_sweep
+    assert (again.sweep_id, again.attempts, again.skipped) == (result.sweep_id, 0, 9)
+
+
+def test_the_report_shows_mean_reward_per_agent_not_stages(harbor_sweep):
+    from tests.cli.in_process import run_cli
+
+    config = harbor_sweep[0]
+    done = run_cli("report", str(config.output.dir))
+    assert done.returncode == 0, done.stderr
+    lines = {line.split()[0]: line for line in done.stdout.splitlines() if line.split()}
+    assert "mean reward" in done.stdout and "C0 missing" not in done.stdout
+    # reference: tiny 1.0 (silent: no solution, pair: no GPUs); interval over the one task that has a reward
+    assert "1.000" in lines["reference"] and "[1.000, 1.000]" in lines["reference"]
+    assert "0.000" in lines["noop"] and "1.000" in lines["echo"]
+
+
+def test_the_viewers_pages_open_on_it(harbor_sweep):
+    from tests.viewer.served import Served
+
+    config, result, _, rows, stages = harbor_sweep
+    served = Served(config.output.dir)
+    try:
+        sweep = urllib.parse.quote(result.sweep_id)
+        assert result.sweep_id in served.text("/")
+        assert "tiny" in served.text(f"/matrix?sweep={sweep}")
+        page = served.text(f"/trial?sweep={sweep}&id={urllib.parse.quote('reference/tiny/0')}")
+        assert "reference/tiny/0" in page
+        status, _, _ = served.get(f"/log?path={urllib.parse.quote(stages['reference', 'tiny', 'verifier']['log_path'])}")
+        assert status == 200
+        status, _, body = served.get(f"/trial.atif.json?sweep={sweep}&id={urllib.parse.quote('echo/tiny/0')}")
+        assert status == 200 and "42" in body.decode()
+    finally:
+        served.close()
