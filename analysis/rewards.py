@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from reb_ray.results.read import latest_attempts, reward_columns
 
+from .columns import table
 from .estimators import bootstrap_mean
 
 HARBOR_PREFIX = "harbor:"
@@ -103,13 +104,5 @@ def format_rewards(rows: list[dict[str, Any]]) -> str:
         sweeps.setdefault(row["sweep_id"], []).append(row)
     for sweep_id, group in sweeps.items():
         headers = [*HEADERS, *(f"reward_{key}" for key in group[0]["metrics"])]
-        table = [headers] + [row_cells(r) for r in group]
-        widths = [max(len(line[i]) for line in table) for i in range(len(headers))]
-        lines = [f"sweep {sweep_id} (Harbor tasks)"]
-        for n, line in enumerate(table):
-            lines.append("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
-                                   for i, (cell, w) in enumerate(zip(line, widths))).rstrip())
-            if n == 0:
-                lines.append("  ".join("-" * w for w in widths))
-        blocks.append("\n".join(lines))
+        blocks.append(f"sweep {sweep_id} (Harbor tasks)\n" + table(headers, [row_cells(r) for r in group], indent=""))
     return "\n\n".join(blocks) + "\n\n" + LEGEND

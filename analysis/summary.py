@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from reb_ray.results.read import latest_attempts, read_trials
 
+from .columns import table
 from .hardware import split_by_hardware
 from .scores import STAGES, summarize
 
@@ -97,15 +98,7 @@ def format_tables(rows: list[dict]) -> str:
     for row in rows:
         sweeps.setdefault(row["run_id"], []).append(row)
     for sweep_id, group in sweeps.items():
-        table = [list(HEADERS)] + [row_cells(r) for r in group]
-        widths = [max(len(line[i]) for line in table) for i in range(len(HEADERS))]
-        lines = [f"sweep {_fmt(sweep_id)}"]
-        for n, line in enumerate(table):
-            lines.append("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
-                                   for i, (cell, w) in enumerate(zip(line, widths))).rstrip())
-            if n == 0:
-                lines.append("  ".join("-" * w for w in widths))
-        blocks.append("\n".join(lines))
+        blocks.append(f"sweep {_fmt(sweep_id)}\n" + table(list(HEADERS), [row_cells(r) for r in group], indent=""))
     return "\n\n".join(blocks)
 
 
@@ -136,9 +129,9 @@ def format_by_hardware(trials: pa.Table) -> str:
     if len(parts) < 2:
         return ""
     blocks = [f"by hardware: this run mixes {len(parts)} kinds of node (GPU model, count, CUDA driver)"]
-    for kind, table in parts.items():
-        n = latest_attempts(table.select(["sweep_id", "trial_id", "attempt", "status"])).num_rows
-        blocks.append(f"hardware: {kind} ({n} trial{'s' if n != 1 else ''})\n" + format_tables(summarize(table)))
+    for kind, kind_trials in parts.items():
+        n = latest_attempts(kind_trials.select(["sweep_id", "trial_id", "attempt", "status"])).num_rows
+        blocks.append(f"hardware: {kind} ({n} trial{'s' if n != 1 else ''})\n" + format_tables(summarize(kind_trials)))
     return "\n\n".join(blocks)
 
 

@@ -13,25 +13,12 @@ from pathlib import Path
 from reb_ray.results.read import read_stages, read_trials
 
 from .analyze import STAGE_COLUMNS, Analysis, analyze
+from .columns import table
 from .cost import SUCCESS_STAGES
 from .deviations import run_deviations
 from .scores import summarize
 from .sections import RATE_STAGES, Section, sweep_sections
 from .summary import format_summary
-
-
-def table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> str:
-    """Plain-text columns: the first left-aligned, the rest right-aligned, a rule under the
-    header."""
-    lines = [headers] + rows
-    widths = [max(len(line[i]) for line in lines) for i in range(len(headers))]
-    out = []
-    for n, line in enumerate(lines):
-        out.append(indent + "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                                      for i, (c, w) in enumerate(zip(line, widths))).rstrip())
-        if n == 0:
-            out.append(indent + "  ".join("-" * w for w in widths))
-    return "\n".join(out)
 
 
 def _wrap_parts(head: str, parts: list[str], width: int = 110) -> list[str]:
