@@ -74,7 +74,18 @@ OPTION_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "keep_environments": ("output.keep_environments", lambda v: v),
     "env_disk_budget_gb": ("output.env_disk_budget_bytes", _gib),
     "verify_exports": ("output.verify_exports", _switch),
+    "image_map": ("sandbox.image_map", lambda v: _image_map(v) or None),
 }
+
+
+def _image_map(pairs: list[str] | None) -> dict[str, str]:
+    """`--image-map` values as a mapping; a value without `=` is a usage error naming it."""
+    from reb_ray.harbor.images import parse_image_map
+
+    try:
+        return parse_image_map(pairs or [])
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--image-map") from None
 
 
 def option_flag(param: str) -> str:
@@ -217,6 +228,7 @@ def sweep(
     keep_environments: Optional[str] = typer.Option(None, "--keep-environments", help="Which attempts keep the agent's container as an image on their node: none, successes (default: a command stage C1/C3/C4 passed), scored, all (`reb-ray env export` takes them away; --env-disk-budget-gb bounds them)."),
     env_disk_budget_gb: Optional[float] = typer.Option(None, "--env-disk-budget-gb", help="Per-node disk budget for kept environments in GiB (their own layers, all sweeps together); after each kept commit the oldest are removed until the rest fits (default 50, or half the Docker disk's free space when less; `reb-ray env gc` applies it by hand)."),
     verify_exports: bool = typer.Option(False, "--verify-exports", help="After the sweep, export each success (a C1/C3/C4 stage passed) not verified before and rebuild it in a fresh sandbox to verify it (`reb-ray env verify`), on the node that built it (with --address; else this host's only): `reproducible: yes|no|not attempted` per trial, into <output>/environments/verifications.jsonl and `trial show`."),
+    image_map: Optional[list[str]] = typer.Option(None, "--image-map", help="Harbor tasks: FROM-IMAGE=LOCAL-IMAGE, or REGISTRY/=MIRROR/ (repeatable): what a Dockerfile's base image is built from here (a node that cannot reach the registry)."),
     config: Optional[Path] = typer.Option(None, "--config", help="sweep.toml with defaults; flags override it."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ) -> None:

@@ -164,7 +164,8 @@ def run_harbor_attempt(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_r
             with tempfile.TemporaryDirectory(prefix="reb-ray-harbor-") as tmp, rec.full_log("agent") as log:
                 labels = {"reb-ray.run": spec.run_id} if spec.run_id else {}
                 out = run_harbor_trial(task, runner, Path(tmp) / "attempt", spec.image or "", gpus=gpus,
-                                       sweep_id=spec.sweep_id, attempt=spec.attempt, trial_id=spec.trial_id,
+                                       image_map=spec.config.sandbox.image_map, sweep_id=spec.sweep_id,
+                                       attempt=spec.attempt, trial_id=spec.trial_id,
                                        labels=labels, agent_log=log, agent_name=spec.agent)
                 rec.agent_commands = out.commands
                 if log is not None:

@@ -55,6 +55,18 @@ class SandboxSettings(_Section):
     wheelhouses: list[Path] = Field(default_factory=lambda: [NODE_WHEELHOUSE] if NODE_WHEELHOUSE.is_dir() else [])
     toolchains_dir: Path | None = None  # agent toolchains (reb-ray agents install); default ~/.cache/reb-ray/toolchains
     c4_cpu_gloo: bool = False  # test switch: run C4 on CPU with gloo when no GPUs exist
+    # Harbor tasks' Dockerfiles: a `FROM` image -> the local image or mirror it is built from here
+    # (`--image-map`, reb_ray.harbor.images.map_image: an image as written, an fnmatch pattern, or a
+    # `REGISTRY/` prefix -> `MIRROR/`). Where a base image comes from, like a repository mirror: not scored.
+    image_map: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("image_map")
+    @classmethod
+    def _image_map_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for src, dest in value.items():
+            if not src.strip() or not dest.strip():
+                raise ValueError(f"image_map {src!r} = {dest!r}: both the FROM image and what it maps to must be named")
+        return {src.strip(): dest.strip() for src, dest in value.items()}
 
 
 class NetworkSettings(_Section):
@@ -167,6 +179,7 @@ FLAT_KEYS: dict[str, tuple[str, str]] = {
     "pip_cache": ("sandbox", "pip_cache"), "pip_cache_dir": ("sandbox", "pip_cache_dir"),
     "ca_bundle": ("sandbox", "ca_bundle"), "wheelhouses": ("sandbox", "wheelhouses"),
     "toolchains_dir": ("sandbox", "toolchains_dir"), "c4_cpu_gloo": ("sandbox", "c4_cpu_gloo"),
+    "image_map": ("sandbox", "image_map"),
     "network": ("network", "name"), "network_policy": ("network", "policy"), "network_allow": ("network", "allow"),
     "address": ("cluster", "address"), "max_concurrent": ("cluster", "max_concurrent"),
     "share_gpus_in_agent_phase": ("cluster", "share_gpus_in_agent_phase"), "min_free_bytes": ("cluster", "min_free_bytes"),

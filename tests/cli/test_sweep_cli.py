@@ -124,12 +124,31 @@ def test_every_sweep_option_sets_an_existing_setting(tmp_path):
     assert len({p for p, _ in OPTION_FIELDS.values()}) == len(OPTION_FIELDS)  # no two options set one field
     hints = typing.get_type_hints(sweep)
     choices = {"sandbox": "local", "network_policy": "open", "keep_environments": "all", "agents": "noop"}
-    samples = {bool: True, int: 100, float: 3.0, str: "x", Path: tmp_path, list[Path]: [tmp_path]}
+    samples = {bool: True, int: 100, float: 3.0, str: "x", Path: tmp_path, list[Path]: [tmp_path],
+               list[str]: ["python:3.13=local/python:3.13"]}
     for name, (path, convert) in OPTION_FIELDS.items():
         kind = next(t for t in (typing.get_args(hints[name]) or (hints[name],)) if t is not type(None))
         value = convert(choices.get(name, samples[kind]))
         assert value is not None, name
         assert _field(load_config(None, {path: value}), path) == value, name
+
+
+def test_image_map_from_the_file_or_flags_and_bad_values_in_one_line(tmp_path):
+    """Harbor base images mapped from `[sandbox] image_map` or `--image-map FROM=TO` (flags over
+    the file); a value without `=`, or a side left empty, is refused in one line naming it."""
+    from tests.cli.in_process import run_cli
+
+    cfg = tmp_path / "sweep.toml"
+    cfg.write_text('[sandbox]\nimage_map = { "python:3.13" = "local/py:3.13", "docker.io/" = "mirror:5000/" }\n')
+    assert load_config(cfg, {}).sandbox.image_map == {"python:3.13": "local/py:3.13", "docker.io/": "mirror:5000/"}
+    assert load_config(cfg, {"sandbox.image_map": {"golang:1.22": "local/go"}}).sandbox.image_map == {"golang:1.22": "local/go"}
+    cfg.write_text('[sandbox]\nimage_map = { "python:3.13" = " " }\n')
+    with pytest.raises(RebRayError) as err:
+        load_config(cfg, {})
+    assert "\n" not in str(err.value) and "image_map" in str(err.value) and "python:3.13" in str(err.value)
+    done = run_cli("sweep", "--image-map", "python:3.13", "--output", str(tmp_path / "out"))
+    assert done.returncode == 2 and "--image-map" in done.stderr and "FROM-IMAGE=LOCAL-IMAGE" in done.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_flag_error_names_the_flag_as_typed():

@@ -1,6 +1,7 @@
 """Harbor tasks through `reb-ray sweep --suite harbor:PATH`: real Ray, real Docker, one sweep.
 
-Three Harbor tasks written by the test, FROM the reb-ray sandbox image (no registry needed):
+Three Harbor tasks written by the test, built from the reb-ray sandbox image (no registry needed;
+`silent` and `pair` name an unreachable registry's image, which the sweep's `image_map` maps):
 `tiny` (its oracle writes the answer, its test.sh writes a JSON reward of two metrics), `silent`
 (no solution; its test.sh writes no reward) and `pair` (asks for two GPUs, which this machine
 has none of). Three agents: `reference` (Harbor's oracle), `noop` and a `command` agent that
@@ -20,6 +21,8 @@ from reb_ray.models.sweep import SweepConfig
 from tests.harbor.test_harbor_e2e import write_tiny_task
 from tests.helpers.shared_runs import ray_for_one_sweep, unique_sweep_id
 
+#: The `FROM` of `silent` and `pair`: no registry answers here; the sweep maps it to the sandbox image.
+UNREACHABLE = "registry.invalid/harbor/base:1"
 COMMAND = 'printf "%s" "$REB_RAY_INSTRUCTION" > seen_instruction; echo 42 > answer'
 
 
@@ -32,7 +35,8 @@ def write_tasks(root: Path, image: str) -> Path:
         (task / "tests").mkdir()
         (task / "task.toml").write_text(f'version = "1.0"\n[verifier]\ntimeout_sec = 60.0\n[environment]\n{extra}')
         (task / "instruction.md").write_text("Do nothing in particular.\n")
-        (task / "environment" / "Dockerfile").write_text(f"FROM {image}\nUSER root\nWORKDIR /app\n")
+        # a base image of a registry this machine cannot reach, built from the sweep's image_map
+        (task / "environment" / "Dockerfile").write_text(f"FROM {UNREACHABLE}\nUSER root\nWORKDIR /app\n")
         (task / "tests" / "test.sh").write_text("#!/bin/sh\necho no reward here\n")
     return tasks
 
@@ -46,7 +50,8 @@ def harbor_sweep(tmp_path_factory, sandbox_image):
     suite = f"harbor:{write_tasks(base, sandbox_image)}"
     config = SweepConfig(suite=suite, agents=["reference", "noop", "echo"],
                          agent_specs={"echo": {"kind": "command", "command": ["sh", "-c", COMMAND]}},
-                         sweep_id=unique_sweep_id(), output=base / "runs", max_concurrent=2, keep_environments="none")
+                         sweep_id=unique_sweep_id(), output=base / "runs", max_concurrent=2, keep_environments="none",
+                         image_map={UNREACHABLE: sandbox_image})
     with ray_for_one_sweep():
         result = run_sweep(config, show_progress=False)
         again = run_sweep(config, show_progress=False)
@@ -69,6 +74,7 @@ def test_rewards_and_failure_owners_are_columns_of_the_rows(harbor_sweep):
     assert (silent["status"], silent["failure_owner"], silent["failure_category"], silent["reward"]) == \
         ("scored", "agent", "reward_missing", None)
     assert rows["reference", "silent"]["failure_category"] == "no_solution"
+    assert silent["harbor_image"].startswith("reb-ray/harbor-env:silent-")  # built FROM the mapped image
     for agent in ("reference", "noop", "echo"):
         pair = rows[agent, "pair"]
         assert (pair["status"], pair["failure_owner"], pair["failure_category"], pair["reward"]) == \
