@@ -25,10 +25,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def on_disk(output_dir: Path, dataset: str = "trials") -> list[str]:
-    """trial_ids in the dataset's files as plain pyarrow sees them (no flush of live sinks)."""
-    if not (output_dir / dataset).is_dir():
+    """trial_ids in the dataset's files as plain pyarrow sees them (no flush of live sinks). A
+    sweep's directory exists a moment before its first part is renamed into it: no part, no rows
+    (a dataset of no file has no columns to read)."""
+    files = sorted(str(p) for p in (output_dir / dataset).rglob("*.parquet")) if (output_dir / dataset).is_dir() else []
+    if not files:
         return []
-    return ds.dataset(output_dir / dataset, format="parquet").to_table(columns=["trial_id"])["trial_id"].to_pylist()
+    return ds.dataset(files, format="parquet").to_table(columns=["trial_id"])["trial_id"].to_pylist()
 
 
 def test_round_trip(tmp_path):
