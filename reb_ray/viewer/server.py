@@ -54,7 +54,7 @@ from reb_ray.terminal import printable
 from reb_ray.viewer.pictures import PAIR_PICTURES, PICTURES
 from reb_ray.viewer.pictures import available as pictures_available
 from reb_ray.viewer.data import Forbidden, NotFound, Query, Run
-from reb_ray.viewer.summary import child_env
+from reb_ray.viewer.summary import child_env, launch
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
@@ -114,8 +114,7 @@ class Summary:
         if self._early is not None and self.running is None:
             early, self._early = self._early, None
             self.started = time.time()
-            self.running = asyncio.get_running_loop().create_task(self._collect(asyncio.to_thread(early.communicate),
-                                                                               lambda: early.returncode, None))
+            self.running = asyncio.get_running_loop().create_task(self._collect(early, None))
             return
         snapshot = await asyncio.to_thread(self.run.snapshot)
         if snapshot != self.snapshot and self.running is None:
@@ -124,22 +123,20 @@ class Summary:
 
     async def _compute(self, snapshot: tuple) -> None:
         try:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "reb_ray.viewer.summary", str(self.run.output_dir),
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=child_env())
+            proc = await asyncio.to_thread(launch, self.run.output_dir)
         except OSError as exc:
             self.error = f"the summary process failed: {exc}"
             self.snapshot, self.running = snapshot, None
             return
-        await self._collect(proc.communicate(), lambda: proc.returncode, snapshot)
+        await self._collect(proc, snapshot)
 
-    async def _collect(self, communicate, returncode, snapshot: tuple | None) -> None:
+    async def _collect(self, proc: subprocess.Popen, snapshot: tuple | None) -> None:
         """Read a child's answer; the snapshot is the one the child took before it read the
         files (else `snapshot`, what was seen when it was started)."""
         try:
-            out, err = await communicate
-            if returncode() != 0:
-                self.error = f"the summary process failed (exit {returncode()}): {err.decode(errors='replace')[-500:]}"
+            out, err = await asyncio.to_thread(proc.communicate)
+            if proc.returncode != 0:
+                self.error = f"the summary process failed (exit {proc.returncode}): {err.decode(errors='replace')[-500:]}"
             else:
                 result = json.loads(out)
                 if "error" in result:
