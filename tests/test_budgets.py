@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.budget import BUDGETS, DEFAULT_S, GRACE_S, TOTAL, load_budgets, over_budget
+from tests.helpers.budget import BUDGETS, DEFAULT_S, GRACE_S, TOTAL, busy_core_seconds, load_budgets, over_budget
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,9 +48,14 @@ def test_a_malformed_budgets_file_is_one_clear_error(tmp_path, text, says):
 
 
 def test_a_serial_run_over_a_budget_fails_naming_the_file_and_the_budget(tmp_path, slow_process):
-    """A child pytest (the budget plugin loaded, rooted in a temporary directory) whose one test
-    sleeps past its file's budget of 0.2 s: the run fails although the test passed."""
+    """A child pytest (the budget plugin loaded, rooted in a temporary directory) whose sleeping
+    test goes past its file's budget of 0.2 s: the run fails although the tests passed. Its
+    summary of the busiest files puts the file that kept a core busy for 0.6 s above the one that
+    slept."""
     (tmp_path / "test_sleepy.py").write_text("import time\n\ndef test_sleeps():\n    time.sleep(0.5)\n")
+    (tmp_path / "test_spins.py").write_text(
+        "import time\n\ndef test_spins():\n    end = time.process_time() + 0.6\n"
+        "    while time.process_time() < end:\n        pass\n")
     budgets = tmp_path / "budgets.json"
     budgets.write_text(json.dumps({"test_sleepy.py": 0.2, TOTAL: 3600}))
     run = subprocess.run(
@@ -60,6 +65,17 @@ def test_a_serial_run_over_a_budget_fails_naming_the_file_and_the_budget(tmp_pat
          "'--rootdir', sys.argv[2], sys.argv[2]]))", str(budgets), str(tmp_path)],
         cwd=ROOT, capture_output=True, text=True, timeout=120)
     out = run.stdout + run.stderr
-    assert "1 passed" in out, out[-2000:]
+    assert "2 passed" in out, out[-2000:]
     assert run.returncode == 1, out[-2000:]
+    busiest = re.findall(r"^\s*([\d.]+) core-s\s+[\d.]+ s  tests/(\S+)$", out, re.M)
+    assert [name for _, name in busiest] == ["test_spins.py", "test_sleepy.py"], out[-2000:]
+    assert float(busiest[0][0]) >= 0.5, out[-2000:]
     assert re.search(r"over budget: tests/test_sleepy\.py took 0\.[5-9] s, budget 0\.2 s", out), out[-2000:]
+
+
+def test_busy_core_seconds_leave_idle_and_iowait_out():
+    stat = ("cpu  100 20 30 4000 500 6 7 8 0 0\n"
+            "cpu0 50 10 15 2000 250 3 3 4 0 0\nintr 1 2 3\n")
+    assert busy_core_seconds(stat, 100) == pytest.approx((100 + 20 + 30 + 6 + 7 + 8) / 100)
+    with pytest.raises(ValueError, match="all-cores line"):
+        busy_core_seconds("intr 1 2 3\n", 100)

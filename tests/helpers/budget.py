@@ -15,6 +15,14 @@ keeps the whole run inside CI's limit.
 A side-by-side run (`-n`) shares the cores between workers, so each test takes longer than it
 would alone: the run prints the files over budget but does not fail for them. `--no-budgets`
 turns the check off (a run under a profiler, a debugger, a deliberately loaded machine).
+
+A serial run also prints the files that kept the machine busiest: each test's busy core-seconds
+of the whole machine (`/proc/stat`: every core's time not idle or waiting on I/O), setup and
+teardown included, summed per file. Machine-wide on purpose: most of a heavy test's work runs
+outside the pytest process tree (the Docker daemon, the containers, the Ray daemons), which
+`/usr/bin/time` on pytest does not see; anything else running on the machine at the time
+counts too, so the figures are a quiet machine's. Side by side the tests overlap and no file's
+share can be told apart, so nothing is printed there.
 """
 
 from __future__ import annotations
@@ -35,6 +43,9 @@ GRACE_S = 15.0
 TOTAL = "total"
 
 _seconds: Counter[str] = Counter()
+_busy: Counter[str] = Counter()
+#: How many files the busiest-files summary names.
+BUSIEST = 15
 
 
 def pytest_addoption(parser):
@@ -53,6 +64,37 @@ def pytest_runtest_logreport(report):
         return
     _seconds[_file_of(report.nodeid)] += report.duration
     _seconds[TOTAL] += report.duration
+
+
+def busy_core_seconds(stat_text: str, ticks_per_s: int) -> float:
+    """Busy core-seconds since boot from the text of `/proc/stat`: the first ("cpu") line's
+    user, nice, system, irq, softirq and steal ticks (idle and iowait left out), in seconds.
+    Raises ValueError for a text whose first line is not the all-cores line."""
+    fields = stat_text.split("\n", 1)[0].split()
+    if not fields or fields[0] != "cpu" or len(fields) < 9:
+        raise ValueError(f"not /proc/stat's all-cores line: {stat_text[:60]!r}")
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
+    return (user + nice + system + irq + softirq + steal) / ticks_per_s
+
+
+def _machine_busy_s() -> float | None:
+    """The machine's busy core-seconds now; None where there is no /proc/stat."""
+    try:
+        return busy_core_seconds(Path("/proc/stat").read_text(), os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError):
+        return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """The machine's busy core-seconds over one test's setup, call and teardown (a module
+    fixture's finalizer runs in its last test's teardown), charged to the test's file."""
+    before = None if os.environ.get("PYTEST_XDIST_WORKER") else _machine_busy_s()
+    yield
+    after = _machine_busy_s() if before is not None else None
+    if after is not None:
+        _busy[_file_of(item.nodeid)] += after - before
+        _busy[TOTAL] += after - before
 
 
 def load_budgets(path: Path | None = None) -> dict[str, float]:
@@ -106,3 +148,9 @@ def pytest_terminal_summary(terminalreporter, config):
             red=not side_by_side, yellow=side_by_side)
     if _over and side_by_side:
         terminalreporter.write_line("budgets are enforced in serial runs only; this run had workers")
+    if _busy and not side_by_side:
+        busiest = sorted(((n, s) for n, s in _busy.items() if n != TOTAL), key=lambda x: -x[1])[:BUSIEST]
+        terminalreporter.write_sep("=", "the files that kept the machine busiest (core-seconds, setup and teardown included)")
+        for name, seconds in busiest:
+            terminalreporter.write_line(f"{seconds:8.1f} core-s  {_seconds.get(name, 0.0):7.1f} s  tests/{name}")
+        terminalreporter.write_line(f"{_busy[TOTAL]:8.1f} core-s  {_seconds.get(TOTAL, 0.0):7.1f} s  all tests")
