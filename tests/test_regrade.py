@@ -15,6 +15,8 @@ import shlex
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from reb_ray.grading.unmeasured import PROBE_STAGES, STAGE_COLUMNS
 from reb_ray.grading.witness import WITNESS_COLUMNS
 from reb_ray.models.sweep import SweepConfig, TrialSpec
@@ -161,6 +163,34 @@ def test_regrade_uses_streamed_verdicts_and_artifacts_and_never_fails_a_truncate
     c2 = next(s for s in outcomes["noop/chatty/0"].stages if s["stage"] == "c2")
     assert c2["side_logs"][0]["text"] == "ok\n"
     assert load_suite("ev", root)[0].stages.cpu.success.log_pattern == PATTERN
+
+
+def _harbor_row(index: int) -> dict:
+    return {"sweep_id": "s", "trial_id": f"reference/hello/{index}", "attempt": 1, "trial_index": index,
+            "task_id": "hello", "suite": "harbor:/tasks", "agent": "reference", "status": "scored", "reward": 1.0}
+
+
+def test_trials_of_harbor_tasks_are_left_out_of_a_regrade_and_a_reprobe_and_said_so(tmp_path):
+    """A Harbor trial's score is its verifier's reward: nothing stored re-grades it. Beside a
+    reb-ray trial it is left out with a line; alone it is one clear error; a re-probe lists it
+    as not re-probed, with why (so the command's exit code says the run was not all re-probed)."""
+    from reb_ray.errors import RebRayError
+    from reb_ray.sweep.reprobe import HARBOR_WHY, reprobe
+
+    root, run, only = _suite(tmp_path), tmp_path / "runs", tmp_path / "harbor-only"
+    trial, stages = _rows(0)
+    ParquetSink(run).write([trial, _harbor_row(0)], stages)
+    notes: list[str] = []
+    outcomes = regrade(run, "s", tasks_root=root, note=notes.append)
+    assert [o.trial["trial_id"] for o in outcomes] == ["noop/chatty/0"]
+    assert notes == [f"left out 1 trial(s) of Harbor tasks (sweep s): {HARBOR_WHY}"]
+    result = reprobe(run, "s", tasks_root=root)
+    assert sorted((row["trial_id"], why == HARBOR_WHY) for row, why in result.missing) == [
+        ("noop/chatty/0", False), ("reference/hello/0", True)]  # the first: no environment kept
+    ParquetSink(only).write([_harbor_row(0), _harbor_row(1)], [])
+    for verb, call in (("re-graded", lambda: regrade(only, tasks_root=root)), ("re-probed", lambda: reprobe(only, tasks_root=root))):
+        with pytest.raises(RebRayError, match=f"sweep s holds only trials of Harbor tasks, which cannot be {verb}"):
+            call()
 
 
 # -- A live run's stored raw records re-grade to every graded column ------------------------------

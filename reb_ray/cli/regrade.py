@@ -36,7 +36,7 @@ def regrade(
     if rerun_probes:
         outcomes, missing = _rerun_probes(run_dir, sweep_id, tasks_root, trials, assets, gpus, address)
     else:
-        outcomes = run_regrade(run_dir, sweep_id, tasks_root)
+        outcomes = run_regrade(run_dir, sweep_id, tasks_root, note=typer.echo)
     with ParquetSink(run_dir) as sink:
         for outcome in outcomes:
             sink.write([outcome.trial], outcome.stages)

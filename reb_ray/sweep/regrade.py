@@ -31,7 +31,7 @@ from reb_ray.models.report import load_report_object
 from reb_ray.models.task import SuccessRule, TaskSpec
 from reb_ray.suite.load import load_suite
 from reb_ray.results.read import latest_attempts, read_stages, read_trials
-from reb_ray.sweep.reprobe import GRADING_SUFFIXES
+from reb_ray.sweep.reprobe import GRADING_SUFFIXES, HARBOR_WHY, split_harbor
 from reb_ray.trial.record import LOG_KEEP, TrialOutcome, settle_rows
 from reb_ray.trial.result import StageRow
 
@@ -231,11 +231,14 @@ def _regrade_c5(row: dict, stages: dict[str, dict], grade) -> None:
     grade("c5", AuditRecord(report, stored["facts"], observed))
 
 
-def regrade(run_dir: Path, sweep_id: str | None = None, tasks_root: Path | None = None) -> list[TrialOutcome]:
+def regrade(run_dir: Path, sweep_id: str | None = None, tasks_root: Path | None = None,
+            note=None) -> list[TrialOutcome]:
     """Re-grade the current scored attempt of every trial under `run_dir` (optionally one
-    sweep; `latest_attempts` says which attempt is current).
+    sweep; `latest_attempts` says which attempt is current). Trials of Harbor tasks are left
+    out (`split_harbor`), `note(line)` told how many.
 
-    Raises RebRayError when a row's suite or task is no longer known.
+    Raises RebRayError when a row's suite or task is no longer known, or every trial is a
+    Harbor task's.
     """
     # Only each trial's current attempt (the rule every reader uses); a superseded one is history.
     trials = [t for t in latest_attempts(read_trials(run_dir, sweep_id)).to_pylist()
@@ -243,6 +246,10 @@ def regrade(run_dir: Path, sweep_id: str | None = None, tasks_root: Path | None 
     if not trials:
         which = f"sweep {sweep_id!r}" if sweep_id else "any sweep"
         raise RebRayError(f"{run_dir}: no scored trials of {which} to re-grade")
+    trials, harbor = split_harbor(trials, run_dir, "re-graded")
+    if harbor and note is not None:
+        note(f"left out {len(harbor)} trial(s) of Harbor tasks (sweep {', '.join(sorted({r['sweep_id'] for r in harbor}))}): "
+             + HARBOR_WHY)
     by_attempt: dict[tuple, dict[str, dict]] = {}
     for stage in read_stages(run_dir, sweep_id).to_pylist():
         by_attempt.setdefault((stage["sweep_id"], stage["trial_id"], stage["attempt"]), {})[stage["stage"]] = stage

@@ -50,7 +50,7 @@ from reb_ray.grading.unmeasured import PROBE_STAGES, STAGE_COLUMNS
 from reb_ray.grading.verdict import differences
 from reb_ray.grading.vocabulary import Stage
 from reb_ray.models.report import parse_report
-from reb_ray.models.sweep import SweepConfig, TrialSpec
+from reb_ray.models.sweep import HARBOR_PREFIX, SweepConfig, TrialSpec
 from reb_ray.models.task import TaskSpec
 from reb_ray.results.read import GRADING_SUFFIXES, REPROBE_SUFFIX, latest_attempts, read_stages, read_trials
 from reb_ray.sandbox.scratch import make_scratch
@@ -122,6 +122,24 @@ def source_trials(run_dir: Path, sweep_id: str | None = None, trial_ids: list[st
     if not rows:
         raise RebRayError(f"{run_dir}: no scored trials of {f'sweep {sweep_id!r}' if sweep_id else 'any sweep'} to re-probe")
     return sorted(rows, key=lambda r: (r["sweep_id"], r["trial_id"]))
+
+
+#: Why a Harbor task's trial is neither re-graded nor re-probed (`split_harbor`).
+HARBOR_WHY = ("a Harbor task's score is its verifier's reward, which only running the task again gives "
+              "(reb-ray sweep --suite harbor:PATH), and no environment of it is kept")
+
+
+def split_harbor(rows: list[dict], run_dir: Path, verb: str) -> tuple[list[dict], list[dict]]:
+    """(`rows` of reb-ray's own tasks, `rows` of Harbor tasks). Nothing stored of a Harbor
+    trial can be re-graded or re-probed (`HARBOR_WHY`), so the caller leaves those out and says
+    so. Raises RebRayError naming the sweeps when every row is a Harbor trial (`verb`: what
+    could not be done, e.g. "re-graded")."""
+    harbor = [r for r in rows if str(r.get("suite") or "").startswith(HARBOR_PREFIX)]
+    if harbor and len(harbor) == len(rows):
+        sweeps = ", ".join(sorted({r["sweep_id"] for r in harbor}))
+        raise RebRayError(f"{run_dir}: sweep {sweeps} holds only trials of Harbor tasks, which cannot be {verb}: "
+                          f"{HARBOR_WHY}")
+    return [r for r in rows if not str(r.get("suite") or "").startswith(HARBOR_PREFIX)], harbor
 
 
 def stored_identity(run_dir: Path, sweep_id: str) -> dict:
@@ -303,13 +321,13 @@ def reprobe(run_dir: Path, sweep_id: str | None = None, trial_ids: list[str] | N
     from reb_ray.trial import artifacts
 
     run_dir = Path(run_dir)
-    sources = source_trials(run_dir, sweep_id, trial_ids)
+    sources, harbor = split_harbor(source_trials(run_dir, sweep_id, trial_ids), run_dir, "re-probed")
     by_attempt: dict[tuple, dict[str, dict]] = {}
     for stage in read_stages(run_dir, sweep_id).to_pylist():
         by_attempt.setdefault((stage["sweep_id"], stage["trial_id"], stage["attempt"]), {})[stage["stage"]] = stage
     toolbox = toolbox_key(toolbox_sources())
     here, suites, identities = node_gpus(), {}, {}
-    result = ReprobeResult()
+    result = ReprobeResult(missing=[(row, HARBOR_WHY) for row in harbor])
     for source in sources:
         suite = suites.setdefault(source["suite"], {t.id: t for t in load_suite(source["suite"], tasks_root)})
         if source["task_id"] not in suite:
