@@ -81,6 +81,20 @@ def compare(files: dict[str, str | None], published: dict[str, str]) -> dict[str
             "compared": compared}
 
 
+def linux_forms(tags) -> set[str]:
+    """`tags` ("py-abi-platform") with every Linux platform (manylinux*, musllinux*, linux) of an
+    architecture written as `linux_<arch>`: the tags a wheel's WHEEL file and its file name may
+    give differently for one artifact."""
+    out = set()
+    for tag in tags or ():
+        py, _, rest = str(tag).partition("-")
+        abi, _, plat = rest.partition("-")
+        if plat.startswith(("manylinux", "musllinux", "linux_")):
+            arch = plat.split("_", 3)[-1] if plat.startswith(("manylinux_", "musllinux_")) else plat.split("_", 1)[-1]
+            out.add(f"{py}-{abi}-linux_{arch}")
+    return out
+
+
 def _local_build(dist: dict) -> str | None:
     """Why `dist` was built locally (PEP 610), or None."""
     direct = dist.get("direct_url") or {}
@@ -132,6 +146,16 @@ def judge_dist(dist: dict, lookup: dict | None) -> dict[str, Any]:
     tags = set(dist.get("tags") or [])
     tagged = [c for c in candidates if tags & set(c.get("tags") or [])]
     if not tagged:
+        # a wheel repaired after its build (auditwheel; PyTorch's, ray's) keeps its build's
+        # `linux_x86_64` in WHEEL under a manylinux file name: verified when every file is that
+        # artifact's, else judged as a local build (which also says linux_x86_64)
+        same = [c for c in candidates if linux_forms(tags) & linux_forms(c.get("tags") or [])]
+        for cand in same:
+            got = compare(files, cand["record"])
+            if got["matched"] and not got["modified"] and not got["added"]:
+                out.update(status=VERIFIED, source=f"{cand.get('artifact')} ({cand.get('source')})",
+                           missing=len(got["missing"]))
+                return out
         return _built_locally(out, files, candidates)
     best = None
     for cand in tagged:
@@ -201,6 +225,34 @@ def _dpkg_dists(listing: dict) -> list[dict]:
     return out
 
 
+def own_files(listing: dict | None) -> dict | None:
+    """`listing` with each distribution's files limited to its own: a file that another
+    distribution of the same site directory lists in its RECORD, and this one does not, is left
+    out of this one's files. The probe hashes every file below a distribution's top-level
+    entries so that a file added into a package is seen; a namespace package shared by several
+    distributions (`google/` of protobuf and googleapis-common-protos, `opentelemetry/`,
+    CUDA torch's `nvidia/`) would otherwise count each one's files as code added to the others,
+    and every honest install of them would be `modified`. The file stays judged: the
+    distribution that lists it compares it with its own published RECORD (a real one that lists
+    a planted file is `modified` for it, a hand-made one is `unmatched`). Idempotent."""
+    if not isinstance(listing, dict) or not isinstance(listing.get("dists"), list):
+        return listing
+    listed_by: dict[tuple[Any, str], set[int]] = {}
+    for i, dist in enumerate(listing["dists"]):
+        if isinstance(dist, dict):
+            for path in dist.get("record") or []:
+                if isinstance(path, str):
+                    listed_by.setdefault((dist.get("dir"), posixpath.normpath(path)), set()).add(i)
+    dists = []
+    for i, dist in enumerate(listing["dists"]):
+        if isinstance(dist, dict) and isinstance(dist.get("files"), dict):
+            listers = {path: listed_by.get((dist.get("dir"), path), set()) for path in dist["files"]}
+            dist = {**dist, "files": {path: digest for path, digest in dist["files"].items()
+                                      if i in listers[path] or not listers[path]}}
+        dists.append(dist)
+    return {**listing, "dists": dists}
+
+
 def judge(listing: dict | None, lookups: dict[str, dict]) -> dict[str, Any]:
     """The check's record from the probe's `listing` and `lookups` ({"<dir>/<info>": lookup});
     {"error": ...} when the probe left none."""
@@ -208,6 +260,7 @@ def judge(listing: dict | None, lookups: dict[str, dict]) -> dict[str, Any]:
         return {"error": "the installed-files probe left no record"}
     if listing.get("error"):
         return {"error": f"installed-files probe: {str(listing['error'])[:300]}"}
+    listing = own_files(listing)
     dists = []
     for dist in listing.get("dists") or []:
         if not isinstance(dist, dict):

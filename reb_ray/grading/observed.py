@@ -18,8 +18,12 @@ import ast
 import posixpath
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 
-#: Programs kept per process, and files kept per program (the rest is counted).
+#: Programs kept per process, and files kept per program (the rest is counted). With `keep`
+#: (parse_trace) the cap counts only the files kept: an interpreter of a real ML stage opens
+#: thousands of files of its site-packages (torch, transformers) before the repository's, and
+#: a cap over every open left the repository's files out of the trace.
 MAX_EXECS = 8
 MAX_OPENED = 400
 #: Lines kept of the calls that reached for the observer.
@@ -61,6 +65,7 @@ class Trace:
     reached_total: int = 0
     lines: int = 0
     unparsed: int = 0
+    keep: Callable[[str], bool] | None = field(default=None, repr=False)  # parse_trace's `keep`
 
 
 def _strings(text: str) -> list[str]:
@@ -109,11 +114,13 @@ def _fd_path(arg: str) -> tuple[str | None, str | None]:
     return (match.group(1), match.group(2)) if match else (arg, None)
 
 
-def parse_trace(text: str, observer_pids: tuple[int, ...] = ()) -> Trace:
+def parse_trace(text: str, observer_pids: tuple[int, ...] = (), keep: Callable[[str], bool] | None = None) -> Trace:
     """Parse strace's `-f -y` output (see the module docstring). `observer_pids`: the reader's
     and strace's PIDs; a call naming one of them, or a /proc entry of one, or an observer file,
-    is listed in `reached`."""
-    trace = Trace()
+    is listed in `reached`. `keep`: which opened files (resolved paths) a program keeps, up to
+    MAX_OPENED of them (None: every file, the first MAX_OPENED); every open is counted in
+    `opened_total` either way."""
+    trace = Trace(keep=keep)
     pending: dict[int, str] = {}
     mine = {str(p) for p in observer_pids if p}
     for raw in text.splitlines():
@@ -190,8 +197,9 @@ def _record(trace: Trace, pid: int, name: str, args: str, ret: str, after: str, 
     if program.cwd is None and name != "open" and parts and parts[0].startswith("AT_FDCWD<"):
         program.cwd = base
     program.opened_total += 1
-    if len(program.opened) < MAX_OPENED:
-        program.opened.append(posixpath.normpath(resolved))
+    resolved = posixpath.normpath(resolved)
+    if len(program.opened) < MAX_OPENED and (trace.keep is None or trace.keep(resolved)):
+        program.opened.append(resolved)
 
 
 def _proc_target(path: str) -> str | None:

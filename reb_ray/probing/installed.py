@@ -25,7 +25,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from reb_ray.grading.installed import compare, judge
+from reb_ray.grading.installed import compare, judge, linux_forms, own_files
 from reb_ray.probing.facts import facts_env
 from reb_ray.probing.published import Artifact, Published
 from reb_ray.probing.record import run_json_probe
@@ -115,9 +115,12 @@ def directories(startup: dict | None, repo_dir: str | None = None) -> tuple[list
 
 
 def _rank(artifacts: list[Artifact], tags: list[str]) -> list[Artifact]:
-    wanted = set(tags)
+    """Wheels to read first: those with an installed tag, then those of the same Linux
+    platform under another name (a repaired wheel's WHEEL keeps `linux_x86_64`), local ones first."""
+    wanted, linux = set(tags), linux_forms(tags)
     wheels = [a for a in artifacts if a.kind == "wheel"]
-    return sorted(wheels, key=lambda a: (not (a.tags & wanted), not a.source.startswith("local:")))
+    return sorted(wheels, key=lambda a: (not (a.tags & wanted), not (linux_forms(a.tags) & linux),
+                                         not a.source.startswith("local:")))
 
 
 def lookup(dist: dict, published: Published) -> dict:
@@ -174,6 +177,7 @@ def check_installed(sandbox: Sandbox, toolbox: str, startup: dict | None, publis
 
     try:
         listing, _ = run_json_probe(sandbox, "installed", toolbox, argv, timeout_s, facts_env())
+        listing = own_files(listing)  # a namespace package's files are judged by their own distribution
         lookups = {}
         t = time.monotonic()
         for dist in (listing or {}).get("dists") or []:

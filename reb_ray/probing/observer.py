@@ -165,15 +165,25 @@ def _collect(sandbox: Sandbox, observer: Observer, witness: dict | None, repo_di
     if not header.get("complete") or header.get("truncated"):
         why = "its trace was cut at its limit" if header.get("truncated") else "strace ended before the command's first process did"
         return {**record, "status": INCOMPLETE, "reason": f"the observer's trace is incomplete: {why}"}
-    trace = parse_trace(raw_trace.decode("utf-8", "replace"), (header.get("reader_pid"), header.get("tracer_pid")))
+    summary = summarize_trace(raw_trace.decode("utf-8", "replace"), (header.get("reader_pid"), header.get("tracer_pid")),
+                              witness, repo_dir)
+    paths = sorted({p["path"] for rows in summary["pids"].values() for p in rows if p["path"]})
+    record.update(summary, status=OK, reason=None, realpaths=_realpaths(sandbox, paths, observer.directory))
+    return record
+
+
+def summarize_trace(text: str, observer_pids: tuple, witness: dict | None, repo_dir: str | None) -> dict:
+    """The summary (reb_ray.grading.observed.summarize) of trace `text` for the processes whose
+    witness records carry the stage's nonce. Only the files it keeps (under the repository, or
+    named by a record) count against the per-program cap of opened files: an interpreter that
+    imports torch opens thousands of files before the repository's first one."""
     records = [r for r in (witness or {}).get("records") or [] if isinstance(r, dict)]
     nonce = (witness or {}).get("nonce")
     pids = sorted({r["pid"] for r in records if r.get("nonce") == nonce and isinstance(r.get("pid"), int)})
     interesting = _record_paths(records)
-    summary = summarize(trace, pids, interesting, repo_dir)
-    paths = sorted({p["path"] for rows in summary["pids"].values() for p in rows if p["path"]})
-    record.update(summary, status=OK, reason=None, realpaths=_realpaths(sandbox, paths, observer.directory))
-    return record
+    prefix = (repo_dir or "/nonexistent").rstrip("/") + "/"
+    trace = parse_trace(text, observer_pids, keep=lambda path: path.startswith(prefix) or path in interesting)
+    return summarize(trace, pids, interesting, repo_dir)
 
 
 def _record_paths(records: list[dict]) -> set[str]:
@@ -209,5 +219,5 @@ def _realpaths(sandbox: Sandbox, paths: list[str], directory: str) -> dict[str, 
     return out
 
 
-__all__ = ["INCOMPLETE", "OK", "Observer", "TAMPERED", "UNAVAILABLE", "arm", "collect", "verify"]
+__all__ = ["INCOMPLETE", "OK", "Observer", "TAMPERED", "UNAVAILABLE", "arm", "collect", "summarize_trace", "verify"]
 
