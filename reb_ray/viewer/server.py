@@ -40,7 +40,6 @@ import codecs
 import gzip
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -54,7 +53,8 @@ from reb_ray.terminal import printable
 from reb_ray.viewer.pictures import PAIR_PICTURES, PICTURES
 from reb_ray.viewer.pictures import available as pictures_available
 from reb_ray.viewer.data import Forbidden, NotFound, Query, Run
-from reb_ray.viewer.summary import child_env, launch
+from reb_ray.viewer.child import answer, start
+from reb_ray.viewer.summary import launch
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
@@ -134,19 +134,12 @@ class Summary:
         """Read a child's answer; the snapshot is the one the child took before it read the
         files (else `snapshot`, what was seen when it was started)."""
         try:
-            out, err = await asyncio.to_thread(proc.communicate)
-            if proc.returncode != 0:
-                self.error = f"the summary process failed (exit {proc.returncode}): {err.decode(errors='replace')[-500:]}"
-            else:
-                result = json.loads(out)
-                if "error" in result:
-                    self.error = result["error"]
-                else:
-                    self.result, self.error = result, None
-                    if result.get("snapshot") is not None:
-                        snapshot = tuple(tuple(part) for part in result["snapshot"])
-        except (OSError, ValueError) as exc:
-            self.error = f"the summary process failed: {exc}"
+            result = await answer(proc, "the summary process")
+            self.result, self.error = result, None
+            if result.get("snapshot") is not None:
+                snapshot = tuple(tuple(part) for part in result["snapshot"])
+        except (OSError, RebRayError) as exc:
+            self.error = str(exc) if isinstance(exc, RebRayError) else f"the summary process failed: {exc}"
         finally:
             self.snapshot, self.running = snapshot, None
 
@@ -182,16 +175,8 @@ class Pictures:
 
     async def _draw(self, group: tuple, snapshot: tuple) -> dict:
         try:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "reb_ray.viewer.pictures", str(self.run.output_dir), *group,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=child_env())
-            out, err = await proc.communicate()
-            if proc.returncode != 0:
-                raise RebRayError(f"the drawing process failed (exit {proc.returncode}): "
-                                  f"{err.decode(errors='replace')[-300:]}")
-            result = json.loads(out)
-            if "error" in result:
-                raise RebRayError(result["error"])
+            proc = await asyncio.to_thread(start, "reb_ray.viewer.pictures", str(self.run.output_dir), *group)
+            result = await answer(proc, "the drawing process")
             self.drawn[group] = (snapshot, result)
             return result
         finally:

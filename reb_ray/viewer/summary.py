@@ -20,7 +20,6 @@ start-up and the server's overlap: the table is ready about a second and a half 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -40,18 +39,11 @@ def _peak_mb() -> float | None:
         return None
 
 
-def child_env() -> dict[str, str]:
-    """The environment of a computing child: this code first on its path."""
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
-
-
 def launch(output_dir: Path) -> subprocess.Popen:
     """This module run as a child on `output_dir`, its JSON on the child's stdout."""
-    return subprocess.Popen([sys.executable, "-m", "reb_ray.viewer.summary", str(output_dir)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env())
+    from reb_ray.viewer.child import start
+
+    return start("reb_ray.viewer.summary", str(output_dir))
 
 
 def compute(output_dir: Path) -> dict:
