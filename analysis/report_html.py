@@ -1,12 +1,15 @@
 """`reb-ray report RUN --html FILE`: the run's report as one self-contained HTML file (no
 script, no network: it opens anywhere and cannot run what an agent wrote).
 
-It holds, per sweep: any `FINDING:` first, the per-agent summary table (`analysis.summary`'s
+It holds, per reb-ray sweep: any `FINDING:` first, the per-agent summary table (`analysis.summary`'s
 cells: the numbers the terminal and the CSV show, from the one `analysis.scores.summarize`),
 the plots (`analysis.plots`, embedded as base64 PNG data URIs), the analysis sections
 (`analysis.sections`: the terminal's strings, as tables) and a drill-down per trial
 (`analysis.drilldown`: stage statuses and reasons, log head and tail, report.json, tokens and
-cost, relative links to the stored agent log, transcript and stage logs).
+cost, relative links to the stored agent log, transcript and stage logs). A Harbor sweep
+(`reb-ray sweep --suite harbor:PATH`; C0..C5 do not apply to it) is one section of its reward
+table (`analysis.rewards_page`: the terminal's numbers, cost to the cent, time with units) and a
+link to the viewer, which opens its trials, logs and trajectories.
 
 The report is for small runs; a large one (or one still running) is browsed with the viewer,
 `reb-ray view OUTPUT`: the report names that command for its results directory and links each
@@ -40,6 +43,8 @@ from reb_ray.terminal import printable
 from .analyze import STAGE_COLUMNS, Analysis, analyze
 from .drilldown import DETAIL_COLUMNS, trial_details
 from .outcomes import LABELS, STAGES
+from .rewards import reward_summary, split_harbor
+from .rewards_page import LEGEND as REWARDS_LEGEND, page_sweeps
 from .scores import summarize
 from .sections import sweep_sections
 from .summary import HEADERS, LEGEND, row_cells
@@ -124,11 +129,16 @@ def plot_images(analysis: Analysis) -> tuple[dict[Any, list[dict]], str | None]:
     return images, None
 
 
+def _viewer(sweep_id) -> str:
+    return f"{VIEWER_URL}/matrix?{urlencode({'sweep': sweep_id})}" if sweep_id is not None else VIEWER_URL
+
+
 def context(output_dir: Path, trials: pa.Table, stages: pa.Table | None, analysis: Analysis,
-            html_path: Path, *, with_plots: bool = True) -> dict:
-    """The template's values: one dict per sweep (id, summary headers and rows, legend,
-    sections, plots, trials) and the run's facts. `stages`: the stages table with
-    DETAIL_COLUMNS (None: no drill-down of stages)."""
+            html_path: Path, *, with_plots: bool = True, rewards: list[dict] | None = None) -> dict:
+    """The template's values: one dict per reb-ray sweep of `trials` (id, summary headers and
+    rows, legend, sections, plots, trials), one per Harbor sweep of `rewards` (its
+    `analysis.rewards.reward_summary` rows: id, suite, headers, rows, viewer link) and the run's
+    facts. `stages`: the stages table with DETAIL_COLUMNS (None: no drill-down of stages)."""
     images, plots_note = plot_images(analysis) if with_plots else ({}, "plots not drawn (with_plots=False)")
     rows = summarize(trials)
     details = trial_details(output_dir, trials, stages, analysis.stats.run, html_path.parent)
@@ -146,19 +156,20 @@ def context(output_dir: Path, trials: pa.Table, stages: pa.Table | None, analysi
             "trials": [d for d in details if d["sweep_id"] == sweep_id],
             "stages": applied,
             "omitted": omitted,
-            "viewer": f"{VIEWER_URL}/matrix?{urlencode({'sweep': sweep_id})}" if sweep_id is not None else VIEWER_URL,
+            "viewer": _viewer(sweep_id),
         })
+    harbor = [{**sweep, "viewer": _viewer(sweep["id"])} for sweep in page_sweeps(rewards or [])]
     return {"title": f"reb-ray report: {output_dir.name}", "output_dir": str(output_dir), "version": reb_ray.__version__,
             "view_command": f"reb-ray view {shlex.quote(str(output_dir))}", "viewer_url": VIEWER_URL,
-            "csp": CSP, "legend": LEGEND, "sweeps": sweeps, "plots_note": plots_note, "stages": STAGES,
+            "csp": CSP, "legend": LEGEND, "sweeps": sweeps, "harbor_sweeps": harbor, "rewards_legend": REWARDS_LEGEND, "plots_note": plots_note, "stages": STAGES,
             "labels": LABELS, "seed": analysis.seed, "resamples": analysis.resamples}
 
 
 def render(output_dir: Path, trials: pa.Table, stages: pa.Table | None, analysis: Analysis, html_path: Path,
-           *, with_plots: bool = True) -> str:
+           *, with_plots: bool = True, rewards: list[dict] | None = None) -> str:
     """The HTML text of the report (`context` rendered by TEMPLATE)."""
     return _environment().get_template(TEMPLATE).render(
-        **context(Path(output_dir), trials, stages, analysis, Path(html_path), with_plots=with_plots))
+        **context(Path(output_dir), trials, stages, analysis, Path(html_path), with_plots=with_plots, rewards=rewards))
 
 
 def stage_columns() -> list[str]:
@@ -168,25 +179,29 @@ def stage_columns() -> list[str]:
 
 def write_html(output_dir: Path, html_path: Path, sweep_id: str | None = None, *, trials: pa.Table | None = None,
                stages: pa.Table | None = None, analysis: Analysis | None = None, with_plots: bool = True,
-               tasks_root: Path | None = None) -> Path:
+               tasks_root: Path | None = None, rewards: list[dict] | None = None) -> Path:
     """Write the HTML report of the run under `output_dir` (one sweep or all) to `html_path`
     (UTF-8); returns the path. What is already at hand is not read or computed again: `trials`
-    (every attempt, as read_trials gives it), `stages` (`stage_columns()` at least), and
-    `analysis` (`analyze` of those two, with the deviations of the tasks under `tasks_root`,
-    default the bundled tasks/). Raises RebRayError for an unreadable results shard or
-    an unwritable file."""
+    (every attempt, as read_trials gives it, Harbor sweeps included), `stages`
+    (`stage_columns()` at least), `analysis` (`analyze` of the trials that are not Harbor ones
+    and the stages, with the deviations of the tasks under `tasks_root`, default the bundled
+    tasks/) and `rewards` (`reward_summary` of the Harbor ones). Raises RebRayError for an
+    unreadable results shard or an unwritable file."""
     from reb_ray.results.read import read_stages, read_trials
 
     output_dir, html_path = Path(output_dir), Path(html_path)
     if trials is None:
         trials = read_trials(output_dir, sweep_id)
+    harbor, trials = split_harbor(trials)  # a Harbor sweep has its reward table, not C0..C5
+    if rewards is None:
+        rewards = reward_summary(harbor)
     if stages is None:
         stages = read_stages(output_dir, sweep_id, columns=stage_columns())
     if analysis is None:
         from .deviations import run_deviations
 
         analysis = analyze(trials, stages.select(STAGE_COLUMNS), deviations=run_deviations(output_dir, trials, tasks_root))
-    text = render(output_dir, trials, stages, analysis, html_path, with_plots=with_plots)
+    text = render(output_dir, trials, stages, analysis, html_path, with_plots=with_plots, rewards=rewards)
     try:
         html_path.write_text(text, encoding="utf-8")
     except OSError as exc:

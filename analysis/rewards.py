@@ -38,14 +38,27 @@ def harbor_rows(trials: pa.Table) -> pa.Table:
     return trials.filter(pa.array(mask, pa.bool_()))
 
 
+def split_harbor(trials: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """(the Harbor trials, the rest) of `trials`, split by whole sweeps: a sweep that holds a
+    Harbor trial is a Harbor sweep, every one of its rows goes with it (its C0..C5 do not apply)."""
+    import pyarrow.compute as pc
+
+    harbor = harbor_rows(trials)
+    if not harbor.num_rows:
+        return harbor, trials
+    ids = pc.is_in(trials.column("sweep_id"), value_set=pc.unique(harbor.column("sweep_id")))
+    return trials.filter(ids), trials.filter(pc.invert(ids))
+
+
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
 def reward_summary(trials: pa.Table) -> list[dict[str, Any]]:
     """One dict per (sweep, agent) of Harbor `trials` (module docstring), in first-seen order:
-    sweep_id, agent, trials, rewarded, mean_reward, interval ((low, high) or None), metrics
-    ({key: mean}), agent_s, cost_usd, cost_known, failed_agent, failed_hardware, infra."""
+    sweep_id, suite, agent, trials, rewarded, mean_reward, interval ((low, high) or None),
+    metrics ({key: mean}, the same keys in every dict: those of any row, null where a group has
+    none), agent_s, cost_usd, cost_known, failed_agent, failed_hardware, infra."""
     if not trials.num_rows:
         return []
     current = reward_columns(latest_attempts(trials)).to_pylist()
@@ -63,7 +76,7 @@ def reward_summary(trials: pa.Table) -> list[dict[str, Any]]:
         task_means = [sum(v) / len(v) for v in by_task.values()]
         costs = [r["cost_usd"] for r in scored if r.get("cost_usd") is not None]
         out.append({
-            "sweep_id": sweep_id, "agent": agent, "trials": len(rows), "rewarded": len(rewarded),
+            "sweep_id": sweep_id, "suite": rows[0].get("suite"), "agent": agent, "trials": len(rows), "rewarded": len(rewarded),
             "mean_reward": _mean([r["reward"] for r in rewarded]),
             "interval": bootstrap_mean(task_means) if task_means else None,
             "metrics": {key: _mean([r[f"reward_{key}"] for r in rewarded if r.get(f"reward_{key}") is not None])
