@@ -244,7 +244,23 @@ def dockerfile(manifest: dict, steps: dict, has_wheels: bool, report_name: str |
     offline = "PIP_NO_INDEX=1 " if has_wheels and not steps["pinned"] else ""
     brk = "PIP_BREAK_SYSTEM_PACKAGES=1 " if not (manifest.get("interpreter") or {}).get("venv") else ""
     brk = f'{brk}PIP_CERT="$(ls {ENV_DIR}/certs/ca.pem 2>/dev/null)" '
-    if steps["hashed"]:
+    installer = [(n, v, h) for n, v, h, _ in steps["hashed"] if n.lower() == "pip"]
+    if installer:
+        # The locked pip first: pip writes the console scripts (bin/*) of what it installs from
+        # a template that changes between its releases, so an environment whose pip was
+        # upgraded before its packages were installed (`pip install -U pip` first, the usual
+        # recipe) is rebuilt file for file only by that pip, not by the venv's bundled one. The
+        # rest of the lock leaves it out: its own scripts (bin/pip*) were written by the pip
+        # that installed it, and a reinstall by itself would rewrite them.
+        name, version, digest = installer[0]
+        lines.append(f"RUN printf '%s\\n' '{name}=={version} --hash=sha256:{digest}' > /tmp/reb-ray-pip.lock && "
+                     f"{brk}{offline}{python} -m pip install --no-deps --force-reinstall --require-hashes"
+                     f"{find_links} -r /tmp/reb-ray-pip.lock && rm -f /tmp/reb-ray-pip.lock")
+    if installer and len(steps["hashed"]) > 1:
+        lines.append(f"RUN grep -v -i '^pip==' {ENV_DIR}/requirements.lock > /tmp/reb-ray-rest.lock; "
+                     f"{brk}{offline}{python} -m pip install --no-deps --force-reinstall --require-hashes"
+                     f"{find_links} -r /tmp/reb-ray-rest.lock && rm -f /tmp/reb-ray-rest.lock")
+    elif steps["hashed"] and not installer:
         # --force-reinstall: what the environment's creation put in first (a venv's ensurepip
         # pip and setuptools, Debian's patched builds) is replaced by the locked wheels even at
         # the same version, which pip would otherwise call satisfied.

@@ -46,11 +46,18 @@ _QUERY = (
     "print('@@SITE ' + (dirs[0] if dirs else ''))\n"
 )
 
-# $1 witness directory, $2 reported interpreter, $3 the .pth line, $4 the .pth file name; $SP
-# the system PATH. Prints the interpreter's prefix and the .pth file it wrote (if any).
+# $1 witness directory, $2 reported interpreter, $3 the .pth line, $4 the .pth file name, $5 the
+# repository ("" for none); $SP the system PATH. Removes the repository's byte-code caches, then
+# prints the interpreter's prefix and the .pth file it wrote (if any). An interpreter that finds
+# a valid `__pycache__/<module>.pyc` runs it without opening the module's source, so the kernel's
+# trace would show no pinned file opened (an honest agent that ran the code in its phase, or an
+# earlier stage, leaves them), and the code it ran would be the cache's, not the pinned file's.
 _ARM = r"""
-out=$1 py=$2 line=$3 name=$4
+out=$1 py=$2 line=$3 name=$4 repo=${5:-}
 mkdir -p "$out" && chmod 1777 "$out" || exit 3
+if [ -n "$repo" ] && [ -d "$repo" ]; then
+  find "$repo" -name __pycache__ -type d -prune -exec rm -rf -- {} + 2>/dev/null
+fi
 info=$(cd / && env -i PATH="$SP" HOME=/root LC_ALL=C.UTF-8 timeout "$QT" "$py" -c "$QUERY" 2>/dev/null)
 prefix=$(printf '%s\n' "$info" | sed -n 's/^@@PREFIX //p' | tail -n 1)
 site=$(printf '%s\n' "$info" | sed -n 's/^@@SITE //p' | tail -n 1)
@@ -116,7 +123,7 @@ def arm(sandbox: Sandbox, toolbox: str, python_path: str, repo_dir: str) -> Witn
     line = pth_line(nonce, witness.out_dir, repo_dir, witness.hook_dir)
     env = {"SP": facts_env()["PATH"], "QUERY": _QUERY, "QT": str(QUERY_TIMEOUT_S), **facts_env()}
     try:
-        res = sandbox.exec(["sh", "-c", _ARM, "arm", witness.out_dir, python_path, line, name],
+        res = sandbox.exec(["sh", "-c", _ARM, "arm", witness.out_dir, python_path, line, name, repo_dir or ""],
                            timeout=QUERY_TIMEOUT_S + 30, env=env)
     except Exception as exc:  # noqa: BLE001 - a gone sandbox: the collect finds nothing, graded missing
         witness.notes.append(f"arm failed: {type(exc).__name__}: {exc}"[:200])

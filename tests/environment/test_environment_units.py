@@ -285,3 +285,22 @@ def test_an_image_removed_at_settle_leaves_its_columns_null(docker_client):
     phase.settle()
     assert rec.row["env_kept"] is False and rec.row["env_commit_s"] == 0.4 and rec.row["env_keep_error"] is None
     assert all(rec.row[c] is None for c in keep.IMAGE_COLUMNS)
+
+
+def test_a_locked_pip_is_installed_first_and_left_out_of_the_rest():
+    """kyegomez--multimodalmamba's reference recipe upgrades pip before it installs anything, so
+    pip 26.0.1 wrote its packages' console scripts (bin/accelerate, bin/torchrun, ...); a rebuild
+    that installed the whole lock with the venv's bundled pip 23 wrote them from another template,
+    and `env verify` said `reproducible: no (files differ: bin/accelerate, ... and 21 more)`."""
+    pip = ("pip", "26.0.1", "cd" * 32, "pip-26.0.1-py3-none-any.whl")
+    steps = export.plan(MANIFEST)
+    steps["hashed"].append(pip)
+    runs = [line for line in export.dockerfile(MANIFEST, steps, has_wheels=True, report_name=None).splitlines()
+            if "pip install" in line]
+    assert f"'pip==26.0.1 --hash=sha256:{'cd' * 32}' > /tmp/reb-ray-pip.lock" in runs[0]
+    assert "--force-reinstall --require-hashes --find-links /opt/reb-ray-env/wheels -r /tmp/reb-ray-pip.lock" in runs[0]
+    assert runs[1].startswith("RUN grep -v -i '^pip==' /opt/reb-ray-env/requirements.lock > /tmp/reb-ray-rest.lock")
+    assert runs[1].endswith("-r /tmp/reb-ray-rest.lock && rm -f /tmp/reb-ray-rest.lock")
+    only = {**steps, "hashed": [pip]}
+    assert [line for line in export.dockerfile(MANIFEST, only, True, None).splitlines()
+            if "requirements.lock" in line and "pip install" in line] == []
