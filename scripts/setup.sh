@@ -72,7 +72,7 @@ want="$extras $(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ -x .venv/bin/reb-ray ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
   echo "setup: reb-ray already installed in .venv ([$extras], pyproject.toml unchanged)"
 else
-  echo "setup: installing reb-ray[$extras] into .venv"
+  echo "setup: installing reb-ray[$extras] into .venv (a first install downloads its dependencies: a few minutes, no progress shown)"
   rm -f "$stamp"
   quiet_pip .venv/bin/python -m pip install -q -e ".[$extras]"
   echo "$want" > "$stamp"

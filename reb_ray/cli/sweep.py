@@ -196,7 +196,7 @@ def sweep(
     tasks: Optional[str] = typer.Option(None, help="Pattern(s) on task ids, comma-separated, e.g. 'numpy-*'."),
     tasks_root: Optional[Path] = typer.Option(None, help="Directory holding suites (default: the bundled tasks/)."),
     agents: Optional[str] = typer.Option(None, help="Comma-separated agents: names of [agents.NAME] tables, or kind, kind@model, package.module:Class (default heuristic,noop)."),
-    trials: Optional[int] = typer.Option(None, help="Repeats per agent and task."),
+    trials: Optional[int] = typer.Option(None, help="Repeats per agent and task (default 1)."),
     output: Optional[Path] = typer.Option(None, help="Output directory for Parquet datasets (default ./reb-runs)."),
     address: Optional[str] = typer.Option(None, help="Ray cluster address to join (default: start a local Ray)."),
     max_concurrent: Optional[int] = typer.Option(None, help="Trials running at once (default: cluster CPUs)."),
@@ -215,7 +215,7 @@ def sweep(
     network_policy: Optional[str] = typer.Option(None, "--network-policy", help="Sandbox egress: open (default) | registries: only package registries (`network_allow` in --config) and the node's LLM proxy, through an allow-listing proxy; refused connections are logged and counted (network_denied_count)."),
     share_gpus_in_agent_phase: bool = typer.Option(False, "--share-gpus-in-agent-phase", help="Agent phases run on CPU slots of GPU nodes and see GPUs without holding them; each probe phase then holds its node's GPUs exclusively (docker: the agent's container is committed to a per-attempt image; C1 runs with no GPU device)."),
     max_attempts: Optional[int] = typer.Option(None, help="Attempts per trial in this run when infrastructure fails (default 2)."),
-    agent_timeout: Optional[float] = typer.Option(None, help="Agent phase limit in seconds."),
+    agent_timeout: Optional[float] = typer.Option(None, help="Agent phase limit in seconds (default 1800)."),
     toolchains_dir: Optional[Path] = typer.Option(None, help="Agent toolchains directory (default ~/.cache/reb-ray/toolchains; see `reb-ray agents install`)."),
     max_cost_usd: Optional[float] = typer.Option(None, "--max-cost-usd", help="Sweep budget in USD: launch no new trial once the cost recorded in the sweep's rows reaches it (a resume counts what was spent)."),
     prices: Optional[Path] = typer.Option(None, "--prices", help="A price table over the shipped one (see `reb-ray llm prices`); a path on every node."),
@@ -268,14 +268,26 @@ def sweep(
     else:
         typer.echo(format_summary(summarize(trials), trials))
     example = trials["trial_id"][0].as_py() if trials.num_rows else "AGENT/TASK/0"
-    typer.echo(f"next: `reb-ray report {cfg.output.dir}` (the analysis), `reb-ray trial show {cfg.output.dir} "
-               f"{example}` (one trial), `reb-ray view {cfg.output.dir}` (a local web viewer)")
+    typer.echo(next_line(cfg.output.dir, result.sweep_id, example))
     not_verified = _verify_exports(cfg, result.sweep_id) if cfg.output.verify_exports else 0
     code, last = sweep_exit(result, not_verified)
     if last is not None:
         typer.echo(last)
     if code:
         raise typer.Exit(code)
+
+
+def next_line(output: Path, sweep_id: str, example: str) -> str:
+    """The sweep's closing line: the commands that show its results, each one that runs as
+    printed. `trial show` names the sweep (`--sweep-id`) when `output` holds other sweeps too:
+    a trial id found in several sweeps (a reused trial is copied into each) is refused without it."""
+    from reb_ray.sweep.identity import identity_path
+
+    sweeps_dir = identity_path(output, sweep_id).parent.parent
+    others = sweeps_dir.is_dir() and any(p.is_dir() and p.name != sweep_id for p in sweeps_dir.iterdir())
+    choose = f" --sweep-id {sweep_id}" if others else ""
+    return (f"next: `reb-ray report {output}` (the analysis), `reb-ray trial show {output} {example}{choose}` "
+            f"(one trial), `reb-ray view {output}` (a local web viewer)")
 
 
 def sweep_exit(result, not_verified: int = 0) -> tuple[int, str | None]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,42 @@ def test_a_flag_error_names_the_flag_as_typed():
         load_config(None, {"sandbox.pids_limit": 10})
     with pytest.raises(RebRayError, match=r"^flags: --network-policy = 'registries': the local sandbox shares"):
         load_config(None, {"network.policy": "registries", "sandbox.provider": "local"})
+
+
+def test_the_closing_line_names_the_sweep_for_trial_show_once_the_output_holds_another(tmp_path):
+    """After a second sweep in the same output (the README's tour: the demo, then a narrower
+    sweep that reuses a demo trial), `trial show OUTPUT ID` alone is refused for a trial copied
+    into both; the line the sweep ends with must print a command that runs as it is."""
+    from reb_ray.cli.sweep import next_line
+    from reb_ray.sweep.identity import check_identity
+
+    output = tmp_path / "reb-runs"
+    check_identity(output, "demo-aaaa", {"suite": "demo"}, allow_drift=False)
+    only = next_line(output, "demo-aaaa", "heuristic/numpy-trainer/0")
+    assert f"`reb-ray trial show {output} heuristic/numpy-trainer/0` (one trial)" in only
+    assert "--sweep-id" not in only
+
+    check_identity(output, "demo-bbbb", {"suite": "demo"}, allow_drift=False)
+    second = next_line(output, "demo-bbbb", "heuristic/numpy-trainer/0")
+    assert f"`reb-ray trial show {output} heuristic/numpy-trainer/0 --sweep-id demo-bbbb` (one trial)" in second
+    assert f"`reb-ray report {output}`" in second and f"`reb-ray view {output}`" in second
+
+
+def test_each_default_the_sweep_help_states_is_the_settings_default():
+    """`reb-ray sweep --help` states an option's default where it is a number ("(default 1)"),
+    and that number, converted as the flag's value is (GiB to bytes), is SweepConfig's default;
+    a default the model leaves unset (None: decided on each node) is the help's words alone."""
+    import re
+
+    from reb_ray.cli.sweep import OPTION_FIELDS, sweep
+
+    defaults = load_config(None, {})
+    stated = {}
+    for name, param in inspect.signature(sweep).parameters.items():
+        match = re.search(r"\(default (\d+(?:\.\d+)?)\b", param.default.help or "")
+        if match and name in OPTION_FIELDS:
+            path, convert = OPTION_FIELDS[name]
+            if _field(defaults, path) is not None:
+                stated[name] = (convert(float(match.group(1))), _field(defaults, path))
+    assert {"trials", "agent_timeout", "pids_limit", "max_attempts", "shm_size_gb", "disk_quota_gb"} <= set(stated)
+    assert {name: pair for name, pair in stated.items() if pair[0] != pair[1]} == {}
