@@ -45,6 +45,7 @@ from pathlib import Path
 from reb_ray.errors import RebRayError
 from reb_ray.paths import bundled_dir
 from reb_ray.redact import MASK
+from reb_ray.sandbox.image_files import image_archive
 
 MANIFEST_VERSION = 1
 MANIFEST_NAME = "env_manifest"
@@ -131,21 +132,14 @@ def image_dpkg(client, image: str) -> dict[str, str] | None:
             return json.loads(cached.read_text())
         except ValueError:
             pass
-    container = None
     try:
-        container = client.containers.create(image_id, command=["true"], labels={"reb-ray.role": "image-dpkg"})
-        stream, _ = container.get_archive("/var/lib/dpkg/status")
-        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        with image_archive(client, image_id, "/var/lib/dpkg/status", labels={"reb-ray.role": "image-dpkg"}) as stream:
+            data = io.BytesIO(b"".join(stream))
+        with tarfile.open(fileobj=data) as tar:
             member = tar.extractfile(tar.getmembers()[0])
             packages = parse_dpkg_status(member.read().decode(errors="replace")) if member else None
     except Exception:  # noqa: BLE001 - an image without dpkg: unknown
         return None
-    finally:
-        if container is not None:
-            try:
-                container.remove(force=True)
-            except Exception:  # noqa: BLE001
-                pass
     if packages is not None:
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_name(f".{cached.name}.{uuid.uuid4().hex[:8]}")

@@ -22,6 +22,8 @@ import posixpath
 import tarfile
 from typing import Any, Iterator
 
+from reb_ray.sandbox.image_files import image_archive
+
 #: Path patterns (relative to the prefix) a rebuild may change: module docstring.
 EXPECTED_TO_DIFFER = ("__pycache__/", "*.pyc", "*.dist-info/RECORD", "*.dist-info/INSTALLER",
                       "*.dist-info/REQUESTED", "*.dist-info/direct_url.json", "pyvenv.cfg")
@@ -87,14 +89,10 @@ def digests_of_archive(chunks: Iterator[bytes]) -> dict[str, str]:
 
 
 def prefix_digests(client: Any, image: str, prefix: str) -> dict[str, str]:
-    """`digests_of_archive` of directory `prefix` in `image`, read through a container that is
-    created, never started, and removed. Raises what the engine's client raises."""
-    container = client.containers.create(image, command=["true"], network_disabled=True)
-    try:
-        stream, _ = container.get_archive(prefix)
+    """`digests_of_archive` of directory `prefix` in `image`, read without running the image
+    (`reb_ray.sandbox.image_files`). Raises what the engine's client raises."""
+    with image_archive(client, image, prefix) as stream:
         return digests_of_archive(stream)
-    finally:
-        container.remove(force=True)
 
 
 def compare_prefixes(kept: dict[str, str], rebuilt: dict[str, str]) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from reb_ray.probing.facts import facts_env
 from reb_ray.probing.published import Artifact, Published
 from reb_ray.probing.record import run_json_probe
 from reb_ray.sandbox import Sandbox
+from reb_ray.sandbox.image_files import image_archive
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +67,9 @@ def image_wheels(image: str | None, provider: type[Sandbox] | None) -> Path | No
     target = cache_root() / "image-wheels" / image_id
     if (target / ".done").is_file():
         return target
-    container = None
     try:
-        container = client.containers.create(image, command=["true"], network_disabled=True)
-        stream, _ = container.get_archive(IMAGE_WHEELS)
-        data = io.BytesIO(b"".join(stream))
+        with image_archive(client, image, IMAGE_WHEELS) as stream:
+            data = io.BytesIO(b"".join(stream))
         target.mkdir(parents=True, exist_ok=True)
         with tarfile.open(fileobj=data) as archive:
             for member in archive.getmembers():
@@ -82,12 +81,6 @@ def image_wheels(image: str | None, provider: type[Sandbox] | None) -> Path | No
     except Exception as exc:  # noqa: BLE001
         log.warning("cannot copy %s out of %s: %s", IMAGE_WHEELS, image, exc)
         return target if (target / ".done").is_file() else None
-    finally:
-        if container is not None:
-            try:
-                container.remove(force=True)
-            except Exception:  # noqa: BLE001
-                pass
 
 
 def directories(startup: dict | None, repo_dir: str | None = None) -> tuple[list[str], list[str]]:
