@@ -15,7 +15,7 @@ copied in only after it, the reward read as Harbor reads it), recorded into reb-
 - the trials row: identity and settlement as every row has them, `reward` and `rewards`
   (every numeric key of reward.json), `harbor_image`, `harbor_build_s`, the agent's exit, time
   and log; an agent that runs no model (`noop`, `reference`) has cost 0 (`cost_source`
-  `no_model`), a `command` agent's cost is unknown (null);
+  `no_model`), a `command` agent's cost is unknown (null), an LLM CLI's is the proxy's;
 - the stage rows `agent` (its execs' output, the log) and `verifier` (test.sh's exit, time,
   its whole output as the stage log, the rewards as the raw record). The verifier stage
   passes when a usable reward was read, whatever its value: the reward is the score. No
@@ -28,7 +28,9 @@ Agents, by kind: `reference` is Harbor's `oracle` (the task's own solution/solve
 name for a task's known-good recipe), `noop` is Harbor's `nop`, and `command` runs its
 command (an argv) in the task's sandbox with the instruction in `$REB_RAY_INSTRUCTION` (and at
 /logs/agent/instruction.md), in the task's working directory, without reb-ray's report
-contract. Other kinds are refused before the sweep starts (`check_agents`).
+contract. The LLM CLI kinds (LLM_KINDS) run their real CLI in the task's sandbox, metered by
+the node's proxy (reb_ray.harbor.llm_agent); their rows carry tokens, cost and transcript as
+a reb-ray trial's do. Other kinds are refused before the sweep starts (`check_agents`).
 """
 
 from __future__ import annotations
@@ -41,13 +43,14 @@ from pathlib import Path
 
 from reb_ray.errors import RebRayError
 from reb_ray.harbor.task import HarborTask, HarborTaskError, find_harbor_tasks, load_harbor_task
+from reb_ray.harbor.llm_agent import LLM_KINDS, LlmRunner
 from reb_ray.harbor.trial import DEFAULT_AGENT_TIMEOUT_S, LOGS, HarborOutcome, run_harbor_trial
 from reb_ray.models.sweep import HARBOR_PREFIX, SweepConfig, TrialSpec
 from reb_ray.models.task import CudaCheckSpec, HarborRef, Stages, TaskSource, TaskSpec
 from reb_ray.trial.record import TrialOutcome
 
-#: reb-ray agent kinds that run a Harbor task, and what Harbor calls them.
-AGENT_KINDS = {"reference": "oracle", "noop": "noop", "command": "command"}
+#: reb-ray agent kinds that run a Harbor task, and what Harbor calls them (an LLM CLI: itself).
+AGENT_KINDS = {"reference": "oracle", "noop": "noop", "command": "command", **{kind: kind for kind in LLM_KINDS}}
 #: The stage log's head and tail kept in the stage row, bytes each (TrialRecorder's LOG_KEEP).
 LOG_KEEP = 8 * 1024
 INSTRUCTION_PATH = f"{LOGS}/agent/instruction.md"
@@ -96,8 +99,8 @@ def check_agents(config: SweepConfig) -> None:
     for name in config.agents:
         kind = config.agent_spec(name).kind
         if kind not in AGENT_KINDS:
-            raise RebRayError(f"agent {name!r}: kind {kind} does not run Harbor tasks (it is wired to reb-ray's "
-                              f"report contract); valid kinds for --suite {HARBOR_PREFIX}...: {', '.join(AGENT_KINDS)}")
+            raise RebRayError(f"agent {name!r}: kind {kind} does not run Harbor tasks; valid kinds for "
+                              f"--suite {HARBOR_PREFIX}...: {', '.join(AGENT_KINDS)}")
 
 
 def _command_runner(spec: TrialSpec):
@@ -127,9 +130,10 @@ def _text(path: Path) -> str | None:
 
 
 def run_harbor_attempt(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_reason: str | None = None,
-                       ship_artifacts: bool = False) -> TrialOutcome:
+                       ship_artifacts: bool = False, llm_proxy=None) -> TrialOutcome:
     """Run one attempt of the Harbor task `spec.task` (module docstring) on this node with the
-    physical GPU ids `gpus`; always returns its rows, as reb_ray.trial.run_trial does."""
+    physical GPU ids `gpus`; always returns its rows, as reb_ray.trial.run_trial does.
+    `llm_proxy`: the node's metering proxy for an LLM agent (None: a private one here)."""
     from reb_ray.agents.prompt import Prompt
     from reb_ray.environment.fingerprint import fingerprint
     from reb_ray.redact import Redactor
@@ -145,6 +149,7 @@ def run_harbor_attempt(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_r
     rec.artifacts = TrialArtifacts(staging, spec.sweep_id, spec.trial_id, spec.attempt, redactor)
     rec.result.hardware.set(**fingerprint(spec.config.sandbox.provider))
     t0 = time.monotonic()
+    llm: LlmRunner | None = None
     try:
         task = load_harbor_task(spec.task.task_dir)
         rec.agent_prompt = Prompt("", task.prompt)
@@ -160,22 +165,33 @@ def run_harbor_attempt(spec: TrialSpec, gpus: list[str] | None = None, no_gpus_r
             agent = AGENT_KINDS.get(kind)
             if agent is None:
                 raise HarborTaskError(f"agent kind {kind} does not run Harbor tasks")
-            runner = _command_runner(spec) if agent == "command" else agent
+            if kind in LLM_KINDS:
+                runner = llm = LlmRunner(spec, task, llm_proxy, rec.artifacts)
+            else:
+                runner = _command_runner(spec) if agent == "command" else agent
             with tempfile.TemporaryDirectory(prefix="reb-ray-harbor-") as tmp, rec.full_log("agent") as log:
                 labels = {"reb-ray.run": spec.run_id} if spec.run_id else {}
                 out = run_harbor_trial(task, runner, Path(tmp) / "attempt", spec.image or "", gpus=gpus,
                                        image_map=spec.config.sandbox.image_map, sweep_id=spec.sweep_id,
                                        attempt=spec.attempt, trial_id=spec.trial_id,
-                                       labels=labels, agent_log=log, agent_name=spec.agent)
+                                       labels=labels, agent_log=log, agent_name=spec.agent, setup=llm)
                 rec.agent_commands = out.commands
                 if log is not None:
                     log.close()
-                _record(rec, out, Path(tmp) / "attempt", log, task.agent_timeout_s or DEFAULT_AGENT_TIMEOUT_S)
+                verdict = llm.verdict() if llm is not None and out.status == "scored" else None
+                if verdict is not None:  # failed because of its LLM endpoint: retried, never scored
+                    rec.infra(*verdict)
+                else:
+                    _record(rec, out, Path(tmp) / "attempt", log, task.agent_timeout_s or DEFAULT_AGENT_TIMEOUT_S)
+                if llm is not None:
+                    llm.record(rec)
     except HarborTaskError as exc:
         rec.infra("infra_harness", str(exc))
     except Exception as exc:  # a harness bug must not be scored against the agent
         rec.infra("infra_harness", f"{type(exc).__name__}: {exc}")
     finally:
+        if llm is not None:
+            llm.close(rec)
         rec.result.agent.set(**atif_file.write(rec, rec.agent_commands, redactor))
     rec.result.identity.trial_wall_time_s = time.monotonic() - t0
     outcome = rec.outcome(redactor)

@@ -11,7 +11,10 @@ The phases, in order (each bounded by the task's own timeout):
 3. **agent**: `oracle` copies solution/ to /solution and runs solve.sh (its output to
    /logs/agent/oracle.txt, solution.env set); `noop` does nothing (Harbor's `nop`); an
    `AgentRunner` (a callable: reb-ray's `command` agent in a sweep, reb_ray.harbor.sweep) runs
-   whatever it runs through the sandbox it is given. The agent timeout is the task's
+   whatever it runs through the sandbox it is given. A runner that needs more of the sandbox
+   (an LLM CLI: its toolchain mounted, the network to the metering proxy) is also a
+   `SandboxSetup`: it changes the sandbox's config before the sandbox starts and is told the
+   started sandbox (reb_ray.harbor.llm_agent). The agent timeout is the task's
    `[agent] timeout_sec`. With `agent_log`, every exec of the phase is also written there and
    kept as a command record (`HarborOutcome.commands`, the steps of the ATIF trajectory).
 4. **verifier**: stale reward files are removed, tests/ is copied to /tests only now (the agent
@@ -37,17 +40,29 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Union
+from typing import TYPE_CHECKING, Protocol, Union
 
 from reb_ray.errors import InfraError, RebRayError
 from reb_ray.harbor.images import ensure_image
 from reb_ray.harbor.task import HarborTask
+
+if TYPE_CHECKING:
+    from reb_ray.sandbox import Sandbox, SandboxConfig
 
 AGENTS = ("oracle", "noop")
 #: runner(sandbox, task, timeout_s) -> (exit code, timed out): an agent phase of its own (module docstring).
 AgentRunner = Callable[..., "tuple[int | None, bool]"]
 LOGS = "/logs"
 VERIFIER_DIR = f"{LOGS}/verifier"
+class SandboxSetup(Protocol):
+    """What a runner adds to the task's sandbox: `sandbox_config(config)` returns the config to
+    start it with, `sandbox_opened(sandbox)` is called once it runs. Both raise InfraError."""
+
+    def sandbox_config(self, config: SandboxConfig) -> SandboxConfig: ...
+
+    def sandbox_opened(self, sandbox: Sandbox) -> None: ...
+
+
 #: The agent's limit when the task sets none, seconds (reb-ray's default agent time limit).
 DEFAULT_AGENT_TIMEOUT_S = 1800.0
 
@@ -130,11 +145,12 @@ def _read(sandbox, path: str, host_dir: Path) -> str | None:
 def run_harbor_trial(task: HarborTask, agent: Union[str, AgentRunner], log_dir: Path, init_image: str,
                      image_map: dict[str, str] | None = None, gpus: list[str] | None = None, sweep_id: str = "harbor",
                      attempt: int = 1, *, trial_id: str | None = None, labels: dict[str, str] | None = None,
-                     agent_log=None, agent_name: str | None = None) -> HarborOutcome:
+                     agent_log=None, agent_name: str | None = None, setup: SandboxSetup | None = None) -> HarborOutcome:
     """Run one attempt of `task` with `agent` (module docstring); always returns an outcome.
     `init_image`: the reb-ray sandbox image, whose init the task's image gets. `trial_id`,
     `labels`: the sandbox's ownership labels (a sweep's trial id and run token); `agent_log`: an
-    output sink for the agent phase's execs; `agent_name`: the outcome's agent for a runner."""
+    output sink for the agent phase's execs; `agent_name`: the outcome's agent for a runner;
+    `setup`: the runner's additions to the sandbox (SandboxSetup)."""
     from reb_ray.sandbox import SandboxConfig, open_sandbox
     from reb_ray.sandbox.tap import TappedSandbox
 
@@ -158,10 +174,14 @@ def run_harbor_trial(task: HarborTask, agent: Union[str, AgentRunner], log_dir: 
                                network="bridge" if task.internet else "none", gpus=list(gpus or []),
                                sweep_id=sweep_id, trial_id=trial_id or f"{name}/{task.id}", attempt=attempt,
                                labels=dict(labels or {}))
+        if setup is not None:
+            config = setup.sandbox_config(config)
         try:
             sandbox = open_sandbox("docker", config)
         except RebRayError as exc:
             raise InfraError("infra_sandbox", f"cannot start the task's sandbox: {exc}") from None
+        if setup is not None:
+            setup.sandbox_opened(sandbox)
         sandbox.exec(["sh", "-c", f"mkdir -p {LOGS}/agent {VERIFIER_DIR} {LOGS}/artifacts"], timeout=60, user="root")
         timeout = task.agent_timeout_s or DEFAULT_AGENT_TIMEOUT_S
         t0 = time.monotonic()

@@ -72,7 +72,7 @@ class SlotWorker:
         if spec.task.harbor is not None:
             from reb_ray.harbor.sweep import run_harbor_attempt
 
-            return run_harbor_attempt(spec, gpus, no_gpus_reason, ship_artifacts=True)
+            return run_harbor_attempt(spec, gpus, no_gpus_reason, ship_artifacts=True, llm_proxy=llm_proxy)
         return run_trial(spec, gpus, no_gpus_reason, llm_proxy=llm_proxy, ship_artifacts=True,  # no shared filesystem assumed
                          gpu_lease=gpu_lease)
 

@@ -53,8 +53,15 @@ _OPT_OUT = ('; or set network = "bridge" in the sweep config to run open-policy 
 def sandbox_network(config: SweepConfig) -> str:
     """The Docker network the sweep's sandboxes join: reb-ray's guarded network for its policy
     (`reb-ray-registries` under `registries`; `reb-ray-open` under `open` when `network` is
-    unset), else `config.network.name`. The node's LLM proxy binds on its gateway."""
-    if capabilities_of(config.sandbox.provider).own_network and config.network.policy == "registries":
+    unset), else `config.network.name`. The node's LLM proxy binds on its gateway.
+
+    A Harbor suite's LLM agents join `reb-ray-registries` whatever the policy: a task without
+    internet must reach the LLM proxy and nothing else, which only the internal network gives
+    (reb_ray.harbor.llm_agent); its other agents' sandboxes do not use this network."""
+    from reb_ray.models.sweep import HARBOR_PREFIX
+
+    own = capabilities_of(config.sandbox.provider).own_network
+    if own and (config.network.policy == "registries" or config.suite.startswith(HARBOR_PREFIX)):
         return REGISTRIES.name
     if capabilities_of(config.sandbox.provider).own_network and config.network.name is None:
         return OPEN.name
@@ -91,14 +98,16 @@ def proxy_ports(network: str) -> range | None:
 
 
 class TrialEgress:
-    """The egress side of one attempt (module docstring). `policy` is the sweep's."""
+    """The egress side of one attempt (module docstring). `policy` is the sweep's; `proxied`
+    whether the sandbox gets an egress proxy (None: when the policy is `registries`; a Harbor
+    task's LLM agent: when the task has internet)."""
 
-    def __init__(self, config: SweepConfig) -> None:
+    def __init__(self, config: SweepConfig, proxied: bool | None = None) -> None:
         self.policy = config.network.policy
         self.allow = list(config.network.allow)
         self.network = guarded_network(config)
         self.own_network = capabilities_of(config.sandbox.provider).own_network
-        self.active = self.policy == "registries"
+        self.active = self.policy == "registries" if proxied is None else proxied
         self.proxy: EgressProxy | None = None
         self.gateway: str | None = None
         self.joined: str | None = None  # the row's sandbox_network, once decided

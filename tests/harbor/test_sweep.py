@@ -7,6 +7,11 @@ Three Harbor tasks written by the test, built from the reb-ray sandbox image (no
 has none of). Three agents: `reference` (Harbor's oracle), `noop` and a `command` agent that
 writes the answer from the task's working directory and keeps the instruction it was given.
 The one sweep's rows are read by every test here; a second identical sweep must run nothing.
+
+The real Claude Code CLI runs `offline` (tiny without network) in a sweep of its own on the same
+Ray, against the scripted endpoint behind the real metering proxy: the endpoint keeps one script
+session per key that reaches it, and the proxy hands it the one real key of every trial of the
+agent, so the agent's trials of two tasks would share one script.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from reb_ray.models.sweep import SweepConfig
+from reb_ray.testing.llm_session import REAL_KEY, REAL_KEY_ENV
 from tests.harbor.test_harbor_e2e import write_tiny_task
 from tests.helpers.shared_runs import ray_for_one_sweep, unique_sweep_id
 
@@ -41,8 +47,54 @@ def write_tasks(root: Path, image: str) -> Path:
     return tasks
 
 
+CLAUDE = "claude-sonnet-4-5"
+#: What the CLI's one command prints: the files and the environment variables holding the real
+#: key (by a pattern that does not match its own text), and whether a host outside answers.
+LOOK = ("echo 42 > answer; echo \"key-files:[$(grep -rlsE --exclude-dir=reb-ray-agent 'sk-REALKEY-[0-9a-f]{8}' /app /root /tmp /etc /opt /logs "
+        "/home /var /.reb-ray-agent)]\"; echo \"key-env:$(env | grep -cE 'sk-REALKEY-[0-9a-f]{8}')\"; "
+        "r=blocked; python3 -c \"import socket; socket.create_connection(('1.1.1.1', 80), timeout=3)\" 2>/dev/null "
+        "&& r=reached; echo \"outside=$r\"")
+CLAUDE_SCRIPT = {"model": CLAUDE, "turns": [
+    {"kind": "tool", "command": LOOK, "text": "Writing the answer.",
+     "usage": {"input_tokens": 2300, "cached_input_tokens": 900, "cache_write_tokens": 400, "output_tokens": 61}},
+    {"kind": "message", "text": "The answer is in /app/answer.",
+     "usage": {"input_tokens": 3100, "cached_input_tokens": 2200, "cache_write_tokens": 300, "output_tokens": 43}},
+]}
+
+
+def write_offline_task(root: Path, image: str) -> Path:
+    """`tiny` with `network_mode = "no-network"`, named `offline`."""
+    task = write_tiny_task(root, image)
+    toml = (task / "task.toml").read_text().replace("[environment]\n", '[environment]\nnetwork_mode = "no-network"\n')
+    (task / "task.toml").write_text(toml)
+    return task.rename(root / "offline")
+
+
+def claude_sweep(base: Path, image: str) -> tuple[SweepConfig, dict, object]:
+    """One claude_code trial of `offline` against the scripted endpoint: (config, its rows by
+    attempt, the endpoint's state). The real key is in this process's environment only (the driver's)."""
+    from reb_ray.llm.scripted import ScriptedEndpoint, script_from
+    from reb_ray.results.read import read_trials
+    from reb_ray.sweep.run import run_sweep
+
+    write_offline_task(base / "claude-tasks", image)
+    endpoint = ScriptedEndpoint(script_from(CLAUDE_SCRIPT)).start()
+    try:
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv(REAL_KEY_ENV, REAL_KEY)
+            config = SweepConfig(suite=f"harbor:{base / 'claude-tasks'}", agents=["claude"], sweep_id=unique_sweep_id(),
+                                 agent_specs={"claude": {"kind": "claude_code", "model": CLAUDE, "base_url": endpoint.url,
+                                                         "key_env": REAL_KEY_ENV}},
+                                 output=base / "claude-runs", max_concurrent=1, keep_environments="none")
+            run_sweep(config, show_progress=False)
+        rows = sorted(read_trials(config.output.dir).to_pylist(), key=lambda r: r["attempt"])
+        return config, rows, endpoint.state()
+    finally:
+        endpoint.stop()
+
+
 @pytest.fixture(scope="module")
-def harbor_sweep(tmp_path_factory, sandbox_image):
+def harbor_sweep(tmp_path_factory, sandbox_image, installed_toolchain):
     from reb_ray.results.read import read_stages, read_trials
     from reb_ray.sweep.run import run_sweep
 
@@ -55,13 +107,14 @@ def harbor_sweep(tmp_path_factory, sandbox_image):
     with ray_for_one_sweep():
         result = run_sweep(config, show_progress=False)
         again = run_sweep(config, show_progress=False)
+        claude = claude_sweep(base, sandbox_image)
     rows = {(r["agent"], r["task_id"]): r for r in read_trials(config.output.dir).to_pylist()}
     stages = {(r["agent"], r["task_id"], r["stage"]): r for r in read_stages(config.output.dir).to_pylist()}
-    return config, result, again, rows, stages
+    return config, result, again, rows, stages, claude
 
 
 def test_rewards_and_failure_owners_are_columns_of_the_rows(harbor_sweep):
-    config, result, _, rows, _ = harbor_sweep
+    config, result, _, rows, _, _ = harbor_sweep
     assert (result.attempts, result.scored, result.infra_errors) == (9, 9, 0)
     oracle, noop, echo = rows["reference", "tiny"], rows["noop", "tiny"], rows["echo", "tiny"]
     assert (oracle["status"], oracle["failure_owner"], oracle["reward"]) == ("scored", None, 1.0)
@@ -93,7 +146,7 @@ def test_reward_columns_spread_every_metric(harbor_sweep):
 def test_the_stage_rows_keep_the_verifier_and_the_agents_logs(harbor_sweep):
     import gzip
 
-    config, _, _, _, stages = harbor_sweep
+    config, _, _, _, stages, _ = harbor_sweep
     verifier = stages["reference", "tiny", "verifier"]
     assert (verifier["status"], verifier["exit_code"], verifier["command"]) == ("success", 0, "/tests/test.sh")
     assert json.loads(verifier["raw"])["reward"] == 1
@@ -104,7 +157,7 @@ def test_the_stage_rows_keep_the_verifier_and_the_agents_logs(harbor_sweep):
 
 
 def test_a_second_identical_sweep_runs_nothing(harbor_sweep):
-    _, result, again, _, _ = harbor_sweep
+    _, result, again, _, _, _ = harbor_sweep
     assert (again.sweep_id, again.attempts, again.skipped) == (result.sweep_id, 0, 9)
 
 
@@ -138,3 +191,55 @@ def test_the_viewers_pages_open_on_it(harbor_sweep):
         assert status == 200 and "42" in body.decode()
     finally:
         served.close()
+
+
+@pytest.mark.agent_cli
+def test_the_real_claude_cli_solves_an_offline_task_metered_through_the_proxy(harbor_sweep):
+    import gzip
+
+    from reb_ray.agents.toolchain import PINS
+    from reb_ray.llm.apis import ANTHROPIC
+    from reb_ray.llm.prices import cost_usd
+    from reb_ray.llm.scripted import script_from
+    from reb_ray.llm.usage import REPORTED_FIELDS
+
+    config, rows, served = harbor_sweep[5]
+    assert len(rows) == 1, [(r["failure_category"], r["failure_reason"]) for r in rows]
+    row = rows[0]
+    assert (row["status"], row["failure_owner"], row["reward"]) == ("scored", None, 1.0), (
+        row["failure_reason"], row["agent_output_tail"])
+    assert (row["agent_kind"], row["agent_version"], row["agent_exit_code"]) == ("claude_code", PINS["claude_code"].version, 0)
+    # Metered by the proxy: the script's sums, priced by the table; every answered request counted.
+    usage = script_from(CLAUDE_SCRIPT).total_usage().only(REPORTED_FIELDS[ANTHROPIC])
+    assert (row["input_tokens"], row["cached_input_tokens"], row["cache_write_tokens"], row["output_tokens"]) == (
+        5400, 3100, 700, 104)
+    assert (row["cost_source"], row["llm_model"]) == ("price_table", CLAUDE)
+    assert row["cost_usd"] == pytest.approx(cost_usd(CLAUDE, usage)[0]) and row["cost_usd"] > 0
+    answered = [r for s in served["sessions"].values() for r in s["requests"]]
+    assert row["llm_requests"] == len(answered) == 2
+    # Its transcript is kept, as for reb-ray trials; the proxy's request log too.
+    transcript = gzip.open(config.output.dir / row["trajectory_path"]).read().decode()
+    assert '"type": "result"' in transcript or '"type":"result"' in transcript
+    assert row["llm_log_path"] and row["atif_path"]
+    # Without internet: reb-ray's internal network, no egress proxy; the outside did not answer.
+    assert (row["sandbox_network"], row["network_host_guard"], row["network_denied_count"]) == (
+        "reb-ray-registries", True, None)
+    assert "outside=blocked" in transcript and "outside=reached" not in transcript
+    # The real key: in no file or variable of the sandbox, nor in anything stored.
+    assert "key-files:[]" in transcript and "key-env:0" in transcript
+    stored = b"".join(p.read_bytes() if not p.name.endswith(".gz") else gzip.open(p).read()
+                      for p in config.output.dir.rglob("*") if p.is_file() and p.suffix != ".parquet")
+    assert REAL_KEY.encode() not in stored
+
+
+@pytest.mark.agent_cli
+def test_a_claude_trial_leaves_no_toolchain_mount_and_no_container(harbor_sweep, docker_client):
+    """Slots are named by their owner's pid: none of a process that has ended (the sweep's
+    Ray workers) is still mounted."""
+    import os
+
+    config = harbor_sweep[5][0]
+    with open("/proc/self/mountinfo") as f:
+        slots = [line.split()[4] for line in f if "/.slots/" in line]
+    assert not [s for s in slots if not os.path.exists(f"/proc/{s.split('/.slots/')[1].split('-')[0]}")]
+    assert docker_client.containers.list(all=True, filters={"label": f"reb-ray.sweep={config.resolved_sweep_id()}"}) == []
