@@ -8,10 +8,10 @@ has none of). Three agents: `reference` (Harbor's oracle), `noop` and a `command
 writes the answer from the task's working directory and keeps the instruction it was given.
 The one sweep's rows are read by every test here; a second identical sweep must run nothing.
 
-The real Claude Code CLI runs `offline` (tiny without network) in a sweep of its own on the same
-Ray, against the scripted endpoint behind the real metering proxy: the endpoint keeps one script
-session per key that reaches it, and the proxy hands it the one real key of every trial of the
-agent, so the agent's trials of two tasks would share one script.
+The real Claude Code and Codex CLIs run `offline` (tiny without network) in a sweep of its own
+on the same Ray, each against its own scripted endpoint behind the real metering proxy: an
+endpoint keeps one script session per key that reaches it, and the proxy hands it the one real
+key of every trial of the agent, so the agent's trials of two tasks would share one script.
 """
 
 from __future__ import annotations
@@ -47,19 +47,29 @@ def write_tasks(root: Path, image: str) -> Path:
     return tasks
 
 
-CLAUDE = "claude-sonnet-4-5"
+CLAUDE, CODEX = "claude-sonnet-4-5", "gpt-5.1-codex"
 #: What the CLI's one command prints: the files and the environment variables holding the real
 #: key (by a pattern that does not match its own text), and whether a host outside answers.
 LOOK = ("echo 42 > answer; echo \"key-files:[$(grep -rlsE --exclude-dir=reb-ray-agent 'sk-REALKEY-[0-9a-f]{8}' /app /root /tmp /etc /opt /logs "
         "/home /var /.reb-ray-agent)]\"; echo \"key-env:$(env | grep -cE 'sk-REALKEY-[0-9a-f]{8}')\"; "
         "r=blocked; python3 -c \"import socket; socket.create_connection(('1.1.1.1', 80), timeout=3)\" 2>/dev/null "
         "&& r=reached; echo \"outside=$r\"")
-CLAUDE_SCRIPT = {"model": CLAUDE, "turns": [
-    {"kind": "tool", "command": LOOK, "text": "Writing the answer.",
-     "usage": {"input_tokens": 2300, "cached_input_tokens": 900, "cache_write_tokens": 400, "output_tokens": 61}},
-    {"kind": "message", "text": "The answer is in /app/answer.",
-     "usage": {"input_tokens": 3100, "cached_input_tokens": 2200, "cache_write_tokens": 300, "output_tokens": 43}},
-]}
+
+
+def cli_script(model: str) -> dict:
+    """One command (LOOK), then the final message; distinct usage numbers in every field."""
+    return {"model": model, "turns": [
+        {"kind": "tool", "command": LOOK, "text": "Writing the answer.",
+         "usage": {"input_tokens": 2300, "cached_input_tokens": 900, "cache_write_tokens": 400, "output_tokens": 61,
+                   "reasoning_tokens": 17}},
+        {"kind": "message", "text": "The answer is in /app/answer.",
+         "usage": {"input_tokens": 3100, "cached_input_tokens": 2200, "cache_write_tokens": 300, "output_tokens": 43,
+                   "reasoning_tokens": 9}},
+    ]}
+
+
+#: The CLI agents of the offline sweep: name -> (kind, model).
+CLIS = {"claude": ("claude_code", CLAUDE), "codex": ("codex", CODEX)}
 
 
 def write_offline_task(root: Path, image: str) -> Path:
@@ -70,27 +80,32 @@ def write_offline_task(root: Path, image: str) -> Path:
     return task.rename(root / "offline")
 
 
-def claude_sweep(base: Path, image: str) -> tuple[SweepConfig, dict, object]:
-    """One claude_code trial of `offline` against the scripted endpoint: (config, its rows by
-    attempt, the endpoint's state). The real key is in this process's environment only (the driver's)."""
+def cli_sweep(base: Path, image: str) -> tuple[SweepConfig, dict, dict]:
+    """One trial of `offline` per CLI agent (CLIS), each against its own scripted endpoint:
+    (config, {agent: its rows by attempt}, {agent: its endpoint's state}). The real key is in
+    this process's environment only (the driver's)."""
     from reb_ray.llm.scripted import ScriptedEndpoint, script_from
     from reb_ray.results.read import read_trials
     from reb_ray.sweep.run import run_sweep
 
     write_offline_task(base / "claude-tasks", image)
-    endpoint = ScriptedEndpoint(script_from(CLAUDE_SCRIPT)).start()
+    endpoints = {name: ScriptedEndpoint(script_from(cli_script(model))).start() for name, (_, model) in CLIS.items()}
     try:
         with pytest.MonkeyPatch.context() as env:
             env.setenv(REAL_KEY_ENV, REAL_KEY)
-            config = SweepConfig(suite=f"harbor:{base / 'claude-tasks'}", agents=["claude"], sweep_id=unique_sweep_id(),
-                                 agent_specs={"claude": {"kind": "claude_code", "model": CLAUDE, "base_url": endpoint.url,
-                                                         "key_env": REAL_KEY_ENV}},
-                                 output=base / "claude-runs", max_concurrent=1, keep_environments="none")
+            specs = {name: {"kind": kind, "model": model, "base_url": endpoints[name].url, "key_env": REAL_KEY_ENV}
+                     for name, (kind, model) in CLIS.items()}
+            config = SweepConfig(suite=f"harbor:{base / 'claude-tasks'}", agents=list(CLIS), agent_specs=specs,
+                                 sweep_id=unique_sweep_id(), output=base / "claude-runs", max_concurrent=2,
+                                 keep_environments="none")
             run_sweep(config, show_progress=False)
-        rows = sorted(read_trials(config.output.dir).to_pylist(), key=lambda r: r["attempt"])
-        return config, rows, endpoint.state()
+        rows: dict[str, list[dict]] = {}
+        for row in sorted(read_trials(config.output.dir).to_pylist(), key=lambda r: r["attempt"]):
+            rows.setdefault(row["agent"], []).append(row)
+        return config, rows, {name: endpoint.state() for name, endpoint in endpoints.items()}
     finally:
-        endpoint.stop()
+        for endpoint in endpoints.values():
+            endpoint.stop()
 
 
 @pytest.fixture(scope="module")
@@ -107,10 +122,10 @@ def harbor_sweep(tmp_path_factory, sandbox_image, installed_toolchain):
     with ray_for_one_sweep():
         result = run_sweep(config, show_progress=False)
         again = run_sweep(config, show_progress=False)
-        claude = claude_sweep(base, sandbox_image)
+        clis = cli_sweep(base, sandbox_image)
     rows = {(r["agent"], r["task_id"]): r for r in read_trials(config.output.dir).to_pylist()}
     stages = {(r["agent"], r["task_id"], r["stage"]): r for r in read_stages(config.output.dir).to_pylist()}
-    return config, result, again, rows, stages, claude
+    return config, result, again, rows, stages, clis
 
 
 def test_rewards_and_failure_owners_are_columns_of_the_rows(harbor_sweep):
@@ -174,10 +189,35 @@ def test_the_report_shows_mean_reward_per_agent_not_stages(harbor_sweep):
     assert "0.000" in lines["noop"] and "1.000" in lines["echo"]
 
 
+def test_the_report_csv_and_html_hold_the_reward_table(harbor_sweep, tmp_path):
+    import csv
+
+    from tests.analysis.html_dom import parse
+    from tests.cli.in_process import run_cli
+
+    config, result = harbor_sweep[0], harbor_sweep[1]
+    out, page = tmp_path / "summary.csv", tmp_path / "report.html"
+    done = run_cli("report", str(config.output.dir), "--csv", str(out), "--html", str(page))
+    assert done.returncode == 0, done.stderr
+    rows = {r["agent"]: r for r in csv.DictReader(out.open())}
+    reference, noop = rows["reference"], rows["noop"]
+    # tiny: reward 1 (agent_saw_tests 0); silent: no solution (the agent's); pair: too few GPUs (the hardware's)
+    assert (reference["trials"], reference["rewarded"], reference["mean_reward"], reference["reward_agent_saw_tests"]) == \
+        ("3", "1", "1.0", "0.0")
+    assert (reference["failed_agent"], reference["failed_hardware"], reference["infra_errors"]) == ("1", "1", "0")
+    # noop's pair never ran the agent (too few GPUs): its cost is unknown, the other two are 0
+    assert (noop["mean_reward"], noop["cost_usd_sum"], noop["cost_valid_jobs"], rows["echo"]["cost_usd_sum"]) == \
+        ("0.0", "0.0", "2", "")
+    cells = parse(page.read_text(encoding="utf-8")).tables[(result.sweep_id, "rewards")]
+    assert (cells["reference"]["mean reward"], cells["noop"]["cost"], cells["echo"]["cost"]) == \
+        ("1.000", "$0.00 (2/3 priced)", "-")
+    assert cells["reference"]["agent time"].endswith(" s")
+
+
 def test_the_viewers_pages_open_on_it(harbor_sweep):
     from tests.viewer.served import Served
 
-    config, result, _, rows, stages = harbor_sweep
+    config, result, _, rows, stages, _ = harbor_sweep
     served = Served(config.output.dir)
     try:
         sweep = urllib.parse.quote(result.sweep_id)
@@ -194,32 +234,34 @@ def test_the_viewers_pages_open_on_it(harbor_sweep):
 
 
 @pytest.mark.agent_cli
-def test_the_real_claude_cli_solves_an_offline_task_metered_through_the_proxy(harbor_sweep):
+@pytest.mark.parametrize("name", list(CLIS))
+def test_a_real_cli_solves_an_offline_task_metered_through_the_proxy(harbor_sweep, name):
     import gzip
 
     from reb_ray.agents.toolchain import PINS
-    from reb_ray.llm.apis import ANTHROPIC
+    from reb_ray.llm.apis import ANTHROPIC, RESPONSES
     from reb_ray.llm.prices import cost_usd
     from reb_ray.llm.scripted import script_from
-    from reb_ray.llm.usage import REPORTED_FIELDS
+    from reb_ray.llm.usage import FIELDS, REPORTED_FIELDS
 
     config, rows, served = harbor_sweep[5]
-    assert len(rows) == 1, [(r["failure_category"], r["failure_reason"]) for r in rows]
-    row = rows[0]
+    kind, model = CLIS[name]
+    assert len(rows[name]) == 1, [(r["failure_category"], r["failure_reason"]) for r in rows[name]]
+    row = rows[name][0]
     assert (row["status"], row["failure_owner"], row["reward"]) == ("scored", None, 1.0), (
         row["failure_reason"], row["agent_output_tail"])
-    assert (row["agent_kind"], row["agent_version"], row["agent_exit_code"]) == ("claude_code", PINS["claude_code"].version, 0)
-    # Metered by the proxy: the script's sums, priced by the table; every answered request counted.
-    usage = script_from(CLAUDE_SCRIPT).total_usage().only(REPORTED_FIELDS[ANTHROPIC])
-    assert (row["input_tokens"], row["cached_input_tokens"], row["cache_write_tokens"], row["output_tokens"]) == (
-        5400, 3100, 700, 104)
-    assert (row["cost_source"], row["llm_model"]) == ("price_table", CLAUDE)
-    assert row["cost_usd"] == pytest.approx(cost_usd(CLAUDE, usage)[0]) and row["cost_usd"] > 0
-    answered = [r for s in served["sessions"].values() for r in s["requests"]]
-    assert row["llm_requests"] == len(answered) == 2
-    # Its transcript is kept, as for reb-ray trials; the proxy's request log too.
+    assert (row["agent_kind"], row["agent_version"], row["agent_exit_code"]) == (kind, PINS[kind].version, 0)
+    # Metered by the proxy: the script's sums (what the kind's API carries), priced by the table;
+    # every request the endpoint answered counted once (codex's polls of a running command too).
+    usage = script_from(cli_script(model)).total_usage().only(REPORTED_FIELDS[ANTHROPIC if kind == "claude_code" else RESPONSES])
+    assert {f: row[f] for f in FIELDS} == usage.as_dict()
+    assert (row["input_tokens"], row["output_tokens"]) == (5400, 104)
+    assert (row["cost_source"], row["llm_model"]) == ("price_table", model)
+    assert row["cost_usd"] == pytest.approx(cost_usd(model, usage)[0]) and row["cost_usd"] > 0
+    answered = [r for s in served[name]["sessions"].values() for r in s["requests"]]
+    assert row["llm_requests"] == len(answered) and sum(r["turn"] is not None for r in answered) == 2
+    # Its transcript is kept, as for reb-ray trials; the proxy's request log and trajectory.json too.
     transcript = gzip.open(config.output.dir / row["trajectory_path"]).read().decode()
-    assert '"type": "result"' in transcript or '"type":"result"' in transcript
     assert row["llm_log_path"] and row["atif_path"]
     # Without internet: reb-ray's internal network, no egress proxy; the outside did not answer.
     assert (row["sandbox_network"], row["network_host_guard"], row["network_denied_count"]) == (
@@ -233,7 +275,7 @@ def test_the_real_claude_cli_solves_an_offline_task_metered_through_the_proxy(ha
 
 
 @pytest.mark.agent_cli
-def test_a_claude_trial_leaves_no_toolchain_mount_and_no_container(harbor_sweep, docker_client):
+def test_the_cli_trials_leave_no_toolchain_mount_and_no_container(harbor_sweep, docker_client):
     """Slots are named by their owner's pid: none of a process that has ended (the sweep's
     Ray workers) is still mounted."""
     import os
