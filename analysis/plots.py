@@ -244,6 +244,12 @@ def spend_values(a: Analysis, sweep_id, agent) -> tuple[list[float], list[float]
     return seconds, tokens
 
 
+def _integer_ticks() -> Any:
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
+
+
 def spend_distributions(a: Analysis, sweep_id) -> Any:
     """Two panels, one box per agent (whiskers at 1.5 IQR, the mean as a triangle): the agent
     phase's wall time per trial in seconds and its tokens per trial (input + output), over the
@@ -266,6 +272,9 @@ def spend_distributions(a: Analysis, sweep_id) -> Any:
                     va="bottom", fontsize="small")
         ax.set_xlabel(unit)
         ax.set_xlim(left=0)
+        if k == 1:  # whole tokens: agents without an LLM (all 0) would otherwise get ticks at 0.01
+            ax.set_xlim(0, max(1.0, ax.get_xlim()[1]))
+            ax.xaxis.set_major_locator(_integer_ticks())
     fig.suptitle(f"sweep {sweep_id}: what each trial spent")
     fig.tight_layout()
     return fig
@@ -289,7 +298,7 @@ def paired_differences(a: Analysis, sweep_id, agent_a, agent_b) -> Any:
         high = c.interval.high - c.difference if c.interval else 0.0
         ax.errorbar([c.difference], [y], xerr=[[low], [high]], fmt="o", capsize=4, color="C0")
         p = "-" if c.p_value is None else f"{c.p_value:.3g}"
-        ax.annotate(f"{c.tasks} tasks, p={p}", (1.0, y), xycoords=("axes fraction", "data"), xytext=(6, 0),
+        ax.annotate(f"{c.tasks} task{'' if c.tasks == 1 else 's'}, p={p}", (1.0, y), xycoords=("axes fraction", "data"), xytext=(6, 0),
                     textcoords="offset points", va="center", fontsize="small")
     ax.axvline(0, color="grey", linewidth=1)
     ax.set_yticks(range(len(rows)), [LABELS[stage] for stage, _ in rows])

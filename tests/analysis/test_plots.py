@@ -109,3 +109,27 @@ def test_cost_success_labels_never_overlap_or_leave_the_axes_and_unused_stages_a
         for i, one in enumerate(boxes):
             assert not any(one.overlaps(other) for other in boxes[i + 1:])
     plots._pyplot().close(fig)
+
+
+def test_spend_counts_whole_tokens_and_a_single_task_is_not_plural(tmp_path):
+    """The demo's shape: agents without an LLM record 0 tokens in every trial; the tokens axis
+    still ticks at whole tokens only (never 0.01 of a token), and the paired picture of a stage
+    one task applies to says "1 task"."""
+    from reb_ray.testing.synthetic import trial, write
+
+    attempts = [trial(agent, task, 0, letters, input_tokens=0, output_tokens=0, cost_usd=0.0)
+                for agent, letters in (("heuristic", "S---"), ("noop", "F---"))
+                for task in ("t1", "t2", "t3", "t4")]
+    attempts += [trial(agent, "t5", 0, "-F--", input_tokens=0, output_tokens=0, cost_usd=0.0) for agent in ("heuristic", "noop")]
+    run = analyze_run(write(tmp_path / "run", attempts))
+    fig = plots.spend_distributions(run, "syn")
+    fig.canvas.draw()
+    tokens_axis = fig.axes[1]
+    assert tokens_axis.get_xlabel() == "tokens per trial (input + output)"
+    ticks = [t for t in tokens_axis.get_xticks() if tokens_axis.get_xlim()[0] <= t <= tokens_axis.get_xlim()[1]]
+    assert ticks and all(float(t).is_integer() for t in ticks)
+    plots._pyplot().close(fig)
+    fig = plots.paired_differences(run, "syn", "heuristic", "noop")
+    notes = [t.get_text() for t in fig.axes[0].texts]
+    assert any(n.startswith("4 tasks, p=") for n in notes) and any(n.startswith("1 task, p=") for n in notes), notes
+    plots._pyplot().close(fig)
