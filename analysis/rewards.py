@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from reb_ray.results.read import latest_attempts, reward_columns
+from reb_ray.terminal import printable
 
 from .columns import table
 from .estimators import bootstrap_mean
@@ -106,9 +107,16 @@ def row_cells(row: dict[str, Any]) -> list[str]:
             *(_fmt(value, ".3f") for value in row["metrics"].values())]
 
 
+def _cell(text: str) -> str:
+    """A cell as the terminal may print it: control characters (an escape sequence in a
+    reward.json key or an agent's name) and line breaks shown as escapes."""
+    return printable(text).replace("\n", "\\n").replace("\t", "\\t")
+
+
 def format_rewards(rows: list[dict[str, Any]]) -> str:
     """Plain-text tables of `reward_summary` rows, one block per sweep headed `sweep <id>
-    (Harbor tasks)`, then LEGEND; "no trials" for none."""
+    (Harbor tasks)`, then LEGEND; "no trials" for none. Every cell and header goes through
+    `_cell`: the names come from the task's verifier and the sweep's configuration."""
     if not rows:
         return "no trials"
     blocks = []
@@ -117,5 +125,6 @@ def format_rewards(rows: list[dict[str, Any]]) -> str:
         sweeps.setdefault(row["sweep_id"], []).append(row)
     for sweep_id, group in sweeps.items():
         headers = [*HEADERS, *(f"reward_{key}" for key in group[0]["metrics"])]
-        blocks.append(f"sweep {sweep_id} (Harbor tasks)\n" + table(headers, [row_cells(r) for r in group], indent=""))
+        blocks.append(f"sweep {_cell(str(sweep_id))} (Harbor tasks)\n"
+                      + table([_cell(h) for h in headers], [[_cell(c) for c in row_cells(r)] for r in group], indent=""))
     return "\n\n".join(blocks) + "\n\n" + LEGEND

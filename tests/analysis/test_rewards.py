@@ -46,3 +46,12 @@ def test_the_mean_reward_counts_current_attempts_with_a_reward_and_owners_apart(
     assert (noop["trials"], noop["rewarded"], noop["mean_reward"], noop["failed_agent"], noop["infra"]) == (3, 1, 0.0, 1, 1)
     text = format_rewards(reward_summary(harbor))
     assert "sweep s (Harbor tasks)" in text and "[0.000, 0.000]" in text and "reward_passed" in text
+
+
+def test_the_terminal_table_shows_control_characters_of_a_key_or_a_name_as_escapes():
+    trials = pa.Table.from_pylist([_row("evil\x1b[2J", "t1", reward=1.0, **{"k\x1b]0;x\x07\nnext": 2})])
+    text = format_rewards(reward_summary(harbor_rows(trials)))
+    assert "\x1b" not in text and "\x07" not in text
+    assert "evil\\x1b[2J" in text and "reward_k\\x1b]0;x\\x07\\nnext" in text
+    header = next(line for line in text.splitlines() if line.startswith("agent"))
+    assert header.endswith("reward_k\\x1b]0;x\\x07\\nnext")  # the key's line break does not split the table
