@@ -11,7 +11,7 @@ import typer
 def report(
     run_dir: Path = typer.Argument(..., help="Output directory of sweeps (holds trials/)."),
     sweep_id: Optional[str] = typer.Option(None, help="Only this sweep."),
-    csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write the paper-compatible CSV (the release's master_summary.csv columns, then ours); '-' prints it instead of the table. Harbor sweeps' reward table (one line per agent, exact numbers) goes to FILE when the run has only Harbor sweeps, else beside it as FILE-rewards (summary.csv -> summary-rewards.csv); '-' prints the paper's CSV then, or the reward table for a run of Harbor sweeps only."),
+    csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write the paper-compatible CSV (the release's master_summary.csv columns, then ours); '-' prints it instead of the table. Harbor sweeps' reward table (one line per agent, exact numbers) goes to FILE when the run has only Harbor sweeps, else beside it as FILE-rewards (summary.csv -> summary-rewards.csv); with '-' it is printed for a run of Harbor sweeps only, else the paper's CSV alone."),
     tasks_root: Optional[Path] = typer.Option(None, "--tasks-root", help="Directory holding the run's suites, for the note on stages that deviate from the paper's release (default: the bundled tasks/)."),
     html_path: Optional[Path] = typer.Option(None, "--html", help="Also write the report as one self-contained HTML file: tables, plots, a drill-down per trial (plots need the `plots` extra); a Harbor sweep as its reward table."),
 ) -> None:
