@@ -8,7 +8,7 @@ has none of). Three agents: `reference` (Harbor's oracle), `noop` and a `command
 writes the answer from the task's working directory and keeps the instruction it was given.
 The one sweep's rows are read by every test here; a second identical sweep must run nothing.
 
-The real Claude Code and Codex CLIs run `offline` (tiny without network) in a sweep of its own
+The real Claude Code, Codex and mini-swe-agent CLIs run `offline` (tiny without network) in a sweep of its own
 on the same Ray, each against its own scripted endpoint behind the real metering proxy: an
 endpoint keeps one script session per key that reaches it, and the proxy hands it the one real
 key of every trial of the agent, so the agent's trials of two tasks would share one script.
@@ -24,6 +24,7 @@ import pytest
 
 from reb_ray.models.sweep import SweepConfig
 from reb_ray.testing.llm_session import REAL_KEY, REAL_KEY_ENV
+from tests.agents.test_mini_swe_agent import SUBMIT
 from tests.harbor.test_harbor_e2e import write_tiny_task
 from tests.helpers.shared_runs import ray_for_one_sweep, unique_sweep_id
 
@@ -47,7 +48,7 @@ def write_tasks(root: Path, image: str) -> Path:
     return tasks
 
 
-CLAUDE, CODEX = "claude-sonnet-4-5", "gpt-5.1-codex"
+CLAUDE, CODEX, MINI = "claude-sonnet-4-5", "gpt-5.1-codex", "gpt-5-mini"
 #: What the CLI's one command prints: the files and the environment variables holding the real
 #: key (by a pattern that does not match its own text), and whether a host outside answers.
 LOOK = ("echo 42 > answer; echo \"key-files:[$(grep -rlsE --exclude-dir=reb-ray-agent 'sk-REALKEY-[0-9a-f]{8}' /app /root /tmp /etc /opt /logs "
@@ -56,20 +57,22 @@ LOOK = ("echo 42 > answer; echo \"key-files:[$(grep -rlsE --exclude-dir=reb-ray-
         "&& r=reached; echo \"outside=$r\"")
 
 
-def cli_script(model: str) -> dict:
-    """One command (LOOK), then the final message; distinct usage numbers in every field."""
+def cli_script(model: str, kind: str) -> dict:
+    """One command (LOOK), then the final message (mini-swe-agent's: its submit command);
+    distinct usage numbers in every field."""
+    final = {"kind": "tool", "command": SUBMIT} if kind == "mini_swe_agent" else {
+        "kind": "message", "text": "The answer is in /app/answer."}
     return {"model": model, "turns": [
         {"kind": "tool", "command": LOOK, "text": "Writing the answer.",
          "usage": {"input_tokens": 2300, "cached_input_tokens": 900, "cache_write_tokens": 400, "output_tokens": 61,
                    "reasoning_tokens": 17}},
-        {"kind": "message", "text": "The answer is in /app/answer.",
-         "usage": {"input_tokens": 3100, "cached_input_tokens": 2200, "cache_write_tokens": 300, "output_tokens": 43,
-                   "reasoning_tokens": 9}},
+        {**final, "usage": {"input_tokens": 3100, "cached_input_tokens": 2200, "cache_write_tokens": 300,
+                            "output_tokens": 43, "reasoning_tokens": 9}},
     ]}
 
 
 #: The CLI agents of the offline sweep: name -> (kind, model).
-CLIS = {"claude": ("claude_code", CLAUDE), "codex": ("codex", CODEX)}
+CLIS = {"claude": ("claude_code", CLAUDE), "codex": ("codex", CODEX), "mini": ("mini_swe_agent", MINI)}
 
 
 def write_offline_task(root: Path, image: str) -> Path:
@@ -89,7 +92,7 @@ def cli_sweep(base: Path, image: str) -> tuple[SweepConfig, dict, dict]:
     from reb_ray.sweep.run import run_sweep
 
     write_offline_task(base / "claude-tasks", image)
-    endpoints = {name: ScriptedEndpoint(script_from(cli_script(model))).start() for name, (_, model) in CLIS.items()}
+    endpoints = {name: ScriptedEndpoint(script_from(cli_script(model, kind))).start() for name, (kind, model) in CLIS.items()}
     try:
         with pytest.MonkeyPatch.context() as env:
             env.setenv(REAL_KEY_ENV, REAL_KEY)
@@ -239,7 +242,7 @@ def test_a_real_cli_solves_an_offline_task_metered_through_the_proxy(harbor_swee
     import gzip
 
     from reb_ray.agents.toolchain import PINS
-    from reb_ray.llm.apis import ANTHROPIC, RESPONSES
+    from reb_ray.llm.apis import ANTHROPIC, CHAT, RESPONSES
     from reb_ray.llm.prices import cost_usd
     from reb_ray.llm.scripted import script_from
     from reb_ray.llm.usage import FIELDS, REPORTED_FIELDS
@@ -253,7 +256,8 @@ def test_a_real_cli_solves_an_offline_task_metered_through_the_proxy(harbor_swee
     assert (row["agent_kind"], row["agent_version"], row["agent_exit_code"]) == (kind, PINS[kind].version, 0)
     # Metered by the proxy: the script's sums (what the kind's API carries), priced by the table;
     # every request the endpoint answered counted once (codex's polls of a running command too).
-    usage = script_from(cli_script(model)).total_usage().only(REPORTED_FIELDS[ANTHROPIC if kind == "claude_code" else RESPONSES])
+    api = {"claude_code": ANTHROPIC, "codex": RESPONSES, "mini_swe_agent": CHAT}[kind]
+    usage = script_from(cli_script(model, kind)).total_usage().only(REPORTED_FIELDS[api])
     assert {f: row[f] for f in FIELDS} == usage.as_dict()
     assert (row["input_tokens"], row["output_tokens"]) == (5400, 104)
     assert (row["cost_source"], row["llm_model"]) == ("price_table", model)
