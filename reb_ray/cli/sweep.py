@@ -192,7 +192,7 @@ def _one_line(err, path: Path | None, flags: dict, written: dict[str, str]) -> s
 
 
 def sweep(
-    suite: Optional[str] = typer.Option(None, help="Suite of tasks (default demo)."),
+    suite: Optional[str] = typer.Option(None, help="Suite of tasks (default demo): a directory of --tasks-root (`reb-ray tasks list` shows them) or harbor:PATH (Harbor tasks)."),
     tasks: Optional[str] = typer.Option(None, help="Pattern(s) on task ids, comma-separated, e.g. 'numpy-*'."),
     tasks_root: Optional[Path] = typer.Option(None, help="Directory holding suites (default: the bundled tasks/)."),
     agents: Optional[str] = typer.Option(None, help="Comma-separated agents: names of [agents.NAME] tables, or kind, kind@model, package.module:Class (default heuristic,noop)."),

@@ -199,3 +199,12 @@ def test_each_default_the_sweep_help_states_is_the_settings_default():
                 stated[name] = (convert(float(match.group(1))), _field(defaults, path))
     assert {"trials", "agent_timeout", "pids_limit", "max_attempts", "shm_size_gb", "disk_quota_gb"} <= set(stated)
     assert {name: pair for name, pair in stated.items() if pair[0] != pair[1]} == {}
+
+
+def test_the_suite_help_names_the_harbor_prefix_the_settings_read():
+    """The README runs `--suite harbor:PATH`; `reb-ray sweep --help` says so with the prefix
+    SweepConfig itself recognises."""
+    from reb_ray.cli.sweep import sweep
+    from reb_ray.models.sweep import HARBOR_PREFIX
+
+    assert f"{HARBOR_PREFIX}PATH" in inspect.signature(sweep).parameters["suite"].default.help
