@@ -128,12 +128,12 @@ def run_sweep(config: SweepConfig, show_progress: bool = True, *, slot_start_con
     made = _check_output(config.output.dir)
     try:
         image = _prepare_sandbox(config)
+        state = SweepState.read(config)  # the suite and the output directory, read once
     except BaseException:
-        if made:  # a sweep stopped by its engine check leaves no empty output directory behind
+        if made:  # a sweep stopped by its engine check or a bad suite or task pattern leaves no empty output directory
             with contextlib.suppress(OSError):
                 config.output.dir.rmdir()
         raise
-    state = SweepState.read(config)  # the suite and the output directory, read once
     specs, skipped = expand(config, image, state)
     result = SweepResult(sweep_id=state.sweep_id, skipped=skipped)
     scoring = scoring_identity(config, image, state.tasks)
