@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from reb_ray.errors import RebRayError
 from reb_ray.grading.verdict import differences, verdicts
 from reb_ray.llm.transcript import commands
-from reb_ray.results.read import REPROBE_SUFFIX, graded_copies, latest_attempts, read_trial, read_trials
+from reb_ray.results.read import REPROBE_SUFFIX, latest_attempts, read_trial, read_trials, source_sweep
 from reb_ray.results.verifications import attempt_key, read_verifications
 from reb_ray.sizes import size_text
 from reb_ray.terminal import printable
@@ -66,10 +66,11 @@ def _pick(output_dir: Path, trial_id: str, sweep_id: str | None, attempt: int | 
         hint = f"; trials there: {', '.join(known[:8])}{' ...' if len(known) > 8 else ''}" if known else ""
         raise RebRayError(f"no trial {trial_id!r} under {output_dir}{f' in sweep {sweep_id}' if sweep_id else ''}{hint}")
     sweeps = sorted(set(rows["sweep_id"].to_pylist()))
-    source = sweeps[0]
-    if len(sweeps) > 1 and all(s == source or s in graded_copies(source) for s in sweeps):
-        # One attempt graded again: its re-probe when there is one (the latest grading of the
-        # environment itself, shown beside the others), else the source with its own logs.
+    source = source_sweep(rows.select(["sweep_id", "reused_from"]).to_pylist())
+    if len(sweeps) > 1 and source is not None:
+        # One attempt graded again or reused by later sweeps: its re-probe when there is one (the
+        # latest grading of the environment itself, shown beside the others), else the source
+        # with its own logs.
         pick = source + REPROBE_SUFFIX if source + REPROBE_SUFFIX in sweeps else source
         rows = rows.filter(pc.equal(rows["sweep_id"], pick))
     elif len(sweeps) > 1:

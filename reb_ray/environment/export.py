@@ -98,16 +98,16 @@ def from_image(manifest: dict, dist: dict) -> bool:
 def find_attempt(output: Path, trial_id: str, attempt: int | None = None, sweep_id: str | None = None) -> dict:
     """The trials row of `trial_id`'s attempt (`attempt`, else its latest scored one) in
     `output`. Raises RebRayError naming what is missing."""
-    from reb_ray.results.read import graded_copies, read_trials
+    from reb_ray.results.read import read_trials, source_sweep
 
     rows = [r for r in read_trials(output, sweep_id).to_pylist() if r["trial_id"] == trial_id]
-    # Sweeps that only regrade this one's attempts hold no environment of their own: the source's is meant.
+    # Sweeps that only regrade or reuse this one's attempts hold no environment of their own: the source's is meant.
     if not rows:
         raise RebRayError(f"{output}: no trial {trial_id!r}" + (f" in sweep {sweep_id!r}" if sweep_id else ""))
     sweeps = sorted({r["sweep_id"] for r in rows})
-    source = sweeps[0]
-    if len(sweeps) > 1 and sweep_id is None and all(s == source or s in graded_copies(source) for s in sweeps):
-        rows = [r for r in rows if r["sweep_id"] == source]  # regrades hold no environment of their own
+    source = source_sweep(rows)
+    if len(sweeps) > 1 and sweep_id is None and source is not None:
+        rows = [r for r in rows if r["sweep_id"] == source]  # gradings and reusers hold no environment of their own
     elif len(sweeps) > 1 and sweep_id is None:
         raise RebRayError(f"{output}: trial {trial_id!r} is in sweeps {', '.join(sweeps)}: name one with --sweep-id")
     if attempt is not None:

@@ -88,6 +88,28 @@ def graded_copies(sweep_id: str) -> set[str]:
     return {sweep_id + suffix for suffix in GRADING_SUFFIXES}
 
 
+def source_sweep(rows: list[dict]) -> str | None:
+    """The sweep that ran the attempt a trial's rows of several sweeps (dicts with `sweep_id`
+    and `reused_from`) stand for: the one every other sweep only graded again (`graded_copies`)
+    or only reused (each of its rows' `reused_from` names it, as a later sweep with the same
+    trial does); None when two of the sweeps ran it each on their own (the caller asks for a
+    sweep). One sweep is its own source."""
+    sweeps = sorted({r["sweep_id"] for r in rows})
+    reused: dict[str, set] = {}
+    for r in rows:
+        reused.setdefault(r["sweep_id"], set()).add(r.get("reused_from"))
+    for source in sweeps:
+        family, grown = {source}, True
+        while grown:  # a grading of a reuser, a reuser of a grading: still the source's attempt
+            more = {s for s in sweeps if s not in family and (
+                any(s in graded_copies(f) for f in family) or (len(reused[s]) == 1 and reused[s] <= family))}
+            family |= more
+            grown = bool(more)
+        if family == set(sweeps):
+            return source
+    return None
+
+
 def latest_attempts(table: pa.Table) -> pa.Table:
     """The current attempt of every trial in `table` (TRIALS_SCHEMA rows, or any table with
     their sweep_id, trial_id, attempt and status, such as the resume index): one row per

@@ -151,6 +151,30 @@ def test_a_regraded_trial_is_shown_and_exported_from_its_source_without_naming_a
         find_attempt(tmp_path, "a/t2/0")
 
 
+def test_a_trial_a_later_sweep_reused_is_shown_and_exported_from_the_sweep_that_ran_it(tmp_path):
+    """The README's second sweep reuses the demo sweep's scored numpy-trainer trial: its row
+    there names the source in `reused_from`, so `trial show` and `env export` need no
+    --sweep-id; a later sweep that ran the trial itself still does."""
+    from reb_ray.environment.export import find_attempt
+
+    common = dict(c0_status="success", c2_status="skipped", c5_status="success", report_status="ok")
+    write_run(tmp_path, [
+        row("a", "t1", 1, "scored", sweep="demo", c1_status="success", **common),
+        row("a", "t1", 1, "scored", sweep="later", c1_status="success", reused_from="demo", **common),
+        row("a", "t1", 1, "scored", sweep="later-regrade", c1_status="failure", reused_from="later", **common),
+        row("a", "t2", 1, "scored", sweep="demo", **common),
+        row("a", "t2", 1, "infra_error", sweep="later", **common),
+        row("a", "t2", 2, "scored", sweep="later", reused_from="demo", **common),
+    ])
+    assert show_trial(tmp_path, "a/t1/0").startswith("trial a/t1/0 of sweep demo: attempt 1")
+    assert find_attempt(tmp_path, "a/t1/0")["sweep_id"] == "demo"
+    assert show_trial(tmp_path, "a/t1/0", sweep_id="later").startswith("trial a/t1/0 of sweep later:")
+    with pytest.raises(RebRayError, match="in sweeps demo, later: choose one with --sweep-id"):
+        show_trial(tmp_path, "a/t2/0")  # `later` ran an attempt of its own
+    with pytest.raises(RebRayError, match="in sweeps demo, later: name one with --sweep-id"):
+        find_attempt(tmp_path, "a/t2/0")
+
+
 def test_a_reprobe_gets_the_named_gpus_or_as_many_of_the_nodes_as_the_source_had():
     from reb_ray.sweep.reprobe import gpus_for
 
