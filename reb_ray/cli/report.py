@@ -1,4 +1,11 @@
-"""`reb-ray report RUN_DIR [--sweep-id ID] [--csv FILE|-] [--html FILE] [--tasks-root DIR]`: the summary and analysis of a results directory."""
+"""`reb-ray report RUN_DIR [--sweep-id ID] [--csv FILE|-] [--html FILE] [--tasks-root DIR]`: the summary and analysis of a results directory.
+
+The terminal table, the CSV and the HTML show the same numbers (`analysis.scores.summarize`,
+`analysis.sections`, `analysis.rewards.reward_summary`); the analysis is computed once for the
+terminal and the HTML. The CSV of Harbor sweeps (`analysis.rewards_csv`) has other columns than
+the paper's, whose tooling reads that file by its columns: with both kinds of sweep it is a
+second file beside the paper's, never rows mixed into it.
+"""
 
 from __future__ import annotations
 
@@ -17,13 +24,8 @@ def report(
 ) -> None:
     """Per (sweep, agent): the summary table, then success rates with 95% intervals, pass@k,
     paired comparisons, cost per success, findings, failures and the C5 audit. A Harbor sweep
-    (C0..C5 do not apply) shows its reward table instead (`analysis.rewards`).
-
-    The terminal table, the CSV and the HTML show the same numbers (`analysis.scores.summarize`,
-    `analysis.sections`, `analysis.rewards.reward_summary`); the analysis is computed once for
-    the terminal and the HTML. The CSV of Harbor sweeps (`analysis.rewards_csv`) has other
-    columns than the paper's, whose tooling reads that file by its columns: with both kinds of
-    sweep it is a second file beside the paper's, never rows mixed into it.
+    (C0..C5 do not apply) shows its reward table instead: mean reward per agent with a 95%
+    interval, time, cost and failures. The terminal, the CSV and the HTML show the same numbers.
     """
     from analysis.analyze import STAGE_COLUMNS, analyze
     from analysis.deviations import run_deviations

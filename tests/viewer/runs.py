@@ -132,7 +132,7 @@ def write_run(output_dir: Path) -> Path:
                    "suspicious_actions": ["pip install --no-deps fakepkg"]}
             agent = {k: row[k] for k in ("sweep_id", "trial_id", "attempt", "task_id", "agent")}
             stages = [s for s in stages if s["stage"] != "agent"] + [
-                {**agent, "stage": "agent", "status": "success", "exit_code": 0, "log_path": log_rel,
+                {**agent, "stage": "agent", "status": "success", "exit_code": 0, "log_path": log_rel, "duration_s": 12.5,
                  "log_head": HEURISTIC_OUTPUT, "log_tail": HEURISTIC_OUTPUT, "output_truncated": False}]
         out.append((row, stages))
     return write(output_dir, out)

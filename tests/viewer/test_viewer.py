@@ -122,6 +122,8 @@ def test_trial_page_of_an_agent_without_a_transcript(served):
     assert "No transcript is stored for this attempt: the agent kind heuristic keeps none" in page.text
     assert [r[1:] for r in page.tables["commands"][1:]] == [[c["command"], str(c["exit_code"])] for c in MANIFEST_COMMANDS]
     assert "<dt>C0 unowned</dt><dd>2: fakepkg, fakepkg.sub (" in html
+    timings = html.split("<h2>Timings</h2>", 1)[1].split("</section>", 1)[0]
+    assert "<dt>agent phase</dt>" in timings and "<dt>agent</dt>" not in timings  # its time once, not again as a stage
     assert "pip install --no-deps fakepkg" in page.text and "x.pth" in page.text
     manifest = [link["href"] for link in page.links if link["text"].endswith("env_manifest.jsonl.gz")]
     assert manifest and json.loads(served.text(manifest[0]))["commands"]["list"] == MANIFEST_COMMANDS
