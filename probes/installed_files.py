@@ -10,7 +10,7 @@ artifacts, reb_ray.probing.installed), and the comparison is the harness's
 the other directories of its import path that hold distribution metadata) it writes:
 
 - `dists`: each `*.dist-info` / `*.egg-info` directory: name and version (METADATA / PKG-INFO),
-  the wheel tags (WHEEL), installer, PEP 610 `direct_url.json` (url, editable, archive hash), the
+  the wheel tags and the `Generator` line (WHEEL), installer, PEP 610 `direct_url.json` (url, editable, archive hash), the
   paths its own RECORD lists, and `files`: the sha256 (RECORD's form, urlsafe base64 without
   padding) of every file its RECORD lists inside the directory AND of every file below the
   top-level entries that RECORD names (so a file added into an installed package is seen too);
@@ -18,6 +18,10 @@ the other directories of its import path that hold distribution metadata) it wri
 - `loose`: top-level modules and packages of a site directory that no metadata directory's
   RECORD names, with the same hashes (a stub dropped into site-packages);
 - `pth`: every `.pth` file of a site directory with its hash and its executable `import` lines;
+  for an `__editable__.*.pth` (setuptools' editable install), also its whole text and
+  `finder`: the module its first line imports, read from the same directory (its text, at most
+  FINDER_CHARS, and hash), which the harness compares with setuptools' published template
+  (reb_ray.grading.editable);
   `customize`: every sitecustomize / usercustomize module on the given directories, hashed;
 - `dpkg`: for files below /usr in the site directories that Debian's database lists, the
   package and whether the md5 it recorded still matches ({package: {"files": n, "modified":
@@ -33,12 +37,16 @@ import hashlib
 import io
 import json
 import os
+import re
 import sys
 import time
 
-PROBE_VERSION = 1
+PROBE_VERSION = 2
 MAX_FILES = 100000
 LINE_CHARS = 200
+#: Characters of an editable finder module carried at most (setuptools' is about 3.4 kB).
+FINDER_CHARS = 64 * 1024
+_FINDER_IMPORT = re.compile(r"^import ([A-Za-z_][A-Za-z0-9_]*)\b")
 DPKG_INFO = "/var/lib/dpkg/info"
 _SKIP_DIRS = ("__pycache__",)
 _stats = {"files": 0, "bytes": 0}
@@ -139,12 +147,14 @@ def read_dist(base, entry):
     kind = "dist-info" if entry.endswith(".dist-info") else "egg-info"
     info = os.path.join(base, entry)
     name, version = _metadata(info, kind)
-    dist = {"dir": base, "info": entry, "kind": kind, "name": name, "version": version, "tags": [],
+    dist = {"dir": base, "info": entry, "kind": kind, "name": name, "version": version, "tags": [], "generator": None,
             "installer": (_read(os.path.join(info, "INSTALLER"), 1024) or "").strip()[:50] or None,
             "direct_url": _direct_url(info) if kind == "dist-info" else None, "record": [], "files": {}}
     for line in (_read(os.path.join(info, "WHEEL"), 64 * 1024) or "").splitlines():
         if line.startswith("Tag:"):
             dist["tags"].append(line[4:].strip())
+        elif line.startswith("Generator:") and dist["generator"] is None:
+            dist["generator"] = line[10:].strip()[:LINE_CHARS]
     listed = []
     if kind == "dist-info":
         text = _read(os.path.join(info, "RECORD"))
@@ -195,7 +205,9 @@ def scan_dir(base, is_site, out, claimed_tops):
         if entry.endswith(".pth") and os.path.isfile(path):
             lines = (_read(path, 1 << 20) or "").splitlines()
             execs = [line[:LINE_CHARS] for line in lines if line.startswith(("import ", "import\t"))]
-            out["pth"].append({"dir": base, "name": entry, "hash": sha256_b64(path), "exec_lines": execs[:5]})
+            item = {"dir": base, "name": entry, "hash": sha256_b64(path), "exec_lines": execs[:5]}
+            item.update(editable_finder(base, entry, lines))
+            out["pth"].append(item)
     for entry in names:
         if entry.startswith(".") or entry in _SKIP_DIRS or entry.endswith(
                 (".dist-info", ".egg-info", ".data", ".pth", ".egg-link", ".txt", ".json", ".pyi", ".typed")):
@@ -209,6 +221,36 @@ def scan_dir(base, is_site, out, claimed_tops):
         files = {rel: sha256_b64(os.path.join(base, rel)) for rel in walk_files(base, entry)
                  if os.path.isfile(os.path.join(base, rel))}
         out["loose"].append({"dir": base, "name": module, "entry": entry, "files": files})
+
+
+def editable_finder(base, entry, lines):
+    """For an `__editable__.*.pth` file: {"text": its text (at most 4 KiB), "finder": {"file",
+    "text", "hash", "truncated"} of the module its first line imports, in the same directory}
+    (module docstring); {} for any other `.pth`. Only read, never imported: whether it is
+    setuptools' own is the harness's judgement."""
+    if not entry.startswith("__editable__."):
+        return {}
+    try:
+        with open(os.path.join(base, entry), "rb") as f:
+            pth_text = f.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return {}
+    found = _FINDER_IMPORT.match(lines[0]) if lines else None
+    if not found:
+        return {"text": pth_text}
+    module = found.group(1)
+    path = os.path.join(base, module + ".py")
+    finder = {"file": module + ".py", "text": None, "hash": None, "truncated": False}
+    if os.path.isfile(path) and not os.path.islink(path):
+        try:
+            with open(path, "rb") as f:
+                data = f.read(FINDER_CHARS + 1)
+            finder["text"] = data[:FINDER_CHARS].decode("utf-8", "replace")
+            finder["truncated"] = len(data) > FINDER_CHARS
+            finder["hash"] = sha256_b64(path)
+        except OSError:
+            pass
+    return {"text": pth_text, "finder": finder}
 
 
 def dpkg_file(path):

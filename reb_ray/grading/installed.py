@@ -24,7 +24,9 @@ grades the same. Each distribution gets a status:
 Top-level modules of a site directory that no metadata directory names are `loose` (unowned).
 Start-up code (a `.pth` file with an executable `import` line, `sitecustomize`,
 `usercustomize`) is `verified` when a verified distribution's artifact lists that file with its
-hash, or Debian's database does; otherwise it is `unverified`, with the reason.
+hash, or Debian's database does, or, for setuptools' editable-install finder of the repository
+under test, when it is setuptools' published template with every path inside the repository
+(reb_ray.grading.editable); otherwise it is `unverified`, with the reason.
 
 A command stage (`stage_problems`) that imported, in any interpreter of the stage (the witness's
 module lists), or whose repository imports (C0's resolved files), a module from a modified
@@ -39,6 +41,8 @@ from __future__ import annotations
 
 import posixpath
 from typing import Any
+
+from reb_ray.grading.editable import judge_finder
 
 VERIFIED, MODIFIED, UNMATCHED, UNVERIFIABLE = "verified", "modified", "unmatched", "unverifiable"
 DIST_MODIFIED, UNOWNED_MODULE, STARTUP_HOOK = "dist_modified", "unowned_module", "startup_hook"
@@ -253,9 +257,13 @@ def own_files(listing: dict | None) -> dict | None:
     return {**listing, "dists": dists}
 
 
-def judge(listing: dict | None, lookups: dict[str, dict]) -> dict[str, Any]:
+def judge(listing: dict | None, lookups: dict[str, dict], templates: dict[str, dict] | None = None,
+          repo_dir: str | None = None) -> dict[str, Any]:
     """The check's record from the probe's `listing` and `lookups` ({"<dir>/<info>": lookup});
-    {"error": ...} when the probe left none."""
+    {"error": ...} when the probe left none. `templates` ({setuptools version: {"template",
+    "source", "why"}}, read by the harness from setuptools' published wheels) and `repo_dir`
+    (the repository under test) decide an editable install's finder hook
+    (reb_ray.grading.editable.judge_finder); without them such a hook stays unverified."""
     if not isinstance(listing, dict):
         return {"error": "the installed-files probe left no record"}
     if listing.get("error"):
@@ -300,7 +308,10 @@ def judge(listing: dict | None, lookups: dict[str, dict]) -> dict[str, Any]:
     hooks = []
     for pth in listing.get("pth") or []:
         if isinstance(pth, dict) and pth.get("exec_lines"):
-            status, owner, why = hook_owner(pth.get("dir"), pth.get("name"), pth.get("hash"))
+            same_dir = [d for d in listing.get("dists") or [] if isinstance(d, dict) and d.get("dir") == pth.get("dir")]
+            loose_here = [e for e in listing.get("loose") or [] if isinstance(e, dict) and e.get("dir") == pth.get("dir")]
+            status, owner, why = judge_finder(pth, same_dir, templates, repo_dir, loose_here) or hook_owner(
+                pth.get("dir"), pth.get("name"), pth.get("hash"))
             hooks.append({"kind": "pth", "path": posixpath.join(str(pth.get("dir")), str(pth.get("name"))),
                           "dir": pth.get("dir"), "status": status, "owner": owner, "why": why,
                           "lines": list(pth.get("exec_lines") or [])[:2]})

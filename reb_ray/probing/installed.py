@@ -18,6 +18,7 @@ not run is recorded as such and changes no verdict.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import posixpath
@@ -25,6 +26,7 @@ import tarfile
 import time
 from pathlib import Path
 
+from reb_ray.grading.editable import TEMPLATE_MEMBER, template_of, templates_wanted
 from reb_ray.grading.installed import compare, judge, linux_forms, own_files
 from reb_ray.probing.facts import facts_env
 from reb_ray.probing.published import Artifact, Published
@@ -149,6 +151,34 @@ def lookup(dist: dict, published: Published) -> dict:
     return out
 
 
+def finder_templates(versions: list[str], published: Published) -> dict[str, dict]:
+    """{setuptools version: {"template": setuptools' `_FINDER_TEMPLATE` or None, "source": the
+    wheel it was read from, "sha256": the template's hex digest, "why": why there is none}}, read
+    from the published setuptools wheels of each version (local artifacts first, then the index,
+    one member by range requests; cached on disk), never from the sandbox."""
+    out: dict[str, dict] = {}
+    for version in versions:
+        got = {"template": None, "source": None, "sha256": None, "why": None}
+        artifacts = [a for a in published.local_candidates("setuptools", version) if a.kind == "wheel"]
+        if not artifacts:
+            found = published.candidates("setuptools", version)
+            artifacts = [a for a in found or [] if a.kind == "wheel"]
+            if found is None:
+                got["why"] = "no local setuptools wheel and the index could not be reached"
+            elif not artifacts:
+                got["why"] = f"no published wheel of setuptools=={version}"
+        for artifact in artifacts[:MAX_CANDIDATES]:
+            data = published.member(artifact, TEMPLATE_MEMBER)
+            template = template_of(data.decode("utf-8", "replace")) if data is not None else None
+            if template is not None:
+                got.update(template=template, source=f"{artifact.filename} ({artifact.source})",
+                           sha256=hashlib.sha256(template.encode()).hexdigest(), why=None)
+                break
+            got["why"] = f"{artifact.filename} has no {TEMPLATE_MEMBER} with a _FINDER_TEMPLATE"
+        out[version] = got
+    return out
+
+
 def check_installed(sandbox: Sandbox, toolbox: str, startup: dict | None, published: Published,
                     timeout_s: float = PROBE_TIMEOUT_S, repo_dir: str | None = None) -> dict:
     """The check's record for the reported interpreter whose start-up probe record is `startup`
@@ -176,7 +206,9 @@ def check_installed(sandbox: Sandbox, toolbox: str, startup: dict | None, publis
         for dist in (listing or {}).get("dists") or []:
             if isinstance(dist, dict) and not (dist.get("kind") == "egg-info" and str(dist.get("dir")).startswith("/usr/")):
                 lookups[f"{dist.get('dir')}/{dist.get('info')}"] = lookup(dist, published)
-        summary = judge(listing, lookups)
+        templates = finder_templates(templates_wanted(listing), published)
+        summary = judge(listing, lookups, templates, repo_dir)
+        summary["finder_templates"] = {v: {k: got[k] for k in ("source", "sha256", "why")} for v, got in templates.items()}
         summary["lookup_s"] = round(time.monotonic() - t, 3)
         summary["index_errors"] = published.index_errors[:5]
     except Exception as exc:  # noqa: BLE001 - the check is evidence; its failure is recorded, never raised
@@ -216,4 +248,5 @@ def with_repo_imports(summary: dict, c0_raw: dict) -> dict:
     return {**summary, "repo_imports": imports}
 
 
-__all__ = ["check_installed", "directories", "image_wheels", "lookup", "run_check", "with_repo_imports"]
+__all__ = ["check_installed", "directories", "finder_templates", "image_wheels", "lookup", "run_check",
+           "with_repo_imports"]

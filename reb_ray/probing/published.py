@@ -14,8 +14,12 @@ order:
    sha256; only the RECORD of a remote wheel is read, by HTTP range requests on the zip's
    central directory and that one member (a few requests, tens of kB, whatever the wheel's size).
 
-RECORDs read are kept on disk under the cache directory, named by the artifact's file name and
-sha256, so a node reads each one once. An index that cannot be reached leaves the artifacts
+`Published.member(artifact, path)` reads one other member of a wheel the same way (setuptools'
+`setuptools/command/editable_wheel.py`, whose template an editable install's finder module is
+compared with: reb_ray.grading.editable).
+
+RECORDs and members read are kept on disk under the cache directory, named by the artifact's
+file name and sha256, so a node reads each one once. An index that cannot be reached leaves the artifacts
 unknown (None), never "absent": a distribution that cannot be looked up is unverifiable, not a
 failure.
 """
@@ -23,6 +27,7 @@ failure.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import logging
@@ -154,6 +159,15 @@ def record_of_zip(fileobj) -> dict[str, str] | None:
     return out
 
 
+def member_of_zip(fileobj, member: str) -> bytes | None:
+    """The bytes of `member` in a wheel (a zip file object); None when it has no such member."""
+    with zipfile.ZipFile(fileobj) as archive:
+        try:
+            return archive.read(member)
+        except KeyError:
+            return None
+
+
 class Published:
     """Published artifacts from `local_dirs` and the index at `index_url` (None: no index),
     RECORDs cached under `cache_dir` (module docstring)."""
@@ -236,6 +250,42 @@ class Published:
         tag = (artifact.sha256 or f"size{artifact.size}")[:16]
         return self.cache_dir / f"{artifact.filename}.{tag}.json"
 
+    def member(self, artifact: Artifact, path: str) -> bytes | None:
+        """The bytes of the member `path` of wheel `artifact`; None when the wheel lacks it or
+        cannot be read (logged). Cached on disk like RECORDs (a wheel lacking it is not cached)."""
+        if artifact.kind != "wheel":
+            return None
+        base = self._cache_path(artifact)
+        cached = base.with_name(base.name[: -len(".json")] + "." + hashlib.sha256(path.encode()).hexdigest()[:12]
+                                + ".member") if base is not None else None
+        if cached is not None and cached.is_file():
+            try:
+                return cached.read_bytes()
+            except OSError:
+                pass
+        try:
+            if artifact.source.startswith("local:"):
+                with open(artifact.location, "rb") as f:
+                    got = member_of_zip(f, path)
+            else:
+                if not artifact.size:
+                    return None
+                remote = _RangeFile(artifact.location, int(artifact.size))
+                got = member_of_zip(io.BufferedReader(remote, BLOCK), path)
+                self.remote_requests += remote.requests
+        except (OSError, zipfile.BadZipFile, ValueError) as exc:
+            log.warning("cannot read %s of %s: %s", path, artifact.filename, exc)
+            return None
+        if got is not None and cached is not None:
+            try:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                tmp = cached.with_suffix(f".tmp{os.getpid()}")
+                tmp.write_bytes(got)
+                os.replace(tmp, cached)
+            except OSError:
+                pass
+        return got
+
     def record(self, artifact: Artifact) -> dict[str, str] | None:
         """The RECORD of wheel `artifact`; None when it cannot be read (logged)."""
         if artifact.kind != "wheel":
@@ -270,4 +320,4 @@ class Published:
         return got
 
 
-__all__ = ["Artifact", "DEFAULT_INDEX", "Published", "canonical", "parse_filename", "record_of_zip"]
+__all__ = ["Artifact", "DEFAULT_INDEX", "Published", "canonical", "member_of_zip", "parse_filename", "record_of_zip"]
