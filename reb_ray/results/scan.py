@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-if TYPE_CHECKING:  # imported where used (it loads pandas, 0.4 s): a scan of one sweep and compaction
+if TYPE_CHECKING:  # imported where used (it loads pandas): `rows_of` and a bare import need none of it
     import pyarrow.dataset as ds
 
 from reb_ray.errors import RebRayError
@@ -86,38 +86,21 @@ def scan(files: list[Path], schema: pa.Schema, columns: list[str] | None = None,
     """The rows of `files` as one table of `schema` (or its `columns`), in file order, only
     sweep `sweep_id`'s when given. No files gives an empty table of the schema.
 
-    Without `sweep_id` each file is read by its own Parquet reader and conformed (`conform`),
-    not through pyarrow.dataset, which imports pandas: 0.4 s of every report's and the viewer's
-    start. With it, the dataset's filter skips the row groups of other sweeps unread.
-
     Raises RebRayError (one line naming the file) for an unreadable or foreign file, and
     FileNotFoundError when a file vanished meanwhile (callers list again and retry)."""
     if not files:
         table = schema.empty_table()
         return table.select(columns) if columns is not None else table
-    if sweep_id is not None:  # the dataset skips the row groups whose statistics rule the sweep out
-        import pyarrow.dataset as ds
+    import pyarrow.dataset as ds
 
-        dataset = _dataset(files, schema)
-        try:
-            return dataset.to_table(columns=columns, filter=ds.field("sweep_id") == sweep_id)
-        except FileNotFoundError:
-            raise
-        except (OSError, pa.ArrowException) as exc:
-            raise _blame(files, exc, str(Path(files[0]).parent.parent)) from exc
-    names = list(columns) if columns is not None else schema.names
-    parts = []
-    for path in files:
-        check_schema(path, schema)
-        try:
-            parquet = pq.ParquetFile(path)
-            present = set(parquet.schema_arrow.names)
-            parts.append(conform(parquet.read(columns=[n for n in names if n in present]), schema, names))
-        except FileNotFoundError:
-            raise
-        except (OSError, pa.ArrowException) as exc:
-            raise _blame(files, exc, str(Path(files[0]).parent.parent)) from exc
-    return pa.concat_tables(parts)
+    dataset = _dataset(files, schema)
+    flt = ds.field("sweep_id") == sweep_id if sweep_id is not None else None
+    try:
+        return dataset.to_table(columns=columns, filter=flt)
+    except FileNotFoundError:
+        raise
+    except (OSError, pa.ArrowException) as exc:
+        raise _blame(files, exc, str(Path(files[0]).parent.parent)) from exc
 
 
 def conform(table: pa.Table, schema: pa.Schema, columns: list[str] | None = None) -> pa.Table:
