@@ -37,6 +37,7 @@ from reb_ray.agents.toolchain_mount import NoSlot, ToolchainSlot, toolchain_slot
 from reb_ray.harbor.task import HarborTask
 from reb_ray.harbor.trial import LOGS
 from reb_ray.models.sweep import TrialSpec
+from reb_ray.trial.agent_phase import record_run
 from reb_ray.trial.egress import TrialEgress
 from reb_ray.trial.llm import ProxyClient, TrialLlm, llm_verdict
 
@@ -106,14 +107,9 @@ class LlmRunner:
 
     def record(self, rec) -> None:
         """The run's columns: LLM usage and trajectory, the CLI's version, output tail, limit."""
-        from reb_ray.sandbox.output import DEFAULT_HEAD_BYTES
-
         rec.result.llm.set(**self.columns)
         if self.run is not None:
-            part = rec.result.agent
-            part.agent_version, part.report_source, part.agent_limit = (self.run.agent_version, self.run.report_source,
-                                                                        self.run.limit)
-            part.agent_output_tail = self.run.output[-DEFAULT_HEAD_BYTES:]
+            record_run(rec.result.agent, self.run)
 
     def close(self, rec) -> None:
         """Release every part, on every path; never raises (module docstring)."""

@@ -39,6 +39,13 @@ class AgentPhase:
     refused_key: str | None
 
 
+def record_run(part, run: AgentRun) -> None:
+    """What the agent said of its own run, into the trials row's agent part: its version, where
+    its report came from, the limit that ended it and the tail of its output."""
+    part.agent_version, part.report_source, part.agent_limit = run.agent_version, run.report_source, run.limit
+    part.agent_output_tail = run.output[-DEFAULT_HEAD_BYTES:]
+
+
 def run_agent_phase(rec: TrialRecorder, sandbox: Sandbox, agent: Agent, ctx: AgentContext,
                     llm: TrialLlm) -> AgentPhase:
     """Run the agent (module docstring) and record its result and its `agent` stage row.
@@ -68,9 +75,8 @@ def run_agent_phase(rec: TrialRecorder, sandbox: Sandbox, agent: Agent, ctx: Age
     # probe phase's start-up record (`grade_startup`).
     rec.trajectory_hits = trajectory_hits([c.command for c in commands(run.transcript)]) if run.transcript else []
     part.agent_exit_code, part.agent_timed_out, part.agent_wall_time_s = run.exit_code, run.timed_out, run.wall_time_s
-    part.agent_output_tail, part.agent_limit = run.output[-DEFAULT_HEAD_BYTES:], run.limit
     part.agent_log_path = log.path if log is not None and log.error is None else None
-    part.agent_version, part.report_source = run.agent_version, run.report_source
+    record_run(part, run)
     result = ExecResult(exit_code=run.exit_code, timed_out=run.timed_out, duration_s=run.wall_time_s, output=run.output)
     status = "success" if run.exit_code == 0 and not run.timed_out else "failure"
     category = ended_by[0] if ended_by else "timeout" if run.timed_out else None
